@@ -1,0 +1,387 @@
+//! Everything that can go wrong, with a stable machine code and an exit-code
+//! class for each: [`EngineError`], [`StoreError`], [`ErrorCode`].
+//!
+//! Codes are part of the wire contract: agents branch on them, so a code is
+//! never renamed or reused for a different meaning. Messages are for people
+//! and agents reading them: they say what is wrong and what to do next, and
+//! may be reworded freely.
+
+use crate::model::{LeaseToken, Status};
+use crate::time::Timestamp;
+
+/// The stable, snake_case code of every error the engine or a store returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The request could not be decoded: unknown command or field, wrong
+    /// type, unknown kind/status/priority spelling, or a CLI usage error.
+    InvalidRequest,
+    /// A required field is absent or blank.
+    MissingField,
+    /// A field is well-formed but not allowed (out of range, bad characters,
+    /// a kind the command does not take).
+    InvalidValue,
+    /// A text or JSON field is longer than its documented limit.
+    TooLong,
+    /// A payload or metadata is not valid JSON or not a JSON object.
+    InvalidPayload,
+    /// The command is not allowed in the thread's current status.
+    InvalidState,
+    /// The thread is assigned to another agent.
+    NotAssigned,
+    /// Someone holds a live lease on the thread.
+    LeaseConflict,
+    /// The caller's lease was replaced by a newer claim.
+    LeaseLost,
+    /// The caller does not hold the thread's lease.
+    NotLeaseHolder,
+    /// No thread has that id.
+    ThreadNotFound,
+    /// No message has that id (in that thread).
+    MessageNotFound,
+    /// The store stayed busy past its retry budget.
+    StorageBusy,
+    /// The store was written by a newer version of inbox.
+    SchemaTooNew,
+    /// The store has not been initialized.
+    NotInitialized,
+    /// The store failed (I/O, corruption, a host adapter error).
+    StorageError,
+    /// A bug: the engine reached a state it considers impossible.
+    InternalError,
+}
+
+impl ErrorCode {
+    /// Every code, in documentation order.
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::InvalidRequest,
+        ErrorCode::MissingField,
+        ErrorCode::InvalidValue,
+        ErrorCode::TooLong,
+        ErrorCode::InvalidPayload,
+        ErrorCode::InvalidState,
+        ErrorCode::NotAssigned,
+        ErrorCode::LeaseConflict,
+        ErrorCode::LeaseLost,
+        ErrorCode::NotLeaseHolder,
+        ErrorCode::ThreadNotFound,
+        ErrorCode::MessageNotFound,
+        ErrorCode::StorageBusy,
+        ErrorCode::SchemaTooNew,
+        ErrorCode::NotInitialized,
+        ErrorCode::StorageError,
+        ErrorCode::InternalError,
+    ];
+
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::MissingField => "missing_field",
+            ErrorCode::InvalidValue => "invalid_value",
+            ErrorCode::TooLong => "too_long",
+            ErrorCode::InvalidPayload => "invalid_payload",
+            ErrorCode::InvalidState => "invalid_state",
+            ErrorCode::NotAssigned => "not_assigned",
+            ErrorCode::LeaseConflict => "lease_conflict",
+            ErrorCode::LeaseLost => "lease_lost",
+            ErrorCode::NotLeaseHolder => "not_lease_holder",
+            ErrorCode::ThreadNotFound => "thread_not_found",
+            ErrorCode::MessageNotFound => "message_not_found",
+            ErrorCode::StorageBusy => "storage_busy",
+            ErrorCode::SchemaTooNew => "schema_too_new",
+            ErrorCode::NotInitialized => "not_initialized",
+            ErrorCode::StorageError => "storage_error",
+            ErrorCode::InternalError => "internal_error",
+        }
+    }
+
+    /// The process exit code for this error: 20 conflict, 30 invalid input or
+    /// transition, 40 not found, 50 storage or internal.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            ErrorCode::LeaseConflict | ErrorCode::LeaseLost | ErrorCode::NotLeaseHolder => 20,
+            ErrorCode::InvalidRequest
+            | ErrorCode::MissingField
+            | ErrorCode::InvalidValue
+            | ErrorCode::TooLong
+            | ErrorCode::InvalidPayload
+            | ErrorCode::InvalidState
+            | ErrorCode::NotAssigned => 30,
+            ErrorCode::ThreadNotFound | ErrorCode::MessageNotFound => 40,
+            ErrorCode::StorageBusy
+            | ErrorCode::SchemaTooNew
+            | ErrorCode::NotInitialized
+            | ErrorCode::StorageError
+            | ErrorCode::InternalError => 50,
+        }
+    }
+
+    /// When the code is returned, in one sentence (for generated docs).
+    pub fn description(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => {
+                "The request could not be decoded: unknown command or field, wrong JSON type, unknown kind/status/priority, or a CLI usage error."
+            }
+            ErrorCode::MissingField => "A required field is absent or blank.",
+            ErrorCode::InvalidValue => {
+                "A field is well-formed but not allowed: out of range, bad characters, or a kind the command does not take."
+            }
+            ErrorCode::TooLong => "A text or JSON field is over its documented limit.",
+            ErrorCode::InvalidPayload => {
+                "A payload or artifact metadata is not valid JSON or not a JSON object."
+            }
+            ErrorCode::InvalidState => {
+                "The command is not allowed in the thread's current status (terminal threads accept nothing)."
+            }
+            ErrorCode::NotAssigned => "The thread is assigned to another agent; only its assignee may claim it.",
+            ErrorCode::LeaseConflict => {
+                "The thread has a live lease (held by anyone, the same agent name included)."
+            }
+            ErrorCode::LeaseLost => {
+                "The caller's lease was replaced by a newer claim; stop working on the thread."
+            }
+            ErrorCode::NotLeaseHolder => "The caller never held the thread's current lease.",
+            ErrorCode::ThreadNotFound => "No thread has that id.",
+            ErrorCode::MessageNotFound => "No message with that id exists in that thread.",
+            ErrorCode::StorageBusy => "The store stayed busy past its retry budget; retry.",
+            ErrorCode::SchemaTooNew => "The store was written by a newer version of inbox; upgrade.",
+            ErrorCode::NotInitialized => "The store has not been initialized; run init.",
+            ErrorCode::StorageError => "The store failed (I/O, corruption, host adapter error).",
+            ErrorCode::InternalError => "A bug in inbox; please report it.",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a command was refused or failed. Returned inside a [`crate::Response`]
+/// rather than panicking; a failed command has changed nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// See [`ErrorCode::InvalidRequest`].
+    #[error("invalid request: {message}")]
+    InvalidRequest {
+        /// What could not be decoded, and where.
+        message: String,
+    },
+    /// See [`ErrorCode::MissingField`].
+    #[error("`{field}` is required: {hint}")]
+    MissingField {
+        /// The field, as spelled in the request.
+        field: String,
+        /// What to put there.
+        hint: String,
+    },
+    /// See [`ErrorCode::InvalidValue`].
+    #[error("`{field}` {problem}")]
+    InvalidValue {
+        /// The field, as spelled in the request.
+        field: String,
+        /// What is wrong and what is allowed.
+        problem: String,
+    },
+    /// See [`ErrorCode::TooLong`].
+    #[error("`{field}` is {actual} {unit} long; the limit is {limit} {unit}; shorten it or move the detail into an artifact")]
+    TooLong {
+        /// The field, as spelled in the request.
+        field: String,
+        /// Its length.
+        actual: usize,
+        /// The documented limit.
+        limit: usize,
+        /// `characters` or `bytes`.
+        unit: &'static str,
+    },
+    /// See [`ErrorCode::InvalidPayload`].
+    #[error("`{field}` must be a JSON object ({problem}); pass e.g. {{\"key\": \"value\"}}")]
+    InvalidPayload {
+        /// The field, as spelled in the request.
+        field: String,
+        /// What the parser said or what type was given.
+        problem: String,
+    },
+    /// See [`ErrorCode::InvalidState`].
+    #[error("thread {thread_id} is {status}: {message}")]
+    InvalidState {
+        /// The thread.
+        thread_id: String,
+        /// Its status when the command arrived.
+        status: Status,
+        /// Why the command is not allowed and what would be.
+        message: String,
+    },
+    /// See [`ErrorCode::NotAssigned`].
+    #[error("thread {thread_id} is assigned to {assigned_to}, not {agent}; only its assignee may claim it")]
+    NotAssigned {
+        /// The thread.
+        thread_id: String,
+        /// Who asked.
+        agent: String,
+        /// Who may claim it.
+        assigned_to: String,
+    },
+    /// See [`ErrorCode::LeaseConflict`].
+    #[error("thread {thread_id} is held by {holder} (lease token {lease_token}) until {expires_at}; pick another thread or wait for the lease to end")]
+    LeaseConflict {
+        /// The thread.
+        thread_id: String,
+        /// The current holder.
+        holder: String,
+        /// The live lease's token.
+        lease_token: LeaseToken,
+        /// When the live lease runs out unless renewed.
+        expires_at: Timestamp,
+    },
+    /// See [`ErrorCode::LeaseLost`].
+    #[error("lease on thread {thread_id} was lost: it is now held by {holder} with lease token {lease_token}; stop working on it")]
+    LeaseLost {
+        /// The thread.
+        thread_id: String,
+        /// Who holds the newer lease.
+        holder: String,
+        /// The newer lease's token.
+        lease_token: LeaseToken,
+    },
+    /// See [`ErrorCode::NotLeaseHolder`].
+    #[error("{agent} does not hold thread {thread_id}; {holder} does; claim a thread of your own before working on it")]
+    NotLeaseHolder {
+        /// The thread.
+        thread_id: String,
+        /// Who asked.
+        agent: String,
+        /// Who holds it.
+        holder: String,
+    },
+    /// See [`ErrorCode::ThreadNotFound`].
+    #[error("thread {thread_id} not found; check the id (thread ids start with thr_) and the database")]
+    ThreadNotFound {
+        /// The id asked for.
+        thread_id: String,
+    },
+    /// See [`ErrorCode::MessageNotFound`].
+    #[error("message {message_id} not found in thread {thread_id}; message ids start with msg_ and belong to one thread")]
+    MessageNotFound {
+        /// The thread searched.
+        thread_id: String,
+        /// The id asked for.
+        message_id: String,
+    },
+    /// A store failure; its own code says which.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// See [`ErrorCode::InternalError`].
+    #[error("internal error: {message}; this is a bug in inbox, please report it")]
+    Internal {
+        /// What the engine found impossible.
+        message: String,
+    },
+}
+
+impl EngineError {
+    /// The stable machine code.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            EngineError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
+            EngineError::MissingField { .. } => ErrorCode::MissingField,
+            EngineError::InvalidValue { .. } => ErrorCode::InvalidValue,
+            EngineError::TooLong { .. } => ErrorCode::TooLong,
+            EngineError::InvalidPayload { .. } => ErrorCode::InvalidPayload,
+            EngineError::InvalidState { .. } => ErrorCode::InvalidState,
+            EngineError::NotAssigned { .. } => ErrorCode::NotAssigned,
+            EngineError::LeaseConflict { .. } => ErrorCode::LeaseConflict,
+            EngineError::LeaseLost { .. } => ErrorCode::LeaseLost,
+            EngineError::NotLeaseHolder { .. } => ErrorCode::NotLeaseHolder,
+            EngineError::ThreadNotFound { .. } => ErrorCode::ThreadNotFound,
+            EngineError::MessageNotFound { .. } => ErrorCode::MessageNotFound,
+            EngineError::Store(error) => error.code(),
+            EngineError::Internal { .. } => ErrorCode::InternalError,
+        }
+    }
+
+    /// The process exit code (see [`ErrorCode::exit_code`]).
+    pub fn exit_code(&self) -> u8 {
+        self.code().exit_code()
+    }
+
+    pub(crate) fn missing(field: impl Into<String>, hint: impl Into<String>) -> EngineError {
+        EngineError::MissingField {
+            field: field.into(),
+            hint: hint.into(),
+        }
+    }
+
+    pub(crate) fn invalid(field: impl Into<String>, problem: impl Into<String>) -> EngineError {
+        EngineError::InvalidValue {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    pub(crate) fn state(thread_id: &str, status: Status, message: impl Into<String>) -> EngineError {
+        EngineError::InvalidState {
+            thread_id: thread_id.to_owned(),
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> EngineError {
+        EngineError::Internal {
+            message: message.into(),
+        }
+    }
+}
+
+/// What kind of store failure happened; decides the error code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StoreErrorKind {
+    /// Another writer held the store past the retry budget.
+    Busy,
+    /// Written by a newer version.
+    SchemaTooNew,
+    /// No schema yet.
+    NotInitialized,
+    /// Anything else: I/O, corruption, a broken host adapter, misuse of the
+    /// transaction protocol.
+    Other,
+}
+
+/// A failure reported by a [`crate::Store`]. The engine rolls the transaction
+/// back and returns it as an error response.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StoreError {
+    /// Which code to report.
+    pub kind: StoreErrorKind,
+    /// What failed and what to do, in the store's words.
+    pub message: String,
+}
+
+impl StoreError {
+    /// A failure of `kind`.
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> StoreError {
+        StoreError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// An [`StoreErrorKind::Other`] failure.
+    pub fn other(message: impl Into<String>) -> StoreError {
+        StoreError::new(StoreErrorKind::Other, message)
+    }
+
+    /// The stable machine code.
+    pub fn code(&self) -> ErrorCode {
+        match self.kind {
+            StoreErrorKind::Busy => ErrorCode::StorageBusy,
+            StoreErrorKind::SchemaTooNew => ErrorCode::SchemaTooNew,
+            StoreErrorKind::NotInitialized => ErrorCode::NotInitialized,
+            StoreErrorKind::Other => ErrorCode::StorageError,
+        }
+    }
+}

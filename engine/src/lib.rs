@@ -1,0 +1,60 @@
+//! The inbox engine: the pure, deterministic core of a durable coordination
+//! bus for AI agent teams. It owns every rule (the thread / lease / message
+//! state machine, validation, error codes, events) and performs no I/O: no
+//! files, no network, no threads, no system clock, no randomness. Time comes
+//! from a [`Clock`], ids from an [`IdSource`], storage from a [`Store`], all
+//! injected by the host, so every host (the native CLI, the wasm package, the
+//! wasmtime plugin) behaves identically, byte for byte.
+//!
+//! # Map
+//!
+//! - [`model`]: the records (thread, message, artifact, lease, event, read
+//!   cursor) and vocabularies (status, kind, priority, event type).
+//! - [`rules`]: the state machine as a table, effective status of lapsed leases.
+//! - [`validate`]: input limits and checks, applied before any transaction.
+//! - [`wire`]: the JSON contract: `Request` in, `Response` out.
+//! - [`error`]: error codes and exit-code classes.
+//! - [`store`]: the storage trait and its queries; [`memory`]: an in-memory store.
+//! - [`engine`]: executes one request as one transaction.
+//! - [`wait`]: a sans-IO driver for blocking `watch` / `wait-reply`.
+//! - [`script`]: transition scripts, and the runner that turns one into a transcript.
+//! - [`time`], [`ids`]: timestamps, the clock and id interfaces.
+//!
+//! # Use
+//!
+//! ```
+//! use inbox_engine::{Engine, ManualClock, MemoryStore, Request, SequentialIds};
+//!
+//! let clock = ManualClock::new(ManualClock::SCRIPT_EPOCH);
+//! let mut engine = Engine::new(MemoryStore::new(), clock, SequentialIds::new());
+//! let request = Request::from_json(
+//!     r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"Add login"}"#,
+//! ).unwrap();
+//! let response = engine.execute(request);
+//! assert_eq!(response.exit_code(), 0);
+//! assert!(response.to_json().starts_with(r#"{"ok":true,"command":"send","#));
+//! ```
+
+pub mod engine;
+pub mod error;
+pub mod ids;
+pub mod memory;
+pub mod model;
+pub mod rules;
+pub mod script;
+pub mod store;
+pub mod time;
+pub mod validate;
+pub mod wait;
+pub mod wire;
+
+pub use engine::Engine;
+pub use error::{EngineError, ErrorCode, StoreError, StoreErrorKind};
+pub use ids::{IdKind, IdSource, SequentialIds, UlidIds};
+pub use memory::MemoryStore;
+pub use model::*;
+pub use store::{Store, ThreadState, TxMode};
+pub use time::{Clock, ManualClock, Timestamp};
+pub use script::{Script, ScriptError, Transcript, run_script};
+pub use wait::{Executor, WaitStep, Waiter};
+pub use wire::{Output, Request, Response};

@@ -1,0 +1,367 @@
+//! [`MemoryStore`]: the engine's storage in plain Rust collections, for tests,
+//! transition scripts and the wasm package's memory mode.
+//!
+//! It is also the reference implementation of the [`Store`] queries: it
+//! answers them with the `matches` methods in [`crate::store`], so other
+//! stores can be checked against it. Rollback replays an undo log instead of
+//! copying the state at `begin`, so a transaction costs what it writes, not
+//! what the store holds. It must never hold more than one connection's worth
+//! of state: it is single-threaded by design (wrap it in a lock to share it).
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::StoreError;
+use crate::model::{Event, EventId, Lease, Message, ReadCursor, Thread};
+use crate::store::{EventQuery, MessageQuery, Store, ThreadQuery, ThreadState, TxMode};
+use crate::time::Timestamp;
+
+/// Storage in memory; everything is lost when it is dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStore {
+    data: Data,
+    tx: Option<TxMode>,
+    undo: Vec<Undo>,
+}
+
+/// The records. Compared as a whole by property tests ("fetch changes
+/// nothing", "a failed command changes nothing").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Data {
+    threads: BTreeMap<String, Thread>,
+    leases: BTreeMap<String, Lease>,
+    /// All messages in event order; `message_index` and `thread_messages`
+    /// point into it.
+    messages: Vec<Message>,
+    message_index: HashMap<String, usize>,
+    thread_messages: HashMap<String, Vec<usize>>,
+    /// Event `n` is at index `n - 1`.
+    events: Vec<Event>,
+    cursors: BTreeMap<(String, String), ReadCursor>,
+}
+
+/// How to take back one write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Undo {
+    InsertThread(String),
+    UpdateThread(Thread),
+    PutLease(String, Option<Lease>),
+    InsertMessage,
+    InsertEvent,
+    PutCursor((String, String), Option<ReadCursor>),
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    /// True when both stores hold the same records (transaction state aside).
+    pub fn same_records(&self, other: &MemoryStore) -> bool {
+        self.data == other.data
+    }
+
+    fn reading(&self) -> Result<(), StoreError> {
+        match self.tx {
+            Some(_) => Ok(()),
+            None => Err(StoreError::other(
+                "memory store used outside a transaction; call begin first",
+            )),
+        }
+    }
+
+    fn writing(&self) -> Result<(), StoreError> {
+        match self.tx {
+            Some(TxMode::Write) => Ok(()),
+            _ => Err(StoreError::other(
+                "memory store written outside a write transaction",
+            )),
+        }
+    }
+
+    fn state(&self, thread: &Thread) -> ThreadState {
+        ThreadState {
+            thread: thread.clone(),
+            lease: self.data.leases.get(&thread.thread_id).cloned(),
+        }
+    }
+
+    fn thread_messages(&self, thread_id: &str) -> impl DoubleEndedIterator<Item = &Message> {
+        self.data
+            .thread_messages
+            .get(thread_id)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.data.messages[i])
+    }
+}
+
+impl Store for MemoryStore {
+    fn initialize(&mut self) -> Result<u32, StoreError> {
+        Ok(1)
+    }
+
+    fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {
+        if self.tx.is_some() {
+            return Err(StoreError::other("memory store: transaction already open"));
+        }
+        self.tx = Some(mode);
+        self.undo.clear();
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.reading()?;
+        self.tx = None;
+        self.undo.clear();
+        Ok(())
+    }
+
+    fn rollback(&mut self) -> Result<(), StoreError> {
+        while let Some(undo) = self.undo.pop() {
+            let data = &mut self.data;
+            match undo {
+                Undo::InsertThread(id) => {
+                    data.threads.remove(&id);
+                }
+                Undo::UpdateThread(old) => {
+                    data.threads.insert(old.thread_id.clone(), old);
+                }
+                Undo::PutLease(id, old) => match old {
+                    Some(old) => {
+                        data.leases.insert(id, old);
+                    }
+                    None => {
+                        data.leases.remove(&id);
+                    }
+                },
+                Undo::InsertMessage => {
+                    if let Some(message) = data.messages.pop() {
+                        data.message_index.remove(&message.message_id);
+                        if let Some(list) = data.thread_messages.get_mut(&message.thread_id) {
+                            list.pop();
+                            if list.is_empty() {
+                                data.thread_messages.remove(&message.thread_id);
+                            }
+                        }
+                    }
+                }
+                Undo::InsertEvent => {
+                    data.events.pop();
+                }
+                Undo::PutCursor(key, old) => match old {
+                    Some(old) => {
+                        data.cursors.insert(key, old);
+                    }
+                    None => {
+                        data.cursors.remove(&key);
+                    }
+                },
+            }
+        }
+        self.tx = None;
+        Ok(())
+    }
+
+    fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
+        self.reading()?;
+        Ok(self.data.threads.get(thread_id).map(|t| self.state(t)))
+    }
+
+    fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
+        self.reading()?;
+        let mut found: Vec<&Thread> = self
+            .data
+            .threads
+            .values()
+            .filter(|t| query.matches(t))
+            .filter(|t| {
+                query.unread_by.as_deref().is_none_or(|reader| {
+                    let cursor = self
+                        .data
+                        .cursors
+                        .get(&(t.thread_id.clone(), reader.to_owned()));
+                    ThreadQuery::is_unread(reader, self.thread_messages(&t.thread_id), cursor)
+                })
+            })
+            .collect();
+        found.sort_by(|a, b| query.compare(a, b));
+        Ok(found
+            .into_iter()
+            .take(query.limit)
+            .map(|t| self.state(t))
+            .collect())
+    }
+
+    fn insert_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
+        self.writing()?;
+        if self.data.threads.contains_key(&thread.thread_id) {
+            return Err(StoreError::other(format!(
+                "thread {} already exists",
+                thread.thread_id
+            )));
+        }
+        self.data
+            .threads
+            .insert(thread.thread_id.clone(), thread.clone());
+        self.undo.push(Undo::InsertThread(thread.thread_id.clone()));
+        Ok(())
+    }
+
+    fn update_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
+        self.writing()?;
+        let old = self
+            .data
+            .threads
+            .insert(thread.thread_id.clone(), thread.clone())
+            .ok_or_else(|| StoreError::other(format!("thread {} does not exist", thread.thread_id)))?;
+        self.undo.push(Undo::UpdateThread(old));
+        Ok(())
+    }
+
+    fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError> {
+        self.writing()?;
+        let old = self
+            .data
+            .leases
+            .insert(lease.thread_id.clone(), lease.clone());
+        self.undo.push(Undo::PutLease(lease.thread_id.clone(), old));
+        Ok(())
+    }
+
+    fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        self.reading()?;
+        let mut lapsed: Vec<&Lease> = self
+            .data
+            .leases
+            .values()
+            .filter(|l| l.is_lapsed(now))
+            .collect();
+        lapsed.sort_by(|a, b| {
+            a.expires_at
+                .cmp(&b.expires_at)
+                .then(a.thread_id.cmp(&b.thread_id))
+        });
+        Ok(lapsed.into_iter().take(limit).cloned().collect())
+    }
+
+    fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError> {
+        self.reading()?;
+        Ok(self
+            .data
+            .leases
+            .values()
+            .filter(|l| l.released_at.is_none())
+            .map(|l| l.expires_at)
+            .min())
+    }
+
+    fn insert_message(&mut self, message: &Message) -> Result<(), StoreError> {
+        self.writing()?;
+        if self.data.message_index.contains_key(&message.message_id) {
+            return Err(StoreError::other(format!(
+                "message {} already exists",
+                message.message_id
+            )));
+        }
+        let index = self.data.messages.len();
+        self.data.messages.push(message.clone());
+        self.data
+            .message_index
+            .insert(message.message_id.clone(), index);
+        self.data
+            .thread_messages
+            .entry(message.thread_id.clone())
+            .or_default()
+            .push(index);
+        self.undo.push(Undo::InsertMessage);
+        Ok(())
+    }
+
+    fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError> {
+        self.reading()?;
+        Ok(self
+            .data
+            .message_index
+            .get(message_id)
+            .map(|&i| self.data.messages[i].clone()))
+    }
+
+    fn messages(&mut self, query: &MessageQuery) -> Result<Vec<Message>, StoreError> {
+        self.reading()?;
+        let matching = |m: &&Message| query.matches(m);
+        let found: Vec<Message> = if query.newest_first {
+            self.thread_messages(&query.thread_id)
+                .rev()
+                .filter(matching)
+                .take(query.limit)
+                .cloned()
+                .collect()
+        } else {
+            self.thread_messages(&query.thread_id)
+                .filter(matching)
+                .take(query.limit)
+                .cloned()
+                .collect()
+        };
+        Ok(found)
+    }
+
+    fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
+        self.reading()?;
+        Ok(self.data.events.len() as EventId)
+    }
+
+    fn insert_event(&mut self, event: &Event) -> Result<(), StoreError> {
+        self.writing()?;
+        let expected = self.data.events.len() as EventId + 1;
+        if event.event_id != expected {
+            return Err(StoreError::other(format!(
+                "event id {} out of sequence; expected {expected}",
+                event.event_id
+            )));
+        }
+        self.data.events.push(event.clone());
+        self.undo.push(Undo::InsertEvent);
+        Ok(())
+    }
+
+    fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        self.reading()?;
+        let start = usize::try_from(query.after)
+            .unwrap_or(usize::MAX)
+            .min(self.data.events.len());
+        Ok(self.data.events[start..]
+            .iter()
+            .filter(|e| {
+                self.data
+                    .threads
+                    .get(&e.thread_id)
+                    .is_some_and(|t| query.matches(e, t))
+            })
+            .take(query.limit)
+            .cloned()
+            .collect())
+    }
+
+    fn read_cursor(
+        &mut self,
+        thread_id: &str,
+        agent: &str,
+    ) -> Result<Option<ReadCursor>, StoreError> {
+        self.reading()?;
+        Ok(self
+            .data
+            .cursors
+            .get(&(thread_id.to_owned(), agent.to_owned()))
+            .cloned())
+    }
+
+    fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError> {
+        self.writing()?;
+        let key = (cursor.thread_id.clone(), cursor.agent.clone());
+        let old = self.data.cursors.insert(key.clone(), cursor.clone());
+        self.undo.push(Undo::PutCursor(key, old));
+        Ok(())
+    }
+}

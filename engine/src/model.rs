@@ -1,0 +1,319 @@
+//! The records the engine keeps and the vocabularies they use: [`Thread`],
+//! [`Message`] (with its [`Artifact`]s), [`Lease`], [`Event`], [`ReadCursor`];
+//! [`Status`], [`Kind`], [`Priority`], [`EventType`].
+//!
+//! These are plain data. Field names are the JSON contract's names and the
+//! storage columns' names; renaming one is a breaking change of the wire
+//! format and the schema, so it must never happen casually. Rules about
+//! which values may follow which live in [`crate::rules`], not here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::Timestamp;
+
+/// A JSON object: the shape of every `payload` and artifact `metadata`.
+pub type JsonObject = serde_json::Map<String, serde_json::Value>;
+
+/// Position in the event stream. Event ids start at 1 and strictly increase
+/// in commit order; 0 means "before the first event".
+pub type EventId = u64;
+
+/// A fencing token: increases with every claim of a thread, starting at 1.
+pub type LeaseToken = u64;
+
+macro_rules! vocabulary {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($(#[$vmeta])* $variant,)+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The wire and storage spelling.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text,)+ }
+            }
+
+            /// Parses the wire spelling; `None` for anything else.
+            pub fn parse(text: &str) -> Option<$name> {
+                match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+
+            /// The allowed spellings, comma-separated, for error messages.
+            pub fn expected() -> String {
+                $name::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+vocabulary! {
+    /// Where a thread is in its life. `done`, `failed` and `cancelled` are
+    /// terminal: nothing changes a terminal thread.
+    pub enum Status {
+        /// Waiting for a worker to claim it.
+        Pending = "pending",
+        /// Claimed; the holder has not reported progress yet.
+        Claimed = "claimed",
+        /// The holder is working on it.
+        InProgress = "in_progress",
+        /// The holder asked a question and waits for an answer.
+        Blocked = "blocked",
+        /// Finished with a result.
+        Done = "done",
+        /// Finished without success (by the holder, or by lease expiry on the
+        /// last attempt).
+        Failed = "failed",
+        /// Stopped by someone before it finished.
+        Cancelled = "cancelled",
+    }
+}
+
+impl Status {
+    /// True for `done`, `failed` and `cancelled`.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Done | Status::Failed | Status::Cancelled)
+    }
+}
+
+vocabulary! {
+    /// What a message is for.
+    pub enum Kind {
+        /// Work handed to an agent; the first message of most threads.
+        Task = "task",
+        /// A progress report from the worker.
+        Progress = "progress",
+        /// A question; `update --status blocked` writes one.
+        Question = "question",
+        /// An answer to a question; unblocks a blocked thread.
+        Answer = "answer",
+        /// The final outcome, written by `done`, `fail` and lease expiry.
+        Result = "result",
+        /// An instruction about the work itself, e.g. a cancellation.
+        Control = "control",
+        /// A notice for the record.
+        Event = "event",
+    }
+}
+
+vocabulary! {
+    /// How soon a thread should be picked up; `fetch` offers `high` first.
+    pub enum Priority {
+        /// Picked after everything else.
+        Low = "low",
+        /// The default.
+        Normal = "normal",
+        /// Picked first.
+        High = "high",
+    }
+}
+
+impl Priority {
+    /// Rank for queue order: higher ranks are fetched first.
+    pub fn rank(self) -> u8 {
+        match self {
+            Priority::Low => 0,
+            Priority::Normal => 1,
+            Priority::High => 2,
+        }
+    }
+}
+
+vocabulary! {
+    /// What happened, in the past tense. Every mutation appends exactly one
+    /// event (a sweep appends one per lapsed lease).
+    pub enum EventType {
+        /// `send` opened a thread.
+        ThreadCreated = "thread_created",
+        /// `send` or `reply` added a message without changing the status.
+        MessageSent = "message_sent",
+        /// `claim` granted a lease.
+        ThreadClaimed = "thread_claimed",
+        /// `renew` extended a lease.
+        LeaseRenewed = "lease_renewed",
+        /// A lease ran out and nobody renewed it; the thread is claimable again.
+        LeaseExpired = "lease_expired",
+        /// `update` reported progress.
+        ProgressReported = "progress_reported",
+        /// `update --status blocked` asked a question.
+        ThreadBlocked = "thread_blocked",
+        /// An `answer` reached a blocked thread and unblocked it.
+        QuestionAnswered = "question_answered",
+        /// `done` finished the thread.
+        ThreadCompleted = "thread_completed",
+        /// `fail`, or lease expiry on the last attempt, failed the thread.
+        ThreadFailed = "thread_failed",
+        /// `cancel` stopped the thread.
+        ThreadCancelled = "thread_cancelled",
+    }
+}
+
+/// The durable container for one work conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Thread {
+    /// `thr_...`
+    pub thread_id: String,
+    /// The orchestration run this thread belongs to, if any.
+    pub run_id: Option<String>,
+    /// The task id the leader uses for this work, if any.
+    pub task_id: Option<String>,
+    /// One line that says what the work is.
+    pub subject: String,
+    /// The agent that opened the thread (usually the leader).
+    pub created_by: String,
+    /// The agent that may claim the thread (the worker).
+    pub assigned_to: String,
+    /// Where the thread is in its life.
+    pub status: Status,
+    /// Queue order for `fetch`.
+    pub priority: Priority,
+    /// How many times the thread has been claimed.
+    pub attempts: u32,
+    /// Claims allowed before an expired lease fails the thread.
+    pub max_attempts: u32,
+    /// The newest message in the thread.
+    pub latest_message_id: Option<String>,
+    /// The newest event about this thread.
+    pub last_event_id: EventId,
+    /// When `send` opened it.
+    pub created_at: Timestamp,
+    /// When anything about it last changed.
+    pub updated_at: Timestamp,
+}
+
+/// One entry in a thread's conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// `msg_...`
+    pub message_id: String,
+    /// The thread it belongs to.
+    pub thread_id: String,
+    /// The event that recorded it; orders messages exactly, across processes.
+    pub event_id: EventId,
+    /// Who wrote it.
+    pub from_agent: String,
+    /// Who it is for.
+    pub to_agent: String,
+    /// What it is for.
+    pub kind: Kind,
+    /// One line a reader can act on.
+    pub summary: String,
+    /// The long form; may be empty.
+    pub body: String,
+    /// Structured data for programs; always a JSON object.
+    pub payload: JsonObject,
+    /// When it was written.
+    pub created_at: Timestamp,
+    /// Files, logs, patches or links attached to it, in the order given.
+    pub artifacts: Vec<Artifact>,
+}
+
+/// A reference to a file, log, patch or URL attached to a message. The
+/// engine stores the reference, never the content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// `art_...`
+    pub artifact_id: String,
+    /// The message it is attached to.
+    pub message_id: String,
+    /// Where the content is: a path or URL, as the sender wrote it.
+    pub path: String,
+    /// What the content is (`file` unless given): `log`, `patch`, `url`, ...
+    pub kind: String,
+    /// Structured data about the content; always a JSON object.
+    pub metadata: JsonObject,
+    /// When it was attached.
+    pub created_at: Timestamp,
+}
+
+/// The most recent claim of a thread. There is at most one lease record per
+/// thread; a new claim replaces it, so its token only ever grows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The thread it covers.
+    pub thread_id: String,
+    /// The agent that claimed it.
+    pub agent: String,
+    /// The fencing token of this claim.
+    pub lease_token: LeaseToken,
+    /// Which attempt this claim is (1 for the first claim).
+    pub attempt: u32,
+    /// How long the lease lasts from a claim, renewal or heartbeat.
+    pub lease_seconds: u64,
+    /// When it was claimed.
+    pub claimed_at: Timestamp,
+    /// When it runs out unless renewed.
+    pub expires_at: Timestamp,
+    /// When it was given up (thread finished) or recorded as expired; absent
+    /// while the lease is held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_at: Option<Timestamp>,
+}
+
+impl Lease {
+    /// Held at `now`: not released and not yet expired.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        self.released_at.is_none() && now < self.expires_at
+    }
+
+    /// Ran out without being released: the holder stopped renewing.
+    pub fn is_lapsed(&self, now: Timestamp) -> bool {
+        self.released_at.is_none() && now >= self.expires_at
+    }
+}
+
+/// A monotonic record of one change, used to wake waiters and to audit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the stream; strictly increasing in commit order.
+    pub event_id: EventId,
+    /// The thread it is about.
+    pub thread_id: String,
+    /// Copied from the thread so run-scoped readers need no join.
+    pub run_id: Option<String>,
+    /// Copied from the thread.
+    pub task_id: Option<String>,
+    /// What happened.
+    pub event_type: EventType,
+    /// The agent that caused it (`inbox` for lease expiry).
+    pub source: String,
+    /// The message it wrote, if any.
+    pub message_id: Option<String>,
+    /// That message's kind, so reply waiters can match without a join.
+    pub message_kind: Option<Kind>,
+    /// The thread's status right after this event.
+    pub status: Status,
+    /// One line about what happened.
+    pub summary: String,
+    /// Details that depend on the event type (lease token, previous status).
+    pub payload: JsonObject,
+    /// When it happened.
+    pub created_at: Timestamp,
+}
+
+/// How far one agent has read one thread. Moved only by `show --mark-read`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadCursor {
+    /// The thread read.
+    pub thread_id: String,
+    /// The reader.
+    pub agent: String,
+    /// The newest message the reader has marked read.
+    pub last_read_message_id: String,
+    /// That message's event id; everything after it is unread.
+    pub last_read_event_id: EventId,
+    /// When the reader marked it.
+    pub last_read_at: Timestamp,
+}

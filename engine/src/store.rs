@@ -1,0 +1,315 @@
+//! The storage boundary: the [`Store`] trait every host implements, and the
+//! query descriptions ([`ThreadQuery`], [`EventQuery`], [`MessageQuery`]) it
+//! answers.
+//!
+//! A store keeps records and answers indexed queries; it never decides
+//! anything. Which thread may be claimed, what a lapsed lease means, which
+//! event to write: all of that is the engine's. The queries here are exact
+//! descriptions with a reference implementation (`matches` methods, used by
+//! [`crate::MemoryStore`]), so a SQL store can translate them into indexed
+//! `WHERE` clauses and the conformance corpus can prove it did so faithfully.
+//!
+//! # Transactions
+//!
+//! The engine brackets every command with [`Store::begin`] and
+//! [`Store::commit`] (or [`Store::rollback`] on any error), so one command is
+//! one atomic transaction. Write transactions must be serialized against each
+//! other: a store must make "read the lease, then write a new one" atomic under
+//! concurrent writers (SQLite: `BEGIN IMMEDIATE`; PostgreSQL: a lock taken at
+//! begin, or `SERIALIZABLE` with retry). Read transactions see one consistent
+//! snapshot and are never upgraded.
+//!
+//! # Event ids
+//!
+//! The engine assigns event ids: inside a write transaction it reads
+//! [`Store::latest_event_id`] and counts up from there. Because write
+//! transactions are serialized, event ids become visible in increasing order,
+//! which is what lets a waiter resume from "after event N" without missing
+//! anything. A store must report the highest id ever written, even if
+//! retention later deletes events.
+
+use crate::error::StoreError;
+use crate::model::{Event, EventId, EventType, Kind, Lease, Message, ReadCursor, Status, Thread};
+use crate::time::Timestamp;
+
+/// Whether a transaction may write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxMode {
+    /// Queries only; may run beside other readers and one writer.
+    Read,
+    /// Queries and writes; serialized with every other write transaction.
+    Write,
+}
+
+/// A thread together with its lease record: everything needed to decide
+/// the thread's effective status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadState {
+    /// The thread as stored.
+    pub thread: Thread,
+    /// Its lease record (live, lapsed, or released), if it was ever claimed.
+    pub lease: Option<Lease>,
+}
+
+/// The order [`Store::threads`] returns threads in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadOrder {
+    /// Work-queue order for `fetch`: priority high to low, then oldest
+    /// `created_at` first, then `thread_id`.
+    Queue,
+    /// Most recent activity first for `list`: `last_event_id` descending.
+    RecentFirst,
+}
+
+/// A filter over threads. Every `Some`/non-empty field must match; an
+/// empty `statuses` matches every status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ThreadQuery {
+    /// Exactly this thread.
+    pub thread_id: Option<String>,
+    /// Stored status is one of these (empty: any).
+    pub statuses: Vec<Status>,
+    /// `assigned_to` equals this.
+    pub assigned_to: Option<String>,
+    /// `created_by` equals this.
+    pub created_by: Option<String>,
+    /// `created_by` or `assigned_to` equals this.
+    pub involving: Option<String>,
+    /// `run_id` equals this.
+    pub run_id: Option<String>,
+    /// `task_id` equals this.
+    pub task_id: Option<String>,
+    /// The thread has a message not written by this agent whose event id is
+    /// after the agent's read cursor on the thread (or any such message, if
+    /// the agent has no cursor there).
+    pub unread_by: Option<String>,
+    /// Result order.
+    pub order: ThreadOrder,
+    /// At most this many results.
+    pub limit: usize,
+}
+
+impl ThreadQuery {
+    /// A query matching every thread, in `order`, up to `limit`.
+    pub fn all(order: ThreadOrder, limit: usize) -> ThreadQuery {
+        ThreadQuery {
+            thread_id: None,
+            statuses: Vec::new(),
+            assigned_to: None,
+            created_by: None,
+            involving: None,
+            run_id: None,
+            task_id: None,
+            unread_by: None,
+            order,
+            limit,
+        }
+    }
+
+    /// The reference semantics of every filter but `unread_by` (which needs
+    /// messages and cursors; see [`ThreadQuery::is_unread`]).
+    pub fn matches(&self, thread: &Thread) -> bool {
+        let eq = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        let eq_opt = |want: &Option<String>, have: &Option<String>| {
+            want.is_none() || want.as_deref() == have.as_deref()
+        };
+        eq(&self.thread_id, &thread.thread_id)
+            && (self.statuses.is_empty() || self.statuses.contains(&thread.status))
+            && eq(&self.assigned_to, &thread.assigned_to)
+            && eq(&self.created_by, &thread.created_by)
+            && self
+                .involving
+                .as_deref()
+                .is_none_or(|a| thread.created_by == a || thread.assigned_to == a)
+            && eq_opt(&self.run_id, &thread.run_id)
+            && eq_opt(&self.task_id, &thread.task_id)
+    }
+
+    /// The reference semantics of `unread_by`: `messages` are the thread's
+    /// messages, `cursor` the reader's cursor on it.
+    pub fn is_unread<'a>(
+        reader: &str,
+        messages: impl IntoIterator<Item = &'a Message>,
+        cursor: Option<&ReadCursor>,
+    ) -> bool {
+        let after = cursor.map_or(0, |c| c.last_read_event_id);
+        messages
+            .into_iter()
+            .any(|m| m.event_id > after && m.from_agent != reader)
+    }
+
+    /// Compares two threads in this query's order (`Less` comes first).
+    pub fn compare(&self, a: &Thread, b: &Thread) -> std::cmp::Ordering {
+        match self.order {
+            ThreadOrder::Queue => b
+                .priority
+                .rank()
+                .cmp(&a.priority.rank())
+                .then(a.created_at.cmp(&b.created_at))
+                .then(a.thread_id.cmp(&b.thread_id)),
+            ThreadOrder::RecentFirst => b
+                .last_event_id
+                .cmp(&a.last_event_id)
+                .then(b.thread_id.cmp(&a.thread_id)),
+        }
+    }
+}
+
+/// A filter over events with id greater than `after`, oldest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventQuery {
+    /// Only events with a greater id.
+    pub after: EventId,
+    /// Only events about this thread.
+    pub thread_id: Option<String>,
+    /// Only events about threads this agent created or is assigned
+    /// (the thread's current `created_by` / `assigned_to`).
+    pub involving: Option<String>,
+    /// Only events that left the thread in one of these statuses (empty: any).
+    pub statuses: Vec<Status>,
+    /// Only events of these types (empty: any).
+    pub event_types: Vec<EventType>,
+    /// Only events that wrote a message of one of these kinds (empty: any
+    /// event, with or without a message).
+    pub message_kinds: Vec<Kind>,
+    /// Only events caused by this agent.
+    pub source: Option<String>,
+    /// Skip events caused by this agent.
+    pub exclude_source: Option<String>,
+    /// At most this many results.
+    pub limit: usize,
+}
+
+impl EventQuery {
+    /// Events after `after`, unfiltered, up to `limit`.
+    pub fn after(after: EventId, limit: usize) -> EventQuery {
+        EventQuery {
+            after,
+            thread_id: None,
+            involving: None,
+            statuses: Vec::new(),
+            event_types: Vec::new(),
+            message_kinds: Vec::new(),
+            source: None,
+            exclude_source: None,
+            limit,
+        }
+    }
+
+    /// The reference semantics: `thread` is the event's thread as stored now.
+    pub fn matches(&self, event: &Event, thread: &Thread) -> bool {
+        event.event_id > self.after
+            && self.thread_id.as_deref().is_none_or(|t| event.thread_id == t)
+            && self
+                .involving
+                .as_deref()
+                .is_none_or(|a| thread.created_by == a || thread.assigned_to == a)
+            && (self.statuses.is_empty() || self.statuses.contains(&event.status))
+            && (self.event_types.is_empty() || self.event_types.contains(&event.event_type))
+            && (self.message_kinds.is_empty()
+                || event
+                    .message_kind
+                    .is_some_and(|k| self.message_kinds.contains(&k)))
+            && self.source.as_deref().is_none_or(|s| event.source == s)
+            && self.exclude_source.as_deref() != Some(event.source.as_str())
+    }
+}
+
+/// A filter over one thread's messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageQuery {
+    /// The thread.
+    pub thread_id: String,
+    /// Only messages written by this agent.
+    pub from_agent: Option<String>,
+    /// Newest first instead of oldest first.
+    pub newest_first: bool,
+    /// At most this many results.
+    pub limit: usize,
+}
+
+impl MessageQuery {
+    /// The reference semantics of the filters.
+    pub fn matches(&self, message: &Message) -> bool {
+        message.thread_id == self.thread_id
+            && self
+                .from_agent
+                .as_deref()
+                .is_none_or(|a| message.from_agent == a)
+    }
+}
+
+/// Durable (or in-memory) storage of the engine's records.
+///
+/// Implementations: [`crate::MemoryStore`] here; SQLite in `host-native`
+/// (and compiled to wasm in `host-wasm`); a host-provided store across the
+/// plugin boundary. Every method but [`Store::initialize`] is called inside a
+/// transaction opened by [`Store::begin`]; writes only inside
+/// [`TxMode::Write`] transactions. Methods take `&mut self` so that stores
+/// can keep statement caches and cross an FFI boundary without interior
+/// mutability.
+pub trait Store {
+    /// Creates or migrates the schema. Called by `init`, outside any
+    /// transaction; must be safe to repeat. Returns the schema version.
+    fn initialize(&mut self) -> Result<u32, StoreError>;
+
+    /// Opens a transaction. Nested transactions are a protocol error.
+    fn begin(&mut self, mode: TxMode) -> Result<(), StoreError>;
+
+    /// Makes the transaction's writes durable and visible.
+    fn commit(&mut self) -> Result<(), StoreError>;
+
+    /// Discards the transaction's writes. Called after any error, including a
+    /// failed commit; must leave the store usable.
+    fn rollback(&mut self) -> Result<(), StoreError>;
+
+    /// One thread with its lease record.
+    fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError>;
+
+    /// Threads matching `query`, in its order, at most `query.limit`.
+    fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError>;
+
+    /// Stores a new thread. Its id is new.
+    fn insert_thread(&mut self, thread: &Thread) -> Result<(), StoreError>;
+
+    /// Replaces a stored thread (same `thread_id`).
+    fn update_thread(&mut self, thread: &Thread) -> Result<(), StoreError>;
+
+    /// Stores the thread's lease record, replacing the previous one.
+    fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Leases not released whose `expires_at <= now`, earliest expiry first,
+    /// at most `limit`.
+    fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError>;
+
+    /// The earliest `expires_at` of any lease not released, lapsed or not.
+    fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError>;
+
+    /// Stores a new message and its artifacts. Its ids are new.
+    fn insert_message(&mut self, message: &Message) -> Result<(), StoreError>;
+
+    /// One message with its artifacts.
+    fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError>;
+
+    /// Messages of one thread with their artifacts, ordered by event id.
+    fn messages(&mut self, query: &MessageQuery) -> Result<Vec<Message>, StoreError>;
+
+    /// The highest event id ever written; 0 if none.
+    fn latest_event_id(&mut self) -> Result<EventId, StoreError>;
+
+    /// Stores an event. Its id is exactly one more than the previous one.
+    fn insert_event(&mut self, event: &Event) -> Result<(), StoreError>;
+
+    /// Events matching `query`, oldest first, at most `query.limit`.
+    fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError>;
+
+    /// One agent's read cursor on one thread.
+    fn read_cursor(
+        &mut self,
+        thread_id: &str,
+        agent: &str,
+    ) -> Result<Option<ReadCursor>, StoreError>;
+
+    /// Stores a read cursor, replacing the agent's previous one on the thread.
+    fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError>;
+}

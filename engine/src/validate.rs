@@ -1,0 +1,368 @@
+//! Input validation: the documented limits and the checks every request goes
+//! through before the engine opens a transaction.
+//!
+//! Everything here is a pure function of the request. Checks that need
+//! stored state (is the thread terminal, who holds the lease) belong to
+//! [`crate::rules`] and [`crate::engine`]. A value that passes here can be
+//! stored by every store without truncation.
+
+use crate::error::EngineError;
+use crate::model::{Artifact, JsonObject, Kind, Status};
+use crate::time::Timestamp;
+use crate::wire::ArtifactInput;
+
+/// The agent name the engine writes as when it acts on its own (lease expiry).
+/// Agents may not use it.
+pub const SYSTEM_AGENT: &str = "inbox";
+
+/// Agent names, run ids and task ids: at most this many bytes.
+pub const NAME_MAX_BYTES: usize = 128;
+/// Thread subjects: at most this many characters, one line.
+pub const SUBJECT_MAX_CHARS: usize = 500;
+/// Message summaries and cancel reasons: at most this many characters, one line.
+pub const SUMMARY_MAX_CHARS: usize = 1000;
+/// Message bodies: at most this many bytes (1 MiB).
+pub const BODY_MAX_BYTES: usize = 1 << 20;
+/// Payloads, as compact JSON: at most this many bytes (256 KiB).
+pub const PAYLOAD_MAX_BYTES: usize = 256 << 10;
+/// Artifacts on one message: at most this many.
+pub const ARTIFACTS_MAX: usize = 32;
+/// Artifact paths: at most this many bytes.
+pub const ARTIFACT_PATH_MAX_BYTES: usize = 4096;
+/// Artifact kinds: at most this many bytes of `[a-z0-9_.-]`.
+pub const ARTIFACT_KIND_MAX_BYTES: usize = 64;
+/// Artifact metadata, as compact JSON: at most this many bytes (16 KiB).
+pub const METADATA_MAX_BYTES: usize = 16 << 10;
+/// Lease length when `claim` does not say.
+pub const DEFAULT_LEASE_SECONDS: u64 = 900;
+/// Longest lease (24 hours); renew for longer work.
+pub const MAX_LEASE_SECONDS: u64 = 86_400;
+/// Claims allowed per thread when `send` does not say.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Most claims a thread may allow.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
+/// `fetch` results when the request does not say.
+pub const DEFAULT_FETCH_LIMIT: u32 = 20;
+/// `list` results when the request does not say.
+pub const DEFAULT_LIST_LIMIT: u32 = 50;
+/// `watch` events per wake when the request does not say.
+pub const DEFAULT_WATCH_LIMIT: u32 = 100;
+/// Largest `limit` any command accepts.
+pub const MAX_LIMIT: u32 = 1000;
+/// How long a wait blocks when the request does not say.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+/// Longest wait (24 hours).
+pub const MAX_TIMEOUT_SECONDS: u64 = 86_400;
+
+/// A required field: present and not blank.
+pub fn required<'a>(
+    field: &str,
+    value: &'a Option<String>,
+    hint: &str,
+) -> Result<&'a str, EngineError> {
+    match value.as_deref() {
+        Some(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(EngineError::missing(field, hint)),
+    }
+}
+
+/// An agent name: 1 to 128 bytes, no whitespace or control characters, not
+/// the reserved `inbox`.
+pub fn agent<'a>(field: &str, value: &'a Option<String>) -> Result<&'a str, EngineError> {
+    let name = required(field, value, "give the agent name, e.g. backend-worker")?;
+    name_like(field, name)?;
+    if name == SYSTEM_AGENT {
+        return Err(EngineError::invalid(
+            field,
+            format!("`{SYSTEM_AGENT}` is reserved for the engine's own messages; pick another agent name"),
+        ));
+    }
+    Ok(name)
+}
+
+/// An optional agent name (see [`agent`]).
+pub fn optional_agent<'a>(
+    field: &str,
+    value: &'a Option<String>,
+) -> Result<Option<&'a str>, EngineError> {
+    match value {
+        None => Ok(None),
+        Some(_) => agent(field, value).map(Some),
+    }
+}
+
+/// An optional run or task id: 1 to 128 bytes, no whitespace or control
+/// characters.
+pub fn optional_name<'a>(
+    field: &str,
+    value: &'a Option<String>,
+) -> Result<Option<&'a str>, EngineError> {
+    match value.as_deref() {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Err(EngineError::missing(
+            field,
+            "leave it out or give a non-empty value",
+        )),
+        Some(v) => name_like(field, v).map(Some),
+    }
+}
+
+fn name_like<'a>(field: &str, value: &'a str) -> Result<&'a str, EngineError> {
+    if value.len() > NAME_MAX_BYTES {
+        return Err(EngineError::TooLong {
+            field: field.to_owned(),
+            actual: value.len(),
+            limit: NAME_MAX_BYTES,
+            unit: "bytes",
+        });
+    }
+    if let Some(c) = value.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(EngineError::invalid(
+            field,
+            format!("contains {c:?}; names may not contain spaces or control characters"),
+        ));
+    }
+    Ok(value)
+}
+
+/// A thread or message id given by the caller: present. Unknown ids are
+/// reported as not found by the engine, which says what ids look like.
+pub fn id<'a>(field: &str, value: &'a Option<String>) -> Result<&'a str, EngineError> {
+    required(field, value, "give the id, e.g. thr_01JH5Q8Z3K4M2N6P7R8S9T0V1W")
+}
+
+/// One line of text: not blank, no control characters, at most `max` characters.
+pub fn line(field: &str, value: &str, max: usize) -> Result<(), EngineError> {
+    if value.trim().is_empty() {
+        return Err(EngineError::missing(field, "write one line that says what happened"));
+    }
+    let chars = value.chars().count();
+    if chars > max {
+        return Err(EngineError::TooLong {
+            field: field.to_owned(),
+            actual: chars,
+            limit: max,
+            unit: "characters",
+        });
+    }
+    if value.chars().any(char::is_control) {
+        return Err(EngineError::invalid(
+            field,
+            "must be one line without control characters; put details in `body`",
+        ));
+    }
+    Ok(())
+}
+
+/// A message body: at most [`BODY_MAX_BYTES`].
+pub fn body(value: &Option<String>) -> Result<String, EngineError> {
+    let body = value.clone().unwrap_or_default();
+    if body.len() > BODY_MAX_BYTES {
+        return Err(EngineError::TooLong {
+            field: "body".to_owned(),
+            actual: body.len(),
+            limit: BODY_MAX_BYTES,
+            unit: "bytes",
+        });
+    }
+    Ok(body)
+}
+
+/// A payload or metadata: absent (an empty object) or a JSON object of at
+/// most `max` bytes as compact JSON.
+pub fn object(
+    field: &str,
+    value: &Option<serde_json::Value>,
+    max: usize,
+) -> Result<JsonObject, EngineError> {
+    let object = match value {
+        None => return Ok(JsonObject::new()),
+        Some(serde_json::Value::Object(object)) => object,
+        Some(other) => {
+            return Err(EngineError::InvalidPayload {
+                field: field.to_owned(),
+                problem: format!("got {}", json_type(other)),
+            });
+        }
+    };
+    let size = serde_json::to_string(object).map(|s| s.len()).unwrap_or(usize::MAX);
+    if size > max {
+        return Err(EngineError::TooLong {
+            field: field.to_owned(),
+            actual: size,
+            limit: max,
+            unit: "bytes",
+        });
+    }
+    Ok(object.clone())
+}
+
+/// Parses JSON text given on a command line (`--payload-json`) into a
+/// payload value, reporting bad JSON as `invalid_payload`. Hosts call this so
+/// every host reports the same error for the same text.
+pub fn parse_json_object(field: &str, text: &str) -> Result<serde_json::Value, EngineError> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| EngineError::InvalidPayload {
+            field: field.to_owned(),
+            problem: format!("not valid JSON: {e}"),
+        })?;
+    if !value.is_object() {
+        return Err(EngineError::InvalidPayload {
+            field: field.to_owned(),
+            problem: format!("got {}", json_type(&value)),
+        });
+    }
+    Ok(value)
+}
+
+fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Artifacts to attach, checked and ready to receive ids.
+pub fn artifacts(inputs: &[ArtifactInput]) -> Result<Vec<ArtifactDraft>, EngineError> {
+    if inputs.len() > ARTIFACTS_MAX {
+        return Err(EngineError::invalid(
+            "artifacts",
+            format!(
+                "has {} entries; at most {ARTIFACTS_MAX} per message; attach an archive or a listing instead",
+                inputs.len()
+            ),
+        ));
+    }
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, input)| {
+            let field = |name: &str| format!("artifacts[{i}].{name}");
+            let path = required(&field("path"), &input.path, "give the file path or URL")?;
+            if path.len() > ARTIFACT_PATH_MAX_BYTES {
+                return Err(EngineError::TooLong {
+                    field: field("path"),
+                    actual: path.len(),
+                    limit: ARTIFACT_PATH_MAX_BYTES,
+                    unit: "bytes",
+                });
+            }
+            if path.chars().any(char::is_control) {
+                return Err(EngineError::invalid(
+                    field("path"),
+                    "contains control characters",
+                ));
+            }
+            let kind = input.kind.as_deref().unwrap_or("file");
+            let kind_ok = !kind.is_empty()
+                && kind.len() <= ARTIFACT_KIND_MAX_BYTES
+                && kind
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b));
+            if !kind_ok {
+                return Err(EngineError::invalid(
+                    field("kind"),
+                    format!(
+                        "`{kind}` is not an artifact kind; use 1 to {ARTIFACT_KIND_MAX_BYTES} characters of a-z, 0-9, _ . - such as file, log, patch, url"
+                    ),
+                ));
+            }
+            let metadata = object(&field("metadata"), &input.metadata, METADATA_MAX_BYTES)?;
+            Ok(ArtifactDraft {
+                path: path.to_owned(),
+                kind: kind.to_owned(),
+                metadata,
+            })
+        })
+        .collect()
+}
+
+/// A checked artifact that has no id yet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArtifactDraft {
+    /// Where the content is.
+    pub path: String,
+    /// What it is.
+    pub kind: String,
+    /// About it.
+    pub metadata: JsonObject,
+}
+
+impl ArtifactDraft {
+    /// The stored artifact.
+    pub fn into_artifact(self, artifact_id: String, message_id: &str, now: Timestamp) -> Artifact {
+        Artifact {
+            artifact_id,
+            message_id: message_id.to_owned(),
+            path: self.path,
+            kind: self.kind,
+            metadata: self.metadata,
+            created_at: now,
+        }
+    }
+}
+
+/// A number in `1..=max`, or `default` when absent.
+pub fn bounded(field: &str, value: Option<u64>, default: u64, max: u64) -> Result<u64, EngineError> {
+    match value {
+        None => Ok(default),
+        Some(v) if (1..=max).contains(&v) => Ok(v),
+        Some(v) => Err(EngineError::invalid(
+            field,
+            format!("is {v}; it must be between 1 and {max}"),
+        )),
+    }
+}
+
+/// A wait timeout in `0..=MAX_TIMEOUT_SECONDS` (0 polls once).
+pub fn timeout(value: Option<u64>) -> Result<u64, EngineError> {
+    match value {
+        None => Ok(DEFAULT_TIMEOUT_SECONDS),
+        Some(v) if v <= MAX_TIMEOUT_SECONDS => Ok(v),
+        Some(v) => Err(EngineError::invalid(
+            "timeout_seconds",
+            format!("is {v}; it must be between 0 and {MAX_TIMEOUT_SECONDS}"),
+        )),
+    }
+}
+
+/// A `limit` in `1..=MAX_LIMIT`, or `default`.
+pub fn limit(value: Option<u32>, default: u32) -> Result<usize, EngineError> {
+    let v = bounded("limit", value.map(u64::from), u64::from(default), u64::from(MAX_LIMIT))?;
+    Ok(usize::try_from(v).unwrap_or(usize::MAX))
+}
+
+/// A kind the command accepts.
+pub fn kind_in(field: &str, kind: Kind, allowed: &[Kind], hint: &str) -> Result<Kind, EngineError> {
+    if allowed.contains(&kind) {
+        Ok(kind)
+    } else {
+        let list: Vec<&str> = allowed.iter().map(|k| k.as_str()).collect();
+        Err(EngineError::invalid(
+            field,
+            format!("`{kind}` is not allowed here; use one of {}{hint}", list.join(", ")),
+        ))
+    }
+}
+
+/// A status filter: deduplicated, each value allowed.
+pub fn statuses(field: &str, given: &[Status], allowed: &[Status]) -> Result<Vec<Status>, EngineError> {
+    let mut out = Vec::new();
+    for &status in given {
+        if !allowed.contains(&status) {
+            let list: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+            return Err(EngineError::invalid(
+                field,
+                format!("`{status}` cannot be used here; use any of {}", list.join(", ")),
+            ));
+        }
+        if !out.contains(&status) {
+            out.push(status);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,247 @@
+//! [`Waiter`]: the sans-IO state machine behind blocking `watch` and
+//! `wait-reply`.
+//!
+//! The engine answers a wait request with one poll. A host that wants to
+//! block creates a [`Waiter`], calls [`Waiter::poll`], and while it returns
+//! [`WaitStep::Pending`] sleeps until either the store changes (inotify, a
+//! notifier, a poll of `PRAGMA data_version`) or the `until` instant, then
+//! polls again. The waiter decides everything else, identically on every
+//! host: the cursor, the deadline, when to record lapsed leases (so waiters
+//! learn of a dead worker on time), and when to renew the lease of a holder
+//! that is waiting for an answer (the waiting process is the heartbeat).
+//!
+//! It never sleeps, reads a clock of its own or touches storage directly: it
+//! only issues [`Request`]s through an [`Executor`].
+
+use crate::engine::Engine;
+use crate::error::ErrorCode;
+use crate::ids::IdSource;
+use crate::model::Lease;
+use crate::store::Store;
+use crate::time::{Clock, Timestamp};
+use crate::validate;
+use crate::wire::{Output, RenewRequest, Request, Response, SweepRequest, WaitReplyRequest, WatchRequest};
+
+/// Anything that executes requests and tells the time: an [`Engine`], or a
+/// host's proxy to an engine in a sandbox.
+pub trait Executor {
+    /// Executes one request (see [`Engine::execute`]).
+    fn execute(&mut self, request: Request) -> Response;
+    /// The current time, from the same clock the engine uses.
+    fn now(&mut self) -> Timestamp;
+}
+
+impl<S: Store, C: Clock, I: IdSource> Executor for Engine<S, C, I> {
+    fn execute(&mut self, request: Request) -> Response {
+        Engine::execute(self, request)
+    }
+
+    fn now(&mut self) -> Timestamp {
+        Engine::now(self)
+    }
+}
+
+/// What the host does next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WaitStep {
+    /// The wait is over: print this response (it woke, timed out with exit
+    /// 10, or failed).
+    Finished(Response),
+    /// Nothing yet. Block until the store changes or `until`, whichever is
+    /// first, then call [`Waiter::poll`] again. Waking early is harmless.
+    Pending {
+        /// The latest instant to poll again at.
+        until: Timestamp,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum Wait {
+    Watch(WatchRequest),
+    Reply(WaitReplyRequest),
+}
+
+/// One blocking `watch` or `wait-reply` in progress.
+#[derive(Clone, Debug)]
+pub struct Waiter {
+    wait: Wait,
+    deadline: Option<Timestamp>,
+    /// When to look for lapsed leases next; `None` means at the next poll.
+    sweep_at: Option<Timestamp>,
+    /// When to renew the waiting holder's lease, if it holds one.
+    heartbeat_at: Option<Timestamp>,
+    /// Whether the first poll has decided about heartbeats.
+    started: bool,
+}
+
+impl Waiter {
+    /// A waiter for a `watch` or `wait-reply` request; any other command is
+    /// refused with the response to return.
+    pub fn new(request: Request) -> Result<Waiter, Box<Response>> {
+        let wait = match request {
+            Request::Watch(r) => Wait::Watch(r),
+            Request::WaitReply(r) => Wait::Reply(r),
+            other => {
+                return Err(Box::new(Response::failure(
+                    Some(other.command().to_owned()),
+                    crate::EngineError::InvalidRequest {
+                        message: format!(
+                            "`{}` does not wait; only watch and wait-reply do",
+                            other.command()
+                        ),
+                    },
+                )));
+            }
+        };
+        Ok(Waiter {
+            wait,
+            deadline: None,
+            sweep_at: None,
+            heartbeat_at: None,
+            started: false,
+        })
+    }
+
+    /// The command being waited on: `watch` or `wait-reply`.
+    pub fn command(&self) -> &'static str {
+        match self.wait {
+            Wait::Watch(_) => "watch",
+            Wait::Reply(_) => "wait-reply",
+        }
+    }
+
+    /// The wait's deadline, once the first poll has set it.
+    pub fn deadline(&self) -> Option<Timestamp> {
+        self.deadline
+    }
+
+    /// Does everything due now and reports what the host should do next.
+    pub fn poll(&mut self, engine: &mut impl Executor) -> WaitStep {
+        let now = engine.now();
+        let timeout = match &self.wait {
+            Wait::Watch(r) => r.timeout_seconds,
+            Wait::Reply(r) => r.timeout_seconds,
+        }
+        .unwrap_or(validate::DEFAULT_TIMEOUT_SECONDS)
+        .min(validate::MAX_TIMEOUT_SECONDS);
+        let deadline = *self.deadline.get_or_insert(now.plus_seconds(timeout));
+
+        if self.sweep_at.is_none_or(|at| now >= at) {
+            // Errors here surface through the poll below, which uses the
+            // same store; a sweep is only ever an optimisation of timing.
+            self.sweep_at = match engine.execute(Request::Sweep(SweepRequest {})) {
+                Response::Success(Output::Sweep(out)) => out.next_lease_expiry,
+                _ => Some(now.plus_millis(1000)),
+            };
+        }
+
+        if self.heartbeat_at.is_some_and(|at| now >= at) {
+            if let Some(finished) = self.heartbeat(engine, now) {
+                return WaitStep::Finished(finished);
+            }
+        }
+
+        let response = engine.execute(self.request());
+        match &response {
+            Response::Failure { .. } => return WaitStep::Finished(response),
+            Response::Success(Output::Watch(out)) => {
+                if out.woke {
+                    return WaitStep::Finished(response);
+                }
+                if let Wait::Watch(r) = &mut self.wait {
+                    r.after_event = Some(out.next_event_id);
+                }
+            }
+            Response::Success(Output::WaitReply(out)) => {
+                if out.woke {
+                    return WaitStep::Finished(response);
+                }
+                if let Wait::Reply(r) = &mut self.wait {
+                    r.after_event = Some(out.next_event_id);
+                    r.after_message = None;
+                    if !self.started {
+                        self.heartbeat_at = out
+                            .thread
+                            .lease
+                            .as_ref()
+                            .filter(|l| holds(r, l))
+                            .map(renew_at);
+                    }
+                }
+            }
+            Response::Success(_) => return WaitStep::Finished(response),
+        }
+        self.started = true;
+        if now >= deadline {
+            return WaitStep::Finished(response);
+        }
+        let until = [Some(deadline), self.sweep_at, self.heartbeat_at]
+            .into_iter()
+            .flatten()
+            .filter(|&t| t > now)
+            .min()
+            .unwrap_or(deadline);
+        WaitStep::Pending { until }
+    }
+
+    fn request(&self) -> Request {
+        match &self.wait {
+            Wait::Watch(r) => Request::Watch(r.clone()),
+            Wait::Reply(r) => Request::WaitReply(r.clone()),
+        }
+    }
+
+    /// Renews the waiting holder's lease. Returns a response to finish with
+    /// when the lease is gone for good.
+    fn heartbeat(&mut self, engine: &mut impl Executor, now: Timestamp) -> Option<Response> {
+        let Wait::Reply(r) = &self.wait else {
+            self.heartbeat_at = None;
+            return None;
+        };
+        let renew = Request::Renew(RenewRequest {
+            agent: r.agent.clone(),
+            thread_id: r.thread_id.clone(),
+            lease_token: r.lease_token,
+            lease_seconds: None,
+        });
+        match engine.execute(renew) {
+            Response::Success(Output::Renew(out)) => {
+                self.heartbeat_at = Some(renew_at(&out.lease));
+                None
+            }
+            Response::Failure { error, .. } => match error.code() {
+                ErrorCode::LeaseLost | ErrorCode::NotLeaseHolder => Some(Response::failure(
+                    Some(self.command().to_owned()),
+                    error,
+                )),
+                // The thread finished or was never claimed: nothing to keep
+                // alive; the poll reports the rest.
+                ErrorCode::InvalidState => {
+                    self.heartbeat_at = None;
+                    None
+                }
+                // Busy or failing store: try again shortly.
+                _ => {
+                    self.heartbeat_at = Some(now.plus_millis(1000));
+                    None
+                }
+            },
+            Response::Success(_) => {
+                self.heartbeat_at = None;
+                None
+            }
+        }
+    }
+}
+
+fn holds(request: &WaitReplyRequest, lease: &Lease) -> bool {
+    request.agent.as_deref() == Some(lease.agent.as_str())
+        && request.lease_token.is_none_or(|t| t == lease.lease_token)
+}
+
+/// Renew once a third of the lease has passed, leaving two more chances
+/// before it runs out.
+fn renew_at(lease: &Lease) -> Timestamp {
+    let length = i64::try_from(lease.lease_seconds).unwrap_or(i64::MAX / 1000) * 1000;
+    lease.expires_at.plus_millis(-(length - length / 3))
+}

@@ -1,0 +1,613 @@
+//! The one wire format every host speaks: [`Request`] in, [`Response`] out.
+//!
+//! The CLI's `--json` output, the wasm API and the plugin ABI are all this
+//! JSON. A request is an object tagged by `"command"` whose other fields are
+//! named exactly like the record fields they set or filter (`thread_id`,
+//! `from_agent`, `lease_seconds`, ...). A response is
+//! `{"ok": true, "command": ..., <fields>}` or
+//! `{"ok": false, "command": ..., "error": {"code", "message"}}`.
+//!
+//! Required text fields are `Option`s on purpose: a missing field reaches the
+//! engine's validation and comes back as `missing_field` with a hint, instead
+//! of a generic decoding error. This module only describes shapes; it must
+//! never apply rules (those live in [`crate::engine`] and [`crate::rules`]).
+
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::error::{EngineError, ErrorCode};
+use crate::model::{EventId, Event, Kind, Lease, LeaseToken, Message, Priority, ReadCursor, Status, Thread};
+
+/// The version of this wire format. Bumped only for incompatible changes;
+/// adding an optional request field or a response field is compatible.
+pub const WIRE_VERSION: u32 = 1;
+
+/// One command, as every host passes it to the engine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+pub enum Request {
+    /// Prepare the store (schema, settings). Safe to repeat.
+    Init(InitRequest),
+    /// Open a thread, or add a message to one.
+    Send(SendRequest),
+    /// List threads an agent could claim now. Never changes anything.
+    Fetch(FetchRequest),
+    /// Take a lease on a thread: the only way to own work.
+    Claim(ClaimRequest),
+    /// Extend the caller's lease from now.
+    Renew(RenewRequest),
+    /// Report progress, or block on a question.
+    Update(UpdateRequest),
+    /// Add a message to a thread (answers unblock a blocked thread).
+    Reply(ReplyRequest),
+    /// Finish a thread with a result.
+    Done(FinishRequest),
+    /// Finish a thread as failed.
+    Fail(FinishRequest),
+    /// Stop a thread that has not finished.
+    Cancel(CancelRequest),
+    /// List threads by filters, newest activity first.
+    List(ListRequest),
+    /// One thread with its whole message history.
+    Show(ShowRequest),
+    /// Wait for activity on an agent's threads (one poll per call).
+    Watch(WatchRequest),
+    /// Wait for a reply in one thread (one poll per call).
+    WaitReply(WaitReplyRequest),
+    /// Record lapsed leases now (every write does this first).
+    Sweep(SweepRequest),
+    /// Report the engine and wire versions.
+    Version(VersionRequest),
+}
+
+impl Request {
+    /// The command name, as written on the wire and on the command line.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Request::Init(_) => "init",
+            Request::Send(_) => "send",
+            Request::Fetch(_) => "fetch",
+            Request::Claim(_) => "claim",
+            Request::Renew(_) => "renew",
+            Request::Update(_) => "update",
+            Request::Reply(_) => "reply",
+            Request::Done(_) => "done",
+            Request::Fail(_) => "fail",
+            Request::Cancel(_) => "cancel",
+            Request::List(_) => "list",
+            Request::Show(_) => "show",
+            Request::Watch(_) => "watch",
+            Request::WaitReply(_) => "wait-reply",
+            Request::Sweep(_) => "sweep",
+            Request::Version(_) => "version",
+        }
+    }
+
+    /// Decodes a JSON request. On failure, returns the error response to
+    /// send back, naming the command when the JSON said which.
+    pub fn from_json(json: &str) -> Result<Request, Box<Response>> {
+        let value: serde_json::Value = serde_json::from_str(json).map_err(|error| {
+            Box::new(Response::failure(
+                None,
+                EngineError::InvalidRequest {
+                    message: format!("request is not valid JSON: {error}"),
+                },
+            ))
+        })?;
+        Request::from_value(value)
+    }
+
+    /// Decodes a request already parsed as JSON; see [`Request::from_json`].
+    pub fn from_value(value: serde_json::Value) -> Result<Request, Box<Response>> {
+        let command = value
+            .get("command")
+            .and_then(|c| c.as_str())
+            .map(str::to_owned);
+        serde_json::from_value(value).map_err(|error| {
+            let message = match &command {
+                None => format!(
+                    "{error}; a request is a JSON object with a \"command\" field, e.g. {{\"command\":\"fetch\",\"agent\":\"worker\"}}"
+                ),
+                Some(_) => error.to_string(),
+            };
+            Box::new(Response::failure(
+                command,
+                EngineError::InvalidRequest { message },
+            ))
+        })
+    }
+}
+
+/// An artifact reference to attach to a new message.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArtifactInput {
+    /// Where the content is (required).
+    pub path: Option<String>,
+    /// What it is; `file` if absent.
+    pub kind: Option<String>,
+    /// A JSON object about it.
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// `init`: no fields.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InitRequest {}
+
+/// `send`: open a thread (no `thread_id`) or append to one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SendRequest {
+    /// The sender (required).
+    pub from_agent: Option<String>,
+    /// The recipient; required for a new thread, where it becomes `assigned_to`.
+    pub to_agent: Option<String>,
+    /// Append to this thread instead of opening one.
+    pub thread_id: Option<String>,
+    /// New threads only.
+    pub run_id: Option<String>,
+    /// New threads only.
+    pub task_id: Option<String>,
+    /// New threads only (required there).
+    pub subject: Option<String>,
+    /// Defaults to `task`.
+    pub kind: Option<Kind>,
+    /// Defaults to the subject on a new thread; required when appending.
+    pub summary: Option<String>,
+    /// The long form.
+    pub body: Option<String>,
+    /// A JSON object.
+    pub payload: Option<serde_json::Value>,
+    /// New threads only; defaults to `normal`.
+    pub priority: Option<Priority>,
+    /// New threads only; claims allowed before expiry fails the thread.
+    pub max_attempts: Option<u32>,
+    /// References to attach.
+    pub artifacts: Vec<ArtifactInput>,
+}
+
+/// `fetch`: claimable threads for one agent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FetchRequest {
+    /// Whose candidates (required).
+    pub agent: Option<String>,
+    /// Statuses to include; `[pending]` if empty. Terminal statuses are refused.
+    pub status: Vec<Status>,
+    /// At most this many (default 20, at most 1000).
+    pub limit: Option<u32>,
+    /// Only threads with messages from others after the agent's read cursor.
+    pub unread: bool,
+}
+
+/// `claim`: take the lease.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClaimRequest {
+    /// The claiming agent (required).
+    pub agent: Option<String>,
+    /// The thread (required).
+    pub thread_id: Option<String>,
+    /// Lease length (default 900, 1 to 86400).
+    pub lease_seconds: Option<u64>,
+}
+
+/// `renew`: extend the caller's lease from now.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RenewRequest {
+    /// The holder (required).
+    pub agent: Option<String>,
+    /// The thread (required).
+    pub thread_id: Option<String>,
+    /// Strict fencing: the token `claim` returned.
+    pub lease_token: Option<LeaseToken>,
+    /// New lease length; the lease's current length if absent.
+    pub lease_seconds: Option<u64>,
+}
+
+/// `update`: progress or a blocking question from the holder.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpdateRequest {
+    /// The holder (required).
+    pub agent: Option<String>,
+    /// The thread (required).
+    pub thread_id: Option<String>,
+    /// Strict fencing: the token `claim` returned.
+    pub lease_token: Option<LeaseToken>,
+    /// `in_progress` or `blocked`; the status stays as it is if absent.
+    pub status: Option<Status>,
+    /// What happened, or for `blocked` exactly what is missing (required).
+    pub summary: Option<String>,
+    /// The long form.
+    pub body: Option<String>,
+    /// A JSON object.
+    pub payload: Option<serde_json::Value>,
+    /// References to attach.
+    pub artifacts: Vec<ArtifactInput>,
+}
+
+/// `reply`: a message inside an existing thread.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReplyRequest {
+    /// The sender (required).
+    pub from_agent: Option<String>,
+    /// The recipient; the other party of the thread if absent.
+    pub to_agent: Option<String>,
+    /// The thread (required).
+    pub thread_id: Option<String>,
+    /// Strict fencing for a holder's reply.
+    pub lease_token: Option<LeaseToken>,
+    /// `answer` (default), `question`, `progress` or `control`.
+    pub kind: Option<Kind>,
+    /// One line (required).
+    pub summary: Option<String>,
+    /// The long form.
+    pub body: Option<String>,
+    /// A JSON object.
+    pub payload: Option<serde_json::Value>,
+    /// References to attach.
+    pub artifacts: Vec<ArtifactInput>,
+}
+
+/// `done` and `fail`: the holder finishes the thread.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FinishRequest {
+    /// The holder (required).
+    pub agent: Option<String>,
+    /// The thread (required).
+    pub thread_id: Option<String>,
+    /// Strict fencing: the token `claim` returned.
+    pub lease_token: Option<LeaseToken>,
+    /// The result or the failure, in one line (required).
+    pub summary: Option<String>,
+    /// The long form.
+    pub body: Option<String>,
+    /// A JSON object.
+    pub payload: Option<serde_json::Value>,
+    /// References to attach.
+    pub artifacts: Vec<ArtifactInput>,
+}
+
+/// `cancel`: stop a thread that has not finished.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CancelRequest {
+    /// Who cancels (required).
+    pub agent: Option<String>,
+    /// The thread (required).
+    pub thread_id: Option<String>,
+    /// Why, in one line (required).
+    pub reason: Option<String>,
+    /// References to attach.
+    pub artifacts: Vec<ArtifactInput>,
+}
+
+/// `list`: threads by filter, most recent activity first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListRequest {
+    /// Threads this agent created or is assigned.
+    pub agent: Option<String>,
+    /// Any of these statuses; all if empty.
+    pub status: Vec<Status>,
+    /// Threads this agent created.
+    pub created_by: Option<String>,
+    /// Threads assigned to this agent.
+    pub assigned_to: Option<String>,
+    /// Threads of this run.
+    pub run_id: Option<String>,
+    /// Threads of this task.
+    pub task_id: Option<String>,
+    /// At most this many (default 50, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// `show`: one thread and its history.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShowRequest {
+    /// The thread (required).
+    pub thread_id: Option<String>,
+    /// The reader: whose read cursor to report and, with `mark_read`, move.
+    pub agent: Option<String>,
+    /// Move the reader's cursor to the newest message.
+    pub mark_read: bool,
+}
+
+/// `watch`: events on an agent's threads after a cursor.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WatchRequest {
+    /// Threads this agent created or is assigned; every thread if absent.
+    /// Events this agent caused are skipped.
+    pub agent: Option<String>,
+    /// Only events that left the thread in one of these statuses.
+    pub status: Vec<Status>,
+    /// Cursor: events after this id; the latest event when the wait begins if absent.
+    pub after_event: Option<EventId>,
+    /// How long the host blocks before giving up (default 60, at most 86400).
+    pub timeout_seconds: Option<u64>,
+    /// At most this many events per wake (default 100, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// `wait-reply`: the next reply-like message in one thread.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WaitReplyRequest {
+    /// The thread (required).
+    pub thread_id: Option<String>,
+    /// The waiting agent: its own messages never match, and if it holds the
+    /// lease the host renews it while waiting.
+    pub agent: Option<String>,
+    /// Strict fencing for those renewals.
+    pub lease_token: Option<LeaseToken>,
+    /// Cursor: messages after this event.
+    pub after_event: Option<EventId>,
+    /// Cursor: messages after this message.
+    pub after_message: Option<String>,
+    /// Kinds that count as a reply (default answer, control, result).
+    pub kinds: Vec<Kind>,
+    /// How long the host blocks before giving up (default 60, at most 86400).
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `sweep`: no fields.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SweepRequest {}
+
+/// `version`: no fields.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VersionRequest {}
+
+/// A thread as readers see it at the time of the command: its status takes
+/// lapsed leases into account, and `lease` is present only while one is live.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadView {
+    /// The thread, with its effective status.
+    #[serde(flatten)]
+    pub thread: Thread,
+    /// The live lease, or `null`.
+    pub lease: Option<Lease>,
+}
+
+/// What a successful command returns, tagged by `command`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+pub enum Output {
+    /// `init`
+    Init(InitOutput),
+    /// `send`
+    Send(MessageOutput),
+    /// `fetch` (exit 10 when empty)
+    Fetch(ThreadsOutput),
+    /// `claim`
+    Claim(LeaseOutput),
+    /// `renew`
+    Renew(LeaseOutput),
+    /// `update`
+    Update(MessageOutput),
+    /// `reply`
+    Reply(MessageOutput),
+    /// `done`
+    Done(MessageOutput),
+    /// `fail`
+    Fail(MessageOutput),
+    /// `cancel`
+    Cancel(MessageOutput),
+    /// `list`
+    List(ThreadsOutput),
+    /// `show`
+    Show(ShowOutput),
+    /// `watch` (exit 10 when it did not wake)
+    Watch(WatchOutput),
+    /// `wait-reply` (exit 10 when it did not wake)
+    WaitReply(WaitReplyOutput),
+    /// `sweep`
+    Sweep(SweepOutput),
+    /// `version`
+    Version(VersionOutput),
+}
+
+/// `init`: the schema version the store now has.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InitOutput {
+    /// The store's schema version.
+    pub schema_version: u32,
+}
+
+/// Commands that write one message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MessageOutput {
+    /// The thread after the command.
+    pub thread: ThreadView,
+    /// The message written.
+    pub message: Message,
+    /// The event recorded; pass it to `wait-reply --after-event`.
+    pub event_id: EventId,
+}
+
+/// Commands that return a list of threads.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadsOutput {
+    /// The threads, in the command's order.
+    pub threads: Vec<ThreadView>,
+}
+
+/// `claim` and `renew`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeaseOutput {
+    /// The thread after the command.
+    pub thread: ThreadView,
+    /// The lease now held.
+    pub lease: Lease,
+    /// The event recorded.
+    pub event_id: EventId,
+}
+
+/// `show`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ShowOutput {
+    /// The thread.
+    pub thread: ThreadView,
+    /// Every message, oldest first, each with its artifacts.
+    pub messages: Vec<Message>,
+    /// The reader's cursor (after moving it, with `mark_read`), or `null`.
+    pub read_cursor: Option<ReadCursor>,
+}
+
+/// `watch`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WatchOutput {
+    /// Whether matching events arrived.
+    pub woke: bool,
+    /// Resume from here: pass it as `after_event` to the next watch.
+    pub next_event_id: EventId,
+    /// The matching events, oldest first.
+    pub events: Vec<Event>,
+}
+
+/// `wait-reply`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WaitReplyOutput {
+    /// Whether a reply arrived.
+    pub woke: bool,
+    /// Resume from here: pass it as `after_event` to the next wait.
+    pub next_event_id: EventId,
+    /// The reply, or `null`.
+    pub message: Option<Message>,
+    /// The thread now.
+    pub thread: ThreadView,
+}
+
+/// `sweep`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepOutput {
+    /// The events recorded for lapsed leases (possibly none).
+    pub events: Vec<Event>,
+    /// When the next live lease runs out, or `null`: a waiting host sweeps
+    /// again then, so lapses are recorded (and waiters woken) on time.
+    pub next_lease_expiry: Option<crate::time::Timestamp>,
+}
+
+/// `version`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionOutput {
+    /// The engine crate's version.
+    pub engine_version: String,
+    /// [`WIRE_VERSION`].
+    pub wire_version: u32,
+}
+
+/// The outcome of one command, serialized as the JSON contract.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Response {
+    /// `{"ok": true, "command": ..., ...}`
+    Success(Output),
+    /// `{"ok": false, "command": ..., "error": {...}}`
+    Failure {
+        /// The command, when known (a request that did not decode may not say).
+        command: Option<String>,
+        /// What went wrong.
+        error: EngineError,
+    },
+}
+
+impl Response {
+    /// A failure response.
+    pub fn failure(command: Option<String>, error: EngineError) -> Response {
+        Response::Failure { command, error }
+    }
+
+    /// True for a success, including the "no matching work" ones.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Response::Success(_))
+    }
+
+    /// The error of a failure.
+    pub fn error(&self) -> Option<&EngineError> {
+        match self {
+            Response::Success(_) => None,
+            Response::Failure { error, .. } => Some(error),
+        }
+    }
+
+    /// The error code of a failure.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        self.error().map(EngineError::code)
+    }
+
+    /// The process exit code: 0 success, 10 no matching work (empty `fetch`,
+    /// a wait that did not wake), else the error's class.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Response::Success(Output::Fetch(out)) if out.threads.is_empty() => 10,
+            Response::Success(Output::Watch(out)) if !out.woke => 10,
+            Response::Success(Output::WaitReply(out)) if !out.woke => 10,
+            Response::Success(_) => 0,
+            Response::Failure { error, .. } => error.exit_code(),
+        }
+    }
+
+    /// The JSON contract on one line.
+    pub fn to_json(&self) -> String {
+        // Serializing these types cannot fail: every map key is a string.
+        serde_json::to_string(self).unwrap_or_else(|e| internal_error_json(&e))
+    }
+
+    /// The JSON contract, indented for people.
+    pub fn to_json_pretty(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| internal_error_json(&e))
+    }
+}
+
+fn internal_error_json(error: &serde_json::Error) -> String {
+    serde_json::json!({
+        "ok": false,
+        "command": null,
+        "error": {"code": "internal_error", "message": format!("could not serialize the response: {error}")},
+    })
+    .to_string()
+}
+
+impl Serialize for Response {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Response::Success(output) => {
+                #[derive(Serialize)]
+                struct Success<'a> {
+                    ok: bool,
+                    #[serde(flatten)]
+                    output: &'a Output,
+                }
+                Success { ok: true, output }.serialize(serializer)
+            }
+            Response::Failure { command, error } => {
+                let mut map = serializer.serialize_map(Some(3))?;
+                map.serialize_entry("ok", &false)?;
+                map.serialize_entry("command", command)?;
+                map.serialize_entry(
+                    "error",
+                    &ErrorBody {
+                        code: error.code().as_str(),
+                        message: error.to_string(),
+                    },
+                )?;
+                map.end()
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: &'a str,
+    message: String,
+}
