@@ -19,7 +19,9 @@ use crate::model::{
     Thread,
 };
 use crate::rules::{self, Action};
-use crate::store::{EventQuery, MessageQuery, Store, ThreadOrder, ThreadQuery, ThreadState, TxMode};
+use crate::store::{
+    EventQuery, MessageQuery, Store, ThreadOrder, ThreadQuery, ThreadState, TxMode,
+};
 use crate::time::{Clock, Timestamp};
 use crate::validate::{self as v, ArtifactDraft, SYSTEM_AGENT};
 use crate::wire::*;
@@ -161,7 +163,10 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 let agent = v::optional_agent("agent", &r.agent)?;
                 if r.mark_read {
                     let agent = agent.ok_or_else(|| {
-                        EngineError::missing("agent", "mark_read moves the read cursor of an agent; say whose")
+                        EngineError::missing(
+                            "agent",
+                            "mark_read moves the read cursor of an agent; say whose",
+                        )
                     })?;
                     self.write(|tx| tx.show(thread_id, Some(agent), true))
                 } else {
@@ -182,7 +187,10 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     }
 
     /// Runs `f` in a read transaction.
-    fn read<T>(&mut self, f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>) -> Result<T, EngineError> {
+    fn read<T>(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
         let now = self.clock.now();
         self.transaction(TxMode::Read, now, f)
     }
@@ -190,7 +198,10 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     /// Runs `f` in a write transaction, after recording lapsed leases. If `f`
     /// fails, its transaction (sweep included) rolls back, and the sweep is
     /// redone on its own so that lapses do not wait for a successful command.
-    fn write<T>(&mut self, f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>) -> Result<T, EngineError> {
+    fn write<T>(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
         let now = self.clock.now();
         let mut swept = false;
         let result = self.transaction(TxMode::Write, now, |tx| {
@@ -343,7 +354,12 @@ impl<'a> SendInput<'a> {
                 Kind::Control,
                 Kind::Event,
             ];
-            v::kind_in("kind", kind, &allowed, "; results are written by done and fail")?;
+            v::kind_in(
+                "kind",
+                kind,
+                &allowed,
+                "; results are written by done and fail",
+            )?;
             let append = AppendInput::check(
                 from,
                 &r.to_agent,
@@ -424,7 +440,12 @@ impl<'a> AppendInput<'a> {
         let from = v::agent("from_agent", &r.from_agent)?;
         let kind = r.kind.unwrap_or(Kind::Answer);
         let allowed = [Kind::Answer, Kind::Question, Kind::Progress, Kind::Control];
-        v::kind_in("kind", kind, &allowed, "; results are written by done and fail")?;
+        v::kind_in(
+            "kind",
+            kind,
+            &allowed,
+            "; results are written by done and fail",
+        )?;
         AppendInput::check(
             from,
             &r.to_agent,
@@ -448,7 +469,12 @@ struct FetchInput<'a> {
 
 impl<'a> FetchInput<'a> {
     fn check(r: &'a FetchRequest) -> Result<FetchInput<'a>, EngineError> {
-        let open = [Status::Pending, Status::Claimed, Status::InProgress, Status::Blocked];
+        let open = [
+            Status::Pending,
+            Status::Claimed,
+            Status::InProgress,
+            Status::Blocked,
+        ];
         let mut statuses = v::statuses("status", &r.status, &open)?;
         if statuses.is_empty() {
             statuses.push(Status::Pending);
@@ -473,8 +499,16 @@ struct UpdateInput<'a> {
 impl<'a> UpdateInput<'a> {
     fn check(r: &'a UpdateRequest) -> Result<UpdateInput<'a>, EngineError> {
         let (action, kind, hint) = match r.status {
-            None => (Action::Report, Kind::Progress, "say in one line what progress was made"),
-            Some(Status::InProgress) => (Action::Start, Kind::Progress, "say in one line what you are doing"),
+            None => (
+                Action::Report,
+                Kind::Progress,
+                "say in one line what progress was made",
+            ),
+            Some(Status::InProgress) => (
+                Action::Start,
+                Kind::Progress,
+                "say in one line what you are doing",
+            ),
             Some(Status::Blocked) => (
                 Action::Block,
                 Kind::Question,
@@ -647,13 +681,23 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     /// Writes `thread` (inserting it when `new`), the change's message and
     /// its event. The thread's status must already be the new one.
-    fn record(&mut self, thread: &mut Thread, new: bool, change: Change<'_>) -> Result<(EventId, Option<Message>), EngineError> {
+    fn record(
+        &mut self,
+        thread: &mut Thread,
+        new: bool,
+        change: Change<'_>,
+    ) -> Result<(EventId, Option<Message>), EngineError> {
         self.record_event(thread, new, change)
             .map(|(event, message)| (event.event_id, message))
     }
 
     /// [`Tx::record`], returning the whole event.
-    fn record_event(&mut self, thread: &mut Thread, new: bool, change: Change<'_>) -> Result<(Event, Option<Message>), EngineError> {
+    fn record_event(
+        &mut self,
+        thread: &mut Thread,
+        new: bool,
+        change: Change<'_>,
+    ) -> Result<(Event, Option<Message>), EngineError> {
         let event_id = self.next_event_id;
         self.next_event_id += 1;
         let now = self.now;
@@ -664,7 +708,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 let artifacts = draft
                     .artifacts
                     .into_iter()
-                    .map(|a| a.into_artifact(self.ids.next_id(IdKind::Artifact, now), &message_id, now))
+                    .map(|a| {
+                        a.into_artifact(self.ids.next_id(IdKind::Artifact, now), &message_id, now)
+                    })
                     .collect();
                 Some(Message {
                     message_id,
@@ -720,7 +766,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             return Err(EngineError::state(
                 &state.thread.thread_id,
                 status,
-                format!("finished threads never change, so it {what}; open a new thread with send if more work is needed"),
+                format!(
+                    "finished threads never change, so it {what}; open a new thread with send if more work is needed"
+                ),
             ));
         }
         Ok(status)
@@ -737,7 +785,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// Checks that `agent` (with `token`, if given) holds the thread's most
     /// recent lease, live or lapsed: the fencing rule of every worker
     /// command. Returns that lease.
-    fn fence(&mut self, state: &ThreadState, agent: &str, token: Option<LeaseToken>) -> Result<Lease, EngineError> {
+    fn fence(
+        &mut self,
+        state: &ThreadState,
+        agent: &str,
+        token: Option<LeaseToken>,
+    ) -> Result<Lease, EngineError> {
         let thread_id = &state.thread.thread_id;
         let Some(lease) = &state.lease else {
             return Err(EngineError::state(
@@ -777,8 +830,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// After [`Tx::fence`]: revives a lapsed lease (the holder is back and
-    /// nobody replaced it), moving a pending thread back to claimed. Returns
-    /// whether it revived.
+    /// nobody replaced it), resuming a thread the lapse put back in the
+    /// queue. Returns whether it revived.
     fn revive(&self, state: &mut ThreadState, lease: &mut Lease) -> bool {
         if lease.is_live(self.now) {
             return false;
@@ -797,11 +850,20 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         lease.expires_at = self.now.plus_seconds(lease.lease_seconds);
     }
 
-    fn apply(&self, state: &mut ThreadState, action: Action, verb: &str) -> Result<(Status, EventType), EngineError> {
+    fn apply(
+        &self,
+        state: &mut ThreadState,
+        action: Action,
+        verb: &str,
+    ) -> Result<(Status, EventType), EngineError> {
         let from = state.thread.status;
         let live = state.lease.as_ref().is_some_and(|l| l.is_live(self.now));
         let row = rules::transition(action, from).ok_or_else(|| {
-            EngineError::state(&state.thread.thread_id, from, format!("it cannot be {verb}"))
+            EngineError::state(
+                &state.thread.thread_id,
+                from,
+                format!("it cannot be {verb}"),
+            )
         })?;
         let event = row
             .event
@@ -845,7 +907,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 message: Some((input.from, new.to, draft)),
             },
         )?;
-        let state = ThreadState { thread, lease: None };
+        let state = ThreadState {
+            thread,
+            lease: None,
+        };
         Ok(MessageOutput {
             thread: self.view(&state),
             message: message.ok_or_else(|| EngineError::internal("send wrote no message"))?,
@@ -907,7 +972,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
-    fn claim(&mut self, agent: &str, thread_id: &str, seconds: u64) -> Result<LeaseOutput, EngineError> {
+    fn claim(
+        &mut self,
+        agent: &str,
+        thread_id: &str,
+        seconds: u64,
+    ) -> Result<LeaseOutput, EngineError> {
         let mut state = self.load(thread_id)?;
         let status = self.open_status(&state, "cannot be claimed")?;
         if state.thread.assigned_to != agent {
@@ -963,7 +1033,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let (event_id, _) = self.record(
             &mut state.thread,
             false,
-            Change { event_type, source: agent, summary, payload, message: None },
+            Change {
+                event_type,
+                source: agent,
+                summary,
+                payload,
+                message: None,
+            },
         )?;
         state.lease = Some(lease.clone());
         Ok(LeaseOutput {
@@ -973,7 +1049,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
-    fn renew(&mut self, agent: &str, thread_id: &str, token: Option<LeaseToken>, seconds: Option<u64>) -> Result<LeaseOutput, EngineError> {
+    fn renew(
+        &mut self,
+        agent: &str,
+        thread_id: &str,
+        token: Option<LeaseToken>,
+        seconds: Option<u64>,
+    ) -> Result<LeaseOutput, EngineError> {
         let mut state = self.load(thread_id)?;
         self.open_status(&state, "has no lease to renew")?;
         let mut lease = self.fence(&state, agent, token)?;
@@ -994,7 +1076,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let (event_id, _) = self.record(
             &mut state.thread,
             false,
-            Change { event_type, source: agent, summary, payload, message: None },
+            Change {
+                event_type,
+                source: agent,
+                summary,
+                payload,
+                message: None,
+            },
         )?;
         Ok(LeaseOutput {
             thread: self.view(&state),
@@ -1052,7 +1140,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             payload.insert("lease_revived".into(), true.into());
         }
         state.lease = Some(lease.clone());
-        let verb = if input.action == Action::Complete { "done" } else { "failed" };
+        let verb = if input.action == Action::Complete {
+            "done"
+        } else {
+            "failed"
+        };
         let (previous, event_type) = self.apply(&mut state, input.action, verb)?;
         payload.insert("previous_status".into(), previous.as_str().into());
         lease.released_at = Some(self.now);
@@ -1078,7 +1170,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
-    fn cancel(&mut self, agent: &str, thread_id: &str, reason: &str, artifacts: &[ArtifactDraft]) -> Result<MessageOutput, EngineError> {
+    fn cancel(
+        &mut self,
+        agent: &str,
+        thread_id: &str,
+        reason: &str,
+        artifacts: &[ArtifactDraft],
+    ) -> Result<MessageOutput, EngineError> {
         let mut state = self.load(thread_id)?;
         let status = self.open_status(&state, "cannot be cancelled")?;
         state.thread.status = status;
@@ -1142,7 +1240,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 // release above is all there is to record.
                 continue;
             };
-            let Some(event_type) = row.event else { continue };
+            let Some(event_type) = row.event else {
+                continue;
+            };
             let previous = thread.status;
             state.thread.status = row.target(previous, false);
             let mut payload = lease_payload(&lease);
@@ -1189,7 +1289,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// Threads matching `query` by *effective* status. Stored statuses are
     /// exact except for threads whose lease lapsed since the last write; those
     /// few are looked up one by one and judged by [`rules::effective_status`].
-    fn effective_threads(&mut self, query: &ThreadQuery, claimable_only: bool) -> Result<Vec<ThreadState>, EngineError> {
+    fn effective_threads(
+        &mut self,
+        query: &ThreadQuery,
+        claimable_only: bool,
+    ) -> Result<Vec<ThreadState>, EngineError> {
         let lapsed = self.store.lapsed_leases(self.now, usize::MAX)?;
         let lapsed_ids: HashSet<&str> = lapsed.iter().map(|l| l.thread_id.as_str()).collect();
         let mut stored = query.clone();
@@ -1245,7 +1349,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
-    fn show(&mut self, thread_id: &str, agent: Option<&str>, mark_read: bool) -> Result<ShowOutput, EngineError> {
+    fn show(
+        &mut self,
+        thread_id: &str,
+        agent: Option<&str>,
+        mark_read: bool,
+    ) -> Result<ShowOutput, EngineError> {
         let state = self.load(thread_id)?;
         let messages = self.store.messages(&MessageQuery {
             thread_id: thread_id.to_owned(),
@@ -1307,8 +1416,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// cursor, whichever is later, so a reply that arrived between the
     /// agent's question and its wait is not missed. Without an agent, or if
     /// the agent never wrote or read there: the latest event.
-    fn default_reply_cursor(&mut self, thread_id: &str, agent: Option<&str>, latest: EventId) -> Result<EventId, EngineError> {
-        let Some(agent) = agent else { return Ok(latest) };
+    fn default_reply_cursor(
+        &mut self,
+        thread_id: &str,
+        agent: Option<&str>,
+        latest: EventId,
+    ) -> Result<EventId, EngineError> {
+        let Some(agent) = agent else {
+            return Ok(latest);
+        };
         let own = self
             .store
             .messages(&MessageQuery {
@@ -1356,7 +1472,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 None => None,
             };
             let message = message.ok_or_else(|| {
-                EngineError::internal(format!("event {} names a message that does not exist", event.event_id))
+                EngineError::internal(format!(
+                    "event {} names a message that does not exist",
+                    event.event_id
+                ))
             })?;
             return Ok(WaitReplyOutput {
                 woke: true,

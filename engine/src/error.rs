@@ -133,7 +133,9 @@ impl ErrorCode {
             ErrorCode::InvalidState => {
                 "The command is not allowed in the thread's current status (terminal threads accept nothing)."
             }
-            ErrorCode::NotAssigned => "The thread is assigned to another agent; only its assignee may claim it.",
+            ErrorCode::NotAssigned => {
+                "The thread is assigned to another agent; only its assignee may claim it."
+            }
             ErrorCode::LeaseConflict => {
                 "The thread has a live lease (held by anyone, the same agent name included)."
             }
@@ -144,7 +146,9 @@ impl ErrorCode {
             ErrorCode::ThreadNotFound => "No thread has that id.",
             ErrorCode::MessageNotFound => "No message with that id exists in that thread.",
             ErrorCode::StorageBusy => "The store stayed busy past its retry budget; retry.",
-            ErrorCode::SchemaTooNew => "The store was written by a newer version of inbox; upgrade.",
+            ErrorCode::SchemaTooNew => {
+                "The store was written by a newer version of inbox; upgrade."
+            }
             ErrorCode::NotInitialized => "The store has not been initialized; run init.",
             ErrorCode::StorageError => "The store failed (I/O, corruption, host adapter error).",
             ErrorCode::InternalError => "A bug in inbox; please report it.",
@@ -163,7 +167,7 @@ impl std::fmt::Display for ErrorCode {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EngineError {
     /// See [`ErrorCode::InvalidRequest`].
-    #[error("invalid request: {message}")]
+    #[error("{message}")]
     InvalidRequest {
         /// What could not be decoded, and where.
         message: String,
@@ -185,7 +189,9 @@ pub enum EngineError {
         problem: String,
     },
     /// See [`ErrorCode::TooLong`].
-    #[error("`{field}` is {actual} {unit} long; the limit is {limit} {unit}; shorten it or move the detail into an artifact")]
+    #[error(
+        "`{field}` is {actual} {unit} long; the limit is {limit} {unit}; shorten it or move the detail into an artifact"
+    )]
     TooLong {
         /// The field, as spelled in the request.
         field: String,
@@ -215,7 +221,9 @@ pub enum EngineError {
         message: String,
     },
     /// See [`ErrorCode::NotAssigned`].
-    #[error("thread {thread_id} is assigned to {assigned_to}, not {agent}; only its assignee may claim it")]
+    #[error(
+        "thread {thread_id} is assigned to {assigned_to}, not {agent}; only its assignee may claim it"
+    )]
     NotAssigned {
         /// The thread.
         thread_id: String,
@@ -225,7 +233,9 @@ pub enum EngineError {
         assigned_to: String,
     },
     /// See [`ErrorCode::LeaseConflict`].
-    #[error("thread {thread_id} is held by {holder} (lease token {lease_token}) until {expires_at}; pick another thread or wait for the lease to end")]
+    #[error(
+        "thread {thread_id} is held by {holder} (lease token {lease_token}) until {expires_at}; pick another thread or wait for the lease to end"
+    )]
     LeaseConflict {
         /// The thread.
         thread_id: String,
@@ -237,7 +247,9 @@ pub enum EngineError {
         expires_at: Timestamp,
     },
     /// See [`ErrorCode::LeaseLost`].
-    #[error("lease on thread {thread_id} was lost: it is now held by {holder} with lease token {lease_token}; stop working on it")]
+    #[error(
+        "lease on thread {thread_id} was lost: it is now held by {holder} with lease token {lease_token}; stop working on it"
+    )]
     LeaseLost {
         /// The thread.
         thread_id: String,
@@ -247,7 +259,9 @@ pub enum EngineError {
         lease_token: LeaseToken,
     },
     /// See [`ErrorCode::NotLeaseHolder`].
-    #[error("{agent} does not hold thread {thread_id}; {holder} does; claim a thread of your own before working on it")]
+    #[error(
+        "{agent} does not hold thread {thread_id}; {holder} does; claim a thread of your own before working on it"
+    )]
     NotLeaseHolder {
         /// The thread.
         thread_id: String,
@@ -257,13 +271,17 @@ pub enum EngineError {
         holder: String,
     },
     /// See [`ErrorCode::ThreadNotFound`].
-    #[error("thread {thread_id} not found; check the id (thread ids start with thr_) and the database")]
+    #[error(
+        "thread {thread_id} not found; check the id (thread ids start with thr_) and the database"
+    )]
     ThreadNotFound {
         /// The id asked for.
         thread_id: String,
     },
     /// See [`ErrorCode::MessageNotFound`].
-    #[error("message {message_id} not found in thread {thread_id}; message ids start with msg_ and belong to one thread")]
+    #[error(
+        "message {message_id} not found in thread {thread_id}; message ids start with msg_ and belong to one thread"
+    )]
     MessageNotFound {
         /// The thread searched.
         thread_id: String,
@@ -321,7 +339,11 @@ impl EngineError {
         }
     }
 
-    pub(crate) fn state(thread_id: &str, status: Status, message: impl Into<String>) -> EngineError {
+    pub(crate) fn state(
+        thread_id: &str,
+        status: Status,
+        message: impl Into<String>,
+    ) -> EngineError {
         EngineError::InvalidState {
             thread_id: thread_id.to_owned(),
             status,

@@ -214,7 +214,9 @@ impl Store for MemoryStore {
             .data
             .threads
             .insert(thread.thread_id.clone(), thread.clone())
-            .ok_or_else(|| StoreError::other(format!("thread {} does not exist", thread.thread_id)))?;
+            .ok_or_else(|| {
+                StoreError::other(format!("thread {} does not exist", thread.thread_id))
+            })?;
         self.undo.push(Undo::UpdateThread(old));
         Ok(())
     }

@@ -206,9 +206,9 @@ pub const TRANSITIONS: &[Transition] = &[
         action: Action::Revive,
         trigger: "a holder command after its lease lapsed, nobody having claimed since",
         from: &[Pending],
-        to: Target::To(Claimed),
+        to: Target::To(InProgress),
         event: None,
-        effect: "revives the lease (same token, runs from now), then the command applies; its event says `lease_revived: true`",
+        effect: "revives the lease (same token, runs from now) and, the holder being evidently at work, resumes the thread; then the command applies and its event says `lease_revived: true`",
     },
 ];
 

@@ -163,21 +163,28 @@ fn parse_step(line: usize, text: &str) -> Result<Step, ScriptError> {
     };
     let action = match first {
         "clock" => {
-            let value = words.word().ok_or_else(|| err("clock needs a timestamp".into()))?;
+            let value = words
+                .word()
+                .ok_or_else(|| err("clock needs a timestamp".into()))?;
             StepAction::Clock(Timestamp::parse(value).map_err(|e| err(e.to_string()))?)
         }
         "advance" => {
-            let value = words.word().ok_or_else(|| err("advance needs a duration, e.g. 30s".into()))?;
+            let value = words
+                .word()
+                .ok_or_else(|| err("advance needs a duration, e.g. 30s".into()))?;
             StepAction::Advance(parse_duration(value).map_err(err)?)
         }
         "spawn" => {
-            let name = words
-                .word()
-                .ok_or_else(|| err("spawn needs a name and a command, e.g. spawn w1 wait-reply ...".into()))?;
+            let name = words.word().ok_or_else(|| {
+                err("spawn needs a name and a command, e.g. spawn w1 wait-reply ...".into())
+            })?;
             let command = words
                 .word()
                 .ok_or_else(|| err("spawn needs a command after the name".into()))?;
-            StepAction::Spawn(name.to_owned(), request_value(command, &mut words).map_err(err)?)
+            StepAction::Spawn(
+                name.to_owned(),
+                request_value(command, &mut words).map_err(err)?,
+            )
         }
         command => StepAction::Command(request_value(command, &mut words).map_err(err)?),
     };
@@ -201,7 +208,10 @@ fn split_expectation(text: &str) -> Result<(&str, Option<Expect>), String> {
             _ if escaped => escaped = false,
             b'\\' if in_string => escaped = true,
             b'"' => in_string = !in_string,
-            b'=' if !in_string && bytes.get(i + 1) == Some(&b'>') && (i == 0 || bytes[i - 1] == b' ') => {
+            b'=' if !in_string
+                && bytes.get(i + 1) == Some(&b'>')
+                && (i == 0 || bytes[i - 1] == b' ') =>
+            {
                 let spec = text[i + 2..].trim();
                 let expect = match spec.split_whitespace().collect::<Vec<_>>().as_slice() {
                     ["ok"] => Expect::Ok,
@@ -324,7 +334,8 @@ impl<'a> Lexer<'a> {
         let rest = self.rest();
         match rest.chars().next() {
             Some('"') | Some('{') => {
-                let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+                let mut stream =
+                    serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
                 let value = match stream.next() {
                     Some(Ok(value)) => value,
                     Some(Err(e)) => return Err(format!("bad JSON value: {e}")),
@@ -367,7 +378,11 @@ impl<'a> Lexer<'a> {
                 }
                 // Numbers, booleans and null read as JSON; anything else is text.
                 match serde_json::from_str::<serde_json::Value>(word) {
-                    Ok(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_) | serde_json::Value::Null)) => Ok(v),
+                    Ok(
+                        v @ (serde_json::Value::Number(_)
+                        | serde_json::Value::Bool(_)
+                        | serde_json::Value::Null),
+                    ) => Ok(v),
                     _ => Ok(serde_json::Value::String(word.to_owned())),
                 }
             }
@@ -382,6 +397,9 @@ struct Runner<S: Store> {
     wake_at: BTreeMap<String, Timestamp>,
     seen_event: EventId,
     threads: BTreeMap<String, String>,
+    /// Agent names the script has mentioned, whose read cursors are reported.
+    agents: std::collections::BTreeSet<String>,
+    cursors: BTreeMap<(String, String), String>,
     out: String,
     failures: Vec<String>,
 }
@@ -389,11 +407,17 @@ struct Runner<S: Store> {
 impl<S: Store> Runner<S> {
     fn new(store: S) -> Runner<S> {
         Runner {
-            engine: Engine::new(store, ManualClock::new(ManualClock::SCRIPT_EPOCH), SequentialIds::new()),
+            engine: Engine::new(
+                store,
+                ManualClock::new(ManualClock::SCRIPT_EPOCH),
+                SequentialIds::new(),
+            ),
             waiters: BTreeMap::new(),
             wake_at: BTreeMap::new(),
             seen_event: 0,
             threads: BTreeMap::new(),
+            agents: std::collections::BTreeSet::new(),
+            cursors: BTreeMap::new(),
             out: String::new(),
             failures: Vec::new(),
         }
@@ -411,6 +435,7 @@ impl<S: Store> Runner<S> {
             let _ = writeln!(self.out, "> {}", step.text);
             let response = match &step.action {
                 StepAction::Command(value) => {
+                    self.note_agents(value);
                     let response = match Request::from_value(value.clone()) {
                         Ok(request) => self.engine.execute(request),
                         Err(failure) => *failure,
@@ -461,16 +486,38 @@ impl<S: Store> Runner<S> {
                 self.check(step, expect, response.as_ref());
             }
             self.snapshot_changes(false)
-                .map_err(|message| ScriptError { line: step.line, message })?;
+                .map_err(|message| ScriptError {
+                    line: step.line,
+                    message,
+                })?;
             self.out.push('\n');
         }
         for name in self.waiters.keys() {
-            let _ = writeln!(self.out, "waiter {name} is still waiting at the end of the script");
+            let _ = writeln!(
+                self.out,
+                "waiter {name} is still waiting at the end of the script"
+            );
         }
         Ok(Transcript {
             text: self.out,
             failures: self.failures,
         })
+    }
+
+    /// Remembers the agent names a request mentions, so that their read
+    /// cursors can be reported (a store cannot list cursors).
+    fn note_agents(&mut self, request: &serde_json::Value) {
+        for field in [
+            "agent",
+            "from_agent",
+            "to_agent",
+            "created_by",
+            "assigned_to",
+        ] {
+            if let Some(name) = request.get(field).and_then(|v| v.as_str()) {
+                self.agents.insert(name.to_owned());
+            }
+        }
     }
 
     fn print_response(&mut self, response: &Response) {
@@ -533,12 +580,14 @@ impl<S: Store> Runner<S> {
     fn poll_waiters(&mut self, due: Option<Timestamp>) {
         let names: Vec<String> = self.waiters.keys().cloned().collect();
         for name in names {
-            if let Some(at) = due {
-                if self.wake_at.get(&name).is_some_and(|&t| t > at) {
-                    continue;
-                }
+            if let Some(at) = due
+                && self.wake_at.get(&name).is_some_and(|&t| t > at)
+            {
+                continue;
             }
-            let Some(waiter) = self.waiters.get_mut(&name) else { continue };
+            let Some(waiter) = self.waiters.get_mut(&name) else {
+                continue;
+            };
             match waiter.poll(&mut self.engine) {
                 WaitStep::Pending { until } => {
                     self.wake_at.insert(name, until);
@@ -558,19 +607,29 @@ impl<S: Store> Runner<S> {
     fn snapshot_changes(&mut self, first: bool) -> Result<(), String> {
         let store = self.engine.store_mut();
         store.begin(TxMode::Read).map_err(|e| e.to_string())?;
+        let agents = &self.agents;
         let read = (|| {
             let threads = store.threads(&ThreadQuery::all(ThreadOrder::RecentFirst, usize::MAX))?;
             let events = store.events(&EventQuery::after(self.seen_event, usize::MAX))?;
-            Ok::<_, crate::StoreError>((threads, events))
+            let mut cursors = Vec::new();
+            for state in &threads {
+                for agent in agents {
+                    if let Some(cursor) = store.read_cursor(&state.thread.thread_id, agent)? {
+                        cursors.push(cursor);
+                    }
+                }
+            }
+            Ok::<_, crate::StoreError>((threads, events, cursors))
         })();
         let _ = store.commit();
-        let (mut threads, events) = read.map_err(|e| e.to_string())?;
+        let (mut threads, events, cursors) = read.map_err(|e| e.to_string())?;
         threads.sort_by(|a, b| a.thread.thread_id.cmp(&b.thread.thread_id));
         let mut lines = Vec::new();
         for state in &threads {
             let line = describe_thread(state);
             if self.threads.get(&state.thread.thread_id) != Some(&line) {
-                self.threads.insert(state.thread.thread_id.clone(), line.clone());
+                self.threads
+                    .insert(state.thread.thread_id.clone(), line.clone());
                 lines.push(format!("  {line}"));
             }
         }
@@ -578,8 +637,27 @@ impl<S: Store> Runner<S> {
             self.seen_event = self.seen_event.max(event.event_id);
             lines.push(format!(
                 "  event {} {} {} by {} -> {}: {}",
-                event.event_id, event.event_type, event.thread_id, event.source, event.status, event.summary
+                event.event_id,
+                event.event_type,
+                event.thread_id,
+                event.source,
+                event.status,
+                event.summary
             ));
+        }
+        for cursor in &cursors {
+            let key = (cursor.thread_id.clone(), cursor.agent.clone());
+            let line = format!(
+                "cursor {} {} read up to {} (event {})",
+                cursor.thread_id,
+                cursor.agent,
+                cursor.last_read_message_id,
+                cursor.last_read_event_id
+            );
+            if self.cursors.get(&key) != Some(&line) {
+                self.cursors.insert(key, line.clone());
+                lines.push(format!("  {line}"));
+            }
         }
         if !first {
             if lines.is_empty() {

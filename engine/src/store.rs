@@ -199,7 +199,10 @@ impl EventQuery {
     /// The reference semantics: `thread` is the event's thread as stored now.
     pub fn matches(&self, event: &Event, thread: &Thread) -> bool {
         event.event_id > self.after
-            && self.thread_id.as_deref().is_none_or(|t| event.thread_id == t)
+            && self
+                .thread_id
+                .as_deref()
+                .is_none_or(|t| event.thread_id == t)
             && self
                 .involving
                 .as_deref()

@@ -263,10 +263,25 @@ mod tests {
     fn parses_what_it_renders_and_common_precisions() {
         let t = Timestamp::parse("2026-03-01T09:30:05.120Z").unwrap();
         assert_eq!(t.to_string(), "2026-03-01T09:30:05.120Z");
-        assert_eq!(Timestamp::parse("2026-03-01T09:30:05Z").unwrap().as_millis() % 1000, 0);
-        assert_eq!(Timestamp::parse("2026-03-01T09:30:05.1Z").unwrap().as_millis() % 1000, 100);
         assert_eq!(
-            Timestamp::parse("2026-03-01T09:30:05.123456789Z").unwrap().as_millis() % 1000,
+            Timestamp::parse("2026-03-01T09:30:05Z")
+                .unwrap()
+                .as_millis()
+                % 1000,
+            0
+        );
+        assert_eq!(
+            Timestamp::parse("2026-03-01T09:30:05.1Z")
+                .unwrap()
+                .as_millis()
+                % 1000,
+            100
+        );
+        assert_eq!(
+            Timestamp::parse("2026-03-01T09:30:05.123456789Z")
+                .unwrap()
+                .as_millis()
+                % 1000,
             123
         );
     }

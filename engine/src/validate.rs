@@ -74,7 +74,9 @@ pub fn agent<'a>(field: &str, value: &'a Option<String>) -> Result<&'a str, Engi
     if name == SYSTEM_AGENT {
         return Err(EngineError::invalid(
             field,
-            format!("`{SYSTEM_AGENT}` is reserved for the engine's own messages; pick another agent name"),
+            format!(
+                "`{SYSTEM_AGENT}` is reserved for the engine's own messages; pick another agent name"
+            ),
         ));
     }
     Ok(name)
@@ -99,7 +101,7 @@ pub fn optional_name<'a>(
 ) -> Result<Option<&'a str>, EngineError> {
     match value.as_deref() {
         None => Ok(None),
-        Some(v) if v.is_empty() => Err(EngineError::missing(
+        Some("") => Err(EngineError::missing(
             field,
             "leave it out or give a non-empty value",
         )),
@@ -128,13 +130,20 @@ fn name_like<'a>(field: &str, value: &'a str) -> Result<&'a str, EngineError> {
 /// A thread or message id given by the caller: present. Unknown ids are
 /// reported as not found by the engine, which says what ids look like.
 pub fn id<'a>(field: &str, value: &'a Option<String>) -> Result<&'a str, EngineError> {
-    required(field, value, "give the id, e.g. thr_01JH5Q8Z3K4M2N6P7R8S9T0V1W")
+    required(
+        field,
+        value,
+        "give the id, e.g. thr_01JH5Q8Z3K4M2N6P7R8S9T0V1W",
+    )
 }
 
 /// One line of text: not blank, no control characters, at most `max` characters.
 pub fn line(field: &str, value: &str, max: usize) -> Result<(), EngineError> {
     if value.trim().is_empty() {
-        return Err(EngineError::missing(field, "write one line that says what happened"));
+        return Err(EngineError::missing(
+            field,
+            "write one line that says what happened",
+        ));
     }
     let chars = value.chars().count();
     if chars > max {
@@ -185,7 +194,9 @@ pub fn object(
             });
         }
     };
-    let size = serde_json::to_string(object).map(|s| s.len()).unwrap_or(usize::MAX);
+    let size = serde_json::to_string(object)
+        .map(|s| s.len())
+        .unwrap_or(usize::MAX);
     if size > max {
         return Err(EngineError::TooLong {
             field: field.to_owned(),
@@ -307,7 +318,12 @@ impl ArtifactDraft {
 }
 
 /// A number in `1..=max`, or `default` when absent.
-pub fn bounded(field: &str, value: Option<u64>, default: u64, max: u64) -> Result<u64, EngineError> {
+pub fn bounded(
+    field: &str,
+    value: Option<u64>,
+    default: u64,
+    max: u64,
+) -> Result<u64, EngineError> {
     match value {
         None => Ok(default),
         Some(v) if (1..=max).contains(&v) => Ok(v),
@@ -332,7 +348,12 @@ pub fn timeout(value: Option<u64>) -> Result<u64, EngineError> {
 
 /// A `limit` in `1..=MAX_LIMIT`, or `default`.
 pub fn limit(value: Option<u32>, default: u32) -> Result<usize, EngineError> {
-    let v = bounded("limit", value.map(u64::from), u64::from(default), u64::from(MAX_LIMIT))?;
+    let v = bounded(
+        "limit",
+        value.map(u64::from),
+        u64::from(default),
+        u64::from(MAX_LIMIT),
+    )?;
     Ok(usize::try_from(v).unwrap_or(usize::MAX))
 }
 
@@ -344,20 +365,30 @@ pub fn kind_in(field: &str, kind: Kind, allowed: &[Kind], hint: &str) -> Result<
         let list: Vec<&str> = allowed.iter().map(|k| k.as_str()).collect();
         Err(EngineError::invalid(
             field,
-            format!("`{kind}` is not allowed here; use one of {}{hint}", list.join(", ")),
+            format!(
+                "`{kind}` is not allowed here; use one of {}{hint}",
+                list.join(", ")
+            ),
         ))
     }
 }
 
 /// A status filter: deduplicated, each value allowed.
-pub fn statuses(field: &str, given: &[Status], allowed: &[Status]) -> Result<Vec<Status>, EngineError> {
+pub fn statuses(
+    field: &str,
+    given: &[Status],
+    allowed: &[Status],
+) -> Result<Vec<Status>, EngineError> {
     let mut out = Vec::new();
     for &status in given {
         if !allowed.contains(&status) {
             let list: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
             return Err(EngineError::invalid(
                 field,
-                format!("`{status}` cannot be used here; use any of {}", list.join(", ")),
+                format!(
+                    "`{status}` cannot be used here; use any of {}",
+                    list.join(", ")
+                ),
             ));
         }
         if !out.contains(&status) {

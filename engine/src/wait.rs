@@ -20,7 +20,9 @@ use crate::model::Lease;
 use crate::store::Store;
 use crate::time::{Clock, Timestamp};
 use crate::validate;
-use crate::wire::{Output, RenewRequest, Request, Response, SweepRequest, WaitReplyRequest, WatchRequest};
+use crate::wire::{
+    Output, RenewRequest, Request, Response, SweepRequest, WaitReplyRequest, WatchRequest,
+};
 
 /// Anything that executes requests and tells the time: an [`Engine`], or a
 /// host's proxy to an engine in a sandbox.
@@ -42,6 +44,9 @@ impl<S: Store, C: Clock, I: IdSource> Executor for Engine<S, C, I> {
 }
 
 /// What the host does next.
+// A finished step carries a whole response; it is returned once per wait and
+// moved once, so boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum WaitStep {
     /// The wait is over: print this response (it woke, timed out with exit
@@ -135,10 +140,10 @@ impl Waiter {
             };
         }
 
-        if self.heartbeat_at.is_some_and(|at| now >= at) {
-            if let Some(finished) = self.heartbeat(engine, now) {
-                return WaitStep::Finished(finished);
-            }
+        if self.heartbeat_at.is_some_and(|at| now >= at)
+            && let Some(finished) = self.heartbeat(engine, now)
+        {
+            return WaitStep::Finished(finished);
         }
 
         let response = engine.execute(self.request());
@@ -210,10 +215,9 @@ impl Waiter {
                 None
             }
             Response::Failure { error, .. } => match error.code() {
-                ErrorCode::LeaseLost | ErrorCode::NotLeaseHolder => Some(Response::failure(
-                    Some(self.command().to_owned()),
-                    error,
-                )),
+                ErrorCode::LeaseLost | ErrorCode::NotLeaseHolder => {
+                    Some(Response::failure(Some(self.command().to_owned()), error))
+                }
                 // The thread finished or was never claimed: nothing to keep
                 // alive; the poll reports the rest.
                 ErrorCode::InvalidState => {

@@ -16,7 +16,9 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::error::{EngineError, ErrorCode};
-use crate::model::{EventId, Event, Kind, Lease, LeaseToken, Message, Priority, ReadCursor, Status, Thread};
+use crate::model::{
+    Event, EventId, Kind, Lease, LeaseToken, Message, Priority, ReadCursor, Status, Thread,
+};
 
 /// The version of this wire format. Bumped only for incompatible changes;
 /// adding an optional request field or a response field is compatible.
@@ -97,24 +99,90 @@ impl Request {
         Request::from_value(value)
     }
 
+    /// Every command name, in documentation order.
+    pub const COMMANDS: &'static [&'static str] = &[
+        "init",
+        "send",
+        "fetch",
+        "claim",
+        "renew",
+        "update",
+        "reply",
+        "done",
+        "fail",
+        "cancel",
+        "list",
+        "show",
+        "watch",
+        "wait-reply",
+        "sweep",
+        "version",
+    ];
+
     /// Decodes a request already parsed as JSON; see [`Request::from_json`].
     pub fn from_value(value: serde_json::Value) -> Result<Request, Box<Response>> {
-        let command = value
-            .get("command")
-            .and_then(|c| c.as_str())
-            .map(str::to_owned);
-        serde_json::from_value(value).map_err(|error| {
-            let message = match &command {
-                None => format!(
-                    "{error}; a request is a JSON object with a \"command\" field, e.g. {{\"command\":\"fetch\",\"agent\":\"worker\"}}"
-                ),
-                Some(_) => error.to_string(),
-            };
+        let fail = |command: Option<String>, message: String| {
             Box::new(Response::failure(
                 command,
                 EngineError::InvalidRequest { message },
             ))
-        })
+        };
+        let command = match value.get("command") {
+            Some(serde_json::Value::String(command)) => command.clone(),
+            _ => {
+                return Err(fail(
+                    None,
+                    "a request is a JSON object with a string \"command\" field, e.g. {\"command\":\"fetch\",\"agent\":\"worker\"}".into(),
+                ));
+            }
+        };
+        if !Request::COMMANDS.contains(&command.as_str()) {
+            return Err(fail(
+                None,
+                format!(
+                    "unknown command `{command}`; use one of {}",
+                    Request::COMMANDS.join(", ")
+                ),
+            ));
+        }
+        let mut fields = value;
+        if let Some(object) = fields.as_object_mut() {
+            object.remove("command");
+        }
+        // Decoding each command's struct directly (rather than the tagged
+        // enum, which serde buffers) lets serde_path_to_error name the field
+        // that failed: "`lease_seconds`: invalid value ...".
+        fn decode<T: serde::de::DeserializeOwned>(fields: serde_json::Value) -> Result<T, String> {
+            serde_path_to_error::deserialize(fields).map_err(|error| {
+                let path = error.path().to_string();
+                let inner = error.into_inner().to_string();
+                if path == "." || path.is_empty() || inner.starts_with("unknown field") {
+                    inner
+                } else {
+                    format!("`{path}`: {inner}")
+                }
+            })
+        }
+        let request = match command.as_str() {
+            "init" => decode(fields).map(Request::Init),
+            "send" => decode(fields).map(Request::Send),
+            "fetch" => decode(fields).map(Request::Fetch),
+            "claim" => decode(fields).map(Request::Claim),
+            "renew" => decode(fields).map(Request::Renew),
+            "update" => decode(fields).map(Request::Update),
+            "reply" => decode(fields).map(Request::Reply),
+            "done" => decode(fields).map(Request::Done),
+            "fail" => decode(fields).map(Request::Fail),
+            "cancel" => decode(fields).map(Request::Cancel),
+            "list" => decode(fields).map(Request::List),
+            "show" => decode(fields).map(Request::Show),
+            "watch" => decode(fields).map(Request::Watch),
+            "wait-reply" => decode(fields).map(Request::WaitReply),
+            "sweep" => decode(fields).map(Request::Sweep),
+            "version" => decode(fields).map(Request::Version),
+            _ => Err(format!("unknown command `{command}`")),
+        };
+        request.map_err(|message| fail(Some(command), message))
     }
 }
 
@@ -507,6 +575,9 @@ pub struct VersionOutput {
 }
 
 /// The outcome of one command, serialized as the JSON contract.
+// One response is built per command and moved once or twice; boxing the
+// success would cost an allocation per command for no gain.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Response {
     /// `{"ok": true, "command": ..., ...}`
