@@ -24,12 +24,12 @@ pub type LeaseToken = u64;
 macro_rules! vocabulary {
     (
         $(#[$meta:meta])*
-        pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal,)+ }
+        pub enum $name:ident { $($variant:ident = $text:literal : $doc:literal,)+ }
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(rename_all = "snake_case")]
-        pub enum $name { $($(#[$vmeta])* $variant,)+ }
+        pub enum $name { $(#[doc = $doc] $variant,)+ }
 
         impl $name {
             /// Every value, in declaration order.
@@ -38,6 +38,11 @@ macro_rules! vocabulary {
             /// The wire and storage spelling.
             pub fn as_str(self) -> &'static str {
                 match self { $($name::$variant => $text,)+ }
+            }
+
+            /// What the value means, in one sentence (for generated docs).
+            pub fn description(self) -> &'static str {
+                match self { $($name::$variant => $doc,)+ }
             }
 
             /// Parses the wire spelling; `None` for anything else.
@@ -63,21 +68,13 @@ vocabulary! {
     /// Where a thread is in its life. `done`, `failed` and `cancelled` are
     /// terminal: nothing changes a terminal thread.
     pub enum Status {
-        /// Waiting for a worker to claim it.
-        Pending = "pending",
-        /// Claimed; the holder has not reported progress yet.
-        Claimed = "claimed",
-        /// The holder is working on it.
-        InProgress = "in_progress",
-        /// The holder asked a question and waits for an answer.
-        Blocked = "blocked",
-        /// Finished with a result.
-        Done = "done",
-        /// Finished without success (by the holder, or by lease expiry on the
-        /// last attempt).
-        Failed = "failed",
-        /// Stopped by someone before it finished.
-        Cancelled = "cancelled",
+        Pending = "pending" : "Waiting for a worker to claim it.",
+        Claimed = "claimed" : "Claimed; the holder has not reported progress yet.",
+        InProgress = "in_progress" : "The holder is working on it.",
+        Blocked = "blocked" : "The holder asked a question and waits for an answer.",
+        Done = "done" : "Finished with a result.",
+        Failed = "failed" : "Finished without success (by the holder, or by lease expiry on the last attempt).",
+        Cancelled = "cancelled" : "Stopped by someone before it finished.",
     }
 }
 
@@ -91,32 +88,22 @@ impl Status {
 vocabulary! {
     /// What a message is for.
     pub enum Kind {
-        /// Work handed to an agent; the first message of most threads.
-        Task = "task",
-        /// A progress report from the worker.
-        Progress = "progress",
-        /// A question; `update --status blocked` writes one.
-        Question = "question",
-        /// An answer to a question; unblocks a blocked thread.
-        Answer = "answer",
-        /// The final outcome, written by `done`, `fail` and lease expiry.
-        Result = "result",
-        /// An instruction about the work itself, e.g. a cancellation.
-        Control = "control",
-        /// A notice for the record.
-        Event = "event",
+        Task = "task" : "Work handed to an agent; the first message of most threads.",
+        Progress = "progress" : "A progress report from the worker.",
+        Question = "question" : "A question; `update` with status `blocked` writes one.",
+        Answer = "answer" : "An answer to a question; unblocks a blocked thread.",
+        Result = "result" : "The final outcome, written by `done`, `fail` and lease expiry.",
+        Control = "control" : "An instruction about the work itself, e.g. a cancellation.",
+        Event = "event" : "A notice for the record.",
     }
 }
 
 vocabulary! {
     /// How soon a thread should be picked up; `fetch` offers `high` first.
     pub enum Priority {
-        /// Picked after everything else.
-        Low = "low",
-        /// The default.
-        Normal = "normal",
-        /// Picked first.
-        High = "high",
+        Low = "low" : "Picked after everything else.",
+        Normal = "normal" : "The default.",
+        High = "high" : "Picked first.",
     }
 }
 
@@ -135,28 +122,17 @@ vocabulary! {
     /// What happened, in the past tense. Every mutation appends exactly one
     /// event (a sweep appends one per lapsed lease).
     pub enum EventType {
-        /// `send` opened a thread.
-        ThreadCreated = "thread_created",
-        /// `send` or `reply` added a message without changing the status.
-        MessageSent = "message_sent",
-        /// `claim` granted a lease.
-        ThreadClaimed = "thread_claimed",
-        /// `renew` extended a lease.
-        LeaseRenewed = "lease_renewed",
-        /// A lease ran out and nobody renewed it; the thread is claimable again.
-        LeaseExpired = "lease_expired",
-        /// `update` reported progress.
-        ProgressReported = "progress_reported",
-        /// `update --status blocked` asked a question.
-        ThreadBlocked = "thread_blocked",
-        /// An `answer` reached a blocked thread and unblocked it.
-        QuestionAnswered = "question_answered",
-        /// `done` finished the thread.
-        ThreadCompleted = "thread_completed",
-        /// `fail`, or lease expiry on the last attempt, failed the thread.
-        ThreadFailed = "thread_failed",
-        /// `cancel` stopped the thread.
-        ThreadCancelled = "thread_cancelled",
+        ThreadCreated = "thread_created" : "`send` opened a thread.",
+        MessageSent = "message_sent" : "`send` or `reply` added a message without changing the status.",
+        ThreadClaimed = "thread_claimed" : "`claim` granted a lease.",
+        LeaseRenewed = "lease_renewed" : "`renew` extended a lease.",
+        LeaseExpired = "lease_expired" : "A lease ran out and nobody renewed it; the thread is claimable again (recorded by the first write after the expiry).",
+        ProgressReported = "progress_reported" : "`update` reported progress.",
+        ThreadBlocked = "thread_blocked" : "`update` with status `blocked` asked a question.",
+        QuestionAnswered = "question_answered" : "An `answer` reached a blocked thread and unblocked it.",
+        ThreadCompleted = "thread_completed" : "`done` finished the thread with a result.",
+        ThreadFailed = "thread_failed" : "`fail`, or lease expiry on the last attempt, failed the thread.",
+        ThreadCancelled = "thread_cancelled" : "`cancel` stopped the thread.",
     }
 }
 

@@ -1,0 +1,251 @@
+//! `docs/state-machine.md` is checked against the code: its generated
+//! sections (between `<!-- BEGIN GENERATED: x -->` and `<!-- END GENERATED: x -->`)
+//! must equal what this test renders from the transition table, the
+//! vocabularies, the error codes and the limits. To refresh them after a
+//! change: `INBOX_UPDATE_DOCS=1 cargo test -p inbox-engine --test reference_docs`.
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use inbox_engine::rules::{TRANSITIONS, Target};
+use inbox_engine::validate as v;
+use inbox_engine::{ErrorCode, EventType, Kind, Priority, Status};
+
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut out = format!(
+        "| {} |\n|{}\n",
+        header.join(" | "),
+        " --- |".repeat(header.len())
+    );
+    for row in rows {
+        out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    out
+}
+
+fn code(text: &str) -> String {
+    format!("`{text}`")
+}
+
+fn sections() -> Vec<(&'static str, String)> {
+    let statuses = table(
+        &["status", "terminal", "meaning"],
+        Status::ALL
+            .iter()
+            .map(|s| {
+                vec![
+                    code(s.as_str()),
+                    if s.is_terminal() {
+                        "yes".into()
+                    } else {
+                        "no".into()
+                    },
+                    s.description().into(),
+                ]
+            })
+            .collect(),
+    );
+    let transitions = table(
+        &["trigger", "from", "to", "event", "effect"],
+        TRANSITIONS
+            .iter()
+            .map(|t| {
+                let from = if t.from.is_empty() {
+                    "(new thread)".to_owned()
+                } else {
+                    t.from
+                        .iter()
+                        .map(|s| code(s.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let to = match t.to {
+                    Target::To(s) => code(s.as_str()),
+                    Target::Same => "unchanged".into(),
+                    Target::Unblocked => "`in_progress` with a live lease, else `pending`".into(),
+                };
+                let event = t
+                    .event
+                    .map_or("(the command's)".to_owned(), |e| code(e.as_str()));
+                vec![t.trigger.to_owned(), from, to, event, t.effect.to_owned()]
+            })
+            .collect(),
+    );
+    let events = table(
+        &["event_type", "meaning"],
+        EventType::ALL
+            .iter()
+            .map(|e| vec![code(e.as_str()), e.description().into()])
+            .collect(),
+    );
+    let kinds = table(
+        &["kind", "meaning"],
+        Kind::ALL
+            .iter()
+            .map(|k| vec![code(k.as_str()), k.description().into()])
+            .collect(),
+    );
+    let priorities = table(
+        &["priority", "meaning"],
+        Priority::ALL
+            .iter()
+            .map(|p| vec![code(p.as_str()), p.description().into()])
+            .collect(),
+    );
+    let mut exits = vec![
+        vec!["0".into(), "success".into()],
+        vec!["10".into(), "no matching work: empty `fetch`, a `watch` or `wait-reply` that did not wake (`ok` is still `true`)".into()],
+    ];
+    for (exit, meaning) in [
+        (20, "conflict"),
+        (30, "invalid input or invalid transition"),
+        (40, "not found"),
+        (50, "storage or internal error"),
+    ] {
+        let codes: Vec<String> = ErrorCode::ALL
+            .iter()
+            .filter(|c| c.exit_code() == exit)
+            .map(|c| code(c.as_str()))
+            .collect();
+        exits.push(vec![
+            exit.to_string(),
+            format!("{meaning}: {}", codes.join(", ")),
+        ]);
+    }
+    let exit_codes = table(&["exit", "meaning"], exits);
+    let errors = table(
+        &["code", "exit", "when"],
+        ErrorCode::ALL
+            .iter()
+            .map(|c| {
+                vec![
+                    code(c.as_str()),
+                    c.exit_code().to_string(),
+                    c.description().into(),
+                ]
+            })
+            .collect(),
+    );
+    let limits = table(
+        &["what", "limit"],
+        vec![
+            vec![
+                "agent names, run ids, task ids".into(),
+                format!(
+                    "1 to {} bytes, no whitespace or control characters; `{}` is reserved",
+                    v::NAME_MAX_BYTES,
+                    v::SYSTEM_AGENT
+                ),
+            ],
+            vec![
+                "`subject`".into(),
+                format!("1 to {} characters, one line", v::SUBJECT_MAX_CHARS),
+            ],
+            vec![
+                "`summary`, `reason`".into(),
+                format!("1 to {} characters, one line", v::SUMMARY_MAX_CHARS),
+            ],
+            vec!["`body`".into(), format!("{} bytes", v::BODY_MAX_BYTES)],
+            vec![
+                "`payload`".into(),
+                format!(
+                    "a JSON object of at most {} bytes as compact JSON",
+                    v::PAYLOAD_MAX_BYTES
+                ),
+            ],
+            vec!["artifacts per message".into(), v::ARTIFACTS_MAX.to_string()],
+            vec![
+                "artifact `path`".into(),
+                format!(
+                    "1 to {} bytes, no control characters",
+                    v::ARTIFACT_PATH_MAX_BYTES
+                ),
+            ],
+            vec![
+                "artifact `kind`".into(),
+                format!(
+                    "1 to {} bytes of `a-z 0-9 _ . -`; default `file`",
+                    v::ARTIFACT_KIND_MAX_BYTES
+                ),
+            ],
+            vec![
+                "artifact `metadata`".into(),
+                format!("a JSON object of at most {} bytes", v::METADATA_MAX_BYTES),
+            ],
+            vec![
+                "`lease_seconds`".into(),
+                format!(
+                    "1 to {}; default {}",
+                    v::MAX_LEASE_SECONDS,
+                    v::DEFAULT_LEASE_SECONDS
+                ),
+            ],
+            vec![
+                "`max_attempts`".into(),
+                format!(
+                    "1 to {}; default {}",
+                    v::MAX_ATTEMPTS_LIMIT,
+                    v::DEFAULT_MAX_ATTEMPTS
+                ),
+            ],
+            vec![
+                "`limit`".into(),
+                format!(
+                    "1 to {}; default {} (`fetch`), {} (`list`), {} (`watch`)",
+                    v::MAX_LIMIT,
+                    v::DEFAULT_FETCH_LIMIT,
+                    v::DEFAULT_LIST_LIMIT,
+                    v::DEFAULT_WATCH_LIMIT
+                ),
+            ],
+            vec![
+                "`timeout_seconds`".into(),
+                format!(
+                    "0 to {}; default {}",
+                    v::MAX_TIMEOUT_SECONDS,
+                    v::DEFAULT_TIMEOUT_SECONDS
+                ),
+            ],
+        ],
+    );
+    vec![
+        ("statuses", statuses),
+        ("transitions", transitions),
+        ("events", events),
+        ("kinds", kinds),
+        ("priorities", priorities),
+        ("exit-codes", exit_codes),
+        ("errors", errors),
+        ("limits", limits),
+    ]
+}
+
+#[test]
+fn state_machine_doc_matches_the_code() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/state-machine.md");
+    let original = std::fs::read_to_string(&path).expect("docs/state-machine.md exists");
+    let mut doc = original.clone();
+    for (name, body) in sections() {
+        let begin = format!("<!-- BEGIN GENERATED: {name} -->\n");
+        let end = format!("<!-- END GENERATED: {name} -->");
+        let start = doc
+            .find(&begin)
+            .unwrap_or_else(|| panic!("docs/state-machine.md lacks the `{name}` section markers"))
+            + begin.len();
+        let stop = start
+            + doc[start..]
+                .find(&end)
+                .unwrap_or_else(|| panic!("`{name}` section is not closed"));
+        doc.replace_range(start..stop, &body);
+    }
+    if doc == original {
+        return;
+    }
+    if std::env::var_os("INBOX_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, doc).expect("write docs/state-machine.md");
+        return;
+    }
+    panic!(
+        "docs/state-machine.md is out of date with the code; refresh it with\n  INBOX_UPDATE_DOCS=1 cargo test -p inbox-engine --test reference_docs"
+    );
+}

@@ -1,0 +1,224 @@
+//! A store that fails at a chosen call: every command must then answer with
+//! a storage error (exit 50), roll back, and leave the records exactly as they
+//! were. This is what protects a database from half-applied commands when
+//! the disk fills up or a host adapter breaks.
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use inbox_engine::store::{EventQuery, MessageQuery, Store, ThreadQuery, ThreadState, TxMode};
+use inbox_engine::{
+    Engine, Event, EventId, Lease, ManualClock, MemoryStore, Message, ReadCursor, Request,
+    SequentialIds, StoreError, StoreErrorKind, Thread, Timestamp,
+};
+
+/// Wraps the memory store; the `fail_at`-th data call (counting from 1)
+/// returns an error, as does every commit while `fail_commit` is set.
+struct Flaky {
+    inner: MemoryStore,
+    calls: usize,
+    fail_at: Option<usize>,
+    fail_commit: bool,
+}
+
+impl Flaky {
+    fn tick(&mut self) -> Result<(), StoreError> {
+        self.calls += 1;
+        if Some(self.calls) == self.fail_at {
+            return Err(StoreError::new(
+                StoreErrorKind::Other,
+                "disk I/O error (injected)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Store for Flaky {
+    fn initialize(&mut self) -> Result<u32, StoreError> {
+        self.inner.initialize()
+    }
+    fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {
+        self.tick()?;
+        self.inner.begin(mode)
+    }
+    fn commit(&mut self) -> Result<(), StoreError> {
+        if self.fail_commit {
+            return Err(StoreError::new(
+                StoreErrorKind::Busy,
+                "database is locked (injected)",
+            ));
+        }
+        self.inner.commit()
+    }
+    fn rollback(&mut self) -> Result<(), StoreError> {
+        self.inner.rollback()
+    }
+    fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
+        self.tick()?;
+        self.inner.thread(thread_id)
+    }
+    fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
+        self.tick()?;
+        self.inner.threads(query)
+    }
+    fn insert_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
+        self.tick()?;
+        self.inner.insert_thread(thread)
+    }
+    fn update_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
+        self.tick()?;
+        self.inner.update_thread(thread)
+    }
+    fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError> {
+        self.tick()?;
+        self.inner.put_lease(lease)
+    }
+    fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        self.tick()?;
+        self.inner.lapsed_leases(now, limit)
+    }
+    fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError> {
+        self.tick()?;
+        self.inner.next_lease_expiry()
+    }
+    fn insert_message(&mut self, message: &Message) -> Result<(), StoreError> {
+        self.tick()?;
+        self.inner.insert_message(message)
+    }
+    fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError> {
+        self.tick()?;
+        self.inner.message(message_id)
+    }
+    fn messages(&mut self, query: &MessageQuery) -> Result<Vec<Message>, StoreError> {
+        self.tick()?;
+        self.inner.messages(query)
+    }
+    fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
+        self.tick()?;
+        self.inner.latest_event_id()
+    }
+    fn insert_event(&mut self, event: &Event) -> Result<(), StoreError> {
+        self.tick()?;
+        self.inner.insert_event(event)
+    }
+    fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        self.tick()?;
+        self.inner.events(query)
+    }
+    fn read_cursor(
+        &mut self,
+        thread_id: &str,
+        agent: &str,
+    ) -> Result<Option<ReadCursor>, StoreError> {
+        self.tick()?;
+        self.inner.read_cursor(thread_id, agent)
+    }
+    fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError> {
+        self.tick()?;
+        self.inner.put_read_cursor(cursor)
+    }
+}
+
+fn setup() -> Engine<Flaky, ManualClock, SequentialIds> {
+    let mut engine = Engine::new(
+        Flaky {
+            inner: MemoryStore::new(),
+            calls: 0,
+            fail_at: None,
+            fail_commit: false,
+        },
+        ManualClock::new(ManualClock::SCRIPT_EPOCH),
+        SequentialIds::new(),
+    );
+    for json in [
+        r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"one"}"#,
+        r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"two"}"#,
+        r#"{"command":"claim","agent":"w","thread_id":"thr_000001","lease_seconds":60}"#,
+    ] {
+        assert!(engine.execute_json(json).is_ok());
+    }
+    engine
+}
+
+const COMMANDS: &[&str] = &[
+    r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"three","artifacts":[{"path":"a"}]}"#,
+    r#"{"command":"send","from_agent":"lead","thread_id":"thr_000001","summary":"note"}"#,
+    r#"{"command":"claim","agent":"w","thread_id":"thr_000002"}"#,
+    r#"{"command":"update","agent":"w","thread_id":"thr_000001","status":"blocked","summary":"q?"}"#,
+    r#"{"command":"renew","agent":"w","thread_id":"thr_000001"}"#,
+    r#"{"command":"done","agent":"w","thread_id":"thr_000001","summary":"ok"}"#,
+    r#"{"command":"cancel","agent":"lead","thread_id":"thr_000002","reason":"no"}"#,
+    r#"{"command":"show","thread_id":"thr_000001","agent":"w","mark_read":true}"#,
+    r#"{"command":"fetch","agent":"w"}"#,
+    r#"{"command":"wait-reply","thread_id":"thr_000001","agent":"w","timeout_seconds":0}"#,
+];
+
+#[test]
+fn a_store_failure_at_any_call_rolls_the_whole_command_back() {
+    for command in COMMANDS {
+        // Count the calls a clean run makes, then fail at each one in turn.
+        let mut clean = setup();
+        clean.store_mut().calls = 0;
+        assert!(clean.execute_json(command).is_ok(), "{command}");
+        let calls = clean.store().calls;
+        assert!(calls > 1, "{command} made {calls} store calls");
+        for fail_at in 1..=calls {
+            let mut engine = setup();
+            let before = engine.store().inner.clone();
+            engine.store_mut().calls = 0;
+            engine.store_mut().fail_at = Some(fail_at);
+            let response = engine.execute_json(command);
+            assert_eq!(
+                response.exit_code(),
+                50,
+                "{command} failing at call {fail_at}: {}",
+                response.to_json()
+            );
+            assert_eq!(
+                response.error_code().map(|c| c.as_str()),
+                Some("storage_error")
+            );
+            assert!(
+                engine.store().inner.same_records(&before),
+                "{command} failing at call {fail_at} left a partial write"
+            );
+            // The store is still usable afterwards.
+            engine.store_mut().fail_at = None;
+            assert!(
+                engine.execute_json(command).is_ok(),
+                "{command} after a failure"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_failed_commit_reports_busy_and_keeps_nothing() {
+    for command in COMMANDS {
+        let mut engine = setup();
+        let before = engine.store().inner.clone();
+        engine.store_mut().fail_commit = true;
+        let response = engine.execute_json(command);
+        assert_eq!(
+            response.error_code().map(|c| c.as_str()),
+            Some("storage_busy"),
+            "{command}"
+        );
+        assert_eq!(response.exit_code(), 50);
+        assert!(
+            engine.store().inner.same_records(&before),
+            "{command} kept writes after a failed commit"
+        );
+    }
+}
+
+#[test]
+fn init_reports_the_schema_version() {
+    let mut engine = setup();
+    let response = engine.execute(Request::Init(Default::default()));
+    assert_eq!(
+        response.to_json(),
+        r#"{"ok":true,"command":"init","schema_version":1}"#
+    );
+}
