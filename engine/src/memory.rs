@@ -5,8 +5,9 @@
 //! answers them with the `matches` methods in [`crate::store`], so other
 //! stores can be checked against it. Rollback replays an undo log instead of
 //! copying the state at `begin`, so a transaction costs what it writes, not
-//! what the store holds. It must never hold more than one connection's worth
-//! of state: it is single-threaded by design (wrap it in a lock to share it).
+//! what the store holds. It is single-threaded by design: it must never be
+//! shared between threads or processes without a lock around it, and it never
+//! persists anything.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -36,6 +37,8 @@ struct Data {
     thread_messages: HashMap<String, Vec<usize>>,
     /// Event `n` is at index `n - 1`.
     events: Vec<Event>,
+    /// Each thread's events, as indexes into `events`, in order.
+    thread_events: HashMap<String, Vec<usize>>,
     cursors: BTreeMap<(String, String), ReadCursor>,
 }
 
@@ -147,7 +150,14 @@ impl Store for MemoryStore {
                     }
                 }
                 Undo::InsertEvent => {
-                    data.events.pop();
+                    if let Some(event) = data.events.pop()
+                        && let Some(list) = data.thread_events.get_mut(&event.thread_id)
+                    {
+                        list.pop();
+                        if list.is_empty() {
+                            data.thread_events.remove(&event.thread_id);
+                        }
+                    }
                 }
                 Undo::PutCursor(key, old) => match old {
                     Some(old) => {
@@ -323,6 +333,11 @@ impl Store for MemoryStore {
                 event.event_id
             )));
         }
+        self.data
+            .thread_events
+            .entry(event.thread_id.clone())
+            .or_default()
+            .push(self.data.events.len());
         self.data.events.push(event.clone());
         self.undo.push(Undo::InsertEvent);
         Ok(())
@@ -333,8 +348,21 @@ impl Store for MemoryStore {
         let start = usize::try_from(query.after)
             .unwrap_or(usize::MAX)
             .min(self.data.events.len());
-        Ok(self.data.events[start..]
-            .iter()
+        let candidates: Box<dyn Iterator<Item = &Event>> = match &query.thread_id {
+            // Thread-scoped queries (fencing checks, reply waits) walk only
+            // that thread's events.
+            Some(thread_id) => Box::new(
+                self.data
+                    .thread_events
+                    .get(thread_id)
+                    .into_iter()
+                    .flatten()
+                    .filter(move |&&i| i >= start)
+                    .map(|&i| &self.data.events[i]),
+            ),
+            None => Box::new(self.data.events[start..].iter()),
+        };
+        Ok(candidates
             .filter(|e| {
                 self.data
                     .threads
