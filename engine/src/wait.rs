@@ -71,7 +71,8 @@ enum Wait {
 pub struct Waiter {
     wait: Wait,
     deadline: Option<Timestamp>,
-    /// When to look for lapsed leases next; `None` means at the next poll.
+    /// When the next live lease runs out, as of the last sweep: the waiter
+    /// polls (and so sweeps) again then.
     sweep_at: Option<Timestamp>,
     /// When to renew the waiting holder's lease, if it holds one.
     heartbeat_at: Option<Timestamp>,
@@ -131,14 +132,14 @@ impl Waiter {
         .min(validate::MAX_TIMEOUT_SECONDS);
         let deadline = *self.deadline.get_or_insert(now.plus_seconds(timeout));
 
-        if self.sweep_at.is_none_or(|at| now >= at) {
-            // Errors here surface through the poll below, which uses the
-            // same store; a sweep is only ever an optimisation of timing.
-            self.sweep_at = match engine.execute(Request::Sweep(SweepRequest {})) {
-                Response::Success(Output::Sweep(out)) => out.next_lease_expiry,
-                _ => Some(now.plus_millis(1000)),
-            };
-        }
+        // Sweep on every poll: it is a cheap read when nothing has lapsed, and
+        // a poll usually follows a write, which may have added a lease that
+        // runs out sooner than any the waiter knew of. Errors surface through
+        // the poll below, which uses the same store.
+        self.sweep_at = match engine.execute(Request::Sweep(SweepRequest {})) {
+            Response::Success(Output::Sweep(out)) => out.next_lease_expiry,
+            _ => Some(now.plus_millis(1000)),
+        };
 
         if self.heartbeat_at.is_some_and(|at| now >= at)
             && let Some(finished) = self.heartbeat(engine, now)
