@@ -98,9 +98,13 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
 
     fn run(&mut self, request: Request) -> Result<Output, EngineError> {
         match request {
-            Request::Init(_) => Ok(Output::Init(InitOutput {
-                schema_version: self.store.initialize()?,
-            })),
+            Request::Init(_) => {
+                let info = self.store.initialize()?;
+                Ok(Output::Init(InitOutput {
+                    database: info.location,
+                    schema_version: info.schema_version,
+                }))
+            }
             Request::Version(_) => Ok(Output::Version(VersionOutput {
                 engine_version: env!("CARGO_PKG_VERSION").to_owned(),
                 wire_version: WIRE_VERSION,

@@ -54,7 +54,7 @@ pub use ids::{IdKind, IdSource, SequentialIds, UlidIds};
 pub use memory::MemoryStore;
 pub use model::*;
 pub use script::{Script, ScriptError, Transcript, run_script};
-pub use store::{Store, ThreadState, TxMode};
+pub use store::{Store, StoreInfo, ThreadState, TxMode};
 pub use time::{Clock, ManualClock, Timestamp};
 pub use wait::{Executor, WaitStep, Waiter};
 pub use wire::{Output, Request, Response};

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::error::StoreError;
 use crate::model::{Event, EventId, Lease, Message, ReadCursor, Thread};
-use crate::store::{EventQuery, MessageQuery, Store, ThreadQuery, ThreadState, TxMode};
+use crate::store::{EventQuery, MessageQuery, Store, StoreInfo, ThreadQuery, ThreadState, TxMode};
 use crate::time::Timestamp;
 
 /// Storage in memory; everything is lost when it is dropped.
@@ -100,8 +100,11 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    fn initialize(&mut self) -> Result<u32, StoreError> {
-        Ok(1)
+    fn initialize(&mut self) -> Result<StoreInfo, StoreError> {
+        Ok(StoreInfo {
+            location: None,
+            schema_version: 1,
+        })
     }
 
     fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {

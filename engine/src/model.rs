@@ -210,6 +210,14 @@ pub struct Artifact {
     pub kind: String,
     /// Structured data about the content; always a JSON object.
     pub metadata: JsonObject,
+    /// The path made absolute by the sending host (`null` for URLs, or when
+    /// the host has no file system).
+    pub absolute_path: Option<String>,
+    /// The file's size in bytes, when the sending host could read it.
+    pub size_bytes: Option<u64>,
+    /// The file's SHA-256 digest (64 lowercase hex digits), when the sending
+    /// host could read it.
+    pub sha256: Option<String>,
     /// When it was attached.
     pub created_at: Timestamp,
 }

@@ -32,6 +32,15 @@ use crate::error::StoreError;
 use crate::model::{Event, EventId, EventType, Kind, Lease, Message, ReadCursor, Status, Thread};
 use crate::time::Timestamp;
 
+/// What [`Store::initialize`] reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreInfo {
+    /// Where the data lives (a file path), or `None` in memory.
+    pub location: Option<String>,
+    /// The schema version after initializing.
+    pub schema_version: u32,
+}
+
 /// Whether a transaction may write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxMode {
@@ -253,8 +262,8 @@ impl MessageQuery {
 /// mutability.
 pub trait Store {
     /// Creates or migrates the schema. Called by `init`, outside any
-    /// transaction; must be safe to repeat. Returns the schema version.
-    fn initialize(&mut self) -> Result<u32, StoreError>;
+    /// transaction; must be safe to repeat.
+    fn initialize(&mut self) -> Result<StoreInfo, StoreError>;
 
     /// Opens a transaction. Nested transactions are a protocol error.
     fn begin(&mut self, mode: TxMode) -> Result<(), StoreError>;

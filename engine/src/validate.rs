@@ -283,10 +283,33 @@ pub fn artifacts(inputs: &[ArtifactInput]) -> Result<Vec<ArtifactDraft>, EngineE
                 ));
             }
             let metadata = object(&field("metadata"), &input.metadata, METADATA_MAX_BYTES)?;
+            if let Some(absolute) = &input.absolute_path
+                && (absolute.is_empty()
+                    || absolute.len() > ARTIFACT_PATH_MAX_BYTES
+                    || absolute.chars().any(char::is_control))
+            {
+                return Err(EngineError::invalid(
+                    field("absolute_path"),
+                    format!("must be 1 to {ARTIFACT_PATH_MAX_BYTES} bytes without control characters"),
+                ));
+            }
+            if let Some(digest) = &input.sha256 {
+                let hex = digest.len() == 64
+                    && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+                if !hex {
+                    return Err(EngineError::invalid(
+                        field("sha256"),
+                        "must be a SHA-256 digest: 64 lowercase hexadecimal digits",
+                    ));
+                }
+            }
             Ok(ArtifactDraft {
                 path: path.to_owned(),
                 kind: kind.to_owned(),
                 metadata,
+                absolute_path: input.absolute_path.clone(),
+                size_bytes: input.size_bytes,
+                sha256: input.sha256.clone(),
             })
         })
         .collect()
@@ -301,6 +324,12 @@ pub struct ArtifactDraft {
     pub kind: String,
     /// About it.
     pub metadata: JsonObject,
+    /// The path made absolute by the sending host.
+    pub absolute_path: Option<String>,
+    /// The file's size, if the sending host read it.
+    pub size_bytes: Option<u64>,
+    /// The file's SHA-256 digest, if the sending host read it.
+    pub sha256: Option<String>,
 }
 
 impl ArtifactDraft {
@@ -312,6 +341,9 @@ impl ArtifactDraft {
             path: self.path,
             kind: self.kind,
             metadata: self.metadata,
+            absolute_path: self.absolute_path,
+            size_bytes: self.size_bytes,
+            sha256: self.sha256,
             created_at: now,
         }
     }

@@ -196,6 +196,12 @@ pub struct ArtifactInput {
     pub kind: Option<String>,
     /// A JSON object about it.
     pub metadata: Option<serde_json::Value>,
+    /// The path made absolute, as the sending host sees it.
+    pub absolute_path: Option<String>,
+    /// The file's size in bytes, if the sending host read it.
+    pub size_bytes: Option<u64>,
+    /// The file's SHA-256 digest in lowercase hex, if the sending host read it.
+    pub sha256: Option<String>,
 }
 
 /// `init`: no fields.
@@ -484,9 +490,11 @@ pub enum Output {
     Version(VersionOutput),
 }
 
-/// `init`: the schema version the store now has.
+/// `init`: what the store now is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InitOutput {
+    /// Where the store keeps its data (a file path), or `null` in memory.
+    pub database: Option<String>,
     /// The store's schema version.
     pub schema_version: u32,
 }

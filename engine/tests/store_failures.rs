@@ -35,7 +35,7 @@ impl Flaky {
 }
 
 impl Store for Flaky {
-    fn initialize(&mut self) -> Result<u32, StoreError> {
+    fn initialize(&mut self) -> Result<inbox_engine::StoreInfo, StoreError> {
         self.inner.initialize()
     }
     fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {
@@ -219,6 +219,6 @@ fn init_reports_the_schema_version() {
     let response = engine.execute(Request::Init(Default::default()));
     assert_eq!(
         response.to_json(),
-        r#"{"ok":true,"command":"init","schema_version":1}"#
+        r#"{"ok":true,"command":"init","database":null,"schema_version":1}"#
     );
 }
