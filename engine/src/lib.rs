@@ -55,6 +55,6 @@ pub use memory::MemoryStore;
 pub use model::*;
 pub use script::{Script, ScriptError, Transcript, run_script};
 pub use store::{Store, StoreInfo, ThreadState, TxMode};
-pub use time::{Clock, ManualClock, Timestamp};
+pub use time::{Clock, ManualClock, Timestamp, TimestampError};
 pub use wait::{Executor, WaitStep, Waiter};
 pub use wire::{Output, Request, Response};

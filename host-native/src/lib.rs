@@ -1,0 +1,27 @@
+//! The inbox engine for native processes: an SQLite [`SqliteStore`], the
+//! host clock and ids, and blocking waits that wake when another process
+//! commits.
+//!
+//! - [`schema`]: tables, indexes and migrations (portable);
+//! - [`store`]: the engine's `Store` over one connection (portable);
+//! - [`open`]: finding, creating and opening the database file, with the
+//!   connection settings that make one process per command cheap and safe;
+//! - [`watch`]: cross-process waiting (inotify on Linux, polling elsewhere);
+//! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds.
+//!
+//! Everything here is an adapter: no inbox rule may live in this crate. The
+//! portable modules use only rusqlite, so the wasm host can reuse them over
+//! SQLite compiled to wasm.
+
+pub mod clock;
+pub mod open;
+pub mod schema;
+pub mod store;
+pub mod watch;
+
+pub use clock::{HostClock, host_ids, os_seed};
+pub use open::{DbSource, Durability, open_existing, open_or_create, resolve_db_path};
+pub use store::SqliteStore;
+
+/// The engine over SQLite as a native process runs it.
+pub type NativeEngine = inbox_engine::Engine<SqliteStore, HostClock, inbox_engine::UlidIds>;

@@ -1,0 +1,285 @@
+//! Finding, creating and opening the database file of a native process.
+//!
+//! - Which file: `--db`, else `$INBOX_DB`, else the nearest `.agents/coord.db`
+//!   walking up from the current directory, else `.agents/coord.db` here.
+//! - New files and folders are created owner-only (0600 / 0700).
+//! - Every connection gets the settings that make one-process-per-command
+//!   cheap and safe: WAL (set once, at `init`), `synchronous` from the
+//!   database's durability setting, foreign keys, no checkpoint on close, and a
+//!   busy handler with short jittered sleeps instead of SQLite's 100 ms ladder.
+//!
+//! This module must never apply inbox rules; it only produces a
+//! [`SqliteStore`].
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use inbox_engine::{StoreError, StoreErrorKind};
+use rusqlite::config::DbConfig;
+use rusqlite::{Connection, OpenFlags};
+
+use crate::store::SqliteStore;
+
+/// The default database, relative to a project folder.
+pub const DEFAULT_DB: &str = ".agents/coord.db";
+
+/// How long a writer waits for the write lock before giving up with
+/// `storage_busy`. Write transactions last well under a millisecond, so
+/// reaching this means a writer is stuck, not that the bus is busy.
+pub const BUSY_BUDGET: Duration = Duration::from_secs(10);
+
+/// How hard a commit works to survive a power loss.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `PRAGMA synchronous = NORMAL` in WAL mode: a crash of any process
+    /// never loses or corrupts a committed command; a power loss or OS crash
+    /// may roll back the last commits (never corrupt the file). The default:
+    /// commits need no fsync, so a command costs about as much as starting
+    /// the process.
+    #[default]
+    Normal,
+    /// `PRAGMA synchronous = FULL`: every commit is fsynced before the
+    /// command reports success, so it survives a power loss too.
+    Full,
+}
+
+impl Durability {
+    /// Parses `normal` or `full`.
+    pub fn parse(text: &str) -> Option<Durability> {
+        match text {
+            "normal" => Some(Durability::Normal),
+            "full" => Some(Durability::Full),
+            _ => None,
+        }
+    }
+
+    /// `normal` or `full`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Normal => "normal",
+            Durability::Full => "full",
+        }
+    }
+}
+
+/// Where the database path came from, for messages and `init` output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DbSource {
+    /// `--db`.
+    Flag,
+    /// `$INBOX_DB`.
+    Env,
+    /// An existing `.agents/coord.db` in this folder or an ancestor.
+    Found,
+    /// Nothing found: `.agents/coord.db` in the current folder.
+    Default,
+}
+
+/// Picks the database file: `flag`, else `env`, else the nearest existing
+/// `.agents/coord.db` from `cwd` upwards, else `cwd/.agents/coord.db`.
+pub fn resolve_db_path(flag: Option<&Path>, env: Option<&Path>, cwd: &Path) -> (PathBuf, DbSource) {
+    if let Some(path) = flag {
+        return (cwd.join(path), DbSource::Flag);
+    }
+    if let Some(path) = env.filter(|p| !p.as_os_str().is_empty()) {
+        return (cwd.join(path), DbSource::Env);
+    }
+    for dir in cwd.ancestors() {
+        let candidate = dir.join(DEFAULT_DB);
+        if candidate.is_file() {
+            return (candidate, DbSource::Found);
+        }
+    }
+    (cwd.join(DEFAULT_DB), DbSource::Default)
+}
+
+/// Opens an existing inbox database for commands, applying its durability
+/// setting (or `durability`, which overrides it).
+pub fn open_existing(
+    path: &Path,
+    durability: Option<Durability>,
+) -> Result<SqliteStore, StoreError> {
+    let location = path.display().to_string();
+    if !path.exists() {
+        return Err(StoreError::new(
+            StoreErrorKind::NotInitialized,
+            format!(
+                "no inbox database at {location}; create one with `inbox init` (or pass --db / set INBOX_DB)"
+            ),
+        ));
+    }
+    if path.is_dir() {
+        return Err(StoreError::other(format!(
+            "{location} is a folder, not a database file; pass --db with a file path"
+        )));
+    }
+    let mut store = connect(path, false)?;
+    store.ensure_schema()?;
+    let durability = match durability {
+        Some(d) => d,
+        None => stored_durability(&store)?,
+    };
+    apply_durability(&store, durability)?;
+    Ok(store)
+}
+
+/// Creates the database (and its folder) if needed, owner-only, and opens it
+/// for `init`. The schema itself is created by `init` through the engine.
+pub fn open_or_create(path: &Path) -> Result<SqliteStore, StoreError> {
+    let location = path.display().to_string();
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_private_dir(parent).map_err(|e| {
+            StoreError::other(format!(
+                "cannot create the folder {}: {e}",
+                parent.display()
+            ))
+        })?;
+    }
+    if path.is_dir() {
+        return Err(StoreError::other(format!(
+            "{location} is a folder, not a database file; pass --db with a file path"
+        )));
+    }
+    create_private_file(path)
+        .map_err(|e| StoreError::other(format!("cannot create {location}: {e}")))?;
+    connect(path, true)
+}
+
+/// The durability recorded in the database (`normal` if never set).
+pub fn stored_durability(store: &SqliteStore) -> Result<Durability, StoreError> {
+    match store.setting("durability")? {
+        None => Ok(Durability::Normal),
+        Some(text) => Durability::parse(&text).ok_or_else(|| {
+            StoreError::other(format!(
+                "{} records an unknown durability `{text}`; run `inbox init --durability normal` (or full)",
+                store.location()
+            ))
+        }),
+    }
+}
+
+/// Records the durability every process should use, and applies it here.
+pub fn set_durability(store: &SqliteStore, durability: Durability) -> Result<(), StoreError> {
+    store.set_setting("durability", durability.as_str())?;
+    apply_durability(store, durability)
+}
+
+fn apply_durability(store: &SqliteStore, durability: Durability) -> Result<(), StoreError> {
+    let level = match durability {
+        Durability::Normal => "NORMAL",
+        Durability::Full => "FULL",
+    };
+    store
+        .connection()
+        .pragma_update(None, "synchronous", level)
+        .map_err(|e| crate::store::store_error(e, store.location()))
+}
+
+fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
+    let location = path.display().to_string();
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let error = |e| crate::store::store_error(e, &location);
+    let conn = Connection::open_with_flags(path, flags).map_err(error)?;
+    conn.busy_handler(Some(busy_wait)).map_err(error)?;
+    // The last connection to close would otherwise checkpoint the WAL into
+    // the database and delete it, with several fsyncs: the bulk of a short
+    // command's cost. WAL pages are checkpointed by SQLite's automatic
+    // checkpoint instead (every 1000 pages, in whichever process commits).
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map_err(error)?;
+    conn.execute_batch(
+        "PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA journal_size_limit = 16777216;",
+    )
+    .map_err(error)?;
+    SqliteStore::new(conn, location)
+}
+
+thread_local! {
+    static BUSY_SINCE: Cell<Option<Instant>> = const { Cell::new(None) };
+    static JITTER: Cell<u64> = Cell::new(seed());
+}
+
+fn seed() -> u64 {
+    crate::clock::os_seed() | 1
+}
+
+/// SQLite's busy handler: called with the number of earlier calls for the
+/// same lock attempt. Sleeps 50 µs, doubling to 2 ms, each time jittered to
+/// ±50% so that waiting writers do not retry in lockstep, until
+/// [`BUSY_BUDGET`] is spent.
+fn busy_wait(attempt: i32) -> bool {
+    let now = Instant::now();
+    let since = BUSY_SINCE.with(|since| {
+        if attempt == 0 {
+            since.set(Some(now));
+        }
+        since.get().unwrap_or(now)
+    });
+    if now.duration_since(since) > BUSY_BUDGET {
+        return false;
+    }
+    let base = (50u64 << attempt.clamp(0, 6)).min(2000);
+    // xorshift64: cheap, and quality does not matter for jitter.
+    let random = JITTER.with(|state| {
+        let mut x = state.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.set(x);
+        x
+    });
+    let micros = base / 2 + random % base;
+    std::thread::sleep(Duration::from_micros(micros));
+    true
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(unix)]
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(not(unix))]
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,218 @@
+//! The SQLite schema and its migrations.
+//!
+//! The schema version lives in `PRAGMA user_version`, and `PRAGMA
+//! application_id` marks the file as an inbox database, so that `init` never
+//! adopts another program's database and an old binary never writes to a
+//! newer schema. Migrations only ever append: a released migration is never
+//! edited. This module must never know about files or processes; it works on
+//! any connection (native or wasm).
+
+use inbox_engine::{StoreError, StoreErrorKind};
+use rusqlite::Connection;
+
+/// `PRAGMA application_id` of every inbox database: "inbx".
+pub const APPLICATION_ID: i32 = 0x696E_6278;
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// Version 1: the tables of the specification's draft, extended with what
+/// the engine needs, and an index for every query the store makes.
+const V1: &str = r#"
+CREATE TABLE threads (
+    thread_id         TEXT PRIMARY KEY NOT NULL,
+    run_id            TEXT,
+    task_id           TEXT,
+    subject           TEXT NOT NULL,
+    created_by        TEXT NOT NULL,
+    assigned_to       TEXT NOT NULL,
+    status            TEXT NOT NULL,
+    priority          TEXT NOT NULL,
+    -- Queue order is by rank; the text stays readable for people using sqlite3.
+    priority_rank     INTEGER GENERATED ALWAYS AS
+                          (CASE priority WHEN 'high' THEN 2 WHEN 'normal' THEN 1 ELSE 0 END) VIRTUAL,
+    attempts          INTEGER NOT NULL,
+    max_attempts      INTEGER NOT NULL,
+    latest_message_id TEXT,
+    last_event_id     INTEGER NOT NULL,
+    created_at        TEXT NOT NULL,
+    updated_at        TEXT NOT NULL
+) WITHOUT ROWID;
+-- fetch: an agent's queue in priority, then age, order.
+CREATE INDEX threads_queue ON threads (assigned_to, status, priority_rank DESC, created_at, thread_id);
+-- list: most recent activity first, alone or by creator, assignee, status or run.
+CREATE INDEX threads_recent ON threads (last_event_id);
+CREATE INDEX threads_created_by ON threads (created_by, last_event_id);
+CREATE INDEX threads_assigned_to ON threads (assigned_to, last_event_id);
+CREATE INDEX threads_status ON threads (status, last_event_id);
+CREATE INDEX threads_run ON threads (run_id, task_id, last_event_id);
+
+-- One row per thread: its latest lease. A new claim replaces it, so the
+-- token only grows.
+CREATE TABLE leases (
+    thread_id     TEXT PRIMARY KEY NOT NULL REFERENCES threads (thread_id),
+    agent         TEXT NOT NULL,
+    lease_token   INTEGER NOT NULL,
+    attempt       INTEGER NOT NULL,
+    lease_seconds INTEGER NOT NULL,
+    claimed_at    TEXT NOT NULL,
+    expires_at    TEXT NOT NULL,
+    released_at   TEXT
+) WITHOUT ROWID;
+-- Lapsed leases and the next expiry: only unreleased leases are indexed.
+CREATE INDEX leases_unreleased ON leases (expires_at) WHERE released_at IS NULL;
+
+CREATE TABLE messages (
+    message_id   TEXT PRIMARY KEY NOT NULL,
+    thread_id    TEXT NOT NULL REFERENCES threads (thread_id),
+    event_id     INTEGER NOT NULL UNIQUE,
+    from_agent   TEXT NOT NULL,
+    to_agent     TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    summary      TEXT NOT NULL,
+    body         TEXT NOT NULL DEFAULT '',
+    payload_json TEXT NOT NULL DEFAULT '{}',
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX messages_thread ON messages (thread_id, event_id);
+CREATE INDEX messages_thread_from ON messages (thread_id, from_agent, event_id);
+
+CREATE TABLE artifacts (
+    artifact_id   TEXT PRIMARY KEY NOT NULL,
+    message_id    TEXT NOT NULL REFERENCES messages (message_id),
+    thread_id     TEXT NOT NULL,
+    position      INTEGER NOT NULL,
+    path          TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    metadata_json TEXT NOT NULL DEFAULT '{}',
+    absolute_path TEXT,
+    size_bytes    INTEGER,
+    sha256        TEXT,
+    created_at    TEXT NOT NULL
+);
+CREATE INDEX artifacts_message ON artifacts (message_id, position);
+CREATE INDEX artifacts_thread ON artifacts (thread_id);
+
+-- AUTOINCREMENT keeps sqlite_sequence at the highest id ever written, which
+-- is what waiters resume from even if retention deletes old events.
+CREATE TABLE events (
+    event_id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    thread_id    TEXT NOT NULL,
+    run_id       TEXT,
+    task_id      TEXT,
+    event_type   TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    message_id   TEXT,
+    message_kind TEXT,
+    status       TEXT NOT NULL,
+    summary      TEXT NOT NULL DEFAULT '',
+    payload_json TEXT NOT NULL DEFAULT '{}',
+    created_at   TEXT NOT NULL
+);
+CREATE INDEX events_thread ON events (thread_id, event_id);
+
+CREATE TABLE thread_reads (
+    thread_id            TEXT NOT NULL REFERENCES threads (thread_id),
+    agent                TEXT NOT NULL,
+    last_read_message_id TEXT NOT NULL,
+    last_read_event_id   INTEGER NOT NULL,
+    last_read_at         TEXT NOT NULL,
+    PRIMARY KEY (thread_id, agent)
+) WITHOUT ROWID;
+
+-- Database-wide settings every process applies when it opens the file
+-- (e.g. durability = normal | full).
+CREATE TABLE settings (
+    key   TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"#;
+
+/// What a connection found when it looked at its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaState {
+    /// No inbox schema yet: an empty (or new) file.
+    Empty,
+    /// An inbox schema of this version, not newer than [`SCHEMA_VERSION`].
+    Version(u32),
+}
+
+/// Reads the schema state, refusing files that belong to another program or
+/// to a newer inbox. `location` names the file in error messages.
+pub fn inspect(conn: &Connection, location: &str) -> Result<SchemaState, StoreError> {
+    let pragma = |name: &str| -> Result<i64, StoreError> {
+        conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+            .map_err(|e| crate::store::store_error(e, location))
+    };
+    let application_id = pragma("application_id")?;
+    let version = pragma("user_version")?;
+    if application_id == 0 && version == 0 {
+        let tables: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+                [],
+                |row| row.get(0),
+            )
+            .map_err(|e| crate::store::store_error(e, location))?;
+        if tables > 0 {
+            return Err(StoreError::other(format!(
+                "{location} is an SQLite database of another program (it has tables but no inbox schema); \
+                 point --db at a new file"
+            )));
+        }
+        return Ok(SchemaState::Empty);
+    }
+    if application_id != i64::from(APPLICATION_ID) {
+        return Err(StoreError::other(format!(
+            "{location} is an SQLite database of another program (application id {application_id:#x}); \
+             point --db at a new file"
+        )));
+    }
+    let version = u32::try_from(version).unwrap_or(u32::MAX);
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::new(
+            StoreErrorKind::SchemaTooNew,
+            format!(
+                "{location} has schema version {version}, but this inbox only knows up to version \
+                 {SCHEMA_VERSION}; upgrade inbox to use it (nothing was changed)"
+            ),
+        ));
+    }
+    Ok(SchemaState::Version(version))
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`], in one immediate transaction so
+/// that concurrent processes migrate exactly once. Returns the version.
+pub fn migrate(conn: &Connection, location: &str) -> Result<u32, StoreError> {
+    let error = |e| crate::store::store_error(e, location);
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(error)?;
+    let result = (|| {
+        // Re-read under the write lock: another process may have migrated.
+        let from = match inspect(conn, location)? {
+            SchemaState::Empty => 0,
+            SchemaState::Version(v) => v,
+        };
+        for (index, sql) in MIGRATIONS.iter().enumerate().skip(from as usize) {
+            conn.execute_batch(sql).map_err(error)?;
+            conn.execute_batch(&format!(
+                "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {}",
+                index + 1
+            ))
+            .map_err(error)?;
+        }
+        Ok(SCHEMA_VERSION)
+    })();
+    match result {
+        Ok(version) => {
+            conn.execute_batch("COMMIT").map_err(error)?;
+            Ok(version)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}

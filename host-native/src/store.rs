@@ -1,0 +1,828 @@
+//! [`SqliteStore`]: the engine's [`Store`] over one SQLite connection.
+//!
+//! Each [`Store`] method is one or two prepared (and cached) statements; the
+//! engine's queries map onto the indexes in [`crate::schema`]. Write
+//! transactions start with `BEGIN IMMEDIATE`, which takes SQLite's single
+//! writer lock up front, so "read the lease, then write a new one" is atomic
+//! across processes; read transactions are `BEGIN DEFERRED` snapshots. This
+//! module must never touch the file system or sleep: opening files, busy
+//! retries and waiting belong to [`crate::open`] and [`crate::watch`], so the
+//! same store compiles for SQLite in wasm.
+
+use inbox_engine::store::{
+    EventQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadQuery, ThreadState, TxMode,
+};
+use inbox_engine::{
+    Artifact, Event, EventId, JsonObject, Lease, Message, ReadCursor, Status, Store, StoreError,
+    StoreErrorKind, Thread, Timestamp,
+};
+use rusqlite::types::{Type, Value};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params, params_from_iter};
+
+use crate::schema::{self, SchemaState};
+
+/// The engine's storage in an SQLite database.
+pub struct SqliteStore {
+    conn: Connection,
+    /// The file, for messages ("`:memory:`" for an in-memory database).
+    location: String,
+    tx: Option<TxMode>,
+}
+
+impl SqliteStore {
+    /// A store over an open connection. The caller has applied its own
+    /// connection settings (see [`crate::open`]); this only checks that the
+    /// file is an inbox database or empty.
+    pub fn new(conn: Connection, location: impl Into<String>) -> Result<SqliteStore, StoreError> {
+        let location = location.into();
+        conn.set_prepared_statement_cache_capacity(64);
+        schema::inspect(&conn, &location)?;
+        Ok(SqliteStore {
+            conn,
+            location,
+            tx: None,
+        })
+    }
+
+    /// The connection, e.g. to read `PRAGMA data_version` while waiting.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The database file (or `:memory:`).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The schema version, migrating an older inbox schema first. Fails with
+    /// `not_initialized` on an empty file: run `init` (which calls
+    /// [`Store::initialize`]) to create the schema.
+    pub fn ensure_schema(&mut self) -> Result<u32, StoreError> {
+        match schema::inspect(&self.conn, &self.location)? {
+            SchemaState::Empty => Err(StoreError::new(
+                StoreErrorKind::NotInitialized,
+                format!(
+                    "{} has no inbox schema yet; run `inbox init` to create it",
+                    self.location
+                ),
+            )),
+            SchemaState::Version(v) if v == schema::SCHEMA_VERSION => Ok(v),
+            SchemaState::Version(_) => schema::migrate(&self.conn, &self.location),
+        }
+    }
+
+    /// A database-wide setting written by `init` (e.g. `durability`).
+    pub fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.conn
+            .prepare_cached("SELECT value FROM settings WHERE key = ?1")
+            .and_then(|mut s| s.query_row([key], |row| row.get(0)).optional())
+            .map_err(|e| self.error(e))
+    }
+
+    /// Writes a database-wide setting.
+    pub fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO settings (key, value) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [key, value],
+            )
+            .map(drop)
+            .map_err(|e| self.error(e))
+    }
+
+    fn error(&self, error: rusqlite::Error) -> StoreError {
+        store_error(error, &self.location)
+    }
+
+    fn artifacts(&self, sql: &str, key: &str) -> Result<Vec<Artifact>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.error(e))?;
+        let rows = stmt
+            .query_map([key], artifact_row)
+            .map_err(|e| self.error(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))
+    }
+
+    /// Attaches artifacts (read with one query per thread) to `messages`.
+    fn with_artifacts(&self, mut messages: Vec<Message>) -> Result<Vec<Message>, StoreError> {
+        let Some(first) = messages.first() else {
+            return Ok(messages);
+        };
+        let artifacts = if messages.len() == 1 {
+            self.artifacts(
+                "SELECT artifact_id, message_id, path, kind, metadata_json, absolute_path, size_bytes, sha256, created_at
+                 FROM artifacts WHERE message_id = ?1 ORDER BY position",
+                &first.message_id,
+            )?
+        } else {
+            self.artifacts(
+                "SELECT artifact_id, message_id, path, kind, metadata_json, absolute_path, size_bytes, sha256, created_at
+                 FROM artifacts WHERE thread_id = ?1 ORDER BY message_id, position",
+                &first.thread_id,
+            )?
+        };
+        if artifacts.is_empty() {
+            return Ok(messages);
+        }
+        for message in &mut messages {
+            message.artifacts = artifacts
+                .iter()
+                .filter(|a| a.message_id == message.message_id)
+                .cloned()
+                .collect();
+        }
+        Ok(messages)
+    }
+}
+
+/// Turns a rusqlite error into a store error whose message says what to do.
+pub(crate) fn store_error(error: rusqlite::Error, location: &str) -> StoreError {
+    match error.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::new(
+            StoreErrorKind::Busy,
+            format!(
+                "{location} stayed locked by other writers past the retry budget; retry the command"
+            ),
+        ),
+        Some(ErrorCode::ReadOnly) => StoreError::other(format!(
+            "{location} is read-only for this process; check its permissions (and those of its folder, \
+             where SQLite keeps the -wal and -shm files)"
+        )),
+        Some(ErrorCode::NotADatabase) => StoreError::other(format!(
+            "{location} is not an SQLite database; point --db at an inbox database or a new file"
+        )),
+        Some(ErrorCode::CannotOpen) => StoreError::other(format!(
+            "cannot open {location}; check that the folder exists and is writable"
+        )),
+        Some(ErrorCode::DiskFull) => StoreError::other(format!(
+            "the disk holding {location} is full; nothing was written"
+        )),
+        _ => StoreError::other(format!("{location}: {error}")),
+    }
+}
+
+// --- row mapping -------------------------------------------------------------
+
+fn bad(index: usize, error: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(error))
+}
+
+fn time_at(row: &Row<'_>, index: usize) -> rusqlite::Result<Timestamp> {
+    let text: String = row.get(index)?;
+    Timestamp::parse(&text).map_err(|e| bad(index, e))
+}
+
+fn time_opt(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<Timestamp>> {
+    let text: Option<String> = row.get(index)?;
+    text.map(|t| Timestamp::parse(&t).map_err(|e| bad(index, e)))
+        .transpose()
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {what} `{text}` in the database")]
+struct Unknown {
+    what: &'static str,
+    text: String,
+}
+
+fn word<T>(
+    row: &Row<'_>,
+    index: usize,
+    what: &'static str,
+    parse: fn(&str) -> Option<T>,
+) -> rusqlite::Result<T> {
+    let text: String = row.get(index)?;
+    parse(&text).ok_or_else(|| bad(index, Unknown { what, text }))
+}
+
+fn json_at(row: &Row<'_>, index: usize) -> rusqlite::Result<JsonObject> {
+    let text: String = row.get(index)?;
+    serde_json::from_str(&text).map_err(|e| bad(index, e))
+}
+
+fn json_text(object: &JsonObject) -> String {
+    // Serializing a map of JSON values cannot fail.
+    serde_json::to_string(object).unwrap_or_else(|_| "{}".to_owned())
+}
+
+fn count(row: &Row<'_>, index: usize) -> rusqlite::Result<u32> {
+    let n: i64 = row.get(index)?;
+    u32::try_from(n).map_err(|e| bad(index, e))
+}
+
+fn id(row: &Row<'_>, index: usize) -> rusqlite::Result<u64> {
+    let n: i64 = row.get(index)?;
+    u64::try_from(n).map_err(|e| bad(index, e))
+}
+
+fn sql_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn sql_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
+const THREAD_COLUMNS: &str = "t.thread_id, t.run_id, t.task_id, t.subject, t.created_by, t.assigned_to, \
+     t.status, t.priority, t.attempts, t.max_attempts, t.latest_message_id, t.last_event_id, \
+     t.created_at, t.updated_at, l.agent, l.lease_token, l.attempt, l.lease_seconds, l.claimed_at, \
+     l.expires_at, l.released_at";
+
+fn thread_state_row(row: &Row<'_>) -> rusqlite::Result<ThreadState> {
+    let thread = Thread {
+        thread_id: row.get(0)?,
+        run_id: row.get(1)?,
+        task_id: row.get(2)?,
+        subject: row.get(3)?,
+        created_by: row.get(4)?,
+        assigned_to: row.get(5)?,
+        status: word(row, 6, "status", Status::parse)?,
+        priority: word(row, 7, "priority", inbox_engine::Priority::parse)?,
+        attempts: count(row, 8)?,
+        max_attempts: count(row, 9)?,
+        latest_message_id: row.get(10)?,
+        last_event_id: id(row, 11)?,
+        created_at: time_at(row, 12)?,
+        updated_at: time_at(row, 13)?,
+    };
+    let agent: Option<String> = row.get(14)?;
+    let lease = match agent {
+        None => None,
+        Some(agent) => Some(Lease {
+            thread_id: thread.thread_id.clone(),
+            agent,
+            lease_token: id(row, 15)?,
+            attempt: count(row, 16)?,
+            lease_seconds: id(row, 17)?,
+            claimed_at: time_at(row, 18)?,
+            expires_at: time_at(row, 19)?,
+            released_at: time_opt(row, 20)?,
+        }),
+    };
+    Ok(ThreadState { thread, lease })
+}
+
+const LEASE_COLUMNS: &str =
+    "thread_id, agent, lease_token, attempt, lease_seconds, claimed_at, expires_at, released_at";
+
+fn lease_row(row: &Row<'_>) -> rusqlite::Result<Lease> {
+    Ok(Lease {
+        thread_id: row.get(0)?,
+        agent: row.get(1)?,
+        lease_token: id(row, 2)?,
+        attempt: count(row, 3)?,
+        lease_seconds: id(row, 4)?,
+        claimed_at: time_at(row, 5)?,
+        expires_at: time_at(row, 6)?,
+        released_at: time_opt(row, 7)?,
+    })
+}
+
+const MESSAGE_COLUMNS: &str = "message_id, thread_id, event_id, from_agent, to_agent, kind, summary, body, payload_json, created_at";
+
+fn message_row(row: &Row<'_>) -> rusqlite::Result<Message> {
+    Ok(Message {
+        message_id: row.get(0)?,
+        thread_id: row.get(1)?,
+        event_id: id(row, 2)?,
+        from_agent: row.get(3)?,
+        to_agent: row.get(4)?,
+        kind: word(row, 5, "kind", inbox_engine::Kind::parse)?,
+        summary: row.get(6)?,
+        body: row.get(7)?,
+        payload: json_at(row, 8)?,
+        created_at: time_at(row, 9)?,
+        artifacts: Vec::new(),
+    })
+}
+
+fn artifact_row(row: &Row<'_>) -> rusqlite::Result<Artifact> {
+    let size: Option<i64> = row.get(6)?;
+    Ok(Artifact {
+        artifact_id: row.get(0)?,
+        message_id: row.get(1)?,
+        path: row.get(2)?,
+        kind: row.get(3)?,
+        metadata: json_at(row, 4)?,
+        absolute_path: row.get(5)?,
+        size_bytes: size
+            .map(|s| u64::try_from(s).map_err(|e| bad(6, e)))
+            .transpose()?,
+        sha256: row.get(7)?,
+        created_at: time_at(row, 8)?,
+    })
+}
+
+const EVENT_COLUMNS: &str = "e.event_id, e.thread_id, e.run_id, e.task_id, e.event_type, e.source, \
+     e.message_id, e.message_kind, e.status, e.summary, e.payload_json, e.created_at";
+
+fn event_row(row: &Row<'_>) -> rusqlite::Result<Event> {
+    let kind: Option<String> = row.get(7)?;
+    Ok(Event {
+        event_id: id(row, 0)?,
+        thread_id: row.get(1)?,
+        run_id: row.get(2)?,
+        task_id: row.get(3)?,
+        event_type: word(row, 4, "event type", inbox_engine::EventType::parse)?,
+        source: row.get(5)?,
+        message_id: row.get(6)?,
+        message_kind: kind
+            .map(|k| {
+                inbox_engine::Kind::parse(&k).ok_or_else(|| {
+                    bad(
+                        7,
+                        Unknown {
+                            what: "kind",
+                            text: k,
+                        },
+                    )
+                })
+            })
+            .transpose()?,
+        status: word(row, 8, "status", Status::parse)?,
+        summary: row.get(9)?,
+        payload: json_at(row, 10)?,
+        created_at: time_at(row, 11)?,
+    })
+}
+
+/// `?, ?, ?` with one placeholder per value, pushing the values.
+fn placeholders<T: ToString>(values: &[T], params: &mut Vec<Value>) -> String {
+    let mut out = Vec::with_capacity(values.len());
+    for value in values {
+        params.push(Value::Text(value.to_string()));
+        out.push(format!("?{}", params.len()));
+    }
+    out.join(", ")
+}
+
+fn push(params: &mut Vec<Value>, value: Value) -> String {
+    params.push(value);
+    format!("?{}", params.len())
+}
+
+impl Store for SqliteStore {
+    fn initialize(&mut self) -> Result<StoreInfo, StoreError> {
+        // WAL lets readers run beside the one writer, and it persists in the
+        // file. Databases that cannot use it (in memory, some wasm VFSes)
+        // keep their own mode, which is fine for a single connection.
+        let _mode: String = self
+            .conn
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(|e| self.error(e))?;
+        let schema_version = schema::migrate(&self.conn, &self.location)?;
+        Ok(StoreInfo {
+            location: Some(self.location.clone()),
+            schema_version,
+        })
+    }
+
+    fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {
+        if self.tx.is_some() {
+            return Err(StoreError::other("sqlite store: transaction already open"));
+        }
+        let sql = match mode {
+            TxMode::Read => "BEGIN DEFERRED",
+            TxMode::Write => "BEGIN IMMEDIATE",
+        };
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map_err(|e| self.error(e))?;
+        self.tx = Some(mode);
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]))
+            .map_err(|e| self.error(e))?;
+        self.tx = None;
+        Ok(())
+    }
+
+    fn rollback(&mut self) -> Result<(), StoreError> {
+        self.tx = None;
+        if self.conn.is_autocommit() {
+            // Nothing open (e.g. SQLite already rolled back after an error).
+            return Ok(());
+        }
+        self.conn
+            .execute_batch("ROLLBACK")
+            .map_err(|e| self.error(e))
+    }
+
+    fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
+        let sql = format!(
+            "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+             WHERE t.thread_id = ?1"
+        );
+        self.conn
+            .prepare_cached(&sql)
+            .and_then(|mut s| s.query_row([thread_id], thread_state_row).optional())
+            .map_err(|e| self.error(e))
+    }
+
+    fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
+        let mut params = Vec::new();
+        let mut clauses = Vec::new();
+        let mut eq = |column: &str, value: &Option<String>, params: &mut Vec<Value>| {
+            if let Some(value) = value {
+                clauses.push(format!(
+                    "t.{column} = {}",
+                    push(params, Value::Text(value.clone()))
+                ));
+            }
+        };
+        eq("thread_id", &query.thread_id, &mut params);
+        eq("assigned_to", &query.assigned_to, &mut params);
+        eq("created_by", &query.created_by, &mut params);
+        eq("run_id", &query.run_id, &mut params);
+        eq("task_id", &query.task_id, &mut params);
+        if !query.statuses.is_empty() {
+            let list = placeholders(&query.statuses, &mut params);
+            clauses.push(format!("t.status IN ({list})"));
+        }
+        if let Some(agent) = &query.involving {
+            let p = push(&mut params, Value::Text(agent.clone()));
+            clauses.push(format!("(t.created_by = {p} OR t.assigned_to = {p})"));
+        }
+        if let Some(reader) = &query.unread_by {
+            let p = push(&mut params, Value::Text(reader.clone()));
+            clauses.push(format!(
+                "EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.thread_id AND m.from_agent <> {p}
+                   AND m.event_id > COALESCE((SELECT r.last_read_event_id FROM thread_reads r
+                                              WHERE r.thread_id = t.thread_id AND r.agent = {p}), 0))"
+            ));
+        }
+        let filter = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", clauses.join(" AND "))
+        };
+        let order = match query.order {
+            ThreadOrder::Queue => "t.priority_rank DESC, t.created_at, t.thread_id",
+            ThreadOrder::RecentFirst => "t.last_event_id DESC, t.thread_id DESC",
+        };
+        let limit = push(&mut params, Value::Integer(sql_limit(query.limit)));
+        let sql = format!(
+            "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+             {filter} ORDER BY {order} LIMIT {limit}"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
+        let rows = stmt
+            .query_map(params_from_iter(params), thread_state_row)
+            .map_err(|e| self.error(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))
+    }
+
+    fn insert_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO threads (thread_id, run_id, task_id, subject, created_by, assigned_to, status,
+                     priority, attempts, max_attempts, latest_message_id, last_event_id, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    t.thread_id,
+                    t.run_id,
+                    t.task_id,
+                    t.subject,
+                    t.created_by,
+                    t.assigned_to,
+                    t.status.as_str(),
+                    t.priority.as_str(),
+                    t.attempts,
+                    t.max_attempts,
+                    t.latest_message_id,
+                    sql_int(t.last_event_id),
+                    t.created_at.to_string(),
+                    t.updated_at.to_string(),
+                ])
+            })
+            .map(drop)
+            .map_err(|e| self.error(e))
+    }
+
+    fn update_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
+        let changed = self
+            .conn
+            .prepare_cached(
+                "UPDATE threads SET run_id = ?2, task_id = ?3, subject = ?4, created_by = ?5,
+                     assigned_to = ?6, status = ?7, priority = ?8, attempts = ?9, max_attempts = ?10,
+                     latest_message_id = ?11, last_event_id = ?12, created_at = ?13, updated_at = ?14
+                 WHERE thread_id = ?1",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    t.thread_id,
+                    t.run_id,
+                    t.task_id,
+                    t.subject,
+                    t.created_by,
+                    t.assigned_to,
+                    t.status.as_str(),
+                    t.priority.as_str(),
+                    t.attempts,
+                    t.max_attempts,
+                    t.latest_message_id,
+                    sql_int(t.last_event_id),
+                    t.created_at.to_string(),
+                    t.updated_at.to_string(),
+                ])
+            })
+            .map_err(|e| self.error(e))?;
+        if changed != 1 {
+            return Err(StoreError::other(format!(
+                "thread {} does not exist",
+                t.thread_id
+            )));
+        }
+        Ok(())
+    }
+
+    fn put_lease(&mut self, l: &Lease) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO leases (thread_id, agent, lease_token, attempt, lease_seconds, claimed_at,
+                     expires_at, released_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (thread_id) DO UPDATE SET agent = excluded.agent,
+                     lease_token = excluded.lease_token, attempt = excluded.attempt,
+                     lease_seconds = excluded.lease_seconds, claimed_at = excluded.claimed_at,
+                     expires_at = excluded.expires_at, released_at = excluded.released_at",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    l.thread_id,
+                    l.agent,
+                    sql_int(l.lease_token),
+                    l.attempt,
+                    sql_int(l.lease_seconds),
+                    l.claimed_at.to_string(),
+                    l.expires_at.to_string(),
+                    l.released_at.map(|t| t.to_string()),
+                ])
+            })
+            .map(drop)
+            .map_err(|e| self.error(e))
+    }
+
+    fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        let sql = format!(
+            "SELECT {LEASE_COLUMNS} FROM leases WHERE released_at IS NULL AND expires_at <= ?1
+             ORDER BY expires_at, thread_id LIMIT ?2"
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
+        let rows = stmt
+            .query_map(params![now.to_string(), sql_limit(limit)], lease_row)
+            .map_err(|e| self.error(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))
+    }
+
+    fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError> {
+        let text: Option<String> = self
+            .conn
+            .prepare_cached("SELECT min(expires_at) FROM leases WHERE released_at IS NULL")
+            .and_then(|mut s| s.query_row([], |row| row.get(0)))
+            .map_err(|e| self.error(e))?;
+        text.map(|t| {
+            Timestamp::parse(&t).map_err(|e| StoreError::other(format!("{}: {e}", self.location)))
+        })
+        .transpose()
+    }
+
+    fn insert_message(&mut self, m: &Message) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO messages (message_id, thread_id, event_id, from_agent, to_agent, kind, summary,
+                     body, payload_json, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    m.message_id,
+                    m.thread_id,
+                    sql_int(m.event_id),
+                    m.from_agent,
+                    m.to_agent,
+                    m.kind.as_str(),
+                    m.summary,
+                    m.body,
+                    json_text(&m.payload),
+                    m.created_at.to_string(),
+                ])
+            })
+            .map_err(|e| self.error(e))?;
+        for (position, a) in m.artifacts.iter().enumerate() {
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO artifacts (artifact_id, message_id, thread_id, position, path, kind,
+                         metadata_json, absolute_path, size_bytes, sha256, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        a.artifact_id,
+                        a.message_id,
+                        m.thread_id,
+                        position as i64,
+                        a.path,
+                        a.kind,
+                        json_text(&a.metadata),
+                        a.absolute_path,
+                        a.size_bytes.map(sql_int),
+                        a.sha256,
+                        a.created_at.to_string(),
+                    ])
+                })
+                .map_err(|e| self.error(e))?;
+        }
+        Ok(())
+    }
+
+    fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages WHERE message_id = ?1");
+        let message = self
+            .conn
+            .prepare_cached(&sql)
+            .and_then(|mut s| s.query_row([message_id], message_row).optional())
+            .map_err(|e| self.error(e))?;
+        match message {
+            None => Ok(None),
+            Some(m) => Ok(self.with_artifacts(vec![m])?.pop()),
+        }
+    }
+
+    fn messages(&mut self, query: &MessageQuery) -> Result<Vec<Message>, StoreError> {
+        let order = if query.newest_first { "DESC" } else { "ASC" };
+        let from = if query.from_agent.is_some() {
+            "AND from_agent = ?3"
+        } else {
+            "AND ?3 IS NULL"
+        };
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ?1 {from}
+             ORDER BY event_id {order} LIMIT ?2"
+        );
+        let messages = {
+            let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
+            let rows = stmt
+                .query_map(
+                    params![query.thread_id, sql_limit(query.limit), query.from_agent],
+                    message_row,
+                )
+                .map_err(|e| self.error(e))?;
+            rows.collect::<Result<Vec<_>, _>>()
+                .map_err(|e| self.error(e))?
+        };
+        self.with_artifacts(messages)
+    }
+
+    fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
+        let seq: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
+            .and_then(|mut s| s.query_row([], |row| row.get(0)).optional())
+            .map_err(|e| self.error(e))?;
+        Ok(seq.map_or(0, |s| u64::try_from(s).unwrap_or(0)))
+    }
+
+    fn insert_event(&mut self, e: &Event) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO events (event_id, thread_id, run_id, task_id, event_type, source, message_id,
+                     message_kind, status, summary, payload_json, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    sql_int(e.event_id),
+                    e.thread_id,
+                    e.run_id,
+                    e.task_id,
+                    e.event_type.as_str(),
+                    e.source,
+                    e.message_id,
+                    e.message_kind.map(|k| k.as_str()),
+                    e.status.as_str(),
+                    e.summary,
+                    json_text(&e.payload),
+                    e.created_at.to_string(),
+                ])
+            })
+            .map(drop)
+            .map_err(|e| self.error(e))
+    }
+
+    fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        let mut params = vec![Value::Integer(sql_int(query.after))];
+        let mut clauses = vec!["e.event_id > ?1".to_owned()];
+        let mut join = "";
+        if let Some(thread_id) = &query.thread_id {
+            clauses.push(format!(
+                "e.thread_id = {}",
+                push(&mut params, Value::Text(thread_id.clone()))
+            ));
+        }
+        if let Some(agent) = &query.involving {
+            join = "JOIN threads t ON t.thread_id = e.thread_id";
+            let p = push(&mut params, Value::Text(agent.clone()));
+            clauses.push(format!("(t.created_by = {p} OR t.assigned_to = {p})"));
+        }
+        if !query.statuses.is_empty() {
+            clauses.push(format!(
+                "e.status IN ({})",
+                placeholders(&query.statuses, &mut params)
+            ));
+        }
+        if !query.event_types.is_empty() {
+            clauses.push(format!(
+                "e.event_type IN ({})",
+                placeholders(&query.event_types, &mut params)
+            ));
+        }
+        if !query.message_kinds.is_empty() {
+            clauses.push(format!(
+                "e.message_kind IN ({})",
+                placeholders(&query.message_kinds, &mut params)
+            ));
+        }
+        if let Some(source) = &query.source {
+            clauses.push(format!(
+                "e.source = {}",
+                push(&mut params, Value::Text(source.clone()))
+            ));
+        }
+        if let Some(source) = &query.exclude_source {
+            clauses.push(format!(
+                "e.source <> {}",
+                push(&mut params, Value::Text(source.clone()))
+            ));
+        }
+        let limit = push(&mut params, Value::Integer(sql_limit(query.limit)));
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events e {join} WHERE {} ORDER BY e.event_id LIMIT {limit}",
+            clauses.join(" AND ")
+        );
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
+        let rows = stmt
+            .query_map(params_from_iter(params), event_row)
+            .map_err(|e| self.error(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))
+    }
+
+    fn read_cursor(
+        &mut self,
+        thread_id: &str,
+        agent: &str,
+    ) -> Result<Option<ReadCursor>, StoreError> {
+        self.conn
+            .prepare_cached(
+                "SELECT thread_id, agent, last_read_message_id, last_read_event_id, last_read_at
+                 FROM thread_reads WHERE thread_id = ?1 AND agent = ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row([thread_id, agent], |row| {
+                    Ok(ReadCursor {
+                        thread_id: row.get(0)?,
+                        agent: row.get(1)?,
+                        last_read_message_id: row.get(2)?,
+                        last_read_event_id: id(row, 3)?,
+                        last_read_at: time_at(row, 4)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(|e| self.error(e))
+    }
+
+    fn put_read_cursor(&mut self, c: &ReadCursor) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(
+                "INSERT INTO thread_reads (thread_id, agent, last_read_message_id, last_read_event_id, last_read_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (thread_id, agent) DO UPDATE SET
+                     last_read_message_id = excluded.last_read_message_id,
+                     last_read_event_id = excluded.last_read_event_id,
+                     last_read_at = excluded.last_read_at",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    c.thread_id,
+                    c.agent,
+                    c.last_read_message_id,
+                    sql_int(c.last_read_event_id),
+                    c.last_read_at.to_string(),
+                ])
+            })
+            .map(drop)
+            .map_err(|e| self.error(e))
+    }
+}
