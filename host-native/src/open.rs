@@ -99,7 +99,7 @@ pub fn resolve_db_path(flag: Option<&Path>, env: Option<&Path>, cwd: &Path) -> (
 pub fn open_existing(
     path: &Path,
     durability: Option<Durability>,
-) -> Result<SqliteStore, StoreError> {
+) -> Result<(SqliteStore, Durability), StoreError> {
     let location = path.display().to_string();
     if !path.exists() {
         return Err(StoreError::new(
@@ -121,7 +121,7 @@ pub fn open_existing(
         None => stored_durability(&store)?,
     };
     apply_durability(&store, durability)?;
-    Ok(store)
+    Ok((store, durability))
 }
 
 /// Creates the database (and its folder) if needed, owner-only, and opens it
@@ -187,10 +187,11 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
     conn.busy_handler(Some(busy_wait)).map_err(error)?;
     // The last connection to close would otherwise checkpoint the WAL into
     // the database and delete it, with several fsyncs: the bulk of a short
-    // command's cost. WAL pages are checkpointed by SQLite's automatic
-    // checkpoint instead (every 1000 pages, in whichever process commits).
+    // command's cost. Instead, the commit that takes the WAL past
+    // CHECKPOINT_FRAMES checkpoints and truncates it (see checkpoint_hook).
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
         .map_err(error)?;
+    conn.wal_hook(Some(checkpoint_hook));
     conn.execute_batch(
         "PRAGMA foreign_keys = ON;
          PRAGMA temp_store = MEMORY;
@@ -200,7 +201,41 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
     SqliteStore::new(conn, location)
 }
 
+/// WAL frames after which a committing process checkpoints and truncates
+/// the WAL.
+///
+/// Every process that opens the database first has to rebuild the WAL index
+/// by reading the whole WAL ("recovery"), and a process that recovered can no
+/// longer restart the WAL from the top, so left alone it only grows and every
+/// command gets slower. Truncating keeps recovery short; each truncation
+/// costs one checkpoint (two fsyncs with `synchronous = NORMAL`). Commands
+/// write 8 to 12 frames, so this truncates every few writes; measured here it
+/// beat 16, 256 and 1000 frames and SQLite's checkpoint-on-close (see
+/// docs/durability-and-speed.md).
+pub const CHECKPOINT_FRAMES: std::os::raw::c_int = 64;
+
+/// How long a checkpoint waits for readers and writers before giving up. The
+/// command has already committed; a checkpoint is housekeeping that a later
+/// commit retries, so it must never hold a command up for long.
+const CHECKPOINT_BUDGET: Duration = Duration::from_millis(5);
+
+/// Called by SQLite after each commit with the WAL's length in frames.
+fn checkpoint_hook(
+    wal: &rusqlite::hooks::Wal,
+    frames: std::os::raw::c_int,
+) -> rusqlite::Result<()> {
+    if frames >= CHECKPOINT_FRAMES {
+        IN_CHECKPOINT.with(|flag| flag.set(true));
+        // Busy (a reader on an old snapshot, another writer) is fine: a later
+        // commit retries.
+        let _ = wal.checkpoint_v2(rusqlite::hooks::CheckpointMode::TRUNCATE);
+        IN_CHECKPOINT.with(|flag| flag.set(false));
+    }
+    Ok(())
+}
+
 thread_local! {
+    static IN_CHECKPOINT: Cell<bool> = const { Cell::new(false) };
     static BUSY_SINCE: Cell<Option<Instant>> = const { Cell::new(None) };
     static JITTER: Cell<u64> = Cell::new(seed());
 }
@@ -221,7 +256,12 @@ fn busy_wait(attempt: i32) -> bool {
         }
         since.get().unwrap_or(now)
     });
-    if now.duration_since(since) > BUSY_BUDGET {
+    let budget = if IN_CHECKPOINT.with(Cell::get) {
+        CHECKPOINT_BUDGET
+    } else {
+        BUSY_BUDGET
+    };
+    if now.duration_since(since) > budget {
         return false;
     }
     let base = (50u64 << attempt.clamp(0, 6)).min(2000);

@@ -43,12 +43,13 @@ CREATE TABLE threads (
 ) WITHOUT ROWID;
 -- fetch: an agent's queue in priority, then age, order.
 CREATE INDEX threads_queue ON threads (assigned_to, status, priority_rank DESC, created_at, thread_id);
--- list: most recent activity first, alone or by creator, assignee, status or run.
+-- list: most recent activity first. last_event_id changes with every command,
+-- so it is in this one index only; the filter indexes below change only when
+-- their own columns do, which keeps each command's write small.
 CREATE INDEX threads_recent ON threads (last_event_id);
-CREATE INDEX threads_created_by ON threads (created_by, last_event_id);
-CREATE INDEX threads_assigned_to ON threads (assigned_to, last_event_id);
-CREATE INDEX threads_status ON threads (status, last_event_id);
-CREATE INDEX threads_run ON threads (run_id, task_id, last_event_id);
+CREATE INDEX threads_created_by ON threads (created_by);
+CREATE INDEX threads_status ON threads (status);
+CREATE INDEX threads_run ON threads (run_id, task_id);
 
 -- One row per thread: its latest lease. A new claim replaces it, so the
 -- token only grows.
@@ -65,10 +66,12 @@ CREATE TABLE leases (
 -- Lapsed leases and the next expiry: only unreleased leases are indexed.
 CREATE INDEX leases_unreleased ON leases (expires_at) WHERE released_at IS NULL;
 
+-- Keyed by the event that wrote the message: one B-tree for the rows (in
+-- commit order) and one for the message ids.
 CREATE TABLE messages (
-    message_id   TEXT PRIMARY KEY NOT NULL,
+    event_id     INTEGER PRIMARY KEY NOT NULL,
+    message_id   TEXT NOT NULL UNIQUE,
     thread_id    TEXT NOT NULL REFERENCES threads (thread_id),
-    event_id     INTEGER NOT NULL UNIQUE,
     from_agent   TEXT NOT NULL,
     to_agent     TEXT NOT NULL,
     kind         TEXT NOT NULL,
@@ -78,7 +81,6 @@ CREATE TABLE messages (
     created_at   TEXT NOT NULL
 );
 CREATE INDEX messages_thread ON messages (thread_id, event_id);
-CREATE INDEX messages_thread_from ON messages (thread_id, from_agent, event_id);
 
 CREATE TABLE artifacts (
     artifact_id   TEXT PRIMARY KEY NOT NULL,
@@ -96,10 +98,10 @@ CREATE TABLE artifacts (
 CREATE INDEX artifacts_message ON artifacts (message_id, position);
 CREATE INDEX artifacts_thread ON artifacts (thread_id);
 
--- AUTOINCREMENT keeps sqlite_sequence at the highest id ever written, which
--- is what waiters resume from even if retention deletes old events.
+-- The engine assigns event ids (max + 1 inside the write lock). Retention, when
+-- it comes, must keep the newest event, so that max(event_id) never goes back.
 CREATE TABLE events (
-    event_id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id     INTEGER PRIMARY KEY NOT NULL,
     thread_id    TEXT NOT NULL,
     run_id       TEXT,
     task_id      TEXT,

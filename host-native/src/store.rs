@@ -279,7 +279,8 @@ fn lease_row(row: &Row<'_>) -> rusqlite::Result<Lease> {
     })
 }
 
-const MESSAGE_COLUMNS: &str = "message_id, thread_id, event_id, from_agent, to_agent, kind, summary, body, payload_json, created_at";
+const MESSAGE_COLUMNS: &str = "message_id, thread_id, event_id, from_agent, to_agent, kind, summary, body, \
+     payload_json, created_at";
 
 fn message_row(row: &Row<'_>) -> rusqlite::Result<Message> {
     Ok(Message {
@@ -685,12 +686,13 @@ impl Store for SqliteStore {
     }
 
     fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
-        let seq: Option<i64> = self
+        // The largest rowid: one step down the right edge of the B-tree.
+        let max: Option<i64> = self
             .conn
-            .prepare_cached("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
-            .and_then(|mut s| s.query_row([], |row| row.get(0)).optional())
+            .prepare_cached("SELECT max(event_id) FROM events")
+            .and_then(|mut s| s.query_row([], |row| row.get(0)))
             .map_err(|e| self.error(e))?;
-        Ok(seq.map_or(0, |s| u64::try_from(s).unwrap_or(0)))
+        Ok(max.map_or(0, |m| u64::try_from(m).unwrap_or(0)))
     }
 
     fn insert_event(&mut self, e: &Event) -> Result<(), StoreError> {

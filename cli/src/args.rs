@@ -1,0 +1,592 @@
+//! The command line: every command, flag and help text of `inbox`.
+//!
+//! Flags are named as in the specification (`--thread`, `--from`,
+//! `--lease-seconds`); each also answers to its JSON field name where that
+//! differs (`--thread-id`, `--from-agent`), so the wire format and the command
+//! line never disagree on what a thing is called. Help is user interface:
+//! it is snapshot-tested, and every frequent command carries examples that
+//! can be copied as they are. This module must never touch the database.
+
+use std::path::PathBuf;
+
+use clap::builder::PossibleValuesParser;
+use clap::{Args, Parser, Subcommand};
+
+const ROOT_HELP: &str = "\
+inbox is the durable bus an AI agent team hands work over. A leader opens a
+thread for each task; a worker claims it with a lease, reports progress, asks
+when blocked and waits for the answer, then finishes with done or fail.
+Everything lives in one SQLite file that every agent process shares.
+
+The worker loop:
+  inbox fetch --agent ME                       see work you could claim
+  inbox claim --agent ME --thread THR          take the lease: now it is yours
+  inbox update --agent ME --thread THR --status in_progress --summary \"...\"
+  inbox update --agent ME --thread THR --status blocked --summary \"question?\"
+  inbox wait-reply --agent ME --thread THR     sleep until the answer arrives
+  inbox done --agent ME --thread THR --summary \"what you did\"   (or fail)
+
+Leaders open threads with send, inspect with list, show and watch, answer
+with reply and stop work with cancel.
+
+Output is for people unless --json is given: then stdout is exactly one JSON
+object, {\"ok\": true, \"command\": ..., ...} or {\"ok\": false, \"error\":
+{\"code\", \"message\"}}. Exit codes: 0 done, 10 nothing to do (empty fetch,
+wait timed out), 20 conflict (lease held or lost), 30 invalid input or
+transition, 40 not found, 50 storage error.
+
+The database is --db, else $INBOX_DB, else the nearest .agents/coord.db
+above the current folder (create it with `inbox init`).";
+
+/// The `inbox` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "inbox",
+    version,
+    about = "The durable coordination bus for AI agent teams",
+    long_about = ROOT_HELP,
+    disable_help_subcommand = true,
+    max_term_width = 100
+)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Flags every command takes.
+#[derive(Debug, Args)]
+pub(crate) struct Global {
+    /// The database file [default: $INBOX_DB, else the nearest .agents/coord.db]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) db: Option<PathBuf>,
+    /// Print exactly one JSON object on stdout (for agents)
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// The acting agent: who claims, updates, reads or waits
+    #[arg(long, global = true, env = "INBOX_AGENT", value_name = "NAME")]
+    pub(crate) agent: Option<String>,
+}
+
+/// Every command.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Create the database (or upgrade it) and set its durability
+    #[command(
+        long_about = "\
+Create the database file (and its folder) if needed, with owner-only
+permissions, create or upgrade its schema and switch it to WAL mode. Safe to
+run again. Other commands never create a database, so a typo in --db fails
+loudly instead of starting an empty bus.",
+        after_help = "\
+Examples:
+  inbox init
+  inbox init --db .agents/coord.db --durability full"
+    )]
+    Init(InitArgs),
+
+    /// Open a thread for an agent, or add a message to one
+    #[command(
+        long_about = "\
+Open a new thread for an agent: without --thread, it creates the thread
+(status pending, assigned to --to) with its first message, a task unless
+--kind says otherwise. With --thread, it adds a message to that thread.
+The leader's way to hand out work.",
+        after_help = "\
+Examples:
+  inbox send --from lead --to backend-worker --subject \"Post CRUD routes\" --task T4
+  inbox send --from lead --to backend-worker --subject \"Fix flaky test\" --priority high \\
+      --body-file task.md --artifact tests/flaky.log --artifact-kind log
+  inbox send --from lead --thread thr_01JH... --summary \"Also cover DELETE\""
+    )]
+    Send(SendArgs),
+
+    /// List threads you could claim now (claims nothing)
+    #[command(
+        long_about = "\
+List the threads --agent could claim right now: assigned to it, with no live
+lease and attempts left, high priority first, then oldest. fetch never
+changes anything, not even a read cursor: it is safe to run in a loop. A
+thread whose lease ran out is a candidate again. To see every thread, claimed
+or finished, use list. Exits 10 when there is nothing to claim.",
+        after_help = "\
+Examples:
+  inbox fetch --agent backend-worker --json
+  inbox fetch --agent backend-worker --status pending,blocked --limit 5
+  inbox fetch --agent backend-worker --unread"
+    )]
+    Fetch(FetchArgs),
+
+    /// Take the lease on a thread: the only way to own work
+    #[command(
+        long_about = "\
+Take the lease on a thread assigned to --agent. Only claim grants ownership,
+and only one live lease exists per thread: claiming a held thread fails with
+lease_conflict (exit 20) whoever asks, even under the same agent name. The
+answer carries the lease token: pass it as --lease-token to later commands to
+be fenced off for sure if another process claims the thread after your lease
+runs out.",
+        after_help = "\
+Examples:
+  inbox claim --agent backend-worker --thread thr_01JH... --lease-seconds 900 --json"
+    )]
+    Claim(ClaimArgs),
+
+    /// Extend your lease from now
+    #[command(
+        long_about = "\
+Extend your lease so it runs --lease-seconds from now (default: its current
+length). Every update and reply from the holder also renews it, and a holder
+blocked in wait-reply is renewed automatically; use renew during long silent
+work.",
+        after_help = "\
+Examples:
+  inbox renew --agent backend-worker --thread thr_01JH... --lease-token 1"
+    )]
+    Renew(RenewArgs),
+
+    /// Report progress, or block on a question
+    #[command(
+        long_about = "\
+Report progress on a thread you hold. --status in_progress says you are
+working; --status blocked says you cannot go on without an answer, and the
+summary must say exactly what is missing. Then wait for the answer with
+wait-reply instead of sleeping.",
+        after_help = "\
+Examples:
+  inbox update --agent backend-worker --thread thr_01JH... --status in_progress \\
+      --summary \"Implementing post CRUD routes\"
+  inbox update --agent backend-worker --thread thr_01JH... --status blocked \\
+      --summary \"Need auth decision\" \\
+      --payload-json '{\"question\":\"Should admin auth use email/password in MVP?\"}'"
+    )]
+    Update(UpdateArgs),
+
+    /// Add a message inside a thread (an answer unblocks it)
+    #[command(
+        long_about = "\
+Add a message inside an existing thread: an answer to a blocked worker (the
+default kind; it sends the thread back to work), a question, progress or a
+control instruction. The recipient defaults to the other party.",
+        after_help = "\
+Examples:
+  inbox reply --from lead --to backend-worker --thread thr_01JH... --kind answer \\
+      --summary \"Use email/password for MVP\" \\
+      --body \"Use a simple credential flow for the first iteration.\""
+    )]
+    Reply(ReplyArgs),
+
+    /// Finish a thread you hold, with its result
+    #[command(
+        long_about = "\
+Finish a thread you hold: records a result message, releases the lease and
+makes the thread done for good. The summary says what was achieved; put the
+details in --body or --body-file and attach files with --artifact.",
+        after_help = "\
+Examples:
+  inbox done --agent backend-worker --thread thr_01JH... --summary \"Post CRUD implemented\" \\
+      --body-file result.md --artifact src/posts.rs --artifact-kind patch"
+    )]
+    Done(FinishArgs),
+
+    /// Finish a thread you hold as failed
+    #[command(
+        long_about = "\
+Give up on a thread you hold: records a result message saying why, releases
+the lease and makes the thread failed for good. Retrying is the leader's
+decision, not the worker's.",
+        after_help = "\
+Examples:
+  inbox fail --agent backend-worker --thread thr_01JH... --summary \"Schema migration needs DBA access\""
+    )]
+    Fail(FinishArgs),
+
+    /// Stop a thread that has not finished
+    #[command(
+        long_about = "\
+Stop a thread that has not finished, whoever holds it: records a control
+message with the reason and releases any lease. A worker waiting in
+wait-reply wakes with that message.",
+        after_help = "\
+Examples:
+  inbox cancel --agent lead --thread thr_01JH... --reason \"Superseded by T9\""
+    )]
+    Cancel(CancelArgs),
+
+    /// List threads by status, creator or assignee (the leader's view)
+    #[command(
+        long_about = "\
+List threads by status, creator, assignee, run or task, most recent activity
+first. Unlike fetch, which shows only what an agent could claim now, list
+shows every thread that matches, whoever holds it and however it ended.
+With --agent, the threads that agent created or is assigned.",
+        after_help = "\
+Examples:
+  inbox list --status blocked
+  inbox list --agent lead --status pending,claimed,in_progress,blocked
+  inbox list --run R7 --json"
+    )]
+    List(ListArgs),
+
+    /// Show one thread's whole history (the thread-history command)
+    #[command(
+        long_about = "\
+Show one thread with its full message history, oldest first, each message
+with its artifacts. With --mark-read, moves --agent's read cursor to the
+newest message, so fetch --unread stops listing the thread until something
+new arrives.",
+        after_help = "\
+Examples:
+  inbox show --thread thr_01JH...
+  inbox show --agent backend-worker --thread thr_01JH... --mark-read --json"
+    )]
+    Show(ShowArgs),
+
+    /// Wait for activity on all your threads (the leader's wait)
+    #[command(
+        long_about = "\
+Block until something happens on any thread --agent created or is assigned
+(every thread without --agent), optionally only events that leave a thread
+in one of --status, then print those events. wait-reply follows one thread
+and returns one message; watch follows many threads and returns events. It
+starts after the latest event unless --after-event says where; resume from
+the printed next_event_id. Exits 10 on timeout.",
+        after_help = "\
+Examples:
+  inbox watch --agent lead --status blocked,done,failed --timeout-seconds 600
+  inbox watch --agent lead --after-event 127 --json"
+    )]
+    Watch(WatchArgs),
+
+    /// Wait for a reply in one thread (the worker's wait)
+    #[command(
+        name = "wait-reply",
+        long_about = "\
+Block until a reply arrives in one thread, then print it: the normal wait of
+a blocked worker, instead of sleeping. A reply is a message of one of --kinds
+(answer, control, result) written by someone else. Without a cursor it starts
+after your own last message in the thread, so an answer that came in between
+your question and this wait is not missed. While you hold the thread's lease,
+waiting keeps it alive. Exits 10 on timeout.",
+        after_help = "\
+Examples:
+  inbox wait-reply --agent backend-worker --thread thr_01JH... --timeout-seconds 1800 --json
+  inbox wait-reply --agent lead --thread thr_01JH... --kinds result
+  inbox wait-reply --thread thr_01JH... --after-event 51"
+    )]
+    WaitReply(WaitReplyArgs),
+
+    /// Print (or install) the SKILL.md that teaches agents this CLI
+    #[command(after_help = "\
+Examples:
+  inbox skill
+  inbox skill --install ~/.claude/skills")]
+    Skill(SkillArgs),
+
+    /// Run a transition script on a scratch in-memory inbox
+    #[command(
+        long_about = "\
+Run a transition script (the format of tests/corpus/*.inbox) against a fresh
+in-memory inbox with a deterministic clock and ids, and print the transcript:
+every step's response and what it changed. Use it to pin down an agent
+protocol. The database is not touched. Exits 1 if an expectation (=> ...) in
+the script does not hold.",
+        after_help = "\
+Examples:
+  inbox script protocol.inbox"
+    )]
+    Script(ScriptArgs),
+}
+
+/// `--artifact` and its companions.
+#[derive(Debug, Args, Default)]
+pub(crate) struct ArtifactArgs {
+    /// Attach a file, log, patch or URL (repeat for several)
+    #[arg(long = "artifact", value_name = "PATH")]
+    pub(crate) paths: Vec<String>,
+    /// Kind of each --artifact, in order; one kind applies to all [default: file]
+    #[arg(long = "artifact-kind", value_name = "KIND")]
+    pub(crate) kinds: Vec<String>,
+    /// JSON object about each --artifact, in order; one applies to all
+    #[arg(long = "artifact-metadata-json", value_name = "JSON")]
+    pub(crate) metadata: Vec<String>,
+}
+
+/// `--body`, `--body-file`, `--payload-json`.
+#[derive(Debug, Args, Default)]
+pub(crate) struct ContentArgs {
+    /// The long form, for people and agents reading it
+    #[arg(long, conflicts_with = "body_file")]
+    pub(crate) body: Option<String>,
+    /// Read the body from a UTF-8 file (- for stdin)
+    #[arg(long, value_name = "PATH")]
+    pub(crate) body_file: Option<PathBuf>,
+    /// Structured data for programs: a JSON object
+    #[arg(long, value_name = "JSON")]
+    pub(crate) payload_json: Option<String>,
+}
+
+fn kinds() -> PossibleValuesParser {
+    PossibleValuesParser::new(inbox_engine::Kind::ALL.iter().map(|k| k.as_str()))
+}
+
+fn statuses() -> PossibleValuesParser {
+    PossibleValuesParser::new(inbox_engine::Status::ALL.iter().map(|s| s.as_str()))
+}
+
+/// `init`.
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    /// Commit durability for every process: normal (crash-safe, no fsync per
+    /// commit) or full (fsync per commit, survives power loss)
+    #[arg(long, value_parser = ["normal", "full"])]
+    pub(crate) durability: Option<String>,
+}
+
+/// `send`.
+#[derive(Debug, Args)]
+pub(crate) struct SendArgs {
+    /// Who sends it [default: --agent]
+    #[arg(long, visible_alias = "from-agent", value_name = "AGENT")]
+    pub(crate) from: Option<String>,
+    /// Who it is for; on a new thread, the agent that may claim it
+    #[arg(long, visible_alias = "to-agent", value_name = "AGENT")]
+    pub(crate) to: Option<String>,
+    /// Add to this thread instead of opening one
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// One line that says what the work is (new threads)
+    #[arg(long)]
+    pub(crate) subject: Option<String>,
+    /// The orchestration run this belongs to (new threads)
+    #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
+    pub(crate) run: Option<String>,
+    /// The leader's task id (new threads)
+    #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
+    pub(crate) task: Option<String>,
+    /// Message kind [default: task]
+    #[arg(long, value_parser = kinds())]
+    pub(crate) kind: Option<String>,
+    /// One line for this message [default on a new thread: the subject]
+    #[arg(long)]
+    pub(crate) summary: Option<String>,
+    #[command(flatten)]
+    pub(crate) content: ContentArgs,
+    /// Queue priority (new threads) [default: normal]
+    #[arg(long, value_parser = ["low", "normal", "high"])]
+    pub(crate) priority: Option<String>,
+    /// Claims allowed before an expired lease fails the thread (new threads) [default: 3]
+    #[arg(long, value_name = "N")]
+    pub(crate) max_attempts: Option<u32>,
+    #[command(flatten)]
+    pub(crate) artifacts: ArtifactArgs,
+}
+
+/// `fetch`.
+#[derive(Debug, Args)]
+pub(crate) struct FetchArgs {
+    /// Statuses to include, comma-separated [default: pending]
+    #[arg(long, value_delimiter = ',', value_parser = statuses())]
+    pub(crate) status: Vec<String>,
+    /// At most this many [default: 20]
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+    /// Only threads with messages from others you have not marked read (show --mark-read)
+    #[arg(long)]
+    pub(crate) unread: bool,
+}
+
+/// `claim`.
+#[derive(Debug, Args)]
+pub(crate) struct ClaimArgs {
+    /// The thread to claim
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// How long the lease lasts unless renewed [default: 900]
+    #[arg(long, value_name = "N")]
+    pub(crate) lease_seconds: Option<u64>,
+}
+
+/// `renew`.
+#[derive(Debug, Args)]
+pub(crate) struct RenewArgs {
+    /// The thread you hold
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// The token claim returned: refuses the renewal if someone else claimed since
+    #[arg(long, value_name = "N")]
+    pub(crate) lease_token: Option<u64>,
+    /// New lease length [default: the current one]
+    #[arg(long, value_name = "N")]
+    pub(crate) lease_seconds: Option<u64>,
+}
+
+/// `update`.
+#[derive(Debug, Args)]
+pub(crate) struct UpdateArgs {
+    /// The thread you hold
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// The token claim returned: refuses the update if someone else claimed since
+    #[arg(long, value_name = "N")]
+    pub(crate) lease_token: Option<u64>,
+    /// in_progress (working) or blocked (waiting for an answer) [default: unchanged]
+    #[arg(long, value_parser = ["in_progress", "blocked"])]
+    pub(crate) status: Option<String>,
+    /// What happened; when blocked, exactly what is missing
+    #[arg(long)]
+    pub(crate) summary: Option<String>,
+    #[command(flatten)]
+    pub(crate) content: ContentArgs,
+    #[command(flatten)]
+    pub(crate) artifacts: ArtifactArgs,
+}
+
+/// `reply`.
+#[derive(Debug, Args)]
+pub(crate) struct ReplyArgs {
+    /// Who replies [default: --agent]
+    #[arg(long, visible_alias = "from-agent", value_name = "AGENT")]
+    pub(crate) from: Option<String>,
+    /// Who it is for [default: the other party of the thread]
+    #[arg(long, visible_alias = "to-agent", value_name = "AGENT")]
+    pub(crate) to: Option<String>,
+    /// The thread
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// For a holder's reply: the token claim returned
+    #[arg(long, value_name = "N")]
+    pub(crate) lease_token: Option<u64>,
+    /// answer, question, progress or control [default: answer]
+    #[arg(long, value_parser = ["answer", "question", "progress", "control"])]
+    pub(crate) kind: Option<String>,
+    /// One line: the answer itself, or what the message is
+    #[arg(long)]
+    pub(crate) summary: Option<String>,
+    #[command(flatten)]
+    pub(crate) content: ContentArgs,
+    #[command(flatten)]
+    pub(crate) artifacts: ArtifactArgs,
+}
+
+/// `done` and `fail`.
+#[derive(Debug, Args)]
+pub(crate) struct FinishArgs {
+    /// The thread you hold
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// The token claim returned: refuses if someone else claimed since
+    #[arg(long, value_name = "N")]
+    pub(crate) lease_token: Option<u64>,
+    /// One line: the result, or why it failed
+    #[arg(long)]
+    pub(crate) summary: Option<String>,
+    #[command(flatten)]
+    pub(crate) content: ContentArgs,
+    #[command(flatten)]
+    pub(crate) artifacts: ArtifactArgs,
+}
+
+/// `cancel`.
+#[derive(Debug, Args)]
+pub(crate) struct CancelArgs {
+    /// The thread
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// Why, in one line
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+    #[command(flatten)]
+    pub(crate) artifacts: ArtifactArgs,
+}
+
+/// `list`.
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Statuses to include, comma-separated [default: all]
+    #[arg(long, value_delimiter = ',', value_parser = statuses())]
+    pub(crate) status: Vec<String>,
+    /// Threads this agent created
+    #[arg(long, value_name = "AGENT")]
+    pub(crate) created_by: Option<String>,
+    /// Threads assigned to this agent
+    #[arg(long, value_name = "AGENT")]
+    pub(crate) assigned_to: Option<String>,
+    /// Threads of this run
+    #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
+    pub(crate) run: Option<String>,
+    /// Threads of this task
+    #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
+    pub(crate) task: Option<String>,
+    /// At most this many [default: 50]
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+}
+
+/// `show`.
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The thread
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// Move --agent's read cursor to the newest message
+    #[arg(long)]
+    pub(crate) mark_read: bool,
+}
+
+/// `watch`.
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// Only events that leave a thread in one of these statuses, comma-separated
+    #[arg(long, value_delimiter = ',', value_parser = statuses())]
+    pub(crate) status: Vec<String>,
+    /// Resume after this event id [default: the latest event]
+    #[arg(long, value_name = "EVENT_ID")]
+    pub(crate) after_event: Option<u64>,
+    /// Give up after this long, exit 10 [default: 300]
+    #[arg(long, value_name = "N")]
+    pub(crate) timeout_seconds: Option<u64>,
+    /// At most this many events per wake [default: 100]
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<u32>,
+}
+
+/// `wait-reply`.
+#[derive(Debug, Args)]
+pub(crate) struct WaitReplyArgs {
+    /// The thread
+    #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
+    pub(crate) thread: Option<String>,
+    /// Only messages after this one
+    #[arg(long, value_name = "MESSAGE_ID", conflicts_with = "after_event")]
+    pub(crate) after_message: Option<String>,
+    /// Only messages after this event id
+    #[arg(long, value_name = "EVENT_ID")]
+    pub(crate) after_event: Option<u64>,
+    /// Kinds that count as a reply, comma-separated [default: answer,control,result]
+    #[arg(long, value_delimiter = ',', value_parser = kinds())]
+    pub(crate) kinds: Vec<String>,
+    /// Give up after this long, exit 10 [default: 300]
+    #[arg(long, value_name = "N")]
+    pub(crate) timeout_seconds: Option<u64>,
+    /// For a waiting holder: the token claim returned, used for the lease heartbeat
+    #[arg(long, value_name = "N")]
+    pub(crate) lease_token: Option<u64>,
+}
+
+/// `skill`.
+#[derive(Debug, Args)]
+pub(crate) struct SkillArgs {
+    /// Write it to DIR/inbox/SKILL.md instead of printing it
+    #[arg(long, value_name = "DIR")]
+    pub(crate) install: Option<PathBuf>,
+}
+
+/// `script`.
+#[derive(Debug, Args)]
+pub(crate) struct ScriptArgs {
+    /// The script file (- for stdin)
+    #[arg(value_name = "FILE")]
+    pub(crate) file: PathBuf,
+}
