@@ -13,7 +13,7 @@ use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
 
 const ROOT_HELP: &str = "\
-inbox is the durable bus an AI agent team hands work over. A leader opens a
+inbox is the durable coordination bus of an AI agent team. A leader opens a
 thread for each task; a worker claims it with a lease, reports progress, asks
 when blocked and waits for the answer, then finishes with done or fail.
 Everything lives in one SQLite file that every agent process shares.
@@ -57,6 +57,7 @@ pub(crate) struct Cli {
 
 /// Flags every command takes.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct Global {
     /// The database file [default: $INBOX_DB, else the nearest .agents/coord.db]
     #[arg(long, global = true, value_name = "PATH")]
@@ -232,10 +233,10 @@ Examples:
     /// Show one thread's whole history (the thread-history command)
     #[command(
         long_about = "\
-Show one thread with its full message history, oldest first, each message
-with its artifacts. With --mark-read, moves --agent's read cursor to the
-newest message, so fetch --unread stops listing the thread until something
-new arrives.",
+The thread-history command: show one thread with its full message history,
+oldest first, each message with its artifacts. With --mark-read, moves
+--agent's read cursor to the newest message, so fetch --unread stops listing
+the thread until something new arrives.",
         after_help = "\
 Examples:
   inbox show --thread thr_01JH...
@@ -377,7 +378,7 @@ pub(crate) struct SendArgs {
     #[arg(long, value_parser = ["low", "normal", "high"])]
     pub(crate) priority: Option<String>,
     /// Claims allowed before an expired lease fails the thread (new threads) [default: 3]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) max_attempts: Option<u32>,
     #[command(flatten)]
     pub(crate) artifacts: ArtifactArgs,
@@ -390,7 +391,7 @@ pub(crate) struct FetchArgs {
     #[arg(long, value_delimiter = ',', value_parser = statuses())]
     pub(crate) status: Vec<String>,
     /// At most this many [default: 20]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) limit: Option<u32>,
     /// Only threads with messages from others you have not marked read (show --mark-read)
     #[arg(long)]
@@ -404,7 +405,7 @@ pub(crate) struct ClaimArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub(crate) thread: Option<String>,
     /// How long the lease lasts unless renewed [default: 900]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) lease_seconds: Option<u64>,
 }
 
@@ -415,10 +416,10 @@ pub(crate) struct RenewArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub(crate) thread: Option<String>,
     /// The token claim returned: refuses the renewal if someone else claimed since
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) lease_token: Option<u64>,
     /// New lease length [default: the current one]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) lease_seconds: Option<u64>,
 }
 
@@ -429,7 +430,7 @@ pub(crate) struct UpdateArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub(crate) thread: Option<String>,
     /// The token claim returned: refuses the update if someone else claimed since
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) lease_token: Option<u64>,
     /// in_progress (working) or blocked (waiting for an answer) [default: unchanged]
     #[arg(long, value_parser = ["in_progress", "blocked"])]
@@ -456,7 +457,7 @@ pub(crate) struct ReplyArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub(crate) thread: Option<String>,
     /// For a holder's reply: the token claim returned
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) lease_token: Option<u64>,
     /// answer, question, progress or control [default: answer]
     #[arg(long, value_parser = ["answer", "question", "progress", "control"])]
@@ -477,7 +478,7 @@ pub(crate) struct FinishArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub(crate) thread: Option<String>,
     /// The token claim returned: refuses if someone else claimed since
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) lease_token: Option<u64>,
     /// One line: the result, or why it failed
     #[arg(long)]
@@ -520,7 +521,7 @@ pub(crate) struct ListArgs {
     #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
     pub(crate) task: Option<String>,
     /// At most this many [default: 50]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) limit: Option<u32>,
 }
 
@@ -542,13 +543,13 @@ pub(crate) struct WatchArgs {
     #[arg(long, value_delimiter = ',', value_parser = statuses())]
     pub(crate) status: Vec<String>,
     /// Resume after this event id [default: the latest event]
-    #[arg(long, value_name = "EVENT_ID")]
+    #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
     pub(crate) after_event: Option<u64>,
     /// Give up after this long, exit 10 [default: 300]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) timeout_seconds: Option<u64>,
     /// At most this many events per wake [default: 100]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) limit: Option<u32>,
 }
 
@@ -562,16 +563,16 @@ pub(crate) struct WaitReplyArgs {
     #[arg(long, value_name = "MESSAGE_ID", conflicts_with = "after_event")]
     pub(crate) after_message: Option<String>,
     /// Only messages after this event id
-    #[arg(long, value_name = "EVENT_ID")]
+    #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
     pub(crate) after_event: Option<u64>,
     /// Kinds that count as a reply, comma-separated [default: answer,control,result]
     #[arg(long, value_delimiter = ',', value_parser = kinds())]
     pub(crate) kinds: Vec<String>,
     /// Give up after this long, exit 10 [default: 300]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) timeout_seconds: Option<u64>,
     /// For a waiting holder: the token claim returned, used for the lease heartbeat
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub(crate) lease_token: Option<u64>,
 }
 

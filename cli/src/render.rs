@@ -191,14 +191,15 @@ fn finished(verb: &str, out: &MessageOutput) -> String {
     )
 }
 
-/// `3s`, `12m`, `5h`, `2d`.
+/// `3s`, `12m`, `5h`, `2d`, rounded to the nearest unit (a 900 s lease
+/// read a few milliseconds later is still "15m").
 fn span(millis: i64) -> String {
-    let s = millis.unsigned_abs() / 1000;
+    let s = (millis.unsigned_abs() + 500) / 1000;
     match s {
         0..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m", s / 60),
-        3600..=86_399 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
+        60..=3569 => format!("{}m", (s + 30) / 60),
+        3570..=84_599 => format!("{}h", (s + 1800) / 3600),
+        _ => format!("{}d", (s + 43_200) / 86_400),
     }
 }
 

@@ -186,6 +186,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             lease_token: lease.lease_token,
         };
         match token {
+            Some(0) => Err(EngineError::invalid(
+                "lease_token",
+                "is 0, but lease tokens start at 1; pass the token claim returned",
+            )),
             Some(t) if t > lease.lease_token => Err(EngineError::invalid(
                 "lease_token",
                 format!(
