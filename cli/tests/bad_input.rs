@@ -3,6 +3,9 @@
 //! database holding one claimed thread, and the test checks afterwards that
 //! the database still holds exactly what it held before.
 
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::TestEnv;

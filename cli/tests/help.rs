@@ -2,6 +2,9 @@
 //! and each command's help when to use it, with copyable examples. Every
 //! help screen is snapshotted so a change to it is a reviewed change.
 
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::TestEnv;

@@ -2,6 +2,9 @@
 //! against one database, once with `--json` (the contract agents parse) and
 //! once as people read it.
 
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod common;
 
 use common::TestEnv;

@@ -12,7 +12,13 @@
 //! - the temporary folder becomes `$TEST_DIR`.
 
 // Test helpers report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code, unreachable_pub)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    dead_code,
+    unreachable_pub
+)]
 
 use std::cell::RefCell;
 use std::collections::HashMap;
