@@ -218,6 +218,7 @@ fn skill(install: Option<&Path>, json: bool) -> u8 {
         return 0;
     };
     let target = dir.join("inbox").join("SKILL.md");
+    let target = std::path::absolute(&target).unwrap_or(target);
     let written = target
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
