@@ -1,5 +1,5 @@
-//! `docs/state-machine.md` is checked against the code: its generated
-//! sections (between `<!-- BEGIN GENERATED: x -->` and `<!-- END GENERATED: x -->`)
+//! `docs/state-machine.md` and the README are checked against the code: their
+//! generated sections (between `<!-- BEGIN GENERATED: x -->` and `<!-- END GENERATED: x -->`)
 //! must equal what this test renders from the transition table, the
 //! vocabularies, the error codes and the limits. To refresh them after a
 //! change: `INBOX_UPDATE_DOCS=1 cargo test -p inbox-engine --test reference_docs`.
@@ -220,32 +220,61 @@ fn sections() -> Vec<(&'static str, String)> {
     ]
 }
 
-#[test]
-fn state_machine_doc_matches_the_code() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/state-machine.md");
-    let original = std::fs::read_to_string(&path).expect("docs/state-machine.md exists");
+/// Refreshes the generated sections of `file` (relative to the repository
+/// root) that it has markers for; fails when a section differs.
+fn check(file: &str, required: &[&str]) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(file);
+    let original = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
     let mut doc = original.clone();
     for (name, body) in sections() {
         let begin = format!("<!-- BEGIN GENERATED: {name} -->\n");
         let end = format!("<!-- END GENERATED: {name} -->");
-        let start = doc
-            .find(&begin)
-            .unwrap_or_else(|| panic!("docs/state-machine.md lacks the `{name}` section markers"))
-            + begin.len();
+        let Some(at) = doc.find(&begin) else {
+            assert!(
+                !required.contains(&name),
+                "{file} lacks the `{name}` section markers"
+            );
+            continue;
+        };
+        let start = at + begin.len();
         let stop = start
             + doc[start..]
                 .find(&end)
-                .unwrap_or_else(|| panic!("`{name}` section is not closed"));
+                .unwrap_or_else(|| panic!("{file}: `{name}` section is not closed"));
         doc.replace_range(start..stop, &body);
     }
     if doc == original {
         return;
     }
     if std::env::var_os("INBOX_UPDATE_DOCS").is_some() {
-        std::fs::write(&path, doc).expect("write docs/state-machine.md");
+        std::fs::write(&path, doc).unwrap_or_else(|e| panic!("write {file}: {e}"));
         return;
     }
     panic!(
-        "docs/state-machine.md is out of date with the code; refresh it with\n  INBOX_UPDATE_DOCS=1 cargo test -p inbox-engine --test reference_docs"
+        "{file} is out of date with the code; refresh it with\n  INBOX_UPDATE_DOCS=1 cargo test -p inbox-engine --test reference_docs"
     );
+}
+
+#[test]
+fn state_machine_doc_matches_the_code() {
+    check(
+        "docs/state-machine.md",
+        &[
+            "statuses",
+            "transitions",
+            "events",
+            "kinds",
+            "priorities",
+            "exit-codes",
+            "errors",
+            "limits",
+        ],
+    );
+}
+
+#[test]
+fn readme_exit_and_error_codes_match_the_code() {
+    check("README.md", &["exit-codes", "errors"]);
 }
