@@ -116,13 +116,17 @@ fn run(cli: Cli) -> u8 {
     let (db_path, _) =
         inbox_host_native::resolve_db_path(cli.global.db.as_deref(), env_db.as_deref(), &cwd);
 
+    // A wait arms its watch before it opens the database, so that no commit
+    // between the first query and the first sleep goes unnoticed.
+    let waits = matches!(request, Request::Watch(_) | Request::WaitReply(_));
+    let mut watcher = waits.then(|| watch::ChangeWatcher::arm(&db_path));
     let (mut engine, durability) = match open_engine(&cli.command, &db_path, clock) {
         Ok(opened) => opened,
         Err(error) => return finish(&fail(EngineError::Store(error)), json, None, &notes),
     };
-    let response = match request {
-        Request::Watch(_) | Request::WaitReply(_) => watch::wait(&mut engine, request, &db_path),
-        request => engine.execute(request),
+    let response = match (request, watcher.as_mut()) {
+        (request, Some(watcher)) => watch::wait(&mut engine, request, watcher),
+        (request, None) => engine.execute(request),
     };
     let context = render::Context {
         now: engine.now(),

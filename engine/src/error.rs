@@ -26,6 +26,8 @@ pub enum ErrorCode {
     InvalidPayload,
     /// The command is not allowed in the thread's current status.
     InvalidState,
+    /// The thread is finished (done, failed or cancelled) and accepts nothing.
+    ThreadFinished,
     /// The thread is assigned to another agent.
     NotAssigned,
     /// Someone holds a live lease on the thread.
@@ -60,6 +62,7 @@ impl ErrorCode {
         ErrorCode::InvalidPayload,
         ErrorCode::InvalidState,
         ErrorCode::NotAssigned,
+        ErrorCode::ThreadFinished,
         ErrorCode::LeaseConflict,
         ErrorCode::LeaseLost,
         ErrorCode::NotLeaseHolder,
@@ -81,6 +84,7 @@ impl ErrorCode {
             ErrorCode::TooLong => "too_long",
             ErrorCode::InvalidPayload => "invalid_payload",
             ErrorCode::InvalidState => "invalid_state",
+            ErrorCode::ThreadFinished => "thread_finished",
             ErrorCode::NotAssigned => "not_assigned",
             ErrorCode::LeaseConflict => "lease_conflict",
             ErrorCode::LeaseLost => "lease_lost",
@@ -99,7 +103,10 @@ impl ErrorCode {
     /// transition, 40 not found, 50 storage or internal.
     pub fn exit_code(self) -> u8 {
         match self {
-            ErrorCode::LeaseConflict | ErrorCode::LeaseLost | ErrorCode::NotLeaseHolder => 20,
+            ErrorCode::LeaseConflict
+            | ErrorCode::LeaseLost
+            | ErrorCode::NotLeaseHolder
+            | ErrorCode::ThreadFinished => 20,
             ErrorCode::InvalidRequest
             | ErrorCode::MissingField
             | ErrorCode::InvalidValue
@@ -131,7 +138,10 @@ impl ErrorCode {
                 "A payload or artifact metadata is not valid JSON or not a JSON object."
             }
             ErrorCode::InvalidState => {
-                "The command is not allowed in the thread's current status (terminal threads accept nothing)."
+                "The command is not allowed in the thread's current status, e.g. an update on a thread nobody claimed."
+            }
+            ErrorCode::ThreadFinished => {
+                "The thread is done, failed or cancelled and accepts nothing more; usually someone else got there first: move on."
             }
             ErrorCode::NotAssigned => {
                 "The thread is assigned to another agent; only its assignee may claim it."
@@ -218,6 +228,16 @@ pub enum EngineError {
         /// Its status when the command arrived.
         status: Status,
         /// Why the command is not allowed and what would be.
+        message: String,
+    },
+    /// See [`ErrorCode::ThreadFinished`].
+    #[error("thread {thread_id} is {status}: {message}")]
+    ThreadFinished {
+        /// The thread.
+        thread_id: String,
+        /// Its terminal status.
+        status: Status,
+        /// What this means for the caller.
         message: String,
     },
     /// See [`ErrorCode::NotAssigned`].
@@ -309,6 +329,7 @@ impl EngineError {
             EngineError::TooLong { .. } => ErrorCode::TooLong,
             EngineError::InvalidPayload { .. } => ErrorCode::InvalidPayload,
             EngineError::InvalidState { .. } => ErrorCode::InvalidState,
+            EngineError::ThreadFinished { .. } => ErrorCode::ThreadFinished,
             EngineError::NotAssigned { .. } => ErrorCode::NotAssigned,
             EngineError::LeaseConflict { .. } => ErrorCode::LeaseConflict,
             EngineError::LeaseLost { .. } => ErrorCode::LeaseLost,

@@ -220,11 +220,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             });
         }
         if state.thread.status.is_terminal() {
-            return Err(EngineError::state(
-                input.thread_id,
-                state.thread.status,
-                "no reply can arrive in a finished thread; read its result with show",
-            ));
+            return Err(EngineError::ThreadFinished {
+                thread_id: input.thread_id.to_owned(),
+                status: state.thread.status,
+                message: "no reply can arrive in a finished thread; read its result with show"
+                    .into(),
+            });
         }
         Ok(WaitReplyOutput {
             woke: false,

@@ -144,13 +144,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     fn open_status(&self, state: &ThreadState, what: &str) -> Result<Status, EngineError> {
         let status = self.effective(state);
         if status.is_terminal() {
-            return Err(EngineError::state(
-                &state.thread.thread_id,
+            return Err(EngineError::ThreadFinished {
+                thread_id: state.thread.thread_id.clone(),
                 status,
-                format!(
-                    "finished threads never change, so it {what}; open a new thread with send if more work is needed"
+                message: format!(
+                    "finished threads never change, so it {what}; move on (the leader opens a new thread if more work is needed)"
                 ),
-            ));
+            });
         }
         Ok(status)
     }
