@@ -354,23 +354,56 @@ fn a_database_written_by_a_newer_inbox_is_refused_untouched() {
     assert_eq!(version, 99);
 }
 
-#[cfg(unix)]
+/// Makes the database files read-only for this test: with permissions for an
+/// ordinary user, with the immutable attribute for root (who ignores
+/// permissions but not `chattr +i`). Returns an undo function.
+#[cfg(target_os = "linux")]
+fn make_read_only(env: &TestEnv) -> Box<dyn FnOnce()> {
+    use std::os::unix::fs::PermissionsExt;
+    let agents = env.dir().join(".agents");
+    let files: Vec<std::path::PathBuf> = ["coord.db", "coord.db-wal", "coord.db-shm"]
+        .iter()
+        .map(|name| agents.join(name))
+        .filter(|path| path.exists())
+        .collect();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if root {
+        let status = std::process::Command::new("chattr")
+            .arg("+i")
+            .args(&files)
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "as root, this test needs `chattr +i` (e2fsprogs) on a file system that supports it"
+        );
+        Box::new(move || {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .args(&files)
+                .status();
+        })
+    } else {
+        for path in &files {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o400)).unwrap();
+        }
+        Box::new(move || {
+            for path in &files {
+                let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+            }
+        })
+    }
+}
+
+#[cfg(target_os = "linux")]
 #[test]
 fn a_read_only_database_reads_but_refuses_writes_clearly() {
-    use std::os::unix::fs::PermissionsExt;
     let (env, _thread) = setup();
-    // Root ignores file permissions; there is nothing to test as root.
-    if rustix_is_root() {
-        return;
-    }
-    let agents = env.dir().join(".agents");
-    for name in ["coord.db", "coord.db-wal", "coord.db-shm"] {
-        let path = agents.join(name);
-        if path.exists() {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).unwrap();
-        }
-    }
-    std::fs::set_permissions(&agents, std::fs::Permissions::from_mode(0o500)).unwrap();
+    let before = fingerprint(&env);
+    let undo = make_read_only(&env);
+    let read = env.run(&["list", "--json"]);
     let write = env.run(&[
         "send",
         "--from",
@@ -381,17 +414,17 @@ fn a_read_only_database_reads_but_refuses_writes_clearly() {
         "x",
         "--json",
     ]);
-    std::fs::set_permissions(&agents, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let human = env.run(&["send", "--from", "lead", "--to", "worker", "--subject", "x"]);
+    undo();
+    assert_eq!(read.status, 0, "reads still work: {read}");
     assert_eq!(write.status, 50, "{write}");
-}
-
-#[cfg(unix)]
-fn rustix_is_root() -> bool {
-    std::env::var("USER").is_ok_and(|u| u == "root")
-        || std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
+    assert_eq!(write.json()["error"]["code"], "storage_error");
+    assert_eq!(fingerprint(&env), before);
+    insta::assert_snapshot!(human.to_string(), @r"
+    exit: 50
+    --- stderr ---
+    error[storage_error]: $TEST_DIR/.agents/coord.db is read-only for this process; check its permissions (and those of its folder, where SQLite keeps the -wal and -shm files)
+    ");
 }
 
 #[test]
