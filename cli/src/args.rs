@@ -48,31 +48,33 @@ above the current folder (create it with `inbox init`).";
     disable_help_subcommand = true,
     max_term_width = 100
 )]
-pub(crate) struct Cli {
+pub struct Cli {
+    /// Flags every command takes.
     #[command(flatten)]
-    pub(crate) global: Global,
+    pub global: Global,
+    /// The command to run.
     #[command(subcommand)]
-    pub(crate) command: Command,
+    pub command: Command,
 }
 
 /// Flags every command takes.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
-pub(crate) struct Global {
+pub struct Global {
     /// The database file [default: $INBOX_DB, else the nearest .agents/coord.db]
     #[arg(long, global = true, value_name = "PATH")]
-    pub(crate) db: Option<PathBuf>,
+    pub db: Option<PathBuf>,
     /// Print exactly one JSON object on stdout (for agents)
     #[arg(long, global = true)]
-    pub(crate) json: bool,
+    pub json: bool,
     /// The acting agent: who claims, updates, reads or waits
     #[arg(long, global = true, env = "INBOX_AGENT", value_name = "NAME")]
-    pub(crate) agent: Option<String>,
+    pub agent: Option<String>,
 }
 
 /// Every command.
 #[derive(Debug, Subcommand)]
-pub(crate) enum Command {
+pub enum Command {
     /// Create the database (or upgrade it) and set its durability
     #[command(
         long_about = "\
@@ -302,30 +304,30 @@ Examples:
 
 /// `--artifact` and its companions.
 #[derive(Debug, Args, Default)]
-pub(crate) struct ArtifactArgs {
+pub struct ArtifactArgs {
     /// Attach a file, log, patch or URL (repeat for several)
     #[arg(long = "artifact", value_name = "PATH")]
-    pub(crate) paths: Vec<String>,
+    pub paths: Vec<String>,
     /// Kind of each --artifact, in order; one kind applies to all [default: file]
     #[arg(long = "artifact-kind", value_name = "KIND")]
-    pub(crate) kinds: Vec<String>,
+    pub kinds: Vec<String>,
     /// JSON object about each --artifact, in order; one applies to all
     #[arg(long = "artifact-metadata-json", value_name = "JSON")]
-    pub(crate) metadata: Vec<String>,
+    pub metadata: Vec<String>,
 }
 
 /// `--body`, `--body-file`, `--payload-json`.
 #[derive(Debug, Args, Default)]
-pub(crate) struct ContentArgs {
+pub struct ContentArgs {
     /// The long form, for people and agents reading it
     #[arg(long, conflicts_with = "body_file")]
-    pub(crate) body: Option<String>,
+    pub body: Option<String>,
     /// Read the body from a UTF-8 file (- for stdin)
     #[arg(long, value_name = "PATH")]
-    pub(crate) body_file: Option<PathBuf>,
+    pub body_file: Option<PathBuf>,
     /// Structured data for programs: a JSON object
     #[arg(long, value_name = "JSON")]
-    pub(crate) payload_json: Option<String>,
+    pub payload_json: Option<String>,
 }
 
 fn kinds() -> PossibleValuesParser {
@@ -338,256 +340,265 @@ fn statuses() -> PossibleValuesParser {
 
 /// `init`.
 #[derive(Debug, Args)]
-pub(crate) struct InitArgs {
+pub struct InitArgs {
     /// Commit durability for every process: normal (crash-safe, no fsync per
     /// commit) or full (fsync per commit, survives power loss)
     #[arg(long, value_parser = ["normal", "full"])]
-    pub(crate) durability: Option<String>,
+    pub durability: Option<String>,
 }
 
 /// `send`.
 #[derive(Debug, Args)]
-pub(crate) struct SendArgs {
+pub struct SendArgs {
     /// Who sends it [default: --agent]
     #[arg(long, visible_alias = "from-agent", value_name = "AGENT")]
-    pub(crate) from: Option<String>,
+    pub from: Option<String>,
     /// Who it is for; on a new thread, the agent that may claim it
     #[arg(long, visible_alias = "to-agent", value_name = "AGENT")]
-    pub(crate) to: Option<String>,
+    pub to: Option<String>,
     /// Add to this thread instead of opening one
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// One line that says what the work is (new threads)
     #[arg(long)]
-    pub(crate) subject: Option<String>,
+    pub subject: Option<String>,
     /// The orchestration run this belongs to (new threads)
     #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
-    pub(crate) run: Option<String>,
+    pub run: Option<String>,
     /// The leader's task id (new threads)
     #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
-    pub(crate) task: Option<String>,
+    pub task: Option<String>,
     /// Message kind [default: task]
     #[arg(long, value_parser = kinds())]
-    pub(crate) kind: Option<String>,
+    pub kind: Option<String>,
     /// One line for this message [default on a new thread: the subject]
     #[arg(long)]
-    pub(crate) summary: Option<String>,
+    pub summary: Option<String>,
+    /// Body and payload.
     #[command(flatten)]
-    pub(crate) content: ContentArgs,
+    pub content: ContentArgs,
     /// Queue priority (new threads) [default: normal]
     #[arg(long, value_parser = ["low", "normal", "high"])]
-    pub(crate) priority: Option<String>,
+    pub priority: Option<String>,
     /// Claims allowed before an expired lease fails the thread (new threads) [default: 3]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) max_attempts: Option<u32>,
+    pub max_attempts: Option<u32>,
+    /// Attached artifacts.
     #[command(flatten)]
-    pub(crate) artifacts: ArtifactArgs,
+    pub artifacts: ArtifactArgs,
 }
 
 /// `fetch`.
 #[derive(Debug, Args)]
-pub(crate) struct FetchArgs {
+pub struct FetchArgs {
     /// Statuses to include, comma-separated [default: pending]
     #[arg(long, value_delimiter = ',', value_parser = statuses())]
-    pub(crate) status: Vec<String>,
+    pub status: Vec<String>,
     /// At most this many [default: 20]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) limit: Option<u32>,
+    pub limit: Option<u32>,
     /// Only threads with messages from others you have not marked read (show --mark-read)
     #[arg(long)]
-    pub(crate) unread: bool,
+    pub unread: bool,
 }
 
 /// `claim`.
 #[derive(Debug, Args)]
-pub(crate) struct ClaimArgs {
+pub struct ClaimArgs {
     /// The thread to claim
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// How long the lease lasts unless renewed [default: 900]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) lease_seconds: Option<u64>,
+    pub lease_seconds: Option<u64>,
 }
 
 /// `renew`.
 #[derive(Debug, Args)]
-pub(crate) struct RenewArgs {
+pub struct RenewArgs {
     /// The thread you hold
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// The token claim returned: refuses the renewal if someone else claimed since
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) lease_token: Option<u64>,
+    pub lease_token: Option<u64>,
     /// New lease length [default: the current one]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) lease_seconds: Option<u64>,
+    pub lease_seconds: Option<u64>,
 }
 
 /// `update`.
 #[derive(Debug, Args)]
-pub(crate) struct UpdateArgs {
+pub struct UpdateArgs {
     /// The thread you hold
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// The token claim returned: refuses the update if someone else claimed since
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) lease_token: Option<u64>,
+    pub lease_token: Option<u64>,
     /// in_progress (working) or blocked (waiting for an answer) [default: unchanged]
     #[arg(long, value_parser = ["in_progress", "blocked"])]
-    pub(crate) status: Option<String>,
+    pub status: Option<String>,
     /// What happened; when blocked, exactly what is missing
     #[arg(long)]
-    pub(crate) summary: Option<String>,
+    pub summary: Option<String>,
+    /// Body and payload.
     #[command(flatten)]
-    pub(crate) content: ContentArgs,
+    pub content: ContentArgs,
+    /// Attached artifacts.
     #[command(flatten)]
-    pub(crate) artifacts: ArtifactArgs,
+    pub artifacts: ArtifactArgs,
 }
 
 /// `reply`.
 #[derive(Debug, Args)]
-pub(crate) struct ReplyArgs {
+pub struct ReplyArgs {
     /// Who replies [default: --agent]
     #[arg(long, visible_alias = "from-agent", value_name = "AGENT")]
-    pub(crate) from: Option<String>,
+    pub from: Option<String>,
     /// Who it is for [default: the other party of the thread]
     #[arg(long, visible_alias = "to-agent", value_name = "AGENT")]
-    pub(crate) to: Option<String>,
+    pub to: Option<String>,
     /// The thread
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// For a holder's reply: the token claim returned
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) lease_token: Option<u64>,
+    pub lease_token: Option<u64>,
     /// answer, question, progress or control [default: answer]
     #[arg(long, value_parser = ["answer", "question", "progress", "control"])]
-    pub(crate) kind: Option<String>,
+    pub kind: Option<String>,
     /// One line: the answer itself, or what the message is
     #[arg(long)]
-    pub(crate) summary: Option<String>,
+    pub summary: Option<String>,
+    /// Body and payload.
     #[command(flatten)]
-    pub(crate) content: ContentArgs,
+    pub content: ContentArgs,
+    /// Attached artifacts.
     #[command(flatten)]
-    pub(crate) artifacts: ArtifactArgs,
+    pub artifacts: ArtifactArgs,
 }
 
 /// `done` and `fail`.
 #[derive(Debug, Args)]
-pub(crate) struct FinishArgs {
+pub struct FinishArgs {
     /// The thread you hold
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// The token claim returned: refuses if someone else claimed since
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) lease_token: Option<u64>,
+    pub lease_token: Option<u64>,
     /// One line: the result, or why it failed
     #[arg(long)]
-    pub(crate) summary: Option<String>,
+    pub summary: Option<String>,
+    /// Body and payload.
     #[command(flatten)]
-    pub(crate) content: ContentArgs,
+    pub content: ContentArgs,
+    /// Attached artifacts.
     #[command(flatten)]
-    pub(crate) artifacts: ArtifactArgs,
+    pub artifacts: ArtifactArgs,
 }
 
 /// `cancel`.
 #[derive(Debug, Args)]
-pub(crate) struct CancelArgs {
+pub struct CancelArgs {
     /// The thread
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// Why, in one line
     #[arg(long)]
-    pub(crate) reason: Option<String>,
+    pub reason: Option<String>,
+    /// Attached artifacts.
     #[command(flatten)]
-    pub(crate) artifacts: ArtifactArgs,
+    pub artifacts: ArtifactArgs,
 }
 
 /// `list`.
 #[derive(Debug, Args)]
-pub(crate) struct ListArgs {
+pub struct ListArgs {
     /// Statuses to include, comma-separated [default: all]
     #[arg(long, value_delimiter = ',', value_parser = statuses())]
-    pub(crate) status: Vec<String>,
+    pub status: Vec<String>,
     /// Threads this agent created
     #[arg(long, value_name = "AGENT")]
-    pub(crate) created_by: Option<String>,
+    pub created_by: Option<String>,
     /// Threads assigned to this agent
     #[arg(long, value_name = "AGENT")]
-    pub(crate) assigned_to: Option<String>,
+    pub assigned_to: Option<String>,
     /// Threads of this run
     #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
-    pub(crate) run: Option<String>,
+    pub run: Option<String>,
     /// Threads of this task
     #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
-    pub(crate) task: Option<String>,
+    pub task: Option<String>,
     /// At most this many [default: 50]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) limit: Option<u32>,
+    pub limit: Option<u32>,
 }
 
 /// `show`.
 #[derive(Debug, Args)]
-pub(crate) struct ShowArgs {
+pub struct ShowArgs {
     /// The thread
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// Move --agent's read cursor to the newest message
     #[arg(long)]
-    pub(crate) mark_read: bool,
+    pub mark_read: bool,
 }
 
 /// `watch`.
 #[derive(Debug, Args)]
-pub(crate) struct WatchArgs {
+pub struct WatchArgs {
     /// Only events that leave a thread in one of these statuses, comma-separated
     #[arg(long, value_delimiter = ',', value_parser = statuses())]
-    pub(crate) status: Vec<String>,
+    pub status: Vec<String>,
     /// Resume after this event id [default: the latest event]
     #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
-    pub(crate) after_event: Option<u64>,
+    pub after_event: Option<u64>,
     /// Give up after this long, exit 10 [default: 300]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) timeout_seconds: Option<u64>,
+    pub timeout_seconds: Option<u64>,
     /// At most this many events per wake [default: 100]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) limit: Option<u32>,
+    pub limit: Option<u32>,
 }
 
 /// `wait-reply`.
 #[derive(Debug, Args)]
-pub(crate) struct WaitReplyArgs {
+pub struct WaitReplyArgs {
     /// The thread
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
-    pub(crate) thread: Option<String>,
+    pub thread: Option<String>,
     /// Only messages after this one
     #[arg(long, value_name = "MESSAGE_ID", conflicts_with = "after_event")]
-    pub(crate) after_message: Option<String>,
+    pub after_message: Option<String>,
     /// Only messages after this event id
     #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
-    pub(crate) after_event: Option<u64>,
+    pub after_event: Option<u64>,
     /// Kinds that count as a reply, comma-separated [default: answer,control,result]
     #[arg(long, value_delimiter = ',', value_parser = kinds())]
-    pub(crate) kinds: Vec<String>,
+    pub kinds: Vec<String>,
     /// Give up after this long, exit 10 [default: 300]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) timeout_seconds: Option<u64>,
+    pub timeout_seconds: Option<u64>,
     /// For a waiting holder: the token claim returned, used for the lease heartbeat
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
-    pub(crate) lease_token: Option<u64>,
+    pub lease_token: Option<u64>,
 }
 
 /// `skill`.
 #[derive(Debug, Args)]
-pub(crate) struct SkillArgs {
+pub struct SkillArgs {
     /// Write it to DIR/inbox/SKILL.md instead of printing it
     #[arg(long, value_name = "DIR")]
-    pub(crate) install: Option<PathBuf>,
+    pub install: Option<PathBuf>,
 }
 
 /// `script`.
 #[derive(Debug, Args)]
-pub(crate) struct ScriptArgs {
+pub struct ScriptArgs {
     /// The script file (- for stdin)
     #[arg(value_name = "FILE")]
-    pub(crate) file: PathBuf,
+    pub file: PathBuf,
 }
