@@ -1,0 +1,3 @@
+//! Placeholder: the benchmark harness (issue 4).
+
+fn main() {}

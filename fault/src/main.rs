@@ -1,0 +1,3 @@
+//! Placeholder: the fault and abuse harness (issue 4).
+
+fn main() {}
