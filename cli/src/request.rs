@@ -241,7 +241,8 @@ struct Facts {
     sha256: Option<String>,
 }
 
-/// What this host can say about an artifact path. URLs are kept as they are;
+/// What this host can say about an artifact path: its absolute form (see
+/// [`normalize`]) and, for a readable file, size and digest. URLs are kept as they are;
 /// a path that is missing, a folder or unreadable is still recorded, with a
 /// note saying why it has no digest.
 fn file_facts(path: &str, notes: &mut Notes) -> Facts {
@@ -255,7 +256,7 @@ fn file_facts(path: &str, notes: &mut Notes) -> Facts {
     }
     facts.absolute_path = std::path::absolute(path)
         .ok()
-        .map(|p| p.display().to_string());
+        .map(|p| normalize(&p).display().to_string());
     let meta = match std::fs::metadata(path) {
         Ok(meta) => meta,
         Err(e) => {
@@ -281,6 +282,25 @@ fn file_facts(path: &str, notes: &mut Notes) -> Facts {
         )),
     }
     facts
+}
+
+/// Resolves `.` and `..` in an absolute path without touching the file
+/// system, so `src/../docs/a.md` is recorded as `/project/docs/a.md`.
+/// Symbolic links are left as they are: the path names what the sender
+/// named; size and digest come from the file the link points to.
+fn normalize(path: &Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut out = std::path::PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 fn digest(path: &str) -> std::io::Result<(u64, String)> {

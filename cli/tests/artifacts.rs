@@ -12,6 +12,51 @@ use common::TestEnv;
 use sha2::{Digest, Sha256};
 
 #[test]
+fn dot_dot_is_resolved_in_the_absolute_path_and_symlinks_are_followed_for_the_digest() {
+    let env = TestEnv::initialized();
+    std::fs::create_dir_all(env.dir().join("src")).unwrap();
+    std::fs::write(env.dir().join("notes.md"), "notes\n").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("notes.md", env.dir().join("link.md")).unwrap();
+    let run = env.run(&[
+        "send",
+        "--from",
+        "lead",
+        "--to",
+        "w",
+        "--subject",
+        "Paths",
+        "--artifact",
+        "src/../notes.md",
+        "--artifact",
+        "link.md",
+        "--json",
+    ]);
+    assert_eq!(run.status, 0, "{run}");
+    let artifacts = run.json()["message"]["artifacts"].clone();
+    assert_eq!(
+        artifacts[0]["path"], "src/../notes.md",
+        "the path is kept as given"
+    );
+    assert_eq!(
+        artifacts[0]["absolute_path"],
+        env.dir().join("notes.md").display().to_string()
+    );
+    assert_eq!(artifacts[0]["size_bytes"], 6);
+    #[cfg(unix)]
+    {
+        assert_eq!(
+            artifacts[1]["absolute_path"],
+            env.dir().join("link.md").display().to_string()
+        );
+        assert_eq!(
+            artifacts[1]["sha256"], artifacts[0]["sha256"],
+            "the digest is the target's"
+        );
+    }
+}
+
+#[test]
 fn files_get_size_and_digest_and_urls_stay_as_given() {
     let env = TestEnv::initialized();
     std::fs::create_dir_all(env.dir().join("logs")).unwrap();
