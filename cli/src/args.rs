@@ -220,10 +220,11 @@ Examples:
     /// List threads by status, creator or assignee (the leader's view)
     #[command(
         long_about = "\
-List threads by status, creator, assignee, run or task, most recent activity
-first. Unlike fetch, which shows only what an agent could claim now, list
-shows every thread that matches, whoever holds it and however it ended.
-With --agent, the threads that agent created or is assigned.",
+List threads by status, creator, assignee, run or task, newest first.
+Unlike fetch, which shows only what an agent could claim now, list shows
+every thread that matches, whoever holds it and however it ended. With
+--agent, the threads that agent created or is assigned. To follow activity
+as it happens, use watch.",
         after_help = "\
 Examples:
   inbox list --status blocked

@@ -609,7 +609,7 @@ impl<S: Store> Runner<S> {
         store.begin(TxMode::Read).map_err(|e| e.to_string())?;
         let agents = &self.agents;
         let read = (|| {
-            let threads = store.threads(&ThreadQuery::all(ThreadOrder::RecentFirst, usize::MAX))?;
+            let threads = store.threads(&ThreadQuery::all(ThreadOrder::NewestFirst, usize::MAX))?;
             let events = store.events(&EventQuery::after(self.seen_event, usize::MAX))?;
             let mut cursors = Vec::new();
             for state in &threads {

@@ -66,8 +66,10 @@ pub enum ThreadOrder {
     /// Work-queue order for `fetch`: priority high to low, then oldest
     /// `created_at` first, then `thread_id`.
     Queue,
-    /// Most recent activity first for `list`: `last_event_id` descending.
-    RecentFirst,
+    /// Newest threads first for `list`: `thread_id` descending (ids sort in
+    /// creation order). An immutable key, so that the store's filter indexes
+    /// can serve the order without being rewritten by every command.
+    NewestFirst,
 }
 
 /// A filter over threads. Every `Some`/non-empty field must match; an
@@ -156,10 +158,7 @@ impl ThreadQuery {
                 .cmp(&a.priority.rank())
                 .then(a.created_at.cmp(&b.created_at))
                 .then(a.thread_id.cmp(&b.thread_id)),
-            ThreadOrder::RecentFirst => b
-                .last_event_id
-                .cmp(&a.last_event_id)
-                .then(b.thread_id.cmp(&a.thread_id)),
+            ThreadOrder::NewestFirst => b.thread_id.cmp(&a.thread_id),
         }
     }
 }

@@ -48,7 +48,7 @@ pub enum Request {
     Fail(FinishRequest),
     /// Stop a thread that has not finished.
     Cancel(CancelRequest),
-    /// List threads by filters, newest activity first.
+    /// List threads by filters, newest first.
     List(ListRequest),
     /// One thread with its whole message history.
     Show(ShowRequest),
@@ -361,7 +361,7 @@ pub struct CancelRequest {
     pub artifacts: Vec<ArtifactInput>,
 }
 
-/// `list`: threads by filter, most recent activity first.
+/// `list`: threads by filter, newest first.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ListRequest {

@@ -283,7 +283,7 @@ fn snapshot(engine: &mut TestEngine) -> Snapshot {
     let store = engine.store_mut();
     store.begin(TxMode::Read).unwrap();
     let mut threads = store
-        .threads(&ThreadQuery::all(ThreadOrder::RecentFirst, usize::MAX))
+        .threads(&ThreadQuery::all(ThreadOrder::NewestFirst, usize::MAX))
         .unwrap();
     threads.sort_by(|a, b| a.thread.thread_id.cmp(&b.thread.thread_id));
     let events = store.events(&EventQuery::after(0, usize::MAX)).unwrap();

@@ -20,7 +20,9 @@ pub mod store;
 pub mod watch;
 
 pub use clock::{HostClock, host_ids, os_seed};
-pub use open::{DbSource, Durability, open_existing, open_or_create, resolve_db_path};
+pub use open::{
+    DbSource, Durability, Lifetime, open_existing, open_or_create, resolve_db_path, set_lifetime,
+};
 pub use store::SqliteStore;
 
 /// The engine over SQLite as a native process runs it.

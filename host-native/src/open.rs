@@ -188,7 +188,8 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
     // The last connection to close would otherwise checkpoint the WAL into
     // the database and delete it, with several fsyncs: the bulk of a short
     // command's cost. Instead, the commit that takes the WAL past
-    // CHECKPOINT_FRAMES checkpoints and truncates it (see checkpoint_hook).
+    // CHECKPOINT_FRAMES checkpoints and truncates it (see checkpoint_hook);
+    // set_lifetime switches a long-lived connection to SQLite's own policy.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
         .map_err(error)?;
     conn.wal_hook(Some(checkpoint_hook));
@@ -199,6 +200,39 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
     )
     .map_err(error)?;
     SqliteStore::new(conn, location)
+}
+
+/// How long the process that opened a store will keep it open, which
+/// decides when it checkpoints the WAL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Lifetime {
+    /// One command, then exit, like the CLI: the store truncates the WAL
+    /// every [`CHECKPOINT_FRAMES`] frames, because the next process to open
+    /// the database has to read the whole WAL first (the default).
+    #[default]
+    OneCommand,
+    /// Many commands, like an embedding host or a benchmark: a connection
+    /// that stays open recovers the WAL once, and while it is open no other
+    /// process has to recover it at all, so frequent checkpoints (two fsyncs
+    /// each) would be pure cost. Uses SQLite's policy: a passive checkpoint
+    /// every 1000 frames.
+    LongLived,
+}
+
+/// Switches the store's checkpoint policy to suit how long it stays open.
+pub fn set_lifetime(store: &SqliteStore, lifetime: Lifetime) -> Result<(), StoreError> {
+    let conn = store.connection();
+    let error = |e| crate::store::store_error(e, store.location());
+    match lifetime {
+        Lifetime::OneCommand => {
+            conn.wal_hook(Some(checkpoint_hook));
+            Ok(())
+        }
+        // wal_autocheckpoint installs SQLite's own WAL hook in place of ours.
+        Lifetime::LongLived => conn
+            .pragma_update(None, "wal_autocheckpoint", 1000)
+            .map_err(error),
+    }
 }
 
 /// WAL frames after which a committing process checkpoints and truncates

@@ -43,11 +43,12 @@ CREATE TABLE threads (
 ) WITHOUT ROWID;
 -- fetch: an agent's queue in priority, then age, order.
 CREATE INDEX threads_queue ON threads (assigned_to, status, priority_rank DESC, created_at, thread_id);
--- list: most recent activity first. last_event_id changes with every command,
--- so it is in this one index only; the filter indexes below change only when
--- their own columns do, which keeps each command's write small.
-CREATE INDEX threads_recent ON threads (last_event_id);
+-- list: newest first, i.e. by thread_id, which every entry of these indexes
+-- ends with (the table is WITHOUT ROWID), so each filter serves its own order.
+-- None of them holds a column that every command changes: a command writes
+-- the thread's row and, only when the status changes, two index entries.
 CREATE INDEX threads_created_by ON threads (created_by);
+CREATE INDEX threads_assigned_to ON threads (assigned_to);
 CREATE INDEX threads_status ON threads (status);
 CREATE INDEX threads_run ON threads (run_id, task_id);
 
