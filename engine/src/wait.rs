@@ -132,50 +132,39 @@ impl Waiter {
         .min(validate::MAX_TIMEOUT_SECONDS);
         let deadline = *self.deadline.get_or_insert(now.plus_seconds(timeout));
 
-        // Sweep on every poll: it is a cheap read when nothing has lapsed, and
-        // a poll usually follows a write, which may have added a lease that
-        // runs out sooner than any the waiter knew of. Errors surface through
-        // the poll below, which uses the same store.
-        self.sweep_at = match engine.execute(Request::Sweep(SweepRequest {})) {
-            Response::Success(Output::Sweep(out)) => out.next_lease_expiry,
-            _ => Some(now.plus_millis(1000)),
-        };
-
         if self.heartbeat_at.is_some_and(|at| now >= at)
             && let Some(finished) = self.heartbeat(engine, now)
         {
             return WaitStep::Finished(finished);
         }
 
-        let response = engine.execute(self.request());
-        match &response {
-            Response::Failure { .. } => return WaitStep::Finished(response),
-            Response::Success(Output::Watch(out)) => {
-                if out.woke {
-                    return WaitStep::Finished(response);
-                }
-                if let Wait::Watch(r) = &mut self.wait {
-                    r.after_event = Some(out.next_event_id);
-                }
+        // Look first: a wake must not wait for housekeeping.
+        let mut response = engine.execute(self.request());
+        if self.finished_by(&response) {
+            return WaitStep::Finished(response);
+        }
+        // Nothing yet: record lapsed leases. This runs on every poll that
+        // finds nothing, because a poll usually follows a write, which may
+        // have added a lease that runs out sooner than any the waiter knew
+        // of; it is a cheap read when nothing has lapsed. A lapse can itself
+        // be what the waiter waits for (a worker's death, a failed thread),
+        // so if anything was recorded, look again.
+        let swept = match engine.execute(Request::Sweep(SweepRequest {})) {
+            Response::Success(Output::Sweep(out)) => {
+                self.sweep_at = out.next_lease_expiry;
+                !out.events.is_empty()
             }
-            Response::Success(Output::WaitReply(out)) => {
-                if out.woke {
-                    return WaitStep::Finished(response);
-                }
-                if let Wait::Reply(r) = &mut self.wait {
-                    r.after_event = Some(out.next_event_id);
-                    r.after_message = None;
-                    if !self.started {
-                        self.heartbeat_at = out
-                            .thread
-                            .lease
-                            .as_ref()
-                            .filter(|l| holds(r, l))
-                            .map(renew_at);
-                    }
-                }
+            // Errors surface through the next look, which uses the same store.
+            _ => {
+                self.sweep_at = Some(now.plus_millis(1000));
+                false
             }
-            Response::Success(_) => return WaitStep::Finished(response),
+        };
+        if swept {
+            response = engine.execute(self.request());
+            if self.finished_by(&response) {
+                return WaitStep::Finished(response);
+            }
         }
         self.started = true;
         if now >= deadline {
@@ -188,6 +177,37 @@ impl Waiter {
             .min()
             .unwrap_or(deadline);
         WaitStep::Pending { until }
+    }
+
+    /// Whether `response` ends the wait (it woke, or failed); otherwise moves
+    /// the cursor past what it covered and, on the first look, decides
+    /// whether the waiting agent's lease needs a heartbeat.
+    fn finished_by(&mut self, response: &Response) -> bool {
+        match response {
+            Response::Failure { .. } => true,
+            Response::Success(Output::Watch(out)) => {
+                if let Wait::Watch(r) = &mut self.wait {
+                    r.after_event = Some(out.next_event_id);
+                }
+                out.woke
+            }
+            Response::Success(Output::WaitReply(out)) => {
+                if let Wait::Reply(r) = &mut self.wait {
+                    r.after_event = Some(out.next_event_id);
+                    r.after_message = None;
+                    if !self.started {
+                        self.heartbeat_at = out
+                            .thread
+                            .lease
+                            .as_ref()
+                            .filter(|l| holds(r, l))
+                            .map(renew_at);
+                    }
+                }
+                out.woke
+            }
+            Response::Success(_) => true,
+        }
     }
 
     fn request(&self) -> Request {
