@@ -146,12 +146,15 @@ pub enum SchemaState {
 /// Reads the schema state, refusing files that belong to another program or
 /// to a newer inbox. `location` names the file in error messages.
 pub fn inspect(conn: &Connection, location: &str) -> Result<SchemaState, StoreError> {
-    let pragma = |name: &str| -> Result<i64, StoreError> {
-        conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
-            .map_err(|e| crate::store::store_error(e, location))
-    };
-    let application_id = pragma("application_id")?;
-    let version = pragma("user_version")?;
+    // One statement for both: every statement costs a compile in a process
+    // that runs one command.
+    let (application_id, version): (i64, i64) = conn
+        .query_row(
+            "SELECT a.application_id, v.user_version FROM pragma_application_id AS a, pragma_user_version AS v",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .map_err(|e| crate::store::store_error(e, location))?;
     if application_id == 0 && version == 0 {
         let tables: i64 = conn
             .query_row(

@@ -24,6 +24,8 @@ use crate::schema::{self, SchemaState};
 /// The engine's storage in an SQLite database.
 pub struct SqliteStore {
     conn: Connection,
+    /// What the file held when the store was opened.
+    schema: SchemaState,
     /// The file, for messages ("`:memory:`" for an in-memory database).
     location: String,
     tx: Option<TxMode>,
@@ -36,9 +38,10 @@ impl SqliteStore {
     pub fn new(conn: Connection, location: impl Into<String>) -> Result<SqliteStore, StoreError> {
         let location = location.into();
         conn.set_prepared_statement_cache_capacity(64);
-        schema::inspect(&conn, &location)?;
+        let schema = schema::inspect(&conn, &location)?;
         Ok(SqliteStore {
             conn,
+            schema,
             location,
             tx: None,
         })
@@ -58,7 +61,7 @@ impl SqliteStore {
     /// `not_initialized` on an empty file: run `init` (which calls
     /// [`Store::initialize`]) to create the schema.
     pub fn ensure_schema(&mut self) -> Result<u32, StoreError> {
-        match schema::inspect(&self.conn, &self.location)? {
+        match self.schema {
             SchemaState::Empty => Err(StoreError::new(
                 StoreErrorKind::NotInitialized,
                 format!(
@@ -67,7 +70,11 @@ impl SqliteStore {
                 ),
             )),
             SchemaState::Version(v) if v == schema::SCHEMA_VERSION => Ok(v),
-            SchemaState::Version(_) => schema::migrate(&self.conn, &self.location),
+            SchemaState::Version(_) => {
+                let version = schema::migrate(&self.conn, &self.location)?;
+                self.schema = SchemaState::Version(version);
+                Ok(version)
+            }
         }
     }
 
@@ -389,6 +396,7 @@ impl Store for SqliteStore {
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
             .map_err(|e| self.error(e))?;
         let schema_version = schema::migrate(&self.conn, &self.location)?;
+        self.schema = SchemaState::Version(schema_version);
         Ok(StoreInfo {
             location: Some(self.location.clone()),
             schema_version,
