@@ -97,7 +97,7 @@ CREATE TABLE artifacts (
     created_at    TEXT NOT NULL
 );
 CREATE INDEX artifacts_message ON artifacts (message_id, position);
-CREATE INDEX artifacts_thread ON artifacts (thread_id);
+CREATE INDEX artifacts_thread ON artifacts (thread_id, message_id, position);
 
 -- The engine assigns event ids (max + 1 inside the write lock). Retention, when
 -- it comes, must keep the newest event, so that max(event_id) never goes back.

@@ -52,6 +52,13 @@ impl SqliteStore {
         &self.conn
     }
 
+    /// The connection, mutably: for diagnostics such as statement tracing.
+    /// Never run statements through it while the engine has a transaction
+    /// open.
+    pub fn connection_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
     /// The database file (or `:memory:`).
     pub fn location(&self) -> &str {
         &self.location
@@ -786,7 +793,12 @@ impl Store for SqliteStore {
             ));
         }
         if let Some(agent) = &query.involving {
-            join = "JOIN threads t ON t.thread_id = e.thread_id";
+            // CROSS JOIN keeps events as the outer loop: walk the events after
+            // the cursor (usually a handful) and look each thread up. Left to
+            // itself the planner starts from every thread the agent created
+            // or is assigned and probes their events: 33 ms per watch poll at
+            // a million messages, against 0.01 ms this way.
+            join = "CROSS JOIN threads t ON t.thread_id = e.thread_id";
             let p = push(&mut params, Value::Text(agent.clone()));
             clauses.push(format!("(t.created_by = {p} OR t.assigned_to = {p})"));
         }

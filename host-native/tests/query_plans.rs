@@ -1,0 +1,107 @@
+//! Every statement the SQLite store runs, checked with `EXPLAIN QUERY PLAN`:
+//! none may sort its whole result to order it ("USE TEMP B-TREE FOR ORDER
+//! BY") or walk a large table it could have searched. A plan like that is
+//! invisible with small test data and ruinous at a million messages (one
+//! such plan once made a `watch` poll take 33 ms there instead of 0.01 ms),
+//! so the guard runs on every statement of a full worker loop.
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use inbox_engine::Store;
+use inbox_host_native::open_or_create;
+
+static STATEMENTS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+
+fn record(sql: &str) {
+    STATEMENTS.lock().unwrap().insert(sql.to_owned());
+}
+
+/// Runs the whole transition-script corpus through the SQLite store with
+/// tracing on; returns every distinct statement (with its values inlined).
+fn statements() -> BTreeSet<String> {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, script) in inbox_conformance::corpus().iter().enumerate() {
+        let mut store = open_or_create(&dir.path().join(format!("{i}.db"))).unwrap();
+        store.initialize().unwrap();
+        #[allow(deprecated)]
+        store.connection_mut().trace(Some(record));
+        let _ = inbox_engine::run_script(&script.text, store).unwrap();
+    }
+    STATEMENTS.lock().unwrap().clone()
+}
+
+/// Why a plan step is acceptable although it reads "SCAN" or uses a temp
+/// B-tree, or `None` if it is not.
+fn allowed(sql: &str, step: &str) -> Option<&'static str> {
+    if step.starts_with("SCAN (subquery-")
+        || step == "SCAN picked"
+        || step == "UNION USING TEMP B-TREE"
+    {
+        return Some("a temporary result of at most twice the LIMIT");
+    }
+    if step == "USE TEMP B-TREE FOR ORDER BY" && sql.starts_with("WITH picked") {
+        return Some("orders the merged result of two limited scans");
+    }
+    if step == "SCAN leases USING INDEX leases_unreleased" {
+        return Some("walks unreleased leases in expiry order and stops at the first live one");
+    }
+    if step == "SCAN t"
+        && sql.contains("ORDER BY t.thread_id DESC LIMIT")
+        && !sql.contains(" WHERE ")
+    {
+        return Some("reads the newest threads in key order and stops at the LIMIT");
+    }
+    None
+}
+
+#[test]
+fn no_statement_sorts_everything_or_scans_a_large_table() {
+    let statements = statements();
+    assert!(
+        statements.len() > 30,
+        "too few statements traced: {}",
+        statements.len()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open_or_create(&dir.path().join("plans.db")).unwrap();
+    store.initialize().unwrap();
+    let conn = store.connection();
+    let mut checked = 0;
+    let mut bad = Vec::new();
+    for sql in &statements {
+        let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        let upper = sql.to_ascii_uppercase();
+        let reads_or_updates =
+            upper.starts_with("SELECT") || upper.starts_with("WITH") || upper.starts_with("UPDATE");
+        // The script runner's own snapshots read everything on purpose.
+        if !reads_or_updates || sql.contains("LIMIT 9223372036854775807") {
+            continue;
+        }
+        checked += 1;
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let plan: Vec<String> = stmt
+            .query_map([], |row| row.get::<_, String>(3))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        for step in &plan {
+            let suspicious = step.starts_with("SCAN ") || step.contains("TEMP B-TREE");
+            if suspicious && allowed(&sql, step).is_none() {
+                bad.push(format!(
+                    "{step}\n    in: {sql}\n    plan: {}",
+                    plan.join(" | ")
+                ));
+            }
+        }
+    }
+    assert!(checked > 20, "too few reads checked: {checked}");
+    assert!(
+        bad.is_empty(),
+        "query plans that read more than they should:\n{}",
+        bad.join("\n")
+    );
+}
