@@ -193,10 +193,16 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
         .map_err(error)?;
     conn.wal_hook(Some(checkpoint_hook));
+    // mmap_size: reads of the database file become memory accesses instead of
+    // a pread per page missing from SQLite's small page cache. A `show` of a
+    // random thread in a database of a million messages took 256-666 us at
+    // the median without it and 24-34 us with it. Mapped pages are page
+    // cache, shared and reclaimable, not private memory.
     conn.execute_batch(
         "PRAGMA foreign_keys = ON;
          PRAGMA temp_store = MEMORY;
-         PRAGMA journal_size_limit = 16777216;",
+         PRAGMA journal_size_limit = 16777216;
+         PRAGMA mmap_size = 1073741824;",
     )
     .map_err(error)?;
     SqliteStore::new(conn, location)
