@@ -293,6 +293,16 @@ pub fn artifacts(inputs: &[ArtifactInput]) -> Result<Vec<ArtifactDraft>, EngineE
                     format!("must be 1 to {ARTIFACT_PATH_MAX_BYTES} bytes without control characters"),
                 ));
             }
+            // Stores keep sizes as signed 64-bit integers (SQLite's INTEGER);
+            // no file is larger, so a bigger number is a mistake, not a size.
+            if let Some(size) = input.size_bytes
+                && i64::try_from(size).is_err()
+            {
+                return Err(EngineError::invalid(
+                    field("size_bytes"),
+                    format!("is {size}; a file size is at most {}", i64::MAX),
+                ));
+            }
             if let Some(digest) = &input.sha256 {
                 let hex = digest.len() == 64
                     && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
