@@ -317,7 +317,7 @@ pub struct ArtifactArgs {
     pub metadata: Vec<String>,
 }
 
-/// `--body`, `--body-file`, `--payload-json`.
+/// `--body`, `--body-file`, `--payload-json`, `--payload-file`.
 #[derive(Debug, Args, Default)]
 pub struct ContentArgs {
     /// The long form, for people and agents reading it
@@ -327,8 +327,12 @@ pub struct ContentArgs {
     #[arg(long, value_name = "PATH")]
     pub body_file: Option<PathBuf>,
     /// Structured data for programs: a JSON object
-    #[arg(long, value_name = "JSON")]
+    #[arg(long, value_name = "JSON", conflicts_with = "payload_file")]
     pub payload_json: Option<String>,
+    /// Read the payload's JSON object from a file (- for stdin); for payloads
+    /// too large for one command-line argument (128 KiB on Linux)
+    #[arg(long, value_name = "PATH")]
+    pub payload_file: Option<PathBuf>,
 }
 
 fn kinds() -> PossibleValuesParser {

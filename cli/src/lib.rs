@@ -89,7 +89,7 @@ fn run(cli: Cli) -> u8 {
     let json = cli.global.json;
     match &cli.command {
         Command::Skill(args) => return skill(args.install.as_deref(), json),
-        Command::Script(args) => return script(&args.file),
+        Command::Script(args) => return script(&args.file, json),
         _ => {}
     }
     let command_name = command_name(&cli.command);
@@ -221,7 +221,12 @@ fn command_name(command: &Command) -> &'static str {
 /// `inbox skill`: print SKILL.md, or write it to DIR/inbox/SKILL.md.
 fn skill(install: Option<&Path>, json: bool) -> u8 {
     let Some(dir) = install else {
-        print_stdout(SKILL);
+        if json {
+            let body = serde_json::json!({"ok": true, "command": "skill", "skill": SKILL});
+            print_stdout(&format!("{body}\n"));
+        } else {
+            print_stdout(SKILL);
+        }
         return 0;
     };
     let target = dir.join("inbox").join("SKILL.md");
@@ -255,32 +260,48 @@ fn skill(install: Option<&Path>, json: bool) -> u8 {
 
 /// `inbox script FILE`: run a transition script in memory and print its
 /// transcript. Exit 0 when every expectation held, 1 when one did not, 30
-/// when the script cannot be read or parsed.
-fn script(file: &Path) -> u8 {
+/// when the script cannot be read or parsed. With `--json`:
+/// `{"ok": true, "command": "script", "transcript": ..., "failures": [...]}`,
+/// or the usual error object.
+fn script(file: &Path, json: bool) -> u8 {
     let text = if file == Path::new("-") {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
     } else {
         std::fs::read_to_string(file)
     };
+    let fail = |problem: String| {
+        let response = Response::failure(
+            Some("script".into()),
+            EngineError::InvalidValue {
+                field: "file".into(),
+                problem,
+            },
+        );
+        finish(&response, json, None, &[])
+    };
     let text = match text {
         Ok(text) => text,
-        Err(e) => {
-            print_stderr(&format!("error: cannot read {}: {e}\n", file.display()));
-            return 30;
-        }
+        Err(e) => return fail(format!("cannot be read: {}: {e}", file.display())),
     };
     match inbox_engine::run_script(&text, inbox_engine::MemoryStore::new()) {
         Ok(transcript) => {
-            print_stdout(&transcript.text);
-            for failure in &transcript.failures {
-                print_stderr(&format!("expectation failed: {failure}\n"));
+            if json {
+                let body = serde_json::json!({
+                    "ok": true,
+                    "command": "script",
+                    "transcript": transcript.text,
+                    "failures": transcript.failures,
+                });
+                print_stdout(&format!("{body}\n"));
+            } else {
+                print_stdout(&transcript.text);
+                for failure in &transcript.failures {
+                    print_stderr(&format!("expectation failed: {failure}\n"));
+                }
             }
             if transcript.failures.is_empty() { 0 } else { 1 }
         }
-        Err(e) => {
-            print_stderr(&format!("error: {}: {e}\n", file.display()));
-            30
-        }
+        Err(e) => fail(format!("{} does not parse: {e}", file.display())),
     }
 }

@@ -1,7 +1,8 @@
 //! Turning parsed arguments into the engine's [`Request`]: the host's share
 //! of input handling, i.e. what needs the file system or the command line.
 //!
-//! - `--body-file` is read here (`-` is stdin); it must be UTF-8;
+//! - `--body-file` and `--payload-file` are read here (`-` is stdin); they
+//!   must be UTF-8;
 //! - `--payload-json` and `--artifact-metadata-json` are parsed with the
 //!   engine's own JSON check, so every host reports the same error;
 //! - each `--artifact` keeps the path as given, plus its absolute form and,
@@ -161,19 +162,30 @@ fn statuses(given: &[String]) -> Vec<Status> {
 }
 
 fn content(args: &ContentArgs) -> Result<(Option<String>, Option<serde_json::Value>), EngineError> {
+    let stdin = Path::new("-");
+    if args.body_file.as_deref() == Some(stdin) && args.payload_file.as_deref() == Some(stdin) {
+        return Err(EngineError::InvalidValue {
+            field: "payload_file".into(),
+            problem: "and --body-file cannot both read stdin; put one of them in a file".into(),
+        });
+    }
     let body = match &args.body_file {
-        Some(path) => Some(read_body(path)?),
+        Some(path) => Some(read_text("body_file", path)?),
         None => args.body.clone(),
     };
-    let payload = args
-        .payload_json
+    let payload_text = match &args.payload_file {
+        Some(path) => Some(read_text("payload_file", path)?),
+        None => args.payload_json.clone(),
+    };
+    let payload = payload_text
         .as_deref()
         .map(|text| parse_json_object("payload", text))
         .transpose()?;
     Ok((body, payload))
 }
 
-fn read_body(path: &Path) -> Result<String, EngineError> {
+/// Reads a UTF-8 text file given by `flag` (`-` is stdin).
+fn read_text(flag: &str, path: &Path) -> Result<String, EngineError> {
     let shown = path.display();
     let mut bytes = Vec::new();
     let read = if path == Path::new("-") {
@@ -182,11 +194,11 @@ fn read_body(path: &Path) -> Result<String, EngineError> {
         std::fs::File::open(path).and_then(|mut file| file.read_to_end(&mut bytes).map(drop))
     };
     read.map_err(|e| EngineError::InvalidValue {
-        field: "body_file".into(),
+        field: flag.into(),
         problem: format!("cannot be read: {shown}: {e}"),
     })?;
     String::from_utf8(bytes).map_err(|e| EngineError::InvalidValue {
-        field: "body_file".into(),
+        field: flag.into(),
         problem: format!(
             "{shown} is not UTF-8 text (invalid byte at offset {}); attach binary files with --artifact instead",
             e.utf8_error().valid_up_to()

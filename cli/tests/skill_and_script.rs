@@ -93,3 +93,39 @@ fn script_reproduces_the_golden_corpus() {
     let golden = snapshot.splitn(3, "---\n").nth(2).unwrap();
     assert_eq!(run.raw_stdout.trim_end(), golden.trim_end());
 }
+
+#[test]
+fn skill_and_script_keep_the_json_contract() {
+    let env = TestEnv::new();
+    let skill = env.run(&["skill", "--json"]);
+    assert_eq!(skill.status, 0);
+    assert!(
+        skill.json()["skill"]
+            .as_str()
+            .unwrap()
+            .starts_with("---\nname: inbox"),
+        "{skill}"
+    );
+    std::fs::write(
+        env.dir().join("ok.inbox"),
+        "send from_agent=a to_agent=b subject=Hi => ok\nclaim agent=b thread_id=thr_000009 => ok\n",
+    )
+    .unwrap();
+    let script = env.run(&["script", "ok.inbox", "--json"]);
+    assert_eq!(script.status, 1, "{script}");
+    let value = script.json();
+    assert_eq!(value["ok"], true);
+    assert_eq!(
+        value["failures"][0],
+        "line 2: expected ok, got thread_not_found"
+    );
+    assert!(
+        value["transcript"]
+            .as_str()
+            .unwrap()
+            .contains("-- line 1 --")
+    );
+    let missing = env.run(&["script", "nope.inbox", "--json"]);
+    assert_eq!(missing.status, 30, "{missing}");
+    assert_eq!(missing.json()["error"]["code"], "invalid_value");
+}

@@ -239,3 +239,62 @@ fn the_same_loop_as_people_read_it() {
     step(&["fetch", "--agent", "worker"]);
     insta::assert_snapshot!(transcript);
 }
+
+/// Linux refuses to start a process with one argument over 128 KiB, so a
+/// large payload goes through --payload-file (or stdin).
+#[test]
+fn large_payloads_go_through_a_file() {
+    let env = TestEnv::initialized();
+    let big = serde_json::json!({"log": "x".repeat(200 << 10)});
+    std::fs::write(env.dir().join("payload.json"), big.to_string()).unwrap();
+    let sent = env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "w",
+            "--subject",
+            "Big",
+            "--payload-file",
+            "payload.json",
+        ],
+        0,
+    );
+    assert_eq!(
+        sent["message"]["payload"]["log"].as_str().unwrap().len(),
+        200 << 10
+    );
+    let both = env.run(&[
+        "send",
+        "--from",
+        "lead",
+        "--to",
+        "w",
+        "--subject",
+        "x",
+        "--payload-file",
+        "payload.json",
+        "--payload-json",
+        "{}",
+    ]);
+    assert_eq!(
+        both.status, 30,
+        "the two payload flags exclude each other: {both}"
+    );
+    std::fs::write(env.dir().join("list.json"), "[1, 2]").unwrap();
+    let not_object = env.run(&[
+        "send",
+        "--from",
+        "lead",
+        "--to",
+        "w",
+        "--subject",
+        "x",
+        "--payload-file",
+        "list.json",
+        "--json",
+    ]);
+    assert_eq!(not_object.status, 30);
+    assert_eq!(not_object.json()["error"]["code"], "invalid_payload");
+}
