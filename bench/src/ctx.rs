@@ -1,0 +1,166 @@
+//! One run's context: the scratch folder, the servers, the binaries, the
+//! size of the run, and how to name a [`Target`] for a system.
+//!
+//! It owns the lifetimes: fields are declared so that the servers stop
+//! before the scratch folder holding their data is deleted. It must never
+//! run a workload itself.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Result, anyhow, bail};
+
+use crate::peers::{Durability, System, Target};
+use crate::proc::which;
+use crate::services::{PostgresServer, RedisServer, TempDir};
+
+/// The binaries a run uses.
+pub(crate) struct Bins {
+    /// `target/release/inbox`.
+    pub(crate) inbox: PathBuf,
+    /// The file peers' one-process-per-message helper.
+    pub(crate) peer: PathBuf,
+    /// The process-spawn floor: a Rust `fn main() {}` built like inbox.
+    pub(crate) noop: PathBuf,
+    /// This harness (for worker and waiter child processes).
+    pub(crate) me: PathBuf,
+    pub(crate) redis_cli: PathBuf,
+    pub(crate) psql: PathBuf,
+}
+
+impl Bins {
+    /// Finds the binaries next to this executable and on PATH.
+    pub(crate) fn locate() -> Result<Bins> {
+        let me = std::env::current_exe()?;
+        let dir = me
+            .parent()
+            .ok_or_else(|| anyhow!("cannot tell where the harness binary is"))?
+            .to_path_buf();
+        let need = |name: &str| -> Result<PathBuf> {
+            let path = dir.join(name);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                bail!(
+                    "{} is missing; build it with `cargo build --release -p inbox-cli -p inbox-bench` (scripts/bench does)",
+                    path.display()
+                )
+            }
+        };
+        let pg_bin = crate::services::postgres_bin_dir();
+        let pg_extra: Vec<String> = pg_bin.iter().map(|p| p.display().to_string()).collect();
+        let pg_extra: Vec<&str> = pg_extra.iter().map(String::as_str).collect();
+        Ok(Bins {
+            inbox: need("inbox")?,
+            peer: need("inbox-bench-peer")?,
+            noop: need("inbox-bench-noop")?,
+            redis_cli: which("redis-cli", &[]).ok_or_else(|| {
+                anyhow!("redis-cli is not installed (apt-get install -y redis-server)")
+            })?,
+            psql: which("psql", &pg_extra)
+                .ok_or_else(|| anyhow!("psql is not installed (apt-get install -y postgresql)"))?,
+            me,
+        })
+    }
+}
+
+/// Everything a workload needs.
+pub(crate) struct Ctx {
+    /// Small sizes and few iterations (the CI smoke run).
+    pub(crate) quick: bool,
+    pub(crate) redis_normal: RedisServer,
+    pub(crate) redis_full: RedisServer,
+    pub(crate) pg: PostgresServer,
+    pub(crate) bins: Bins,
+    /// Where plots and section JSON go (`docs/bench`).
+    pub(crate) out_dir: PathBuf,
+    /// Deleted last, after the servers stopped.
+    pub(crate) tmp: TempDir,
+}
+
+impl Ctx {
+    /// The durabilities every workload runs under.
+    pub(crate) const DURABILITIES: [Durability; 2] = [Durability::Normal, Durability::Full];
+
+    /// Picks a size: `full` normally, `quick` with `--quick`.
+    pub(crate) fn size<T>(&self, full: T, quick: T) -> T {
+        if self.quick { quick } else { full }
+    }
+
+    /// Where `system` keeps its data under `durability`.
+    pub(crate) fn target(&self, system: System, durability: Durability) -> Target {
+        let name = format!("{system:?}-{}", durability.as_str()).to_lowercase();
+        let (path, url) = match system {
+            System::Inbox => (self.tmp.path().join(format!("{name}.db")), String::new()),
+            System::RedisList | System::RedisStream => (
+                PathBuf::new(),
+                match durability {
+                    Durability::Normal => self.redis_normal.url(),
+                    Durability::Full => self.redis_full.url(),
+                },
+            ),
+            System::Postgres => (PathBuf::new(), self.pg.conninfo()),
+            System::Jsonl | System::JsonArray | System::FileDrop => {
+                (self.tmp.path().join(name), String::new())
+            }
+        };
+        Target {
+            system,
+            durability,
+            path,
+            url,
+            thread: None,
+        }
+    }
+
+    /// An `inbox` command on database `db` (no inherited agent or clock).
+    pub(crate) fn inbox(&self, db: &Path) -> Command {
+        let mut cmd = Command::new(&self.bins.inbox);
+        cmd.env("INBOX_DB", db)
+            .env_remove("INBOX_AGENT")
+            .env_remove("INBOX_NOW");
+        cmd
+    }
+
+    /// `redis-cli` against the server of `durability`, raw output.
+    pub(crate) fn redis_cli(&self, durability: Durability) -> Command {
+        let port = match durability {
+            Durability::Normal => self.redis_normal.port,
+            Durability::Full => self.redis_full.port,
+        };
+        let mut cmd = Command::new(&self.bins.redis_cli);
+        cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+        cmd
+    }
+
+    /// `psql` on the cluster, quiet, unaligned, tuples only, with the
+    /// session's `synchronous_commit` for `durability`.
+    pub(crate) fn psql(&self, durability: Durability) -> Command {
+        let mut cmd = Command::new(&self.bins.psql);
+        cmd.args(["-h", "127.0.0.1", "-p", &self.pg.port.to_string()])
+            .args(["-U", "postgres", "-d", "postgres", "-qAtX"])
+            .env(
+                "PGOPTIONS",
+                match durability {
+                    Durability::Normal => "-c synchronous_commit=off",
+                    Durability::Full => "-c synchronous_commit=on",
+                },
+            );
+        cmd
+    }
+
+    /// The file-peer helper: `inbox-bench-peer <system> <op> <dir> [--fsync] ...`.
+    pub(crate) fn peer(&self, target: &Target, op: &str) -> Command {
+        let system = match target.system {
+            System::Jsonl => "jsonl",
+            System::JsonArray => "json-array",
+            _ => "file-drop",
+        };
+        let mut cmd = Command::new(&self.bins.peer);
+        cmd.arg(system).arg(op).arg(&target.path);
+        if target.durability.fsync() {
+            cmd.arg("--fsync");
+        }
+        cmd
+    }
+}

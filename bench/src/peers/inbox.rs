@@ -1,0 +1,330 @@
+//! inbox itself, driven in process: the product's own engine and SQLite
+//! host (`inbox_engine::Engine` over `inbox_host_native`), opened exactly as
+//! the CLI opens it (`cli/src/lib.rs`, `open_engine`), one engine (one
+//! SQLite connection) per thread or process.
+//!
+//! It owns creating a store with a durability setting, the request shapes
+//! the workloads send, and the worker and waiter loops over the engine:
+//! claims go through `fetch` then `claim` (a worker picks at random among
+//! the candidates, so concurrent workers rarely collide), waits block in
+//! `inbox_host_native::watch::wait` like `inbox wait-reply` and `inbox
+//! watch` do. It must never reach into the SQLite file behind the engine's
+//! back: every change goes through a request, so every figure is what an
+//! agent would get.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use inbox_engine::wire::{
+    ClaimRequest, FetchRequest, FinishRequest, ReplyRequest, SendRequest, ShowRequest,
+    UpdateRequest, WaitReplyRequest, WatchRequest,
+};
+use inbox_engine::{Engine, ErrorCode, Kind, Output, Request, Response, Status, Store};
+use inbox_host_native::watch::{ChangeWatcher, wait};
+use inbox_host_native::{HostClock, NativeEngine, host_ids, open, open_existing, open_or_create};
+
+use super::{Claimed, Durability, Endpoint, Queue, Role, Task};
+use crate::proc::Rng;
+
+/// The agent names every workload uses.
+pub(crate) const LEAD: &str = "lead";
+/// The worker's agent name (shared by all worker processes: inbox tells
+/// them apart by lease token).
+pub(crate) const WORKER: &str = "worker";
+
+/// Creates a fresh database at `path` (removing an old one and its WAL)
+/// with the given durability, as `inbox init --durability` does.
+pub(crate) fn create(path: &Path, durability: Durability) -> Result<()> {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.as_os_str().to_owned();
+        file.push(suffix);
+        match std::fs::remove_file(&file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).context("cannot remove an old database");
+            }
+            _ => {}
+        }
+    }
+    let mut store = open_or_create(path).map_err(|e| anyhow!("{e}"))?;
+    store.initialize().map_err(|e| anyhow!("{e}"))?;
+    let durability = match durability {
+        Durability::Normal => inbox_host_native::Durability::Normal,
+        Durability::Full => inbox_host_native::Durability::Full,
+    };
+    open::set_durability(&store, durability).map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Opens an engine on an existing database for a process that runs many
+/// commands (in-process producers, worker and waiter roles), as an embedding
+/// host would: with the long-lived checkpoint policy, not the CLI's
+/// one-command policy (see docs/durability-and-speed.md).
+pub(crate) fn engine(path: &Path) -> Result<NativeEngine> {
+    let (store, _) =
+        open_existing(path, None).map_err(|e| anyhow!("cannot open {}: {e}", path.display()))?;
+    open::set_lifetime(&store, open::Lifetime::LongLived).map_err(|e| anyhow!("{e}"))?;
+    Ok(Engine::new(store, HostClock::system(), host_ids()))
+}
+
+/// Executes `request`; a failure is an error quoting the engine's code.
+pub(crate) fn run(engine: &mut NativeEngine, request: Request) -> Result<Output> {
+    let command = request.command();
+    match engine.execute(request) {
+        Response::Success(output) => Ok(output),
+        Response::Failure { error, .. } => {
+            bail!(
+                "inbox {command} failed: {} ({error})",
+                error.code().as_str()
+            )
+        }
+    }
+}
+
+/// The new-thread request for task `seq` of `producer`: about the same
+/// bytes as the peers' JSON line.
+pub(crate) fn send_request(producer: usize, seq: u64) -> Request {
+    Request::Send(SendRequest {
+        from_agent: Some(LEAD.into()),
+        to_agent: Some(WORKER.into()),
+        subject: Some(format!("Implement benchmark task {producer}-{seq}")),
+        task_id: Some(crate::files::task_id(producer, seq)),
+        body: Some(format!(
+            "Benchmark task {producer}-{seq}: a task assignment of about the size the peers send."
+        )),
+        ..SendRequest::default()
+    })
+}
+
+/// `fetch` for the worker.
+pub(crate) fn fetch_request(limit: u32) -> Request {
+    Request::Fetch(FetchRequest {
+        agent: Some(WORKER.into()),
+        limit: Some(limit),
+        ..FetchRequest::default()
+    })
+}
+
+/// Thread ids of a `fetch` or `list` output.
+pub(crate) fn thread_ids(output: &Output) -> Vec<String> {
+    match output {
+        Output::Fetch(out) | Output::List(out) => out
+            .threads
+            .iter()
+            .map(|t| t.thread.thread_id.clone())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A worker's client: fetch, claim at random among the candidates, done.
+pub(crate) struct InboxQueue {
+    engine: NativeEngine,
+    rng: Rng,
+}
+
+impl InboxQueue {
+    /// Opens an engine for worker (or producer) `worker`.
+    pub(crate) fn open(path: &Path, worker: usize) -> Result<InboxQueue> {
+        Ok(InboxQueue {
+            engine: engine(path)?,
+            rng: Rng::new(worker as u64),
+        })
+    }
+}
+
+impl Queue for InboxQueue {
+    fn send(&mut self, producer: usize, seq: u64) -> Result<()> {
+        run(&mut self.engine, send_request(producer, seq)).map(drop)
+    }
+
+    fn claim(&mut self) -> Result<Claimed> {
+        let mut conflicts = 0;
+        loop {
+            let mut candidates = thread_ids(&run(&mut self.engine, fetch_request(32))?);
+            if candidates.is_empty() {
+                return Ok(Claimed {
+                    task: None,
+                    conflicts,
+                });
+            }
+            self.rng.shuffle(&mut candidates);
+            for thread in candidates {
+                let request = Request::Claim(ClaimRequest {
+                    agent: Some(WORKER.into()),
+                    thread_id: Some(thread.clone()),
+                    lease_seconds: Some(900),
+                });
+                match self.engine.execute(request) {
+                    Response::Success(Output::Claim(out)) => {
+                        return Ok(Claimed {
+                            task: Some(Task {
+                                id: thread.clone(),
+                                handle: thread,
+                                token: out.lease.lease_token,
+                            }),
+                            conflicts,
+                        });
+                    }
+                    Response::Failure { error, .. }
+                        if matches!(
+                            error.code(),
+                            ErrorCode::LeaseConflict | ErrorCode::ThreadFinished
+                        ) =>
+                    {
+                        conflicts += 1;
+                    }
+                    Response::Failure { error, .. } => {
+                        bail!("inbox claim failed: {} ({error})", error.code().as_str())
+                    }
+                    Response::Success(_) => bail!("inbox claim answered with another command"),
+                }
+            }
+        }
+    }
+
+    fn done(&mut self, task: &Task) -> Result<()> {
+        let request = Request::Done(FinishRequest {
+            agent: Some(WORKER.into()),
+            thread_id: Some(task.handle.clone()),
+            lease_token: Some(task.token),
+            summary: Some("ok".into()),
+            ..FinishRequest::default()
+        });
+        run(&mut self.engine, request).map(drop)
+    }
+}
+
+/// Creates the thread two agents talk in: sent by the lead, claimed by the
+/// worker with a lease far longer than any run.
+pub(crate) fn create_channel(path: &Path) -> Result<String> {
+    let mut engine = engine(path)?;
+    let thread = match run(&mut engine, send_request(0, 0))? {
+        Output::Send(out) => out.thread.thread.thread_id,
+        _ => bail!("send answered with another command"),
+    };
+    run(
+        &mut engine,
+        Request::Claim(ClaimRequest {
+            agent: Some(WORKER.into()),
+            thread_id: Some(thread.clone()),
+            lease_seconds: Some(86_400),
+        }),
+    )?;
+    Ok(thread)
+}
+
+/// One agent's end of the conversation in a thread.
+pub(crate) struct InboxEndpoint {
+    engine: NativeEngine,
+    watcher: ChangeWatcher,
+    thread: String,
+    role: Role,
+    /// Events up to here are seen: the wait's `after_event`.
+    cursor: u64,
+}
+
+impl InboxEndpoint {
+    /// Opens an engine and arms the change watcher (before the first look,
+    /// as the CLI does, so no commit is missed).
+    pub(crate) fn open(path: &Path, thread: &str, role: Role) -> Result<InboxEndpoint> {
+        let watcher = ChangeWatcher::arm(path);
+        let mut engine = engine(path)?;
+        let show = run(
+            &mut engine,
+            Request::Show(ShowRequest {
+                thread_id: Some(thread.into()),
+                ..ShowRequest::default()
+            }),
+        )?;
+        let cursor = match show {
+            Output::Show(out) => out.thread.thread.last_event_id,
+            _ => 0,
+        };
+        Ok(InboxEndpoint {
+            engine,
+            watcher,
+            thread: thread.into(),
+            role,
+            cursor,
+        })
+    }
+
+    /// The event id after which the next wait looks.
+    pub(crate) fn cursor(&self) -> u64 {
+        self.cursor
+    }
+}
+
+/// Seconds for a wait's `timeout_seconds` (at least 1).
+fn timeout_seconds(timeout: Duration) -> u64 {
+    timeout.as_secs().max(1)
+}
+
+impl Endpoint for InboxEndpoint {
+    fn post(&mut self, seq: u64) -> Result<()> {
+        let request = match self.role {
+            // The worker blocks on a question, as `inbox update --status blocked`.
+            Role::Worker | Role::WorkerWatch => Request::Update(UpdateRequest {
+                agent: Some(WORKER.into()),
+                thread_id: Some(self.thread.clone()),
+                status: Some(Status::Blocked),
+                summary: Some(format!("Question {seq}: which option?")),
+                ..UpdateRequest::default()
+            }),
+            // The lead answers, as `inbox reply --kind answer`.
+            Role::Lead => Request::Reply(ReplyRequest {
+                from_agent: Some(LEAD.into()),
+                thread_id: Some(self.thread.clone()),
+                kind: Some(Kind::Answer),
+                summary: Some(format!("Answer {seq}: the first option.")),
+                ..ReplyRequest::default()
+            }),
+        };
+        let event = match run(&mut self.engine, request)? {
+            Output::Update(out) | Output::Reply(out) => out.event_id,
+            _ => bail!("a post answered with another command"),
+        };
+        self.cursor = self.cursor.max(event);
+        Ok(())
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<bool> {
+        let request = match self.role {
+            Role::Worker => Request::WaitReply(WaitReplyRequest {
+                thread_id: Some(self.thread.clone()),
+                agent: Some(WORKER.into()),
+                after_event: Some(self.cursor),
+                timeout_seconds: Some(timeout_seconds(timeout)),
+                ..WaitReplyRequest::default()
+            }),
+            Role::WorkerWatch => Request::Watch(WatchRequest {
+                agent: Some(WORKER.into()),
+                after_event: Some(self.cursor),
+                timeout_seconds: Some(timeout_seconds(timeout)),
+                ..WatchRequest::default()
+            }),
+            Role::Lead => Request::Watch(WatchRequest {
+                agent: Some(LEAD.into()),
+                status: vec![Status::Blocked],
+                after_event: Some(self.cursor),
+                timeout_seconds: Some(timeout_seconds(timeout)),
+                ..WatchRequest::default()
+            }),
+        };
+        match wait(&mut self.engine, request, &mut self.watcher) {
+            Response::Success(Output::WaitReply(out)) => {
+                self.cursor = self.cursor.max(out.next_event_id);
+                Ok(out.woke)
+            }
+            Response::Success(Output::Watch(out)) => {
+                self.cursor = self.cursor.max(out.next_event_id);
+                Ok(out.woke)
+            }
+            Response::Success(_) => bail!("a wait answered with another command"),
+            Response::Failure { error, .. } => {
+                bail!("inbox wait failed: {} ({error})", error.code().as_str())
+            }
+        }
+    }
+}

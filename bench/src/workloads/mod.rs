@@ -1,0 +1,49 @@
+//! The five workloads of issue 4, each in its own module, each returning a
+//! report [`Section`](crate::report::Section) with its tables, plots and
+//! target checks: [`send`] (1), [`claim`] (2), [`wake`] (3), [`roundtrip`]
+//! (4) and [`query`] (5); workload 6 (fsync-per-commit durability) runs
+//! inside each of them. Shared helpers live here. A workload must never
+//! compare systems across durabilities: a table holds one durability, and a
+//! ratio's baseline is measured in the same run and the same table.
+
+pub(crate) mod claim;
+pub(crate) mod query;
+pub(crate) mod roundtrip;
+pub(crate) mod send;
+pub(crate) mod wake;
+
+use crate::peers::Durability;
+use crate::report::Check;
+use crate::stats::{Summary, fmt_us};
+
+/// A target check.
+pub(crate) fn check(target: &str, measured: String, pass: bool, shortfall: String) -> Check {
+    Check {
+        target: target.to_owned(),
+        measured,
+        pass,
+        shortfall: if pass { String::new() } else { shortfall },
+    }
+}
+
+/// "normal" / "full (fsync per commit)" for captions.
+pub(crate) fn durability_caption(d: Durability) -> &'static str {
+    match d {
+        Durability::Normal => "normal durability (no fsync per commit)",
+        Durability::Full => "full durability (fsync per commit, only equally durable peers)",
+    }
+}
+
+/// `p50 / p99 / max` cells.
+pub(crate) fn latency_cells(s: &Summary) -> Vec<String> {
+    if s.is_empty() {
+        return vec!["n/a".into(); 3];
+    }
+    vec![fmt_us(s.p50), fmt_us(s.p99), fmt_us(s.max)]
+}
+
+/// Logs progress to stderr (the report is the output; this is for people
+/// watching a long run).
+pub(crate) fn progress(text: &str) {
+    eprintln!("  {text}");
+}

@@ -1,0 +1,511 @@
+//! Workload 5: what reads cost as the store grows: `fetch`, `fetch
+//! --unread`, `list` and `show` at 10k, 100k and 1M messages, in process
+//! (one engine, warm) and as one CLI process per query, next to the JSONL
+//! peer's reads of a member inbox of the same share of messages.
+//!
+//! One inbox database grows through the engine itself (every message is a
+//! real `send`, every finished thread a real `claim` and `done`), so the
+//! store holds what a long-running team leaves behind. Reads never fsync,
+//! so this workload runs under normal durability only. This module must
+//! never write into the database behind the engine's back.
+
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use inbox_engine::wire::{
+    ClaimRequest, FetchRequest, FinishRequest, ListRequest, SendRequest, ShowRequest,
+};
+use inbox_engine::{Output, Request};
+use inbox_host_native::NativeEngine;
+
+use super::{check, progress};
+use crate::ctx::Ctx;
+use crate::peers::{Durability, System, inbox};
+use crate::proc::{Rng, run_checked, us_since};
+use crate::report::{Section, Table};
+use crate::stats::{Summary, fmt_ratio, fmt_us, ratio};
+use crate::svg::{Series, line_chart};
+
+/// Worker agents the threads are spread over.
+const AGENTS: u64 = 16;
+/// The agent whose queries are measured.
+const READER: &str = "w03";
+/// Messages per thread.
+const PER_THREAD: u64 = 10;
+
+const QUERIES: [&str; 4] = ["fetch", "fetch --unread", "list", "show"];
+
+/// Grows the store one thread (ten messages) at a time.
+struct Grower {
+    engine: NativeEngine,
+    threads: u64,
+    /// The reader's threads (for `show`).
+    reader_threads: Vec<String>,
+}
+
+impl Grower {
+    fn agent(k: u64) -> String {
+        format!("w{:02}", k % AGENTS)
+    }
+
+    /// Adds thread `k`: a task and eight more messages from the lead; three
+    /// threads in four are then claimed and finished (a result message), the
+    /// fourth gets a ninth message and stays pending. The reader marks half
+    /// of its pending threads read.
+    fn add_thread(&mut self) -> Result<()> {
+        let k = self.threads;
+        let agent = Grower::agent(k);
+        let out = inbox::run(
+            &mut self.engine,
+            Request::Send(SendRequest {
+                from_agent: Some("lead".into()),
+                to_agent: Some(agent.clone()),
+                subject: Some(format!("Task {k}: implement part {k} of the feature")),
+                task_id: Some(format!("T{k}")),
+                body: Some("Details of the task, as a lead would write them for a worker.".into()),
+                ..SendRequest::default()
+            }),
+        )?;
+        let Output::Send(out) = out else {
+            bail!("send answered with another command")
+        };
+        let thread = out.thread.thread.thread_id;
+        let round = k / AGENTS;
+        let pending = round.is_multiple_of(4);
+        let appends = if pending {
+            PER_THREAD - 1
+        } else {
+            PER_THREAD - 2
+        };
+        for j in 0..appends {
+            inbox::run(
+                &mut self.engine,
+                Request::Send(SendRequest {
+                    from_agent: Some("lead".into()),
+                    thread_id: Some(thread.clone()),
+                    summary: Some(format!(
+                        "Note {j} on task {k}: one more constraint to respect."
+                    )),
+                    ..SendRequest::default()
+                }),
+            )?;
+        }
+        if !pending {
+            let out = inbox::run(
+                &mut self.engine,
+                Request::Claim(ClaimRequest {
+                    agent: Some(agent.clone()),
+                    thread_id: Some(thread.clone()),
+                    lease_seconds: Some(900),
+                }),
+            )?;
+            let Output::Claim(out) = out else {
+                bail!("claim answered with another command")
+            };
+            inbox::run(
+                &mut self.engine,
+                Request::Done(FinishRequest {
+                    agent: Some(agent.clone()),
+                    thread_id: Some(thread.clone()),
+                    lease_token: Some(out.lease.lease_token),
+                    summary: Some(format!("Task {k} done.")),
+                    ..FinishRequest::default()
+                }),
+            )?;
+        }
+        if agent == READER {
+            if pending && round.is_multiple_of(8) {
+                inbox::run(
+                    &mut self.engine,
+                    Request::Show(ShowRequest {
+                        thread_id: Some(thread.clone()),
+                        agent: Some(READER.into()),
+                        mark_read: true,
+                    }),
+                )?;
+            }
+            self.reader_threads.push(thread);
+        }
+        self.threads += 1;
+        Ok(())
+    }
+}
+
+fn request(query: &str, thread: &str) -> Request {
+    match query {
+        "fetch" | "fetch --unread" => Request::Fetch(FetchRequest {
+            agent: Some(READER.into()),
+            limit: Some(20),
+            unread: query.ends_with("unread"),
+            ..FetchRequest::default()
+        }),
+        "list" => Request::List(ListRequest {
+            limit: Some(50),
+            ..ListRequest::default()
+        }),
+        _ => Request::Show(ShowRequest {
+            thread_id: Some(thread.into()),
+            ..ShowRequest::default()
+        }),
+    }
+}
+
+fn cli_args(query: &str, thread: &str) -> Vec<String> {
+    let mut args: Vec<String> = match query {
+        "fetch" => vec!["fetch".into(), "--agent".into(), READER.into()],
+        "fetch --unread" => vec![
+            "fetch".into(),
+            "--agent".into(),
+            READER.into(),
+            "--unread".into(),
+        ],
+        "list" => vec!["list".into()],
+        _ => vec!["show".into(), "--thread".into(), thread.into()],
+    };
+    args.push("--json".into());
+    args
+}
+
+/// Per size: query → (in-process summary, CLI summary, JSONL summary).
+type Measured = Vec<(u64, Vec<(Summary, Summary, Option<Summary>)>)>;
+
+/// Runs the workload.
+pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
+    let started = Instant::now();
+    let sizes: Vec<u64> = ctx.size(vec![10_000, 100_000, 1_000_000], vec![1_000, 10_000]);
+    let reps: usize = ctx.size(2000, 200);
+    let cli_reps: usize = ctx.size(40, 10);
+    let mut section = Section {
+        key: "query".into(),
+        title: "5. Read cost as the store grows".into(),
+        command: "cargo run -p inbox-bench --release -- query".into(),
+        ..Section::default()
+    };
+    let target = ctx.target(System::Inbox, Durability::Normal);
+    target.prepare()?;
+    let mut grower = Grower {
+        engine: inbox::engine(&target.path)?,
+        threads: 0,
+        reader_threads: Vec::new(),
+    };
+    // Growing a million messages one transaction at a time would spend most
+    // of its time in the checkpoints' fsyncs; the growing connection skips
+    // them. What is stored is the same; the measured reads use fresh
+    // connections (the CLI) or this one after growth, and reads never fsync.
+    grower
+        .engine
+        .store()
+        .connection()
+        .pragma_update(None, "synchronous", "OFF")
+        .context("cannot set synchronous=OFF on the growing connection")?;
+    let floor = Summary::of(
+        &(0..cli_reps * 2)
+            .map(|_| {
+                run_checked(&mut std::process::Command::new(&ctx.bins.noop), &[]).map(|(us, _)| us)
+            })
+            .collect::<Result<Vec<_>>>()?,
+    );
+    let mut measured: Measured = Vec::new();
+    let mut grow_seconds = 0.0;
+    let mut rng = Rng::new(7);
+    for &size in &sizes {
+        progress(&format!("query: growing the store to {size} messages"));
+        let t0 = Instant::now();
+        while grower.threads * PER_THREAD < size {
+            grower.add_thread()?;
+        }
+        grow_seconds += t0.elapsed().as_secs_f64();
+        // Let the last checkpoint settle the WAL, as a store at rest would be.
+        let jsonl_dir = ctx.tmp.fresh("query-jsonl")?;
+        let jsonl_inbox = write_jsonl(&jsonl_dir, size / AGENTS)?;
+        let mut row = Vec::new();
+        for query in QUERIES {
+            progress(&format!("query: {query} at {size} messages"));
+            let pick = |rng: &mut Rng| {
+                let n = grower.reader_threads.len().max(1) as u64;
+                grower
+                    .reader_threads
+                    .get((rng.next_u64() % n) as usize)
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let mut samples = Vec::with_capacity(reps);
+            for i in 0..reps + 20 {
+                let thread = pick(&mut rng);
+                let t0 = Instant::now();
+                inbox::run(&mut grower.engine, request(query, &thread))?;
+                if i >= 20 {
+                    samples.push(us_since(t0));
+                }
+            }
+            let mut cli = Vec::with_capacity(cli_reps);
+            for _ in 0..cli_reps {
+                let thread = pick(&mut rng);
+                let mut cmd = ctx.inbox(&target.path);
+                cmd.args(cli_args(query, &thread));
+                let (us, _) = run_checked(&mut cmd, &[10])?;
+                cli.push(us);
+            }
+            let jsonl = jsonl_query(query, &jsonl_inbox, size / AGENTS, reps.min(200), &mut rng)?;
+            row.push((Summary::of(&samples), Summary::of(&cli), jsonl));
+        }
+        measured.push((size, row));
+    }
+
+    section.intro.push(format!(
+        "One inbox database grows through the engine to {} messages: threads of {PER_THREAD} \
+         messages (a task and notes from the lead; three in four then claimed and finished, \
+         the fourth left pending) spread over {AGENTS} worker agents; the reader `{READER}` marks \
+         half of its pending threads read. Growing took {grow_seconds:.0} s (with \
+         `synchronous=OFF` on the growing connection only, to skip the fsyncs of a million \
+         commits). At each size: \
+         `fetch --agent {READER} --limit 20`, the same with `--unread`, `list --limit 50` (all \
+         threads, newest activity first) and `show` of a random thread of the reader's (10 \
+         messages), {reps} times in process on a warm engine and {cli_reps} times as a CLI \
+         process. The JSONL peer is read the seed's way from a member inbox holding the \
+         reader's share of the messages (1/{AGENTS}): new lines since a line cursor (read the \
+         whole file, count lines), one task's messages (scan every line), the last 50 lines \
+         (`tail`). Reads never fsync, so this runs under normal durability only.",
+        sizes.last().copied().unwrap_or(0)
+    ));
+
+    let size_label = |s: u64| {
+        if s >= 1_000_000 {
+            format!("{}M", s / 1_000_000)
+        } else {
+            format!("{}k", s / 1_000)
+        }
+    };
+    let first = sizes.first().copied().unwrap_or(0);
+    let last = sizes.last().copied().unwrap_or(0);
+    let mut header = vec!["query (in process)".to_owned()];
+    for s in &sizes {
+        header.push(format!("p50 @ {}", size_label(*s)));
+        header.push(format!("p99 @ {}", size_label(*s)));
+    }
+    header.push(format!("p50 {} ÷ {}", size_label(last), size_label(first)));
+    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(
+        format!(
+            "**inbox in process**: one warm engine. Last column: the p50 at {} messages as a \
+             multiple of the p50 at {}.",
+            size_label(last),
+            size_label(first)
+        ),
+        &header_refs,
+    );
+    let mut cli_table = Table::new(
+        format!(
+            "**inbox, one CLI process per query**: median wall time, and at {} as a multiple of \
+             the process-spawn floor ({} measured in this workload).",
+            size_label(last),
+            fmt_us(floor.p50)
+        ),
+        &{
+            let mut h = vec!["query (CLI)".to_owned()];
+            h.extend(sizes.iter().map(|s| format!("p50 @ {}", size_label(*s))));
+            h.push(format!("÷ floor @ {}", size_label(last)));
+            h
+        }
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    let mut jsonl_table = Table::new(
+        format!(
+            "**JSONL peer**: the same questions asked of a member inbox file the seed's way, \
+             median. Last column: JSONL's p50 at {} as a multiple of inbox's in-process p50.",
+            size_label(last)
+        ),
+        &{
+            let mut h = vec!["query (JSONL)".to_owned()];
+            h.extend(sizes.iter().map(|s| format!("p50 @ {}", size_label(*s))));
+            h.push(format!("÷ inbox @ {}", size_label(last)));
+            h
+        }
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    let mut series = Vec::new();
+    let mut worst_p50: (f64, &str) = (0.0, "");
+    let mut worst_growth: (f64, &str) = (0.0, "");
+    for (q, query) in QUERIES.iter().enumerate() {
+        let mut cells = vec![format!("`{query}`")];
+        let mut cli_cells = vec![format!("`inbox {query}`")];
+        let mut jsonl_cells = vec![jsonl_label(query).to_owned()];
+        let mut values = Vec::new();
+        for (_, row) in &measured {
+            let (inproc, cli, jsonl) = &row[q];
+            cells.push(fmt_us(inproc.p50));
+            cells.push(fmt_us(inproc.p99));
+            cli_cells.push(fmt_us(cli.p50));
+            jsonl_cells.push(jsonl.map_or("n/a".into(), |s| fmt_us(s.p50)));
+            values.push(Some(inproc.p50));
+        }
+        let at = |i: usize| measured.get(i).map(|(_, row)| row[q]);
+        let (first_row, last_row) = (at(0), at(measured.len().saturating_sub(1)));
+        let growth = match (first_row, last_row) {
+            (Some(a), Some(b)) => ratio(b.0.p50, a.0.p50),
+            _ => None,
+        };
+        cells.push(fmt_ratio(growth));
+        cli_cells.push(fmt_ratio(last_row.and_then(|r| ratio(r.1.p50, floor.p50))));
+        jsonl_cells.push(fmt_ratio(last_row.and_then(|r| ratio(r.2?.p50, r.0.p50))));
+        table.row(cells);
+        cli_table.row(cli_cells);
+        jsonl_table.row(jsonl_cells);
+        series.push(Series {
+            name: format!("inbox {query}"),
+            values,
+        });
+        if *query != "fetch --unread" {
+            let p50 = last_row.map_or(f64::INFINITY, |r| r.0.p50);
+            if p50 > worst_p50.0 {
+                worst_p50 = (p50, query);
+            }
+            let g = growth.unwrap_or(f64::INFINITY);
+            if g > worst_growth.0 {
+                worst_growth = (g, query);
+            }
+        }
+    }
+    series.push(Series {
+        name: "JSONL new lines since cursor".into(),
+        values: measured
+            .iter()
+            .map(|(_, row)| row[1].2.map(|s| s.p50))
+            .collect(),
+    });
+    section.tables.push(table);
+    section.tables.push(cli_table);
+    section.tables.push(jsonl_table);
+    line_chart(
+        &ctx.out_dir.join("query.svg"),
+        "Read cost against store size (median, in process)",
+        "messages in the store",
+        "median per query",
+        &sizes.iter().map(|s| *s as f64).collect::<Vec<_>>(),
+        &series,
+        true,
+        true,
+    )?;
+    section.plots.push((
+        "query.svg".into(),
+        "Median cost of each read against the number of messages (log scale), inbox in process and the JSONL peer".into(),
+    ));
+    let label = size_label(last);
+    section.checks.push(check(
+        &format!("fetch/list/show at {label} messages: p50 ≤ 50 µs in process"),
+        format!("worst: `{}` {}", worst_p50.1, fmt_us(worst_p50.0)),
+        worst_p50.0 <= 50.0,
+        format!(
+            "`{}` is {} over ({:.1}× the target); see the in-process table for each query",
+            worst_p50.1,
+            fmt_us(worst_p50.0 - 50.0),
+            worst_p50.0 / 50.0
+        ),
+    ));
+    section.checks.push(check(
+        &format!(
+            "fetch/list/show at {label}: within 2× of the {} figure",
+            size_label(first)
+        ),
+        format!(
+            "worst: `{}` {}",
+            worst_growth.1,
+            fmt_ratio(Some(worst_growth.0))
+        ),
+        worst_growth.0 <= 2.0,
+        format!(
+            "`{}` grows {} from {} to {label} messages",
+            worst_growth.1,
+            fmt_ratio(Some(worst_growth.0)),
+            size_label(first)
+        ),
+    ));
+    if let Some((_, row)) = measured.last() {
+        section.headlines.push(format!(
+            "at {label} messages, in process: fetch {}, fetch --unread {}, list {}, show {} (p50); \
+             as CLI processes {} to {}",
+            fmt_us(row[0].0.p50),
+            fmt_us(row[1].0.p50),
+            fmt_us(row[2].0.p50),
+            fmt_us(row[3].0.p50),
+            fmt_us(row.iter().map(|r| r.1.p50).fold(f64::INFINITY, f64::min)),
+            fmt_us(row.iter().map(|r| r.1.p50).fold(0.0, f64::max)),
+        ));
+    }
+    let db_size = std::fs::metadata(&target.path).map_or(0, |m| m.len());
+    section.notes.push(format!(
+        "The database held {} MB at {label} messages ({} threads).",
+        db_size / 1_000_000,
+        grower.threads
+    ));
+    section.seconds = started.elapsed().as_secs_f64();
+    Ok(section)
+}
+
+fn jsonl_label(query: &str) -> &'static str {
+    match query {
+        "fetch" => "next unprocessed line (line cursor)",
+        "fetch --unread" => "all new lines since the cursor",
+        "list" => "last 50 lines (`tail -n 50`)",
+        _ => "one task's messages (scan every line)",
+    }
+}
+
+/// Writes a member inbox of `lines` task lines (ten per task).
+fn write_jsonl(dir: &std::path::Path, lines: u64) -> Result<std::path::PathBuf> {
+    let path = dir.join("inbox");
+    let mut out = BufWriter::new(std::fs::File::create(&path)?);
+    for i in 0..lines {
+        let line =
+            crate::files::task_line("lead", READER, (i / PER_THREAD) as usize, i % PER_THREAD);
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(path)
+}
+
+/// The JSONL peer's version of `query`, `reps` times; median etc.
+fn jsonl_query(
+    query: &str,
+    inbox: &std::path::Path,
+    lines: u64,
+    reps: usize,
+    rng: &mut Rng,
+) -> Result<Option<Summary>> {
+    let mut samples = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let t0 = Instant::now();
+        match query {
+            // The seed's loop: read every line, counting, until past the cursor.
+            "fetch" | "fetch --unread" => {
+                let cursor = lines.saturating_sub(if query == "fetch" { 1 } else { 10 }) as usize;
+                let text = std::fs::read_to_string(inbox)?;
+                let new: Vec<&str> = text.lines().skip(cursor).collect();
+                std::hint::black_box(new);
+            }
+            "list" => {
+                let mut file = std::fs::File::open(inbox)?;
+                let len = file.metadata()?.len();
+                file.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)))?;
+                let mut tail = String::new();
+                file.read_to_string(&mut tail)
+                    .context("cannot read the tail")?;
+                let last: Vec<&str> = tail.lines().rev().take(50).collect();
+                std::hint::black_box(last);
+            }
+            _ => {
+                let task = format!("\"t-{}-", rng.next_u64() % (lines / PER_THREAD).max(1));
+                let text = std::fs::read_to_string(inbox)?;
+                let hits: Vec<&str> = text.lines().filter(|l| l.contains(&task)).collect();
+                std::hint::black_box(hits);
+            }
+        }
+        samples.push(us_since(t0));
+    }
+    Ok(Some(Summary::of(&samples)))
+}

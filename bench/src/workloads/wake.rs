@@ -1,0 +1,491 @@
+//! Workload 3: wake latency. A waiter blocks in another process; the
+//! harness commits a message for it and measures from the moment its write
+//! returned (the commit is done) to the moment the waiter's output line
+//! reaches the harness. Also the idle waiter's CPU: user + system time from
+//! `/proc/<pid>/stat` over a fixed idle period.
+//!
+//! Waiters are long-lived processes (`__waiter`: inbox's own waiting code,
+//! Redis BLPOP or XREADGROUP BLOCK, PostgreSQL LISTEN, the file peers'
+//! pollers) and, for inbox and Redis, one CLI process per wait (`inbox
+//! wait-reply`, `inbox watch`, `redis-cli BLPOP`), started and given time to
+//! block before the commit. Commits are spaced by a random gap so that
+//! pollers are caught at a random point of their period. This module must
+//! never start the clock before the waiter is blocked: a waiter that was
+//! still starting would measure its own start-up, not a wake.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+
+use super::{check, durability_caption, latency_cells, progress};
+use crate::ctx::Ctx;
+use crate::files::{filedrop, jsonl};
+use crate::peers::{Durability, Role, System, Target, inbox::InboxEndpoint};
+use crate::proc::{ChildGuard, Lines, Rng, cpu_nanos, us_between};
+use crate::report::{Section, Table};
+use crate::roles::AgentConfig;
+use crate::stats::{Summary, fmt_ratio, fmt_us, ratio};
+use crate::svg::{Bar, bar_chart};
+
+/// The waiters measured.
+#[derive(Clone, Copy, PartialEq)]
+enum Waiter {
+    /// A long-lived process of this harness blocked in the system's wait.
+    LongLived(System, Role),
+    /// `inbox wait-reply` (or `watch`) started per wait.
+    InboxCli(Role),
+    /// `redis-cli BLPOP` started per wait.
+    RedisCli,
+}
+
+impl Waiter {
+    fn label(self) -> String {
+        match self {
+            Waiter::LongLived(System::Inbox, Role::WorkerWatch) => {
+                "inbox watch (long-lived process)".into()
+            }
+            Waiter::LongLived(System::Inbox, _) => "inbox wait-reply (long-lived process)".into(),
+            Waiter::LongLived(System::RedisList, _) => "Redis BLPOP (long-lived client)".into(),
+            Waiter::LongLived(System::RedisStream, _) => {
+                "Redis XREADGROUP BLOCK (long-lived client)".into()
+            }
+            Waiter::LongLived(System::Postgres, _) => {
+                "PostgreSQL LISTEN (long-lived client)".into()
+            }
+            Waiter::LongLived(System::Jsonl, _) => "JSONL inbox, 1 s size poll".into(),
+            Waiter::LongLived(System::FileDrop, _) => "file-drop, 2 s directory poll".into(),
+            Waiter::LongLived(s, _) => s.label().into(),
+            Waiter::InboxCli(Role::WorkerWatch) => "`inbox watch` CLI process".into(),
+            Waiter::InboxCli(_) => "`inbox wait-reply` CLI process".into(),
+            Waiter::RedisCli => "`redis-cli BLPOP` process".into(),
+        }
+    }
+
+    fn system(self) -> System {
+        match self {
+            Waiter::LongLived(system, _) => system,
+            Waiter::InboxCli(_) => System::Inbox,
+            Waiter::RedisCli => System::RedisList,
+        }
+    }
+
+    fn is_baseline(self) -> bool {
+        self == Waiter::LongLived(System::RedisList, Role::Worker)
+    }
+}
+
+const WAITERS: [Waiter; 10] = [
+    Waiter::LongLived(System::RedisList, Role::Worker),
+    Waiter::LongLived(System::Inbox, Role::Worker),
+    Waiter::LongLived(System::Inbox, Role::WorkerWatch),
+    Waiter::InboxCli(Role::Worker),
+    Waiter::InboxCli(Role::WorkerWatch),
+    Waiter::RedisCli,
+    Waiter::LongLived(System::RedisStream, Role::Worker),
+    Waiter::LongLived(System::Postgres, Role::Worker),
+    Waiter::LongLived(System::Jsonl, Role::Worker),
+    Waiter::LongLived(System::FileDrop, Role::Worker),
+];
+
+/// How long a per-wait CLI process is given to start and block.
+const CLI_SETTLE: Duration = Duration::from_millis(40);
+
+/// Runs the workload.
+pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
+    let started = Instant::now();
+    let fast_n: usize = ctx.size(300, 40);
+    let cli_n: usize = ctx.size(150, 20);
+    let poll_n: usize = ctx.size(16, 3);
+    let mut section = Section {
+        key: "wake".into(),
+        title: "3. Wake latency".into(),
+        command: "cargo run -p inbox-bench --release -- wake".into(),
+        ..Section::default()
+    };
+    section.intro.push(format!(
+        "A waiter blocks in another process; the harness commits a message for it (inbox: the \
+         lead's `reply --kind answer` in the thread the worker waits on) and measures from the \
+         moment its write returned to the moment the waiter's line reached the harness. \
+         {fast_n} wakes per long-lived waiter, {cli_n} per CLI-process waiter (each process \
+         is started and given {} to block first), {poll_n} per polling waiter, after a few \
+         warm-up wakes; commits are spaced by a random gap (5 to 15 ms, or up to one poll \
+         period for pollers). Baseline: Redis BLPOP with a long-lived client, in the same run.",
+        fmt_us(CLI_SETTLE.as_secs_f64() * 1e6)
+    ));
+    let mut bars = Vec::new();
+    let mut checks_data = None;
+    for durability in Ctx::DURABILITIES {
+        let mut table = Table::new(
+            format!(
+                "**Wake latency, {}**: p50/p99/max from the moment the writer called the \
+                 system (its write included) to the waiter's output; \"from return\": from the \
+                 moment the write returned (the commit is done), which can be slightly negative \
+                 when the server wakes the waiter before the writer reads its own reply. Last \
+                 column: p50 (from the write's start) as a multiple of Redis BLPOP's.",
+                durability_caption(durability)
+            ),
+            &[
+                "waiter",
+                "wakes",
+                "p50",
+                "p99",
+                "max",
+                "p50 from return",
+                "p99 from return",
+                "write itself (p50)",
+                "p50 ÷ Redis BLPOP",
+            ],
+        );
+        let mut baseline = 0.0;
+        let mut inbox_long = (Summary::default(), Summary::default());
+        let mut inbox_cli = (Summary::default(), Summary::default());
+        for waiter in WAITERS {
+            let n = match waiter {
+                Waiter::LongLived(s, _) if s.polls() => poll_n,
+                Waiter::InboxCli(_) | Waiter::RedisCli => cli_n,
+                _ => fast_n,
+            };
+            progress(&format!(
+                "wake: {} ({}), {n} wakes",
+                waiter.label(),
+                durability.as_str()
+            ));
+            let (from_start, from_return, write) = measure(ctx, waiter, durability, n)?;
+            let s = Summary::of(&from_start);
+            let r = Summary::of(&from_return);
+            if waiter.is_baseline() {
+                baseline = s.p50;
+            }
+            if waiter == Waiter::LongLived(System::Inbox, Role::Worker) {
+                inbox_long = (s, r);
+            }
+            if waiter == Waiter::InboxCli(Role::Worker) {
+                inbox_cli = (s, r);
+            }
+            let mut cells = vec![waiter.label(), s.n.to_string()];
+            cells.extend(latency_cells(&s));
+            cells.push(fmt_us(r.p50));
+            cells.push(fmt_us(r.p99));
+            cells.push(fmt_us(Summary::of(&write).p50));
+            cells.push(fmt_ratio(ratio(s.p50, baseline)));
+            table.row(cells);
+            bars.push(Bar {
+                label: format!(
+                    "{} [{}]",
+                    waiter.label().replace('`', ""),
+                    durability.as_str()
+                ),
+                p50: s.p50.max(1.0),
+                p99: s.p99.max(1.0),
+                baseline: waiter.is_baseline(),
+            });
+        }
+        section.tables.push(table);
+        if durability == Durability::Normal {
+            checks_data = Some((inbox_long, inbox_cli, baseline));
+        }
+    }
+    bar_chart(
+        &ctx.out_dir.join("wake.svg"),
+        "Wake latency: commit returned → waiter's output (median, p99 whisker)",
+        "latency (log scale)",
+        &bars,
+    )?;
+    section.plots.push((
+        "wake.svg".into(),
+        "Wake latency per waiter and durability, median with p99 whisker; grey is the Redis BLPOP baseline".into(),
+    ));
+
+    // Idle CPU.
+    let idle = Duration::from_secs(ctx.size(20, 4));
+    progress(&format!("wake: idle CPU of every waiter over {idle:?}"));
+    let cpu = idle_cpu(ctx, idle)?;
+    let mut table = Table::new(
+        format!(
+            "**Idle waiter CPU**: CPU time of the waiting process (not of the servers), from \
+             /proc/<pid>/schedstat, over {} s with nothing to wake for, normal durability, as a \
+             percentage of one core.",
+            idle.as_secs()
+        ),
+        &["waiter", "CPU time", "% of a core"],
+    );
+    let mut inbox_cpu: f64 = 0.0;
+    for (waiter, nanos) in &cpu {
+        let pct = *nanos as f64 / idle.as_nanos() as f64 * 100.0;
+        if waiter.system() == System::Inbox {
+            inbox_cpu = inbox_cpu.max(pct);
+        }
+        table.row(vec![
+            waiter.label(),
+            format!("{:.2} ms", *nanos as f64 / 1e6),
+            format!("{pct:.4} %"),
+        ]);
+    }
+    section.tables.push(table);
+    section.notes.push(format!(
+        "The pollers' latency is set by design: the JSONL waiter looks every {} s (the seed \
+         warns against looking more often than every second) and the file-drop poller every \
+         {} s (the seed's default), so their medians sit near half a period.",
+        jsonl::POLL.as_secs(),
+        filedrop::POLL.as_secs()
+    ));
+    section.notes.push(
+        "inbox waiters learn of a commit through inotify on the database's folder, confirm it \
+         with `PRAGMA data_version`, then run the wait's query; Redis and PostgreSQL push the \
+         message over an open socket. A CLI waiter also prints its JSON and exits before the \
+         harness sees its line."
+            .into(),
+    );
+
+    let ((long, long_r), (cli, cli_r), baseline) = checks_data.unwrap_or_default();
+    let best = if long_r.p50 <= cli_r.p50 {
+        long_r
+    } else {
+        cli_r
+    };
+    section.checks.push(check(
+        "wake p50 ≤ 0.5 ms across processes (commit returned → `wait-reply` returned)",
+        format!(
+            "long-lived {} / CLI process {}",
+            fmt_us(long_r.p50),
+            fmt_us(cli_r.p50)
+        ),
+        best.p50 <= 500.0,
+        format!(
+            "{} over at best; see the wake table for where the time goes",
+            fmt_us(best.p50 - 500.0)
+        ),
+    ));
+    section.checks.push(check(
+        "wake p99 ≤ 5 ms across processes (commit returned → `wait-reply` returned)",
+        format!(
+            "long-lived {} / CLI process {}",
+            fmt_us(long_r.p99),
+            fmt_us(cli_r.p99)
+        ),
+        long_r.p99 <= 5_000.0 && cli_r.p99 <= 5_000.0,
+        format!(
+            "{} over (worst of the two)",
+            fmt_us(long_r.p99.max(cli_r.p99) - 5_000.0)
+        ),
+    ));
+    section.checks.push(check(
+        "wake on par with Redis BLPOP in the same run (p50 from the write's start, long-lived waiters, ≤ 1.0×)",
+        format!(
+            "{} vs {} = {}",
+            fmt_us(long.p50),
+            fmt_us(baseline),
+            fmt_ratio(ratio(long.p50, baseline))
+        ),
+        long.p50 <= baseline,
+        format!(
+            "{} Redis's median. Redis's write is a round trip to a server that wakes the \
+             blocked client from memory; inbox's write is an SQLite transaction, and the waiter \
+             is woken by inotify on the WAL write, confirms the commit with `PRAGMA \
+             data_version` and re-runs its query (the \"write itself\" and \"from return\" \
+             columns split the two)",
+            fmt_ratio(ratio(long.p50, baseline))
+        ),
+    ));
+    section.checks.push(check(
+        "idle waiter CPU ≤ 0.5 % of a core",
+        format!("{inbox_cpu:.3} % (worst inbox waiter)"),
+        inbox_cpu <= 0.5,
+        format!("{:.3} points over", inbox_cpu - 0.5),
+    ));
+    section.headlines.push(format!(
+        "commit returned → waiter returned: inbox wait-reply p50 {} / p99 {} in a long-lived \
+         process, {} / {} as a CLI process; from the write's start, inbox {} against Redis \
+         BLPOP {} ({}); idle inbox waiters use {inbox_cpu:.2} % of a core",
+        fmt_us(long_r.p50),
+        fmt_us(long_r.p99),
+        fmt_us(cli_r.p50),
+        fmt_us(cli_r.p99),
+        fmt_us(long.p50),
+        fmt_us(baseline),
+        fmt_ratio(ratio(long.p50, baseline))
+    ));
+    let _ = cli;
+    section.seconds = started.elapsed().as_secs_f64();
+    Ok(section)
+}
+
+/// Starts a long-lived waiter child on a prepared channel and waits for
+/// its `ready`.
+fn spawn_waiter(ctx: &Ctx, target: &Target, role: Role) -> Result<(ChildGuard, Lines)> {
+    let config = serde_json::to_string(&AgentConfig {
+        target: target.clone(),
+        role,
+    })?;
+    let mut cmd = Command::new(&ctx.bins.me);
+    cmd.arg("__waiter")
+        .arg(config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = ChildGuard::spawn(&mut cmd, &format!("{} waiter", target.system.label()))?;
+    let lines = child.lines()?;
+    lines.expect("ready", Duration::from_secs(30))?;
+    Ok((child, lines))
+}
+
+/// The per-wait CLI command of a CLI waiter, resuming after event `cursor`.
+fn cli_waiter(ctx: &Ctx, waiter: Waiter, target: &Target, cursor: u64, timeout: u64) -> Command {
+    match waiter {
+        Waiter::RedisCli => {
+            let mut cmd = ctx.redis_cli(target.durability);
+            cmd.args(["BLPOP", "to_worker", &timeout.to_string()]);
+            cmd
+        }
+        _ => {
+            let mut cmd = ctx.inbox(&target.path);
+            if waiter == Waiter::InboxCli(Role::WorkerWatch) {
+                cmd.args(["watch", "--agent", "worker"]);
+            } else {
+                cmd.args(["wait-reply", "--agent", "worker", "--thread"])
+                    .arg(target.thread.as_deref().unwrap_or_default());
+            }
+            cmd.args([
+                "--timeout-seconds",
+                &timeout.to_string(),
+                "--json",
+                "--after-event",
+            ])
+            .arg(cursor.to_string());
+            cmd
+        }
+    }
+}
+
+/// `n` wakes (after warm-up); returns the latencies from the write's start
+/// and from its return, and the writes' own durations, in µs.
+fn measure(
+    ctx: &Ctx,
+    waiter: Waiter,
+    durability: Durability,
+    n: usize,
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let target = ctx.target(waiter.system(), durability).prepare_channel()?;
+    let mut committer = target.endpoint(Role::Lead)?;
+    // The inbox CLI waiters need the lead's event cursor.
+    let mut inbox_lead = match waiter {
+        Waiter::InboxCli(_) => Some(InboxEndpoint::open(
+            &target.path,
+            target.thread.as_deref().unwrap_or_default(),
+            Role::Lead,
+        )?),
+        _ => None,
+    };
+    let polls = waiter.system().polls();
+    let (warmup, gap) = if polls {
+        let period = if waiter.system() == System::Jsonl {
+            jsonl::POLL
+        } else {
+            filedrop::POLL
+        };
+        (1, (Duration::ZERO, period))
+    } else {
+        (5, (Duration::from_millis(5), Duration::from_millis(15)))
+    };
+    let mut rng = Rng::new(n as u64);
+    let mut from_start = Vec::with_capacity(n);
+    let mut from_return = Vec::with_capacity(n);
+    let mut write = Vec::with_capacity(n);
+    let long_lived = match waiter {
+        Waiter::LongLived(_, role) => Some(spawn_waiter(ctx, &target, role)?),
+        _ => None,
+    };
+    for i in 0..n + warmup {
+        let mut per_wait = None;
+        if long_lived.is_none() {
+            let cursor = inbox_lead.as_ref().map_or(0, InboxEndpoint::cursor);
+            let mut cmd = cli_waiter(ctx, waiter, &target, cursor, 30);
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            let mut child = ChildGuard::spawn(&mut cmd, &waiter.label())?;
+            let lines = child.lines()?;
+            std::thread::sleep(CLI_SETTLE + rng.between(Duration::ZERO, Duration::from_millis(10)));
+            per_wait = Some((child, lines));
+        } else {
+            std::thread::sleep(rng.between(gap.0, gap.1));
+        }
+        let t0 = Instant::now();
+        match inbox_lead.as_mut() {
+            Some(lead) => crate::peers::Endpoint::post(lead, i as u64)?,
+            None => committer.post(i as u64)?,
+        }
+        let committed = Instant::now();
+        let lines = match (&long_lived, &per_wait) {
+            (Some((_, lines)), _) | (None, Some((_, lines))) => lines,
+            _ => bail!("no waiter"),
+        };
+        let timeout = if polls {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(30)
+        };
+        let (at, line) = lines.next(timeout)?;
+        if let Some(error) = line.strip_prefix("error:") {
+            bail!("{}: {}", waiter.label(), error.trim());
+        }
+        if let Some((mut child, _)) = per_wait {
+            let code = child.wait_code()?;
+            if code != 0 {
+                bail!("{} exited with {code}: {line}", waiter.label());
+            }
+        }
+        if i >= warmup {
+            from_start.push(us_between(t0, at));
+            from_return.push(us_between(committed, at));
+            write.push(us_between(t0, committed));
+        }
+    }
+    Ok((from_start, from_return, write))
+}
+
+/// Every waiter blocked at once with nothing to wake for; CPU ticks used by
+/// each over `idle`.
+fn idle_cpu(ctx: &Ctx, idle: Duration) -> Result<Vec<(Waiter, u64)>> {
+    let mut running = Vec::new();
+    for waiter in WAITERS {
+        let target = ctx
+            .target(waiter.system(), Durability::Normal)
+            .prepare_channel()?;
+        let child = match waiter {
+            Waiter::LongLived(_, role) => spawn_waiter(ctx, &target, role)?.0,
+            _ => {
+                let cursor = match waiter {
+                    Waiter::InboxCli(_) => InboxEndpoint::open(
+                        &target.path,
+                        target.thread.as_deref().unwrap_or_default(),
+                        Role::Lead,
+                    )?
+                    .cursor(),
+                    _ => 0,
+                };
+                // Long enough to outlast the idle period.
+                let mut cmd = cli_waiter(ctx, waiter, &target, cursor, 600);
+                cmd.stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                ChildGuard::spawn(&mut cmd, &waiter.label())?
+            }
+        };
+        running.push((waiter, child));
+    }
+    // Let start-up finish before counting.
+    std::thread::sleep(Duration::from_secs(1));
+    let before: Vec<u64> = running
+        .iter()
+        .map(|(_, c)| cpu_nanos(c.pid()))
+        .collect::<Result<_>>()?;
+    std::thread::sleep(idle);
+    let mut out = Vec::new();
+    for ((waiter, child), before) in running.iter().zip(before) {
+        let after = cpu_nanos(child.pid())?;
+        out.push((*waiter, after.saturating_sub(before)));
+    }
+    Ok(out)
+}
