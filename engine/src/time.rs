@@ -58,6 +58,75 @@ impl Timestamp {
     /// digits (extra precision is truncated to milliseconds), so that every
     /// accepted string names exactly one instant.
     pub fn parse(text: &str) -> Result<Timestamp, TimestampError> {
+        // Stores hand back every timestamp in the canonical 24-byte form, and
+        // reads parse four per thread: decode that form digit by digit.
+        if let Some(t) = Timestamp::parse_canonical(text.as_bytes()) {
+            return Ok(t);
+        }
+        Timestamp::parse_general(text)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly, or `None` (the general parser then
+    /// decides, and reports errors).
+    fn parse_canonical(b: &[u8]) -> Option<Timestamp> {
+        let &[
+            y0,
+            y1,
+            y2,
+            y3,
+            b'-',
+            mo0,
+            mo1,
+            b'-',
+            d0,
+            d1,
+            b'T',
+            h0,
+            h1,
+            b':',
+            mi0,
+            mi1,
+            b':',
+            s0,
+            s1,
+            b'.',
+            f0,
+            f1,
+            f2,
+            b'Z',
+        ] = b
+        else {
+            return None;
+        };
+        let mut n = [0i64; 17];
+        for (slot, &c) in n.iter_mut().zip(&[
+            y0, y1, y2, y3, mo0, mo1, d0, d1, h0, h1, mi0, mi1, s0, s1, f0, f1, f2,
+        ]) {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            *slot = i64::from(c - b'0');
+        }
+        let year = n[0] * 1000 + n[1] * 100 + n[2] * 10 + n[3];
+        let month = n[4] * 10 + n[5];
+        let day = n[6] * 10 + n[7];
+        let (hour, minute, second) = (n[8] * 10 + n[9], n[10] * 10 + n[11], n[12] * 10 + n[13]);
+        let millis = n[14] * 100 + n[15] * 10 + n[16];
+        if !(1..=12).contains(&month)
+            || day < 1
+            || day > days_in_month(year, month)
+            || hour > 23
+            || minute > 59
+            || second > 59
+        {
+            return None;
+        }
+        let seconds =
+            days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+        Some(Timestamp(seconds * 1000 + millis))
+    }
+
+    fn parse_general(text: &str) -> Result<Timestamp, TimestampError> {
         let err = || TimestampError {
             text: text.to_owned(),
         };

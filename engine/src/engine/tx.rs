@@ -48,11 +48,16 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     pub(super) fn view(&self, state: &ThreadState) -> ThreadView {
-        let mut thread = state.thread.clone();
-        thread.status = rules::effective_status(&state.thread, state.lease.as_ref(), self.now);
+        self.into_view(state.clone())
+    }
+
+    /// [`Tx::view`] of a state the caller no longer needs (no copy).
+    pub(super) fn into_view(&self, state: ThreadState) -> ThreadView {
+        let ThreadState { mut thread, lease } = state;
+        thread.status = rules::effective_status(&thread, lease.as_ref(), self.now);
         ThreadView {
             thread,
-            lease: state.lease.clone().filter(|l| l.is_live(self.now)),
+            lease: lease.filter(|l| l.is_live(self.now)),
         }
     }
 
