@@ -70,14 +70,14 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         };
         let rows = self.effective_threads(&query, true)?;
         Ok(ThreadsOutput {
-            threads: rows.into_iter().map(|r| self.into_view(r)).collect(),
+            threads: rows.into_iter().map(|r| self.view_owned(r)).collect(),
         })
     }
 
     pub(super) fn list(&mut self, query: &ThreadQuery) -> Result<ThreadsOutput, EngineError> {
         let rows = self.effective_threads(query, false)?;
         Ok(ThreadsOutput {
-            threads: rows.into_iter().map(|r| self.into_view(r)).collect(),
+            threads: rows.into_iter().map(|r| self.view_owned(r)).collect(),
         })
     }
 

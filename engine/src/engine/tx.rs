@@ -48,11 +48,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     pub(super) fn view(&self, state: &ThreadState) -> ThreadView {
-        self.into_view(state.clone())
+        self.view_owned(state.clone())
     }
 
     /// [`Tx::view`] of a state the caller no longer needs (no copy).
-    pub(super) fn into_view(&self, state: ThreadState) -> ThreadView {
+    pub(super) fn view_owned(&self, state: ThreadState) -> ThreadView {
         let ThreadState { mut thread, lease } = state;
         thread.status = rules::effective_status(&thread, lease.as_ref(), self.now);
         ThreadView {
