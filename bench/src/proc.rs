@@ -293,12 +293,4 @@ impl Rng {
         let span = high.saturating_sub(low).as_micros().max(1) as u64;
         low + Duration::from_micros(self.next_u64() % span)
     }
-
-    /// Shuffles `items` in place (Fisher–Yates).
-    pub(crate) fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = (self.next_u64() % (i as u64 + 1)) as usize;
-            items.swap(i, j);
-        }
-    }
 }

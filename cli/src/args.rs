@@ -124,14 +124,17 @@ Examples:
     /// Take the lease on a thread: the only way to own work
     #[command(
         long_about = "\
-Take the lease on a thread assigned to --agent. Only claim grants ownership,
-and only one live lease exists per thread: claiming a held thread fails with
-lease_conflict (exit 20) whoever asks, even under the same agent name. The
-answer carries the lease token: pass it as --lease-token to later commands to
-be fenced off for sure if another process claims the thread after your lease
-runs out.",
+Take the lease on a thread assigned to --agent: the one named by --thread, or
+with --next the first one fetch would list. Only claim grants ownership, and
+only one live lease exists per thread: claiming a held thread fails with
+lease_conflict (exit 20) whoever asks, even under the same agent name. --next
+picks and leases in one step, so workers sharing a queue never collide; it
+exits 10 when nothing is claimable. The answer carries the lease token: pass it
+as --lease-token to later commands to be fenced off for sure if another process
+claims the thread after your lease runs out.",
         after_help = "\
 Examples:
+  inbox claim --agent backend-worker --next --json
   inbox claim --agent backend-worker --thread thr_01JH... --lease-seconds 900 --json"
     )]
     Claim(ClaimArgs),
@@ -413,6 +416,10 @@ pub struct ClaimArgs {
     /// The thread to claim
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub thread: Option<String>,
+    /// Claim the first thread fetch would list, picked and leased in one
+    /// step; exit 10 when nothing is claimable
+    #[arg(long, conflicts_with = "thread")]
+    pub next: bool,
     /// How long the lease lasts unless renewed [default: 900]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub lease_seconds: Option<u64>,

@@ -10,8 +10,8 @@
 use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
-use inbox_engine::wire::{MessageOutput, ThreadView, WaitReplyOutput, WatchOutput};
-use inbox_engine::{Message, Output, Response, Status, Timestamp};
+use inbox_engine::wire::{ClaimOutput, MessageOutput, ThreadView, WaitReplyOutput, WatchOutput};
+use inbox_engine::{Lease, Message, Output, Response, Status, Timestamp};
 
 /// What rendering needs besides the response.
 pub(crate) struct Context {
@@ -110,24 +110,22 @@ fn success(output: &Output, cx: &Context) -> String {
         Output::Done(out) => finished("Done", out),
         Output::Fail(out) => finished("Failed", out),
         Output::Cancel(out) => finished("Cancelled", out),
-        Output::Claim(out) | Output::Renew(out) => {
-            let verb = if matches!(output, Output::Claim(_)) {
-                "Claimed"
-            } else {
-                "Renewed the lease on"
-            };
-            let t = &out.thread.thread;
-            format!(
-                "{verb} {}: {}\n  lease token {} · attempt {} of {} · {} · event {}\n",
-                paint(BOLD, &t.thread_id),
-                t.subject,
-                out.lease.lease_token,
-                out.lease.attempt,
-                t.max_attempts,
-                until(cx.now, out.lease.expires_at),
-                out.event_id
-            )
-        }
+        Output::Claim(ClaimOutput {
+            thread: Some(thread),
+            lease: Some(lease),
+            event_id: Some(event_id),
+        }) => leased("Claimed", thread, lease, *event_id, cx.now),
+        Output::Claim(_) => format!(
+            "Nothing to claim for {}.\n",
+            cx.agent.as_deref().unwrap_or("this agent")
+        ),
+        Output::Renew(out) => leased(
+            "Renewed the lease on",
+            &out.thread,
+            &out.lease,
+            out.event_id,
+            cx.now,
+        ),
         Output::Fetch(out) if out.threads.is_empty() => format!(
             "Nothing to claim for {}.\n",
             cx.agent.as_deref().unwrap_or("this agent")
@@ -165,6 +163,20 @@ fn success(output: &Output, cx: &Context) -> String {
             out.engine_version, out.wire_version
         ),
     }
+}
+
+fn leased(verb: &str, view: &ThreadView, lease: &Lease, event_id: u64, now: Timestamp) -> String {
+    let t = &view.thread;
+    format!(
+        "{verb} {}: {}\n  lease token {} · attempt {} of {} · {} · event {}\n",
+        paint(BOLD, &t.thread_id),
+        t.subject,
+        lease.lease_token,
+        lease.attempt,
+        t.max_attempts,
+        until(now, lease.expires_at),
+        event_id
+    )
 }
 
 fn message_sent(out: &MessageOutput) -> String {

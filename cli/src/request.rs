@@ -61,6 +61,7 @@ pub(crate) fn build(
         Command::Claim(a) => Request::Claim(ClaimRequest {
             agent,
             thread_id: a.thread.clone(),
+            next: a.next,
             lease_seconds: a.lease_seconds,
         }),
         Command::Renew(a) => Request::Renew(RenewRequest {

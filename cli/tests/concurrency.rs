@@ -5,7 +5,8 @@
 //! - A claim race has exactly one winner; the losers get `lease_conflict`
 //!   (exit 20), never a storage error or "database is locked".
 //! - Workers draining a queue concurrently claim each thread exactly once,
-//!   and every thread ends `done`.
+//!   and every thread ends `done`; with `claim --next` no worker ever loses
+//!   a race at all.
 //! - A writer killed with SIGKILL at any moment leaves the database intact:
 //!   every acknowledged command is there, whole, and nothing is half written.
 
@@ -209,11 +210,40 @@ fn workers_draining_a_queue_claim_each_thread_exactly_once() {
         claims.len()
     );
 
+    assert_each_claimed_once_and_done(env.dir(), &sent, &claims);
+}
+
+#[test]
+fn workers_claiming_next_never_collide() {
+    const THREADS: usize = 40;
+    const WORKERS: usize = 8;
+    let env = TestEnv::initialized();
+    let sent: BTreeSet<String> = (0..THREADS)
+        .map(|i| send_task(env.dir(), &format!("Task {i}")))
+        .collect();
+
+    let dir: Arc<PathBuf> = Arc::new(env.dir().to_owned());
+    let loops: Vec<_> = (0..WORKERS)
+        .map(|worker| {
+            let dir = Arc::clone(&dir);
+            std::thread::spawn(move || claim_next_loop(&dir, worker))
+        })
+        .collect();
+    let claims: Vec<Claimed> = loops
+        .into_iter()
+        .flat_map(|handle| handle.join().unwrap())
+        .collect();
+    assert_each_claimed_once_and_done(env.dir(), &sent, &claims);
+}
+
+/// Every thread of `sent` was claimed exactly once, with token 1, and ended
+/// `done`; nothing else was claimed.
+fn assert_each_claimed_once_and_done(dir: &Path, sent: &BTreeSet<String>, claims: &[Claimed]) {
     let mut per_thread: BTreeMap<&str, Vec<&Claimed>> = BTreeMap::new();
-    for claim in &claims {
+    for claim in claims {
         per_thread.entry(&claim.thread).or_default().push(claim);
     }
-    for thread in &sent {
+    for thread in sent {
         let claimed = per_thread.get(thread.as_str()).map_or(&[][..], |c| &c[..]);
         let by: Vec<String> = claimed
             .iter()
@@ -222,13 +252,13 @@ fn workers_draining_a_queue_claim_each_thread_exactly_once() {
         assert_eq!(claimed.len(), 1, "{thread} was claimed by {by:?}");
         assert_eq!(claimed[0].token, 1, "{thread} was claimed by {by:?}");
     }
-    assert_eq!(claims.len(), THREADS, "no claim of a thread never sent");
+    assert_eq!(claims.len(), sent.len(), "no claim of a thread never sent");
 
-    let list = Outcome::of(inbox(env.dir(), &["list", "--limit", "1000"]));
+    let list = Outcome::of(inbox(dir, &["list", "--limit", "1000"]));
     assert_eq!(list.code, Some(0), "{list}");
     let listed = list.json();
     let threads = listed["threads"].as_array().unwrap();
-    assert_eq!(threads.len(), THREADS);
+    assert_eq!(threads.len(), sent.len());
     for thread in threads {
         assert_eq!(thread["status"], "done", "{thread}");
         assert_eq!(thread["attempts"], 1, "{thread}");
@@ -299,24 +329,57 @@ fn worker_loop(dir: &Path, worker: usize) -> (Vec<Claimed>, Lost) {
             worker,
         });
 
-        let done = Outcome::of(inbox(
-            dir,
-            &[
-                "done",
-                "--agent",
-                "worker",
-                "--thread",
-                &thread,
-                "--lease-token",
-                &token.to_string(),
-                "--summary",
-                &format!("Done by worker {worker}"),
-            ],
-        ));
-        check("done", &done);
-        assert_eq!(done.code, Some(0), "worker {worker}, done {thread}: {done}");
+        finish(dir, worker, &thread, token);
     }
     panic!("worker {worker} never drained the queue");
+}
+
+/// `claim --next`, finish, until `claim --next` says there is nothing left
+/// (exit 10). Any other exit fails the test: picking and leasing in one
+/// transaction leaves no race to lose.
+fn claim_next_loop(dir: &Path, worker: usize) -> Vec<Claimed> {
+    let mut claimed = Vec::new();
+    for _ in 0..1000 {
+        let claim = Outcome::of(inbox(dir, &["claim", "--agent", "worker", "--next"]));
+        match claim.code {
+            Some(10) => return claimed,
+            Some(0) => {}
+            _ => panic!("worker {worker}, claim --next: {claim}"),
+        }
+        let answer = claim.json();
+        let thread = answer["thread"]["thread_id"].as_str().unwrap().to_owned();
+        let token = answer["lease"]["lease_token"].as_u64().unwrap();
+        claimed.push(Claimed {
+            thread: thread.clone(),
+            token,
+            worker,
+        });
+        finish(dir, worker, &thread, token);
+    }
+    panic!("worker {worker} never drained the queue");
+}
+
+/// `done` on a thread the worker holds; it must succeed.
+fn finish(dir: &Path, worker: usize, thread: &str, token: u64) {
+    let done = Outcome::of(inbox(
+        dir,
+        &[
+            "done",
+            "--agent",
+            "worker",
+            "--thread",
+            thread,
+            "--lease-token",
+            &token.to_string(),
+            "--summary",
+            &format!("Done by worker {worker}"),
+        ],
+    ));
+    assert!(
+        !done.storage_trouble(),
+        "worker {worker}, done {thread}: {done}"
+    );
+    assert_eq!(done.code, Some(0), "worker {worker}, done {thread}: {done}");
 }
 
 #[test]

@@ -298,3 +298,45 @@ fn large_payloads_go_through_a_file() {
     assert_eq!(not_object.status, 30);
     assert_eq!(not_object.json()["error"]["code"], "invalid_payload");
 }
+
+/// `claim --next` is the worker loop's first step without a `fetch`: it
+/// takes the high-priority thread before the older normal one, then says
+/// plainly (exit 10) when the queue is empty.
+#[test]
+fn claim_next_takes_the_queue_in_order() {
+    let env = TestEnv::initialized();
+    let mut transcript = String::new();
+    let mut step = |args: &[&str]| {
+        let run = env.run(args);
+        transcript.push_str(&format!(
+            "$ inbox {}\n{run}\n",
+            env.normalize(&args.join(" "))
+        ));
+        run
+    };
+    step(&[
+        "send",
+        "--agent",
+        "lead",
+        "--to",
+        "worker",
+        "--subject",
+        "Older, normal",
+    ]);
+    step(&[
+        "send",
+        "--agent",
+        "lead",
+        "--to",
+        "worker",
+        "--subject",
+        "Newer, high",
+        "--priority",
+        "high",
+    ]);
+    step(&["claim", "--agent", "worker", "--next"]);
+    step(&["claim", "--agent", "worker", "--next", "--json"]);
+    step(&["claim", "--agent", "worker", "--next"]);
+    step(&["claim", "--agent", "worker", "--next", "--json"]);
+    insta::assert_snapshot!(transcript);
+}

@@ -119,10 +119,25 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             }
             Request::Claim(r) => {
                 let agent = v::agent("agent", &r.agent)?;
-                let thread_id = v::id("thread_id", &r.thread_id)?;
                 let seconds = lease_seconds(r.lease_seconds)?.unwrap_or(v::DEFAULT_LEASE_SECONDS);
+                if r.next {
+                    if r.thread_id.is_some() {
+                        return Err(EngineError::invalid(
+                            "next",
+                            "claims the next thread of the queue; give it or thread_id, not both",
+                        ));
+                    }
+                    return self
+                        .write(|tx| tx.claim_next(agent, seconds))
+                        .map(Output::Claim);
+                }
+                let thread_id = v::required(
+                    "thread_id",
+                    &r.thread_id,
+                    "give the thread to claim, or next=true to claim the next one of your queue",
+                )?;
                 self.write(|tx| tx.claim(agent, thread_id, seconds))
-                    .map(Output::Claim)
+                    .map(|out| Output::Claim(out.into()))
             }
             Request::Renew(r) => {
                 let agent = v::agent("agent", &r.agent)?;

@@ -261,8 +261,11 @@ pub struct FetchRequest {
 pub struct ClaimRequest {
     /// The claiming agent (required).
     pub agent: Option<String>,
-    /// The thread (required).
+    /// The thread to claim; give this or `next`.
     pub thread_id: Option<String>,
+    /// Claim the next thread of the agent's queue instead (what `fetch` would
+    /// list first), atomically: no other worker can take it in between.
+    pub next: bool,
     /// Lease length (default 900, 1 to 86400).
     pub lease_seconds: Option<u64>,
 }
@@ -462,8 +465,8 @@ pub enum Output {
     Send(MessageOutput),
     /// `fetch` (exit 10 when empty)
     Fetch(ThreadsOutput),
-    /// `claim`
-    Claim(LeaseOutput),
+    /// `claim` (exit 10 when `next` found nothing to claim)
+    Claim(ClaimOutput),
     /// `renew`
     Renew(LeaseOutput),
     /// `update`
@@ -526,6 +529,27 @@ pub struct LeaseOutput {
     pub lease: Lease,
     /// The event recorded.
     pub event_id: EventId,
+}
+
+/// `claim`: the lease taken, or (`next` with nothing to claim) all `null`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClaimOutput {
+    /// The thread after the claim, or `null`.
+    pub thread: Option<ThreadView>,
+    /// The lease now held, or `null`.
+    pub lease: Option<Lease>,
+    /// The event recorded, or `null`.
+    pub event_id: Option<EventId>,
+}
+
+impl From<LeaseOutput> for ClaimOutput {
+    fn from(out: LeaseOutput) -> ClaimOutput {
+        ClaimOutput {
+            thread: Some(out.thread),
+            lease: Some(out.lease),
+            event_id: Some(out.event_id),
+        }
+    }
 }
 
 /// `show`.
@@ -624,10 +648,12 @@ impl Response {
     }
 
     /// The process exit code: 0 success, 10 no matching work (empty `fetch`,
-    /// a wait that did not wake), else the error's class.
+    /// `claim` with `next` and nothing to claim, a wait that did not wake),
+    /// else the error's class.
     pub fn exit_code(&self) -> u8 {
         match self {
             Response::Success(Output::Fetch(out)) if out.threads.is_empty() => 10,
+            Response::Success(Output::Claim(out)) if out.lease.is_none() => 10,
             Response::Success(Output::Watch(out)) if !out.woke => 10,
             Response::Success(Output::WaitReply(out)) if !out.woke => 10,
             Response::Success(_) => 0,

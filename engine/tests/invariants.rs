@@ -41,6 +41,10 @@ enum Op {
         thread: usize,
         seconds: u64,
     },
+    ClaimNext {
+        agent: usize,
+        seconds: u64,
+    },
     Renew {
         agent: usize,
         thread: usize,
@@ -115,6 +119,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (1..3usize, 1u32..4).prop_map(|(to, max_attempts)| Op::Open { to, max_attempts }),
         1 => (agent(), thread.clone(), kind()).prop_map(|(from, thread, kind)| Op::Append { from, thread, kind }),
         3 => (agent(), thread.clone(), 1u64..120).prop_map(|(agent, thread, seconds)| Op::Claim { agent, thread, seconds }),
+        2 => (agent(), 1u64..120).prop_map(|(agent, seconds)| Op::ClaimNext { agent, seconds }),
         1 => (agent(), thread.clone(), token()).prop_map(|(agent, thread, token)| Op::Renew { agent, thread, token }),
         2 => (agent(), thread.clone(), token(), prop::option::of(prop::sample::select(vec![Status::InProgress, Status::Blocked, Status::Done])))
             .prop_map(|(agent, thread, token, status)| Op::Update { agent, thread, token, status }),
@@ -165,6 +170,13 @@ fn request(op: &Op) -> Option<Request> {
         } => Request::Claim(ClaimRequest {
             agent: name(agent),
             thread_id: thread_id(thread),
+            next: false,
+            lease_seconds: Some(seconds),
+        }),
+        Op::ClaimNext { agent, seconds } => Request::Claim(ClaimRequest {
+            agent: name(agent),
+            thread_id: None,
+            next: true,
             lease_seconds: Some(seconds),
         }),
         Op::Renew {
@@ -270,6 +282,49 @@ fn request(op: &Op) -> Option<Request> {
         }),
         Op::Sweep => Request::Sweep(SweepRequest {}),
     })
+}
+
+/// A successful claim took a thread nobody held, and counted its lease token
+/// up by one. A claim of the next thread took one that was pending and
+/// assigned to the claimer, and came back empty only when no such thread
+/// existed. (A sweep ran just before, so stored statuses are current.)
+fn check_claim(
+    before: &Snapshot,
+    out: &ClaimOutput,
+    next_for: Option<&str>,
+    now: inbox_engine::Timestamp,
+) {
+    let claimable = |t: &&ThreadState| {
+        t.thread.status == Status::Pending && Some(t.thread.assigned_to.as_str()) == next_for
+    };
+    let (Some(thread), Some(lease)) = (&out.thread, &out.lease) else {
+        let agent = next_for.expect("only a claim of the next thread may come back empty");
+        assert!(
+            before.threads.iter().find(claimable).is_none(),
+            "claim --next found nothing although {agent} had a pending thread"
+        );
+        return;
+    };
+    let old = before
+        .threads
+        .iter()
+        .find(|t| t.thread.thread_id == thread.thread.thread_id)
+        .expect("a claim took a thread that did not exist");
+    assert!(
+        !old.lease.as_ref().is_some_and(|l| l.is_live(now)),
+        "a claim succeeded over a live lease"
+    );
+    assert_eq!(
+        lease.lease_token,
+        old.lease.as_ref().map_or(0, |l| l.lease_token) + 1,
+        "claim tokens count up by one"
+    );
+    if next_for.is_some() {
+        assert!(
+            claimable(&old),
+            "claim --next took a thread that was not pending for the claimer"
+        );
+    }
 }
 
 /// Everything the store holds that the invariants talk about.
@@ -432,18 +487,8 @@ fn run(ops: &[Op]) {
         let before = snapshot(&mut engine);
         let command = request.command();
         let read_only = is_read_only(&request);
-        let claimed = match &request {
-            Request::Claim(r) => before
-                .threads
-                .iter()
-                .find(|t| Some(&t.thread.thread_id) == r.thread_id.as_ref())
-                .map(|t| {
-                    let now = engine.now();
-                    (
-                        t.lease.as_ref().is_some_and(|l| l.is_live(now)),
-                        t.lease.as_ref().map_or(0, |l| l.lease_token),
-                    )
-                }),
+        let claim_next_agent = match &request {
+            Request::Claim(r) if r.next => r.agent.clone(),
             _ => None,
         };
 
@@ -458,15 +503,15 @@ fn run(ops: &[Op]) {
                 response.to_json()
             );
         }
-        if let (Some((was_live, old_token)), Response::Success(Output::Claim(out))) =
-            (claimed, &response)
-        {
-            assert!(!was_live, "a claim succeeded over a live lease");
-            assert_eq!(
-                out.lease.lease_token,
-                old_token + 1,
-                "claim tokens count up by one"
+        if claim_next_agent.is_some() {
+            assert!(
+                response.is_ok(),
+                "claim --next either claims or finds nothing, it never fails: {}",
+                response.to_json()
             );
+        }
+        if let Response::Success(Output::Claim(out)) = &response {
+            check_claim(&before, out, claim_next_agent.as_deref(), engine.now());
         }
         let now = engine.now();
         let after = snapshot(&mut engine);

@@ -200,7 +200,8 @@ fn request() -> impl Strategy<Value = Request> {
     prop_oneof![
         6 => send(),
         2 => (agent(), statuses(), limit(), any::<bool>()).prop_map(|(agent, status, limit, unread)| Request::Fetch(FetchRequest { agent, status, limit, unread })),
-        6 => (agent(), thread(), seconds()).prop_map(|(agent, thread_id, lease_seconds)| Request::Claim(ClaimRequest { agent, thread_id, lease_seconds })),
+        6 => (agent(), thread(), seconds()).prop_map(|(agent, thread_id, lease_seconds)| Request::Claim(ClaimRequest { agent, thread_id, next: false, lease_seconds })),
+        3 => (agent(), prop::option::of(thread()), seconds()).prop_map(|(agent, thread, lease_seconds)| Request::Claim(ClaimRequest { agent, thread_id: thread.flatten(), next: true, lease_seconds })),
         1 => (agent(), thread(), token(), seconds()).prop_map(|(agent, thread_id, lease_token, lease_seconds)| Request::Renew(RenewRequest { agent, thread_id, lease_token, lease_seconds })),
         4 => (agent(), thread(), token(), prop::option::of(prop::sample::select(Status::ALL.to_vec())), line(), body(), payload(), artifacts())
             .prop_map(|(agent, thread_id, lease_token, status, summary, body, payload, artifacts)| Request::Update(UpdateRequest { agent, thread_id, lease_token, status, summary, body, payload, artifacts })),

@@ -17,15 +17,14 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use inbox_engine::wire::{
-    ClaimRequest, FetchRequest, FinishRequest, ReplyRequest, SendRequest, ShowRequest,
-    UpdateRequest, WaitReplyRequest, WatchRequest,
+    ClaimRequest, FinishRequest, ReplyRequest, SendRequest, ShowRequest, UpdateRequest,
+    WaitReplyRequest, WatchRequest,
 };
-use inbox_engine::{Engine, ErrorCode, Kind, Output, Request, Response, Status, Store};
+use inbox_engine::{Engine, Kind, Output, Request, Response, Status, Store};
 use inbox_host_native::watch::{ChangeWatcher, wait};
 use inbox_host_native::{HostClock, NativeEngine, host_ids, open, open_existing, open_or_create};
 
 use super::{Claimed, Durability, Endpoint, Queue, Role, Task};
-use crate::proc::Rng;
 
 /// The agent names every workload uses.
 pub(crate) const LEAD: &str = "lead";
@@ -96,39 +95,18 @@ pub(crate) fn send_request(producer: usize, seq: u64) -> Request {
     })
 }
 
-/// `fetch` for the worker.
-pub(crate) fn fetch_request(limit: u32) -> Request {
-    Request::Fetch(FetchRequest {
-        agent: Some(WORKER.into()),
-        limit: Some(limit),
-        ..FetchRequest::default()
-    })
-}
-
-/// Thread ids of a `fetch` or `list` output.
-pub(crate) fn thread_ids(output: &Output) -> Vec<String> {
-    match output {
-        Output::Fetch(out) | Output::List(out) => out
-            .threads
-            .iter()
-            .map(|t| t.thread.thread_id.clone())
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// A worker's client: fetch, claim at random among the candidates, done.
+/// A worker's client: `claim --next` (the worker's atomic take of the next
+/// thread of its queue, as SKILL.md teaches and as the Redis and PostgreSQL
+/// peers take theirs), then `done`.
 pub(crate) struct InboxQueue {
     engine: NativeEngine,
-    rng: Rng,
 }
 
 impl InboxQueue {
     /// Opens an engine for worker (or producer) `worker`.
-    pub(crate) fn open(path: &Path, worker: usize) -> Result<InboxQueue> {
+    pub(crate) fn open(path: &Path, _worker: usize) -> Result<InboxQueue> {
         Ok(InboxQueue {
             engine: engine(path)?,
-            rng: Rng::new(worker as u64),
         })
     }
 }
@@ -139,48 +117,24 @@ impl Queue for InboxQueue {
     }
 
     fn claim(&mut self) -> Result<Claimed> {
-        let mut conflicts = 0;
-        loop {
-            let mut candidates = thread_ids(&run(&mut self.engine, fetch_request(32))?);
-            if candidates.is_empty() {
-                return Ok(Claimed {
-                    task: None,
-                    conflicts,
-                });
-            }
-            self.rng.shuffle(&mut candidates);
-            for thread in candidates {
-                let request = Request::Claim(ClaimRequest {
-                    agent: Some(WORKER.into()),
-                    thread_id: Some(thread.clone()),
-                    lease_seconds: Some(900),
-                });
-                match self.engine.execute(request) {
-                    Response::Success(Output::Claim(out)) => {
-                        return Ok(Claimed {
-                            task: Some(Task {
-                                id: thread.clone(),
-                                handle: thread,
-                                token: out.lease.lease_token,
-                            }),
-                            conflicts,
-                        });
-                    }
-                    Response::Failure { error, .. }
-                        if matches!(
-                            error.code(),
-                            ErrorCode::LeaseConflict | ErrorCode::ThreadFinished
-                        ) =>
-                    {
-                        conflicts += 1;
-                    }
-                    Response::Failure { error, .. } => {
-                        bail!("inbox claim failed: {} ({error})", error.code().as_str())
-                    }
-                    Response::Success(_) => bail!("inbox claim answered with another command"),
-                }
-            }
-        }
+        let request = Request::Claim(ClaimRequest {
+            agent: Some(WORKER.into()),
+            thread_id: None,
+            next: true,
+            lease_seconds: Some(900),
+        });
+        let Output::Claim(out) = run(&mut self.engine, request)? else {
+            bail!("inbox claim answered with another command")
+        };
+        let task = match (out.thread, out.lease) {
+            (Some(thread), Some(lease)) => Some(Task {
+                id: thread.thread.thread_id.clone(),
+                handle: thread.thread.thread_id,
+                token: lease.lease_token,
+            }),
+            _ => None,
+        };
+        Ok(Claimed { task, conflicts: 0 })
     }
 
     fn done(&mut self, task: &Task) -> Result<()> {
@@ -208,6 +162,7 @@ pub(crate) fn create_channel(path: &Path) -> Result<String> {
         Request::Claim(ClaimRequest {
             agent: Some(WORKER.into()),
             thread_id: Some(thread.clone()),
+            next: false,
             lease_seconds: Some(86_400),
         }),
     )?;

@@ -7,7 +7,7 @@
 //!
 //! Two ways of working: workers that keep a connection (child processes of
 //! this harness, `__worker`), and workers that start one CLI process per
-//! command (inbox: `fetch`, `claim`, `done`; the peers: their CLIs). This
+//! command (inbox: `claim --next`, `done`; the peers: their CLIs). This
 //! module must never count a lost claim race as a duplicate or as an error:
 //! it is a conflict, and the worker moves on.
 
@@ -20,7 +20,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use super::{check, durability_caption, latency_cells, progress};
 use crate::ctx::Ctx;
 use crate::peers::{Durability, System, Target};
-use crate::proc::{ChildGuard, Rng, run_checked, run_timed, send_line, us_since};
+use crate::proc::{ChildGuard, run_checked, run_timed, send_line, us_since};
 use crate::report::{Section, Table};
 use crate::roles::{WorkerConfig, WorkerReport};
 use crate::stats::{Summary, fmt_rate, fmt_ratio, fmt_us, ratio};
@@ -54,9 +54,10 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     section.intro.push(format!(
         "A fresh queue of {tasks} tasks ({tasks_full} with an fsync per commit) is drained by 1 to {} concurrent **worker processes** \
          that keep a connection open (child processes of the harness). Each worker loops: \
-         claim the next task, mark it done. inbox workers `fetch` up to 32 candidates and \
-         `claim` one at random (a lost race is a `lease_conflict`, and the worker tries the \
-         next); the peers claim as their own pattern does (see the configuration table). \
+         claim the next task, mark it done. inbox workers run `claim --next`, which picks \
+         the first pending thread and leases it in one write transaction, so workers never \
+         race for the same candidate; the peers claim as their own pattern does (see the \
+         configuration table). \
          **Claim latency** runs from starting to look for work to holding a claim, conflicts \
          included. Every finished task id is reported back: a **duplicate** is a task \
          finished by two workers, a **lost** task is one nobody finished.",
@@ -173,7 +174,7 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
                 "**One process per command, {}**: the claim command's own process time \
                  (median, p99, and median ÷ the spawn floor: with one worker, a floor process run \
                  right before each claim process; with more, the floor of {} measured alone \
-                 before), and the claim latency (fetch and claim processes until a claim holds).",
+                 before), and the claim latency (from starting the claim process until a claim holds).",
                 durability_caption(durability),
                 fmt_us(floor_here)
             ),
@@ -251,7 +252,7 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
                 v.get(v.len() * 9 / 10).copied().unwrap_or(0.0)
             };
             section.notes.push(format!(
-                "One inbox worker process, {} durability: claim (fetch + claim) p50 {}, p99 {}; \
+                "One inbox worker process, {} durability: claim --next p50 {}, p99 {}; \
                  done p50 {}, p90 {}, p99 {}, mean {}. {}",
                 durability.as_str(),
                 fmt_us(o.claim.p50),
@@ -287,8 +288,8 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         fmt_rate(one),
         one >= 3_000.0,
         format!(
-            "{:.0}% of the target: {} per task for a fetch (read), a claim (write transaction) \
-             and a done (write transaction)",
+            "{:.0}% of the target: {} per task for a claim --next and a done, each one write \
+             transaction",
             one / 30.0,
             fmt_us(per_task_us)
         ),
@@ -309,8 +310,7 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         max_latency < 100_000.0,
         format!(
             "{} over: the tail is writers queueing for the write lock (busy handler sleeps of \
-             50 µs doubling to 2 ms) plus `lease_conflict` retries when workers pick the same \
-             candidate",
+             50 µs doubling to 2 ms, jittered)",
             fmt_us(max_latency - 100_000.0)
         ),
     ));
@@ -521,64 +521,38 @@ fn cli_worker(ctx: &Ctx, target: &Target, worker: usize, paired_floor: bool) -> 
         noop: ctx.bins.noop.clone(),
         ..CliWorker::default()
     };
-    let mut rng = Rng::new(worker as u64);
     let durability = target.durability;
     loop {
         let t0 = Instant::now();
         // (task id, handle for done, lease token)
         let claimed: Option<(String, String, u64)> = match target.system {
             System::Inbox => {
-                let mut got = None;
-                loop {
-                    let mut fetch = ctx.inbox(&target.path);
-                    fetch.args(["fetch", "--agent", "worker", "--limit", "32", "--json"]);
-                    let (code, out) = timed(&mut rec, "fetch", fetch)?;
-                    if code == 10 {
-                        break;
+                // One atomic command picks and leases the next pending
+                // thread, as a worker agent would; exit 10 means drained.
+                let mut claim = ctx.inbox(&target.path);
+                claim.args([
+                    "claim",
+                    "--agent",
+                    "worker",
+                    "--next",
+                    "--lease-seconds",
+                    "900",
+                    "--json",
+                ]);
+                let (code, out) = timed(&mut rec, "claim", claim)?;
+                match code {
+                    0 => {
+                        let value: serde_json::Value = serde_json::from_str(&out)?;
+                        let id = value["thread"]["thread_id"]
+                            .as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| fail("inbox claim --next", code, &out))?;
+                        let token = value["lease"]["lease_token"].as_u64().unwrap_or(0);
+                        Some((id.clone(), id, token))
                     }
-                    if code != 0 {
-                        return Err(fail("inbox fetch", code, &out));
-                    }
-                    let value: serde_json::Value = serde_json::from_str(&out)?;
-                    let mut ids: Vec<String> = value["threads"]
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|t| t["thread_id"].as_str().map(str::to_owned))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    rng.shuffle(&mut ids);
-                    for id in ids {
-                        let mut claim = ctx.inbox(&target.path);
-                        claim
-                            .args([
-                                "claim",
-                                "--agent",
-                                "worker",
-                                "--lease-seconds",
-                                "900",
-                                "--json",
-                            ])
-                            .arg("--thread")
-                            .arg(&id);
-                        let (code, out) = timed(&mut rec, "claim", claim)?;
-                        match code {
-                            0 => {
-                                let value: serde_json::Value = serde_json::from_str(&out)?;
-                                let token = value["lease"]["lease_token"].as_u64().unwrap_or(0);
-                                got = Some((id.clone(), id, token));
-                                break;
-                            }
-                            20 => continue,
-                            _ => return Err(fail("inbox claim", code, &out)),
-                        }
-                    }
-                    if got.is_some() {
-                        break;
-                    }
+                    10 => None,
+                    _ => return Err(fail("inbox claim --next", code, &out)),
                 }
-                got
             }
             System::Jsonl | System::JsonArray | System::FileDrop => {
                 let mut claim = ctx.peer(target, "claim");

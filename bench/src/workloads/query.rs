@@ -95,6 +95,7 @@ impl Grower {
             let out = inbox::run(
                 &mut self.engine,
                 Request::Claim(ClaimRequest {
+                    next: false,
                     agent: Some(agent.clone()),
                     thread_id: Some(thread.clone()),
                     lease_seconds: Some(900),
@@ -108,7 +109,7 @@ impl Grower {
                 Request::Done(FinishRequest {
                     agent: Some(agent.clone()),
                     thread_id: Some(thread.clone()),
-                    lease_token: Some(out.lease.lease_token),
+                    lease_token: out.lease.map(|l| l.lease_token),
                     summary: Some(format!("Task {k} done.")),
                     ..FinishRequest::default()
                 }),

@@ -21,7 +21,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// Threads matching `query` by *effective* status. Stored statuses are
     /// exact except for threads whose lease lapsed since the last write; those
     /// few are looked up one by one and judged by [`rules::effective_status`].
-    fn effective_threads(
+    pub(super) fn effective_threads(
         &mut self,
         query: &ThreadQuery,
         claimable_only: bool,

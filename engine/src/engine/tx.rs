@@ -13,7 +13,7 @@ use crate::model::{
     Event, EventId, EventType, JsonObject, Kind, Lease, LeaseToken, Message, Status, Thread,
 };
 use crate::rules::{self, Action};
-use crate::store::{EventQuery, Store, ThreadState};
+use crate::store::{EventQuery, Store, ThreadOrder, ThreadQuery, ThreadState};
 use crate::time::Timestamp;
 use crate::validate::{ArtifactDraft, SYSTEM_AGENT};
 use crate::wire::*;
@@ -437,6 +437,30 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             lease,
             event_id,
         })
+    }
+
+    /// Claims the first thread `fetch` would offer `agent` (pending or
+    /// abandoned, queue order), in the same transaction, so no other worker
+    /// can take it in between. Nothing to claim is not an error.
+    pub(super) fn claim_next(
+        &mut self,
+        agent: &str,
+        seconds: u64,
+    ) -> Result<ClaimOutput, EngineError> {
+        let query = ThreadQuery {
+            statuses: vec![Status::Pending],
+            assigned_to: Some(agent.to_owned()),
+            ..ThreadQuery::all(ThreadOrder::Queue, 1)
+        };
+        let Some(next) = self.effective_threads(&query, true)?.pop() else {
+            return Ok(ClaimOutput {
+                thread: None,
+                lease: None,
+                event_id: None,
+            });
+        };
+        self.claim(agent, &next.thread.thread_id, seconds)
+            .map(ClaimOutput::from)
     }
 
     pub(super) fn renew(
