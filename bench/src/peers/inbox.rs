@@ -66,6 +66,15 @@ pub(crate) fn engine(path: &Path) -> Result<NativeEngine> {
     Ok(Engine::new(store, HostClock::system(), host_ids()))
 }
 
+/// An engine set up as one CLI process sets it up (the one-command
+/// lifetime: truncating checkpoints, no recovery left for the next
+/// process), for measuring what a process does with the database.
+pub(crate) fn one_shot_engine(path: &Path) -> Result<NativeEngine> {
+    let (store, _) =
+        open_existing(path, None).map_err(|e| anyhow!("cannot open {}: {e}", path.display()))?;
+    Ok(Engine::new(store, HostClock::system(), host_ids()))
+}
+
 /// Executes `request`; a failure is an error quoting the engine's code.
 pub(crate) fn run(engine: &mut NativeEngine, request: Request) -> Result<Output> {
     let command = request.command();

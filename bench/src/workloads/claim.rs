@@ -155,8 +155,8 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let cli_workers: Vec<usize> = ctx.size(vec![1, 4, 16], vec![1, 4]);
     section.intro.push(format!(
         "**One process per command**: {cli_tasks} tasks drained by 1 to {} workers that start \
-         a process per command, as an agent does: inbox runs `inbox fetch --limit 32`, then \
-         `inbox claim` on a random candidate, then `inbox done --lease-token`; the file peers \
+         a process per command, as an agent does: inbox runs `inbox claim --next`, then \
+         `inbox done --lease-token`; the file peers \
          run `inbox-bench-peer claim|done`, Redis `redis-cli LMOVE` and `LREM`, PostgreSQL \
          `psql -c` with the same statements as above. The floor is `inbox-bench-noop` started \
          the same way in this workload.",
@@ -300,8 +300,11 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         best.0 >= 5_000.0,
         format!(
             "{:.0}% of the target: writers serialize on SQLite's single write lock, so the \
-             aggregate cannot exceed one writer's rate of two write transactions per task",
-            best.0 / 50.0
+             aggregate cannot exceed one writer's rate of two write transactions per task; more \
+             workers lower it ({} with {most}), since the lock has no queue: waiters poll it \
+             from a busy handler, and a holder preempted on these 2 cores stalls everyone",
+            best.0 / 50.0,
+            fmt_rate(normal(most).map_or(0.0, |o| o.rate))
         ),
     ));
     section.checks.push(check(
@@ -309,8 +312,11 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         fmt_us(max_latency),
         max_latency < 100_000.0,
         format!(
-            "{} over: the tail is writers queueing for the write lock (busy handler sleeps of \
-             50 µs doubling to 2 ms, jittered)",
+            "{} over: the tail is writers waiting for the write lock, which SQLite does not \
+             queue: each waiter retries from a busy handler (sleeps of 50 µs doubling to 2 ms, \
+             jittered), and with {most} workers on 2 cores the holder is often preempted \
+             mid-transaction. A kernel-queued writer lock would need a timed, crash-safe \
+             cross-process mutex, which inbox does not have yet",
             fmt_us(max_latency - 100_000.0)
         ),
     ));
