@@ -104,7 +104,10 @@ pub(crate) fn environment(ctx: &Ctx, root: &Path) -> Environment {
     let dirty = Command::new("git")
         .arg("-C")
         .arg(root)
-        .args(["status", "--porcelain", "--untracked-files=no"])
+        .args(["status", "--porcelain", "--untracked-files=no", "--", "."])
+        // The report's own files change with every run; they are not the
+        // code being measured.
+        .args([":(exclude)docs/BENCHMARKS.md", ":(exclude)docs/bench"])
         .output()
         .map(|o| !o.stdout.is_empty())
         .unwrap_or(false);
