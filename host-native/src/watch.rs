@@ -9,8 +9,9 @@
 //! - on Linux, inotify on the database's folder reports every write to the
 //!   `-wal` file (the folder, not the file, so a WAL that is recreated is still
 //!   seen). A write can be seen before its commit is visible, so each
-//!   notification is confirmed with `data_version`, re-checked briefly with
-//!   growing pauses, and a slow safety poll covers anything missed;
+//!   notification is chased with `data_version` looks at growing pauses
+//!   until the commit shows (up to 250 ms), and a slow safety poll covers
+//!   anything missed;
 //! - elsewhere, `data_version` is polled with an adaptive interval.
 //!
 //! The watch is armed before the first poll, so a commit that lands between
@@ -139,8 +140,8 @@ impl ChangeWatcher {
             if let Some(inotify) = &mut self.inotify {
                 if inotify.wait(left.min(SAFETY_POLL)) {
                     // The write that woke us may not be committed yet:
-                    // re-check for a few milliseconds before sleeping again.
-                    if confirm(store, seen, deadline) {
+                    // chase it before sleeping again.
+                    if confirm(inotify, store, seen, deadline) {
                         return;
                     }
                 }
@@ -153,24 +154,45 @@ impl ChangeWatcher {
     }
 }
 
-/// After a notification, looks for the commit with pauses of 50 µs doubling
-/// up to about 13 ms in all.
+/// How long a notification is chased before going back to sleep. A write
+/// to the WAL comes before its commit is visible: with an fsync per commit,
+/// the writer syncs the WAL between the two, and a sync on a loaded machine
+/// can take tens of milliseconds. Giving up sooner turned such wakes into
+/// the 500 ms safety poll.
 #[cfg(target_os = "linux")]
-fn confirm(store: &SqliteStore, seen: &mut Option<i64>, deadline: Instant) -> bool {
+const CONFIRM_BUDGET: Duration = Duration::from_millis(250);
+
+/// The longest pause between two looks while chasing a notification.
+#[cfg(target_os = "linux")]
+const CONFIRM_MAX_PAUSE: Duration = Duration::from_millis(4);
+
+/// After a notification, looks for the commit with pauses of 50 µs doubling
+/// up to 4 ms, for up to [`CONFIRM_BUDGET`]; a further write ends a pause at
+/// once. Each look is one `PRAGMA data_version` (a few µs), so chasing a
+/// write that never commits (a rollback, a checkpoint truncating the WAL, a
+/// writer killed mid-transaction) costs about 70 looks.
+#[cfg(target_os = "linux")]
+fn confirm(
+    inotify: &mut linux::Inotify,
+    store: &SqliteStore,
+    seen: &mut Option<i64>,
+    deadline: Instant,
+) -> bool {
+    let give_up = (Instant::now() + CONFIRM_BUDGET).min(deadline);
     let mut pause = Duration::from_micros(50);
-    for _ in 0..9 {
+    loop {
         let version = data_version(store);
         if version != *seen {
             *seen = version;
             return true;
         }
-        if Instant::now() + pause >= deadline {
+        if Instant::now() + pause >= give_up {
             return false;
         }
-        std::thread::sleep(pause);
-        pause *= 2;
+        if !inotify.wait(pause) {
+            pause = (pause * 2).min(CONFIRM_MAX_PAUSE);
+        }
     }
-    false
 }
 
 #[cfg(target_os = "linux")]
