@@ -16,9 +16,11 @@ pub type JsonObject = serde_json::Map<String, serde_json::Value>;
 
 /// Position in the event stream. Event ids start at 1 and strictly increase
 /// in commit order; 0 means "before the first event".
+#[cfg_attr(feature = "typescript", tsify::declare)]
 pub type EventId = u64;
 
 /// A fencing token: increases with every claim of a thread, starting at 1.
+#[cfg_attr(feature = "typescript", tsify::declare)]
 pub type LeaseToken = u64;
 
 macro_rules! vocabulary {
@@ -28,6 +30,7 @@ macro_rules! vocabulary {
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
         #[serde(rename_all = "snake_case")]
         pub enum $name { $(#[doc = $doc] $variant,)+ }
 
@@ -137,6 +140,7 @@ vocabulary! {
 }
 
 /// The durable container for one work conversation.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Thread {
     /// `thr_...`
@@ -170,6 +174,7 @@ pub struct Thread {
 }
 
 /// One entry in a thread's conversation.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Message {
     /// `msg_...`
@@ -198,6 +203,7 @@ pub struct Message {
 
 /// A reference to a file, log, patch or URL attached to a message. The
 /// engine stores the reference, never the content.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Artifact {
     /// `art_...`
@@ -224,6 +230,7 @@ pub struct Artifact {
 
 /// The most recent claim of a thread. There is at most one lease record per
 /// thread; a new claim replaces it, so its token only ever grows.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Lease {
     /// The thread it covers.
@@ -259,6 +266,7 @@ impl Lease {
 }
 
 /// A monotonic record of one change, used to wake waiters and to audit.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     /// Position in the stream; strictly increasing in commit order.
@@ -288,6 +296,7 @@ pub struct Event {
 }
 
 /// How far one agent has read one thread. Moved only by `show --mark-read`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReadCursor {
     /// The thread read.

@@ -25,6 +25,7 @@ use crate::model::{
 pub const WIRE_VERSION: u32 = 1;
 
 /// One command, as every host passes it to the engine.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "kebab-case")]
 pub enum Request {
@@ -187,6 +188,7 @@ impl Request {
 }
 
 /// An artifact reference to attach to a new message.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ArtifactInput {
@@ -205,11 +207,13 @@ pub struct ArtifactInput {
 }
 
 /// `init`: no fields.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct InitRequest {}
 
 /// `send`: open a thread (no `thread_id`) or append to one.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SendRequest {
@@ -242,6 +246,7 @@ pub struct SendRequest {
 }
 
 /// `fetch`: claimable threads for one agent.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FetchRequest {
@@ -256,6 +261,7 @@ pub struct FetchRequest {
 }
 
 /// `claim`: take the lease.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClaimRequest {
@@ -271,6 +277,7 @@ pub struct ClaimRequest {
 }
 
 /// `renew`: extend the caller's lease from now.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RenewRequest {
@@ -285,6 +292,7 @@ pub struct RenewRequest {
 }
 
 /// `update`: progress or a blocking question from the holder.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UpdateRequest {
@@ -307,6 +315,7 @@ pub struct UpdateRequest {
 }
 
 /// `reply`: a message inside an existing thread.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplyRequest {
@@ -331,6 +340,7 @@ pub struct ReplyRequest {
 }
 
 /// `done` and `fail`: the holder finishes the thread.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FinishRequest {
@@ -351,6 +361,7 @@ pub struct FinishRequest {
 }
 
 /// `cancel`: stop a thread that has not finished.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CancelRequest {
@@ -365,6 +376,7 @@ pub struct CancelRequest {
 }
 
 /// `list`: threads by filter, newest first.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ListRequest {
@@ -385,6 +397,7 @@ pub struct ListRequest {
 }
 
 /// `show`: one thread and its history.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ShowRequest {
@@ -397,6 +410,7 @@ pub struct ShowRequest {
 }
 
 /// `watch`: events on an agent's threads after a cursor.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WatchRequest {
@@ -414,6 +428,7 @@ pub struct WatchRequest {
 }
 
 /// `wait-reply`: the next reply-like message in one thread.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WaitReplyRequest {
@@ -435,17 +450,20 @@ pub struct WaitReplyRequest {
 }
 
 /// `sweep`: no fields.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepRequest {}
 
 /// `version`: no fields.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct VersionRequest {}
 
 /// A thread as readers see it at the time of the command: its status takes
 /// lapsed leases into account, and `lease` is present only while one is live.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadView {
     /// The thread, with its effective status.
@@ -456,6 +474,7 @@ pub struct ThreadView {
 }
 
 /// What a successful command returns, tagged by `command`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "kebab-case")]
 pub enum Output {
@@ -494,6 +513,7 @@ pub enum Output {
 }
 
 /// `init`: what the store now is.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InitOutput {
     /// Where the store keeps its data (a file path), or `null` in memory.
@@ -503,6 +523,7 @@ pub struct InitOutput {
 }
 
 /// Commands that write one message.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MessageOutput {
     /// The thread after the command.
@@ -514,6 +535,7 @@ pub struct MessageOutput {
 }
 
 /// Commands that return a list of threads.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadsOutput {
     /// The threads, in the command's order.
@@ -521,6 +543,7 @@ pub struct ThreadsOutput {
 }
 
 /// `claim` and `renew`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LeaseOutput {
     /// The thread after the command.
@@ -532,6 +555,7 @@ pub struct LeaseOutput {
 }
 
 /// `claim`: the lease taken, or (`next` with nothing to claim) all `null`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClaimOutput {
     /// The thread after the claim, or `null`.
@@ -553,6 +577,7 @@ impl From<LeaseOutput> for ClaimOutput {
 }
 
 /// `show`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShowOutput {
     /// The thread.
@@ -564,6 +589,7 @@ pub struct ShowOutput {
 }
 
 /// `watch`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WatchOutput {
     /// Whether matching events arrived.
@@ -575,6 +601,7 @@ pub struct WatchOutput {
 }
 
 /// `wait-reply`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WaitReplyOutput {
     /// Whether a reply arrived.
@@ -588,6 +615,7 @@ pub struct WaitReplyOutput {
 }
 
 /// `sweep`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepOutput {
     /// The events recorded for lapsed leases (possibly none).
@@ -598,6 +626,7 @@ pub struct SweepOutput {
 }
 
 /// `version`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VersionOutput {
     /// The engine crate's version.

@@ -10,20 +10,27 @@
 //! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds.
 //!
 //! Everything here is an adapter: no inbox rule may live in this crate. The
-//! portable modules use only rusqlite, so the wasm host can reuse them over
-//! SQLite compiled to wasm.
+//! portable modules use only rusqlite, so the wasm host reuses them over
+//! SQLite compiled to wasm: built without the default `native` feature, this
+//! crate is just [`schema`] and [`store`].
 
+#[cfg(feature = "native")]
 pub mod clock;
+#[cfg(feature = "native")]
 pub mod open;
 pub mod schema;
 pub mod store;
+#[cfg(feature = "native")]
 pub mod watch;
 
+#[cfg(feature = "native")]
 pub use clock::{HostClock, host_ids, os_seed};
+#[cfg(feature = "native")]
 pub use open::{
     DbSource, Durability, Lifetime, open_existing, open_or_create, resolve_db_path, set_lifetime,
 };
 pub use store::SqliteStore;
 
 /// The engine over SQLite as a native process runs it.
+#[cfg(feature = "native")]
 pub type NativeEngine = inbox_engine::Engine<SqliteStore, HostClock, inbox_engine::UlidIds>;

@@ -183,7 +183,7 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let error = |e| crate::store::store_error(e, &location);
-    let conn = Connection::open_with_flags(path, flags).map_err(error)?;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(error)?;
     conn.busy_handler(Some(busy_wait)).map_err(error)?;
     // The last connection to close would otherwise checkpoint the WAL into
     // the database and delete it, with several fsyncs: the bulk of a short
@@ -192,16 +192,16 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
     // set_lifetime switches a long-lived connection to SQLite's own policy.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
         .map_err(error)?;
-    conn.wal_hook(Some(checkpoint_hook));
+    conn.wal_hook(Some(checkpoint_hook)).map_err(error)?;
     // mmap_size: reads of the database file become memory accesses instead of
     // a pread per page missing from SQLite's small page cache. A `show` of a
     // random thread in a database of a million messages took 256-666 us at
     // the median without it and 24-34 us with it. Mapped pages are page
     // cache, shared and reclaimable, not private memory.
+    conn.execute_batch(crate::store::PORTABLE_PRAGMAS)
+        .map_err(error)?;
     conn.execute_batch(
-        "PRAGMA foreign_keys = ON;
-         PRAGMA temp_store = MEMORY;
-         PRAGMA journal_size_limit = 16777216;
+        "PRAGMA journal_size_limit = 16777216;
          PRAGMA mmap_size = 1073741824;",
     )
     .map_err(error)?;
@@ -226,14 +226,12 @@ pub enum Lifetime {
 }
 
 /// Switches the store's checkpoint policy to suit how long it stays open.
-pub fn set_lifetime(store: &SqliteStore, lifetime: Lifetime) -> Result<(), StoreError> {
-    let conn = store.connection();
-    let error = |e| crate::store::store_error(e, store.location());
+pub fn set_lifetime(store: &mut SqliteStore, lifetime: Lifetime) -> Result<(), StoreError> {
+    let location = store.location().to_owned();
+    let error = |e| crate::store::store_error(e, &location);
+    let conn = store.connection_mut();
     match lifetime {
-        Lifetime::OneCommand => {
-            conn.wal_hook(Some(checkpoint_hook));
-            Ok(())
-        }
+        Lifetime::OneCommand => conn.wal_hook(Some(checkpoint_hook)).map_err(error),
         // wal_autocheckpoint installs SQLite's own WAL hook in place of ours.
         Lifetime::LongLived => conn
             .pragma_update(None, "wal_autocheckpoint", 1000)
@@ -261,14 +259,14 @@ const CHECKPOINT_BUDGET: Duration = Duration::from_millis(5);
 
 /// Called by SQLite after each commit with the WAL's length in frames.
 fn checkpoint_hook(
-    wal: &rusqlite::hooks::Wal,
+    wal: &mut rusqlite::hooks::Wal,
     frames: std::os::raw::c_int,
 ) -> rusqlite::Result<()> {
     if frames >= CHECKPOINT_FRAMES {
         IN_CHECKPOINT.with(|flag| flag.set(true));
         // Busy (a reader on an old snapshot, another writer) is fine: a later
         // commit retries.
-        let _ = wal.checkpoint_v2(rusqlite::hooks::CheckpointMode::TRUNCATE);
+        let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::TRUNCATE);
         IN_CHECKPOINT.with(|flag| flag.set(false));
     }
     Ok(())

@@ -21,6 +21,12 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params, params_fro
 
 use crate::schema::{self, SchemaState};
 
+/// Settings every host applies to a connection before handing it to
+/// [`SqliteStore::new`], whatever the platform: the schema's foreign keys are
+/// rules of the data (a message needs its thread), so a host that skipped
+/// them would accept writes the native CLI refuses.
+pub const PORTABLE_PRAGMAS: &str = "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;";
+
 /// The engine's storage in an SQLite database.
 pub struct SqliteStore {
     conn: Connection,
@@ -151,7 +157,7 @@ impl SqliteStore {
 }
 
 /// Turns a rusqlite error into a store error whose message says what to do.
-pub(crate) fn store_error(error: rusqlite::Error, location: &str) -> StoreError {
+pub fn store_error(error: rusqlite::Error, location: &str) -> StoreError {
     match error.sqlite_error_code() {
         Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::new(
             StoreErrorKind::Busy,

@@ -13,11 +13,15 @@ use std::sync::Mutex;
 
 use inbox_engine::Store;
 use inbox_host_native::open_or_create;
+use rusqlite::trace::{TraceEvent, TraceEventCodes};
 
 static STATEMENTS: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
 
-fn record(sql: &str) {
-    STATEMENTS.lock().unwrap().insert(sql.to_owned());
+fn record(event: TraceEvent<'_>) {
+    if let TraceEvent::Stmt(statement, sql) = event {
+        let sql = statement.expanded_sql().unwrap_or_else(|| sql.to_owned());
+        STATEMENTS.lock().unwrap().insert(sql);
+    }
 }
 
 /// Runs the whole transition-script corpus through the SQLite store with
@@ -27,8 +31,10 @@ fn statements() -> BTreeSet<String> {
     for (i, script) in inbox_conformance::corpus().iter().enumerate() {
         let mut store = open_or_create(&dir.path().join(format!("{i}.db"))).unwrap();
         store.initialize().unwrap();
-        #[allow(deprecated)]
-        store.connection_mut().trace(Some(record));
+        store
+            .connection_mut()
+            .trace_v2(TraceEventCodes::SQLITE_TRACE_STMT, Some(record))
+            .unwrap();
         let _ = inbox_engine::run_script(&script.text, store).unwrap();
     }
     STATEMENTS.lock().unwrap().clone()

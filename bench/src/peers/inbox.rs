@@ -60,9 +60,9 @@ pub(crate) fn create(path: &Path, durability: Durability) -> Result<()> {
 /// host would: with the long-lived checkpoint policy, not the CLI's
 /// one-command policy (see docs/durability-and-speed.md).
 pub(crate) fn engine(path: &Path) -> Result<NativeEngine> {
-    let (store, _) =
+    let (mut store, _) =
         open_existing(path, None).map_err(|e| anyhow!("cannot open {}: {e}", path.display()))?;
-    open::set_lifetime(&store, open::Lifetime::LongLived).map_err(|e| anyhow!("{e}"))?;
+    open::set_lifetime(&mut store, open::Lifetime::LongLived).map_err(|e| anyhow!("{e}"))?;
     Ok(Engine::new(store, HostClock::system(), host_ids()))
 }
 

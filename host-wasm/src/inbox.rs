@@ -1,0 +1,475 @@
+//! The `Inbox` class: an async factory, one synchronous method per engine
+//! command, `execute` for the wire format, and Promise-returning waits.
+//!
+//! Every method takes the request object of the CLI's JSON contract without
+//! its `command` (the method says which) and returns the whole response
+//! object, `{ok: true, command, ...}`, exactly as `inbox <command> --json`
+//! prints it. A refusal throws an `InboxError` (a real `Error` with `code`,
+//! `exitCode`, `command` and `response`). "No matching work" is not an
+//! error: an empty `fetch`, a `claim` with `next` and nothing to claim, or a
+//! wait that timed out return normally, as the CLI prints them with exit 10.
+//!
+//! Nothing here interprets a request: it only converts, runs and reports.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use inbox_engine::{EngineError, Executor, Request, Response, Timestamp, Waiter};
+use js_sys::{Promise, Uint8Array};
+use wasm_bindgen::prelude::*;
+
+use crate::backend::{self, Backend, OpenOptions, StoreKind};
+use crate::js;
+use crate::waits::{self, Shared, Waits};
+
+/// The options `Inbox.open` accepts, for the message that refuses others.
+const OPTIONS: &[&str] = &["store", "path", "bytes", "now"];
+
+/// An inbox: the engine over one store, in this JS realm.
+///
+/// One instance is the only connection to its database: open one per
+/// database (per worker, for OPFS) and share it.
+#[wasm_bindgen]
+pub struct Inbox {
+    shared: Rc<RefCell<Shared>>,
+}
+
+#[wasm_bindgen]
+impl Inbox {
+    /// Opens an inbox. `options.store` is `"memory"` (the default),
+    /// `"sqlite"` (SQLite in wasm memory; `options.bytes` starts from a
+    /// database file's bytes) or `"opfs"` (SQLite persisted to the Origin
+    /// Private File System as `options.path`, default `"inbox.db"`; dedicated
+    /// workers only). `options.now` starts the clock at an instant
+    /// (`"2026-01-01T00:00:00Z"`), for tests.
+    pub async fn open(
+        #[wasm_bindgen(unchecked_param_type = "OpenOptions | undefined")] options: JsValue,
+    ) -> Result<Inbox, JsValue> {
+        let options = open_options(&options)?;
+        let backend = Backend::open(&options).await?;
+        Ok(Inbox {
+            shared: Rc::new(RefCell::new(Shared {
+                backend: Some(backend),
+                waits: Waits::default(),
+            })),
+        })
+    }
+
+    /// Which store this inbox uses: `"memory"`, `"sqlite"` or `"opfs"`.
+    #[wasm_bindgen(getter, unchecked_return_type = "\"memory\" | \"sqlite\" | \"opfs\"")]
+    pub fn store(&self) -> String {
+        self.shared
+            .borrow()
+            .backend
+            .as_ref()
+            .map_or("closed", |b| b.kind().as_str())
+            .to_owned()
+    }
+
+    /// How many `watch`/`waitReply` Promises are still pending.
+    #[wasm_bindgen(getter, js_name = pendingWaits)]
+    pub fn pending_waits(&self) -> usize {
+        self.shared.borrow().waits.len()
+    }
+
+    /// Runs one wire-format request (`{command: "send", ...}`, or its JSON
+    /// text) and returns the wire-format response, failures included: this
+    /// never throws for a refused command, like `inbox --json`. `watch` and
+    /// `wait-reply` here are single polls; use `watch()` / `waitReply()` to
+    /// wait.
+    #[wasm_bindgen(unchecked_return_type = "Response")]
+    pub fn execute(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Request | string")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        let response = match decode(None, &request) {
+            Ok(request) => self.run(request)?,
+            Err(response) => *response,
+        };
+        Ok(js::parse_json(&response.to_json()))
+    }
+
+    /// Prepares the store. `Inbox.open` already did; safe to repeat.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"init\">")]
+    pub fn init(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "Omit<InitRequest, \"command\"> | undefined")]
+        request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("init", &request)
+    }
+
+    /// Opens a thread, or adds a message to one.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"send\">")]
+    pub fn send(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "SendRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("send", &request)
+    }
+
+    /// Lists threads an agent could claim now (`threads` is empty when there
+    /// are none). Never changes anything.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"fetch\">")]
+    pub fn fetch(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "FetchRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("fetch", &request)
+    }
+
+    /// Takes a lease on a thread (`thread_id`), or on the first one queued
+    /// for the agent (`next: true`; `lease` is null when there is none).
+    #[wasm_bindgen(unchecked_return_type = "Success<\"claim\">")]
+    pub fn claim(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ClaimRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("claim", &request)
+    }
+
+    /// Extends the caller's lease from now.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"renew\">")]
+    pub fn renew(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "RenewRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("renew", &request)
+    }
+
+    /// Reports progress, or asks a question (`status: "blocked"`).
+    #[wasm_bindgen(unchecked_return_type = "Success<\"update\">")]
+    pub fn update(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "UpdateRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("update", &request)
+    }
+
+    /// Adds a message to a thread; an answer unblocks a blocked thread.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"reply\">")]
+    pub fn reply(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ReplyRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("reply", &request)
+    }
+
+    /// Finishes the caller's thread with a result.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"done\">")]
+    pub fn done(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "FinishRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("done", &request)
+    }
+
+    /// Finishes the caller's thread as failed.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"fail\">")]
+    pub fn fail(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "FinishRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("fail", &request)
+    }
+
+    /// Stops a thread that has not finished.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"cancel\">")]
+    pub fn cancel(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "CancelRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("cancel", &request)
+    }
+
+    /// Lists threads by filters, newest first.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"list\">")]
+    pub fn list(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ListRequest | undefined")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("list", &request)
+    }
+
+    /// One thread with its whole message history.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"show\">")]
+    pub fn show(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ShowRequest")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("show", &request)
+    }
+
+    /// Records lapsed leases now (every write does this first).
+    #[wasm_bindgen(unchecked_return_type = "Success<\"sweep\">")]
+    pub fn sweep(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "SweepRequest | undefined")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("sweep", &request)
+    }
+
+    /// The engine and wire-format versions.
+    #[wasm_bindgen(unchecked_return_type = "Success<\"version\">")]
+    pub fn version(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "VersionRequest | undefined")] request: JsValue,
+    ) -> Result<JsValue, JsValue> {
+        self.command("version", &request)
+    }
+
+    /// Waits for activity on an agent's threads: resolves with the `watch`
+    /// response when a later command of this inbox commits a matching event,
+    /// or when `timeout_seconds` pass (`woke: false`). Rejects with an
+    /// `InboxError` for a bad request.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Success<\"watch\">>")]
+    pub fn watch(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "WatchRequest")] request: JsValue,
+    ) -> Promise {
+        self.wait("watch", &request)
+    }
+
+    /// Waits for a reply in one thread, as `watch` does; while the caller
+    /// holds the thread's lease, the wait renews it (the waiting agent is
+    /// the heartbeat).
+    #[wasm_bindgen(js_name = waitReply, unchecked_return_type = "Promise<Success<\"wait-reply\">>")]
+    pub fn wait_reply(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "WaitReplyRequest")] request: JsValue,
+    ) -> Promise {
+        self.wait("wait-reply", &request)
+    }
+
+    /// The whole database as the bytes of an SQLite file (stores `sqlite`
+    /// and `opfs`): persist them with your host's storage API and pass them
+    /// back as `Inbox.open({store: "sqlite", bytes})`, or open the file with
+    /// the native CLI (`inbox --db FILE`).
+    #[wasm_bindgen(js_name = exportBytes)]
+    pub fn export_bytes(&self) -> Result<Uint8Array, JsValue> {
+        let mut state = self.shared.borrow_mut();
+        let backend = state
+            .backend
+            .as_mut()
+            .ok_or_else(|| js::failure(None, backend::closed()))?;
+        let bytes = backend.export()?;
+        Ok(Uint8Array::from(bytes.as_slice()))
+    }
+
+    /// Closes the database. Pending waits reject with an `InboxError`
+    /// (`storage_error`); later calls throw. Call it before dropping an
+    /// inbox whose waits are pending, or before opening the same OPFS file
+    /// again.
+    pub fn close(&self) {
+        let backend = self.shared.borrow_mut().backend.take();
+        drop(backend);
+        waits::abandon(
+            &self.shared,
+            js::failure(
+                None,
+                EngineError::Store(inbox_engine::StoreError::other(
+                    "the inbox was closed while this wait was pending",
+                )),
+            ),
+        );
+    }
+}
+
+impl Inbox {
+    /// Runs a typed method's command and reports its response.
+    fn command(&self, command: &'static str, request: &JsValue) -> Result<JsValue, JsValue> {
+        let request = decode(Some(command), request).map_err(|r| error_of(&r))?;
+        let response = self.run(request)?;
+        js::response_to_js(&response)
+    }
+
+    /// Executes one request, then lets pending waits look at what it wrote.
+    fn run(&self, request: Request) -> Result<Response, JsValue> {
+        let writes = !matches!(
+            request,
+            Request::Fetch(_)
+                | Request::List(_)
+                | Request::Show(_)
+                | Request::Version(_)
+                | Request::Watch(_)
+                | Request::WaitReply(_)
+        );
+        let response = {
+            let mut state = self.shared.borrow_mut();
+            let Some(backend) = state.backend.as_mut() else {
+                return Err(js::failure(Some(request.command()), backend::closed()));
+            };
+            backend.execute(request)
+        };
+        if writes && response.is_ok() && !self.shared.borrow().waits.is_empty() {
+            waits::poll(&self.shared, None);
+        }
+        Ok(response)
+    }
+
+    fn wait(&self, command: &'static str, request: &JsValue) -> Promise {
+        let shared = Rc::clone(&self.shared);
+        let waiter = decode(Some(command), request).and_then(Waiter::new);
+        let closed = shared.borrow().backend.is_none();
+        let mut waiter = Some(waiter);
+        Promise::new(&mut |resolve, reject| match waiter.take() {
+            Some(Ok(_)) if closed => {
+                let _ = reject.call1(
+                    &JsValue::UNDEFINED,
+                    &js::failure(Some(command), backend::closed()),
+                );
+            }
+            Some(Ok(waiter)) => waits::start(&shared, waiter, resolve, reject),
+            Some(Err(response)) => {
+                let _ = reject.call1(&JsValue::UNDEFINED, &error_of(&response));
+            }
+            None => {}
+        })
+    }
+}
+
+/// The error a failed decode reports.
+fn error_of(response: &Response) -> JsValue {
+    match js::response_to_js(response) {
+        Ok(value) | Err(value) => value,
+    }
+}
+
+/// Turns a JS request into the engine's [`Request`]. A typed method fills in
+/// `command` and refuses a request that names another one.
+fn decode(command: Option<&'static str>, request: &JsValue) -> Result<Request, Box<Response>> {
+    let invalid = |message: String| {
+        Box::new(Response::failure(
+            command.map(str::to_owned),
+            EngineError::InvalidRequest { message },
+        ))
+    };
+    let json = js::request_json(request).map_err(invalid)?;
+    let Some(command) = command else {
+        return Request::from_json(&json);
+    };
+    let mut value: serde_json::Value = serde_json::from_str(&json)
+        .map_err(|e| invalid(format!("request is not valid JSON: {e}")))?;
+    let Some(object) = value.as_object_mut() else {
+        return Err(invalid(format!(
+            "a `{command}` request is an object of its fields, e.g. {{\"agent\": \"worker\"}}"
+        )));
+    };
+    match object.get("command") {
+        None => {
+            object.insert("command".to_owned(), command.into());
+        }
+        Some(serde_json::Value::String(named)) if named == command => {}
+        Some(named) => {
+            return Err(invalid(format!(
+                "this method runs `{command}` but the request names {named}; drop its `command` field, or pass it to execute()"
+            )));
+        }
+    }
+    Request::from_value(value)
+}
+
+/// Reads and checks `Inbox.open`'s options.
+fn open_options(options: &JsValue) -> Result<OpenOptions, JsValue> {
+    if !(options.is_undefined() || options.is_null() || options.is_object()) {
+        return Err(js::invalid(
+            "Inbox.open takes an options object, e.g. {store: \"sqlite\"}",
+        ));
+    }
+    if let Some(unknown) = js::option_names(options)
+        .into_iter()
+        .find(|name| !OPTIONS.contains(&name.as_str()))
+    {
+        return Err(js::invalid(format!(
+            "unknown option `{unknown}`; Inbox.open takes {}",
+            OPTIONS.join(", ")
+        )));
+    }
+    let store = match js::option(options, "store") {
+        v if v.is_undefined() => StoreKind::Memory,
+        v => v
+            .as_string()
+            .and_then(|s| StoreKind::parse(&s))
+            .ok_or_else(|| {
+                js::invalid(format!(
+                    "`store` must be \"memory\", \"sqlite\" or \"opfs\", not {}",
+                    describe(&v)
+                ))
+            })?,
+    };
+    let path = match js::option(options, "path") {
+        v if v.is_undefined() => "inbox.db".to_owned(),
+        v if store != StoreKind::Opfs => {
+            return Err(js::invalid(format!(
+                "`path` names a file in OPFS and goes with store: \"opfs\", not \"{}\" (got {})",
+                store.as_str(),
+                describe(&v)
+            )));
+        }
+        v => match v.as_string() {
+            Some(path) if !path.is_empty() && !path.contains('\0') => path,
+            _ => {
+                return Err(js::invalid(format!(
+                    "`path` must be a non-empty file name, not {}",
+                    describe(&v)
+                )));
+            }
+        },
+    };
+    let bytes = match js::option(options, "bytes") {
+        v if v.is_undefined() => None,
+        v if store != StoreKind::Sqlite => {
+            return Err(js::invalid(format!(
+                "`bytes` (a database to start from) goes with store: \"sqlite\", not \"{}\" (got {})",
+                store.as_str(),
+                describe(&v)
+            )));
+        }
+        v if v.is_instance_of::<Uint8Array>() => Some(Uint8Array::from(v).to_vec()),
+        v if v.is_instance_of::<js_sys::ArrayBuffer>() => Some(Uint8Array::new(&v).to_vec()),
+        v => {
+            return Err(js::invalid(format!(
+                "`bytes` must be a Uint8Array or ArrayBuffer of a database file, not {}",
+                describe(&v)
+            )));
+        }
+    };
+    let now = match js::option(options, "now") {
+        v if v.is_undefined() => None,
+        v => {
+            let text = v.as_string().ok_or_else(|| {
+                js::invalid(format!(
+                    "`now` must be a timestamp string like \"2026-01-01T00:00:00Z\", not {}",
+                    describe(&v)
+                ))
+            })?;
+            Some(
+                Timestamp::parse(&text)
+                    .map_err(|e| js::invalid(format!("`now` is not a timestamp: {e}")))?,
+            )
+        }
+    };
+    Ok(OpenOptions {
+        store,
+        path,
+        bytes,
+        now,
+    })
+}
+
+/// A short description of a JS value for error messages.
+fn describe(value: &JsValue) -> String {
+    if let Some(text) = value.as_string() {
+        return format!("\"{text}\"");
+    }
+    if let Some(number) = value.as_f64() {
+        return number.to_string();
+    }
+    if value.is_null() {
+        return "null".to_owned();
+    }
+    value
+        .js_typeof()
+        .as_string()
+        .unwrap_or_else(|| "a value".to_owned())
+}

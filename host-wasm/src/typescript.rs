@@ -1,0 +1,68 @@
+//! TypeScript declarations the derives in the engine cannot write: the
+//! types the engine serializes by hand (timestamps, JSON objects, the
+//! response envelope, error codes) and the shapes of this package's own
+//! arguments. The request and output records themselves are generated from
+//! the Rust types (`inbox-engine`'s `typescript` feature, with `tsify`), so
+//! they cannot drift from the wire format.
+
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const DECLARATIONS: &'static str = r#"
+/** An instant in UTC, RFC 3339 with milliseconds: "2026-01-01T00:00:00.000Z". */
+export type Timestamp = string;
+
+/** Any JSON object: a `payload` or an artifact's `metadata`. */
+export type JsonObject = Record<string, unknown>;
+
+/** Every error code of the JSON contract. */
+export type ErrorCode =
+  | "invalid_request" | "missing_field" | "invalid_value" | "too_long"
+  | "invalid_payload" | "invalid_state" | "not_assigned" | "thread_finished"
+  | "lease_conflict" | "lease_lost" | "not_lease_holder" | "thread_not_found"
+  | "message_not_found" | "storage_busy" | "schema_too_new" | "not_initialized"
+  | "storage_error" | "internal_error";
+
+/** A successful response to `command`: what `inbox <command> --json` prints. */
+export type Success<C extends Output["command"]> = { ok: true } & Extract<Output, { command: C }>;
+
+/** A refused command, as `execute` returns it (typed methods throw instead). */
+export interface Failure {
+  ok: false;
+  command: string | null;
+  error: { code: ErrorCode; message: string };
+}
+
+/** Any response of the wire format. */
+export type Response = ({ ok: true } & Output) | Failure;
+
+/** What a typed method, a wait or `Inbox.open` throws. */
+export interface InboxError extends Error {
+  name: "InboxError";
+  code: ErrorCode;
+  /** The CLI's exit code for the same refusal (30 bad input, 20 lease, 40 not found, 50 storage, ...). */
+  exitCode: number;
+  command: string | null;
+  response: Failure;
+}
+
+/** Options of `Inbox.open`. */
+export interface OpenOptions {
+  /** "memory" (default), "sqlite" (SQLite in wasm memory) or "opfs" (SQLite in OPFS; dedicated workers only). */
+  store?: "memory" | "sqlite" | "opfs";
+  /** The database file in OPFS (store "opfs"); default "inbox.db". */
+  path?: string;
+  /** A database file's bytes to start from (store "sqlite"), e.g. from `exportBytes()`. */
+  bytes?: Uint8Array | ArrayBuffer;
+  /** Start the clock at this instant instead of the wall clock (tests). */
+  now?: string;
+}
+
+/** What `runScript` returns. */
+export interface Transcript {
+  /** Every step's response and the changes it made, as text. */
+  text: string;
+  /** Expectations that did not hold, one line each. */
+  failures: string[];
+}
+"#;
