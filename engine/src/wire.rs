@@ -197,6 +197,7 @@ pub struct ArtifactInput {
     /// What it is; `file` if absent.
     pub kind: Option<String>,
     /// A JSON object about it.
+    #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
     pub metadata: Option<serde_json::Value>,
     /// The path made absolute, as the sending host sees it.
     pub absolute_path: Option<String>,
@@ -236,6 +237,7 @@ pub struct SendRequest {
     /// The long form.
     pub body: Option<String>,
     /// A JSON object.
+    #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
     pub payload: Option<serde_json::Value>,
     /// New threads only; defaults to `normal`.
     pub priority: Option<Priority>,
@@ -309,6 +311,7 @@ pub struct UpdateRequest {
     /// The long form.
     pub body: Option<String>,
     /// A JSON object.
+    #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
@@ -334,6 +337,7 @@ pub struct ReplyRequest {
     /// The long form.
     pub body: Option<String>,
     /// A JSON object.
+    #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
@@ -355,6 +359,7 @@ pub struct FinishRequest {
     /// The long form.
     pub body: Option<String>,
     /// A JSON object.
+    #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,

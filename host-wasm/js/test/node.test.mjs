@@ -1,0 +1,317 @@
+// The inbox-wasm package in Node, imported the way a user imports it (the
+// package installed from its npm tarball by scripts/test-wasm), on both
+// stores that run outside a browser. Each test names the promise it pins.
+
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { Inbox, runScript } from "inbox-wasm";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const corpus = join(here, "../../../tests/corpus");
+const NOW = "2026-01-01T00:00:00Z";
+
+/** The error a call throws, or a failure if it does not throw. */
+function thrown(f) {
+  try {
+    f();
+  } catch (error) {
+    return error;
+  }
+  assert.fail("expected the call to throw an InboxError");
+}
+
+/** The rejection of a promise, or a failure if it resolves. */
+async function rejected(promise) {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  assert.fail("expected the promise to reject with an InboxError");
+}
+
+/** Moves everything in a live database's WAL into the file itself, as a
+ * user does before copying a database the CLI is using. */
+function checkpoint(db) {
+  execFileSync("python3", ["-c", "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)')", db]);
+}
+
+/** Every key path of a JSON value, to compare shapes field for field. */
+function shape(value, path = "") {
+  if (Array.isArray(value)) {
+    return value.length ? shape(value[0], `${path}[]`) : [`${path}[]`];
+  }
+  if (value && typeof value === "object") {
+    return Object.keys(value)
+      .sort()
+      .flatMap((key) => [`${path}.${key}`, ...shape(value[key], `${path}.${key}`)]);
+  }
+  return [];
+}
+
+for (const store of ["memory", "sqlite"]) {
+  describe(`store ${store}`, () => {
+    test("a full worker loop: send, claim next, progress, question, waitReply woken by the answer, done", async () => {
+      const inbox = await Inbox.open({ store });
+      assert.equal(inbox.store, store);
+      const sent = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Add login" });
+      assert.equal(sent.ok, true);
+      assert.equal(sent.command, "send");
+      const id = sent.thread.thread_id;
+      assert.match(id, /^thr_/);
+
+      assert.equal(inbox.fetch({ agent: "worker" }).threads.length, 1);
+      const { lease } = inbox.claim({ agent: "worker", next: true });
+      assert.equal(lease.thread_id, id);
+      assert.equal(lease.lease_token, 1);
+      inbox.update({ agent: "worker", thread_id: id, lease_token: 1, status: "in_progress", summary: "Reading the code" });
+      inbox.update({ agent: "worker", thread_id: id, lease_token: 1, status: "blocked", summary: "Which provider?" });
+
+      const waiting = inbox.waitReply({ agent: "worker", thread_id: id, lease_token: 1, timeout_seconds: 30 });
+      assert.equal(inbox.pendingWaits, 1);
+      const started = performance.now();
+      setTimeout(() => inbox.reply({ from_agent: "lead", thread_id: id, kind: "answer", summary: "GitHub" }), 20);
+      const answer = await waiting;
+      assert.equal(answer.woke, true);
+      assert.equal(answer.message.summary, "GitHub");
+      assert.equal(answer.message.kind, "answer");
+      assert.ok(performance.now() - started < 5000, "the answer woke the wait, not its timeout");
+      assert.equal(inbox.pendingWaits, 0);
+
+      const done = inbox.done({ agent: "worker", thread_id: id, lease_token: 1, summary: "Login works" });
+      assert.equal(done.thread.status, "done");
+      const history = inbox.show({ thread_id: id });
+      assert.deepEqual(
+        history.messages.map((m) => m.kind),
+        ["task", "progress", "question", "answer", "result"],
+      );
+      inbox.close();
+    });
+
+    test("watch resolves on a later command's commit and times out with woke: false", async () => {
+      const inbox = await Inbox.open({ store });
+      const watching = inbox.watch({ agent: "worker", timeout_seconds: 30 });
+      inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Task" });
+      const woke = await watching;
+      assert.equal(woke.woke, true);
+      assert.equal(woke.events[0].event_type, "thread_created");
+
+      const started = performance.now();
+      const quiet = await inbox.watch({ agent: "worker", after_event: woke.next_event_id, timeout_seconds: 1 });
+      const waited = performance.now() - started;
+      assert.equal(quiet.woke, false);
+      assert.ok(waited >= 900 && waited < 4000, `timed out after ${waited} ms, not about 1 s`);
+      inbox.close();
+    });
+
+    test("a refusal throws an InboxError with the CLI's code and exit code, and changes nothing", async () => {
+      const inbox = await Inbox.open({ store });
+      const { thread } = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Task" });
+      inbox.claim({ agent: "worker", thread_id: thread.thread_id });
+      const before = JSON.stringify(inbox.show({ thread_id: thread.thread_id }));
+
+      const conflict = thrown(() => inbox.claim({ agent: "worker", thread_id: thread.thread_id }));
+      assert.ok(conflict instanceof Error);
+      assert.equal(conflict.name, "InboxError");
+      assert.equal(conflict.code, "lease_conflict");
+      assert.equal(conflict.exitCode, 20);
+      assert.equal(conflict.command, "claim");
+      assert.match(conflict.message, /is held by worker/);
+      assert.deepEqual(conflict.response.error.code, "lease_conflict");
+
+      const cases = [
+        [() => inbox.claim({ agent: "worker", thread_id: "thr_nope" }), "thread_not_found", 40],
+        [() => inbox.claim({ agent: "other", thread_id: thread.thread_id }), "not_assigned", 30],
+        [() => inbox.send({ from_agent: "lead", to_agent: "worker" }), "missing_field", 30],
+        [() => inbox.send({ from_agent: "lead", to_agent: "worker", subject: "s", priority: "urgent" }), "invalid_request", 30],
+        [() => inbox.send({ from_agent: "lead", to_agent: "worker", subject: "s", colour: "red" }), "invalid_request", 30],
+        [() => inbox.send({ from_agent: "lead", to_agent: "worker", subject: "s", payload: [1] }), "invalid_payload", 30],
+        [() => inbox.send({ from_agent: "lead", to_agent: "worker", subject: "x".repeat(1_100_000) }), "too_long", 30],
+        [() => inbox.send("not an object"), "invalid_request", 30],
+        [() => inbox.send({ command: "claim", agent: "worker" }), "invalid_request", 30],
+        [() => inbox.send({ from_agent: "lead", to_agent: "worker", subject: "s", max_attempts: 10n }), "invalid_request", 30],
+        [() => inbox.done({ agent: "worker", thread_id: thread.thread_id, lease_token: 99, summary: "s" }), "invalid_value", 30],
+      ];
+      for (const [call, code, exitCode] of cases) {
+        const error = thrown(call);
+        assert.equal(error.code, code, `${call}: ${error.message}`);
+        assert.equal(error.exitCode, exitCode, `${call}`);
+      }
+      assert.equal(JSON.stringify(inbox.show({ thread_id: thread.thread_id })), before);
+      assert.equal(inbox.list({}).threads.length, 1);
+      inbox.close();
+    });
+
+    test("'nothing to do' is not an error: empty fetch, claim next on an empty queue", async () => {
+      const inbox = await Inbox.open({ store });
+      assert.deepEqual(inbox.fetch({ agent: "worker" }).threads, []);
+      const claim = inbox.claim({ agent: "worker", next: true });
+      assert.equal(claim.ok, true);
+      assert.equal(claim.lease, null);
+    });
+
+    test("execute speaks the wire format and returns failures instead of throwing", async () => {
+      const inbox = await Inbox.open({ store });
+      const sent = inbox.execute({ command: "send", from_agent: "lead", to_agent: "worker", subject: "Task" });
+      assert.equal(sent.ok, true);
+      const text = inbox.execute('{"command":"show","thread_id":"' + sent.thread.thread_id + '"}');
+      assert.equal(text.thread.subject, "Task");
+      assert.deepEqual(inbox.execute({ command: "fly" }).error.code, "invalid_request");
+      assert.deepEqual(inbox.execute("{not json").error.code, "invalid_request");
+      const missing = inbox.execute({ command: "claim", agent: "worker", thread_id: "thr_x" });
+      assert.deepEqual(missing, {
+        ok: false,
+        command: "claim",
+        error: {
+          code: "thread_not_found",
+          message: "thread thr_x not found; check the id (thread ids start with thr_) and the database",
+        },
+      });
+    });
+
+    test("a closed inbox throws, and its pending waits reject", async () => {
+      const inbox = await Inbox.open({ store });
+      const waiting = inbox.watch({ agent: "lead", timeout_seconds: 30 });
+      inbox.close();
+      const error = await rejected(waiting);
+      assert.equal(error.code, "storage_error");
+      assert.equal(error.exitCode, 50);
+      assert.equal(thrown(() => inbox.list({})).code, "storage_error");
+      assert.equal((await rejected(inbox.watch({ agent: "lead" }))).code, "storage_error");
+    });
+
+    test("every corpus script gives the native golden transcript, byte for byte", () => {
+      const scripts = readdirSync(corpus).filter((f) => f.endsWith(".inbox")).sort();
+      assert.ok(scripts.length >= 10, "the corpus went missing");
+      for (const file of scripts) {
+        const name = file.replace(/\.inbox$/, "");
+        const golden = readFileSync(join(corpus, "snapshots", `${name}.snap`), "utf8");
+        // An insta snapshot: a YAML header between two `---` lines, then the text.
+        const expected = golden.slice(golden.indexOf("\n---\n") + 5);
+        const transcript = runScript(readFileSync(join(corpus, file), "utf8"), store);
+        assert.deepEqual(transcript.failures, [], `${store}: ${file}`);
+        assert.equal(transcript.text.trimEnd(), expected.trimEnd(), `${store}: ${file} differs from its golden transcript`);
+      }
+    });
+  });
+}
+
+describe("open options", () => {
+  test("bad options are refused with invalid_request and say what to pass", async () => {
+    const cases = [
+      [{ store: "postgres" }, /`store` must be "memory", "sqlite" or "opfs"/],
+      [{ stor: "sqlite" }, /unknown option `stor`/],
+      [{ store: "memory", path: "x.db" }, /`path` names a file in OPFS/],
+      [{ store: "sqlite", bytes: "abc" }, /`bytes` must be a Uint8Array/],
+      [{ store: "memory", bytes: new Uint8Array(4) }, /goes with store: "sqlite"/],
+      [{ now: "yesterday" }, /`now` is not a timestamp/],
+      ["sqlite", /takes an options object/],
+    ];
+    for (const [options, message] of cases) {
+      const error = await rejected(Inbox.open(options));
+      assert.equal(error.code, "invalid_request", JSON.stringify(options));
+      assert.equal(error.exitCode, 30);
+      assert.match(error.message, message);
+    }
+  });
+
+  test("opfs outside a browser's dedicated worker fails with storage_error and says where it runs", async () => {
+    const error = await rejected(Inbox.open({ store: "opfs" }));
+    assert.equal(error.code, "storage_error");
+    assert.match(error.message, /dedicated Web Worker/);
+  });
+
+  test("now starts the clock at the given instant", async () => {
+    const inbox = await Inbox.open({ now: NOW });
+    const sent = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Task" });
+    assert.ok(sent.thread.created_at.startsWith("2026-01-01T00:00:0"), sent.thread.created_at);
+  });
+});
+
+describe("database bytes", () => {
+  test("exportBytes round-trips through Inbox.open({bytes})", async () => {
+    const inbox = await Inbox.open({ store: "sqlite" });
+    const { thread } = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Persist me" });
+    const bytes = inbox.exportBytes();
+    assert.ok(bytes instanceof Uint8Array);
+    const again = await Inbox.open({ store: "sqlite", bytes });
+    assert.equal(again.show({ thread_id: thread.thread_id }).thread.subject, "Persist me");
+    // The copy is independent of the original.
+    again.send({ from_agent: "lead", to_agent: "worker", subject: "Only in the copy" });
+    assert.equal(inbox.list({}).threads.length, 1);
+    assert.equal(again.list({}).threads.length, 2);
+    assert.equal((await Inbox.open({ store: "sqlite", bytes: bytes.buffer.slice(0) })).list({}).threads.length, 1);
+  });
+
+  test("the memory store has no bytes to export", async () => {
+    const inbox = await Inbox.open({ store: "memory" });
+    const error = thrown(() => inbox.exportBytes());
+    assert.equal(error.code, "invalid_request");
+    assert.match(error.message, /needs an SQLite store/);
+  });
+
+  test("bytes that are not an inbox database are refused, and nothing is opened", async () => {
+    const notSqlite = await rejected(Inbox.open({ store: "sqlite", bytes: new TextEncoder().encode("hello") }));
+    assert.equal(notSqlite.code, "storage_error");
+    assert.match(notSqlite.message, /not an SQLite database/);
+
+    const good = (await Inbox.open({ store: "sqlite" })).exportBytes();
+    const truncated = await rejected(Inbox.open({ store: "sqlite", bytes: good.slice(0, 3000) }));
+    assert.equal(truncated.exitCode, 50, truncated.message);
+
+    const inbox = await Inbox.open({ store: "sqlite" });
+    inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Task" });
+    const newer = inbox.exportBytes();
+    const foreign = await Inbox.open({ store: "sqlite", bytes: newer });
+    assert.equal(foreign.list({}).threads.length, 1);
+  });
+
+  const cli = process.env.INBOX_BIN;
+  test("the native CLI opens an exported database, and wasm opens one the CLI wrote", { skip: !cli && "INBOX_BIN is not set (scripts/test-wasm sets it)" }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "inbox-wasm-"));
+    const inbox = await Inbox.open({ store: "sqlite" });
+    const { thread } = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "From wasm" });
+    const exported = join(dir, "exported.db");
+    writeFileSync(exported, inbox.exportBytes());
+    const listed = JSON.parse(execFileSync(cli, ["--db", exported, "--json", "list"], { encoding: "utf8" }));
+    assert.equal(listed.threads[0].thread_id, thread.thread_id);
+    // The CLI can go on writing to it, in WAL mode like any inbox database.
+    execFileSync(cli, ["--db", exported, "--json", "claim", "--agent", "worker", "--thread", thread.thread_id]);
+
+    const native = join(dir, "native.db");
+    execFileSync(cli, ["--db", native, "init"]);
+    const sent = JSON.parse(
+      execFileSync(cli, ["--db", native, "--json", "send", "--from", "lead", "--to", "worker", "--subject", "From the CLI"], { encoding: "utf8" }),
+    );
+    checkpoint(native);
+    const imported = await Inbox.open({ store: "sqlite", bytes: readFileSync(native) });
+    assert.equal(imported.show({ thread_id: sent.thread.thread_id }).thread.subject, "From the CLI");
+    checkpoint(exported);
+    const after = await Inbox.open({ store: "sqlite", bytes: readFileSync(exported) });
+    assert.equal(after.show({ thread_id: thread.thread_id }).thread.status, "claimed");
+  });
+
+  test("responses have the CLI's fields, exactly", { skip: !cli && "INBOX_BIN is not set" }, async () => {
+    const dir = mkdtempSync(join(tmpdir(), "inbox-wasm-"));
+    const db = join(dir, "shape.db");
+    execFileSync(cli, ["--db", db, "init"]);
+    const run = (...args) => JSON.parse(execFileSync(cli, ["--db", db, "--json", ...args], { encoding: "utf8" }));
+    const nativeSend = run("send", "--from", "lead", "--to", "worker", "--subject", "Task");
+    const nativeClaim = run("claim", "--agent", "worker", "--thread", nativeSend.thread.thread_id);
+    const nativeShow = run("show", "--thread", nativeSend.thread.thread_id);
+
+    const inbox = await Inbox.open({ store: "sqlite" });
+    const send = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Task" });
+    const claim = inbox.claim({ agent: "worker", thread_id: send.thread.thread_id });
+    const show = inbox.show({ thread_id: send.thread.thread_id });
+    assert.deepEqual(shape(send), shape(nativeSend));
+    assert.deepEqual(shape(claim), shape(nativeClaim));
+    assert.deepEqual(shape(show), shape(nativeShow));
+  });
+});

@@ -1,0 +1,57 @@
+// Compiled with `tsc --strict` against the installed package's declarations
+// (generated from the Rust types): correct use type-checks, and each
+// `@ts-expect-error` line is a mistake the declarations must catch (tsc
+// fails if one of them compiles).
+
+import { Inbox, runScript } from "inbox-wasm";
+import type { ErrorCode, InboxError, Success, Thread, Status, Response } from "inbox-wasm";
+
+export async function workerLoop(): Promise<Thread> {
+  const inbox: Inbox = await Inbox.open({ store: "sqlite" });
+  const sent: Success<"send"> = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Add login", priority: "high" });
+  const id: string = sent.thread.thread_id;
+  const claim = inbox.claim({ agent: "worker", next: true });
+  const token: number | undefined = claim.lease?.lease_token;
+  inbox.update({ agent: "worker", thread_id: id, lease_token: token, status: "blocked", summary: "Which provider?" });
+  const answer = await inbox.waitReply({ agent: "worker", thread_id: id, timeout_seconds: 60 });
+  const woke: boolean = answer.woke;
+  const kind: string | undefined = answer.message?.kind;
+  const done = inbox.done({ agent: "worker", thread_id: id, lease_token: token, summary: `woke ${woke} ${kind}` });
+  const status: Status = done.thread.status;
+  const events = (await inbox.watch({ agent: "lead", after_event: 0, timeout_seconds: 1 })).events;
+  const firstType: string | undefined = events[0]?.event_type;
+  const bytes: Uint8Array = inbox.exportBytes();
+  const wire: Response = inbox.execute({ command: "list", status: ["done", status] });
+  if (!wire.ok) {
+    const code: ErrorCode = wire.error.code;
+    throw new Error(code + firstType + bytes.length);
+  }
+  const transcript = runScript("send from_agent=a to_agent=b subject=s", "memory");
+  const failures: string[] = transcript.failures;
+  void failures;
+  return inbox.show({ thread_id: id }).thread;
+}
+
+export function handle(error: unknown): number {
+  const e = error as InboxError;
+  const code: ErrorCode = e.code;
+  return code === "lease_conflict" ? e.exitCode : 0;
+}
+
+export async function mistakes(inbox: Inbox): Promise<void> {
+  // @ts-expect-error: the field is from_agent, not from
+  inbox.send({ from: "lead", to_agent: "worker", subject: "s" });
+  // @ts-expect-error: "urgent" is not a priority
+  inbox.send({ from_agent: "lead", to_agent: "worker", subject: "s", priority: "urgent" });
+  // @ts-expect-error: lease tokens are numbers
+  inbox.done({ agent: "worker", thread_id: "thr_1", lease_token: "1" });
+  // @ts-expect-error: a claim's lease can be null (claim next on an empty queue)
+  const token: number = inbox.claim({ agent: "worker", next: true }).lease.lease_token;
+  // @ts-expect-error: "finished" is not a status
+  const status: Status = "finished";
+  // @ts-expect-error: no such store
+  await Inbox.open({ store: "indexeddb" });
+  // @ts-expect-error: not an error code
+  const code: ErrorCode = "oops";
+  void token; void status; void code;
+}
