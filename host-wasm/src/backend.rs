@@ -17,20 +17,14 @@
 //! other writer to wait for).
 
 use inbox_engine::{
-    Engine, EngineError, Executor, MemoryStore, Request, Response, Store, StoreError,
-    StoreErrorKind, Timestamp, UlidIds,
+    Engine, EngineError, Executor, MemoryStore, Request, Response, Store, StoreError, Timestamp,
+    UlidIds,
 };
+#[cfg(feature = "sqlite")]
 use inbox_host_native::SqliteStore;
-use inbox_host_native::store::{PORTABLE_PRAGMAS, store_error};
-use rusqlite::{Connection, MAIN_DB, OpenFlags};
 use wasm_bindgen::JsValue;
 
 use crate::js::{self, JsClock};
-
-/// The VFS name under which the OPFS pool is registered.
-const OPFS_VFS: &str = "inbox-opfs";
-/// The OPFS folder that holds the pool's files.
-const OPFS_DIRECTORY: &str = ".inbox-opfs";
 
 /// Which store an `Inbox` keeps its records in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,8 +75,14 @@ pub struct OpenOptions {
 pub enum Backend {
     /// Over [`MemoryStore`].
     Memory(Engine<MemoryStore, JsClock, UlidIds>),
-    /// Over [`SqliteStore`], in wasm memory or OPFS.
-    Sqlite(Engine<SqliteStore, JsClock, UlidIds>, StoreKind),
+    /// Over [`SqliteStore`], in wasm memory or OPFS (with the OPFS file it
+    /// holds, released after the connection closes: fields drop in order).
+    #[cfg(feature = "sqlite")]
+    Sqlite(
+        Engine<SqliteStore, JsClock, UlidIds>,
+        StoreKind,
+        Option<crate::sqlite::OpfsFile>,
+    ),
 }
 
 impl Backend {
@@ -99,30 +99,29 @@ impl Backend {
                 engine.store_mut().initialize().map_err(js::store_failure)?;
                 Ok(Backend::Memory(engine))
             }
+            #[cfg(feature = "sqlite")]
             StoreKind::Sqlite => {
-                let mut conn = Connection::open_in_memory()
-                    .map_err(|e| js::store_failure(store_error(e, ":memory:")))?;
-                if let Some(bytes) = &options.bytes {
-                    import(&mut conn, bytes)?;
-                }
-                let store = prepare(conn, ":memory:")?;
+                let store = crate::sqlite::open_in_memory(options.bytes.as_deref())?;
                 Ok(Backend::Sqlite(
                     Engine::new(store, clock, ids),
                     StoreKind::Sqlite,
+                    None,
                 ))
             }
+            #[cfg(feature = "sqlite")]
             StoreKind::Opfs => {
-                install_opfs().await?;
-                let location = format!("opfs:{}", options.path);
-                let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
-                let conn = Connection::open_with_flags_and_vfs(&options.path, flags, OPFS_VFS)
-                    .map_err(|e| js::store_failure(store_error(e, &location)))?;
-                let store = prepare(conn, &location)?;
+                let (store, file) = crate::sqlite::open_opfs(&options.path).await?;
                 Ok(Backend::Sqlite(
                     Engine::new(store, clock, ids),
                     StoreKind::Opfs,
+                    Some(file),
                 ))
             }
+            #[cfg(not(feature = "sqlite"))]
+            StoreKind::Sqlite | StoreKind::Opfs => Err(js::invalid(format!(
+                "store \"{}\" needs SQLite, which this memory-only build leaves out; use the full inbox-wasm package",
+                options.store.as_str()
+            ))),
         }
     }
 
@@ -130,7 +129,8 @@ impl Backend {
     pub fn kind(&self) -> StoreKind {
         match self {
             Backend::Memory(_) => StoreKind::Memory,
-            Backend::Sqlite(_, kind) => *kind,
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(_, kind, _) => *kind,
         }
     }
 
@@ -138,27 +138,13 @@ impl Backend {
     /// with `--db`, and that `Inbox.open({store: "sqlite", bytes})` reads
     /// back. The memory store has no such form.
     pub fn export(&mut self) -> Result<Vec<u8>, JsValue> {
-        let Backend::Sqlite(engine, _) = self else {
-            return Err(js::invalid(
+        match self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(engine, _, _) => crate::sqlite::export(engine.store_mut()),
+            Backend::Memory(_) => Err(js::invalid(
                 "exportBytes needs an SQLite store; open the inbox with store: \"sqlite\" or \"opfs\"",
-            ));
-        };
-        let location = engine.store().location().to_owned();
-        let conn = engine.store_mut().connection_mut();
-        let data = conn
-            .serialize(MAIN_DB)
-            .map_err(|e| js::store_failure(store_error(e, &location)))?;
-        let mut bytes = data.to_vec();
-        // Bytes 18 and 19 of the header are the file format's write and read
-        // versions: 2 means WAL. A database in wasm memory cannot use WAL
-        // (there is no shared memory for its index), but the native CLI
-        // expects an inbox database to be in WAL mode, so the exported file
-        // says WAL, exactly as `inbox init` would have made it.
-        if bytes.len() >= 100 {
-            bytes[18] = 2;
-            bytes[19] = 2;
+            )),
         }
-        Ok(bytes)
     }
 }
 
@@ -166,69 +152,18 @@ impl Executor for Backend {
     fn execute(&mut self, request: Request) -> Response {
         match self {
             Backend::Memory(engine) => engine.execute(request),
-            Backend::Sqlite(engine, _) => engine.execute(request),
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(engine, _, _) => engine.execute(request),
         }
     }
 
     fn now(&mut self) -> Timestamp {
         match self {
             Backend::Memory(engine) => engine.now(),
-            Backend::Sqlite(engine, _) => engine.now(),
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(engine, _, _) => engine.now(),
         }
     }
-}
-
-/// Applies the settings every host uses and makes sure the schema is there:
-/// created in a new database, migrated in an older one, refused in a newer
-/// one or in a file that is not an inbox database.
-fn prepare(conn: Connection, location: &str) -> Result<SqliteStore, JsValue> {
-    conn.execute_batch(PORTABLE_PRAGMAS)
-        .map_err(|e| js::store_failure(store_error(e, location)))?;
-    let mut store = SqliteStore::new(conn, location).map_err(js::store_failure)?;
-    match store.ensure_schema() {
-        Ok(_) => Ok(store),
-        Err(e) if e.kind == StoreErrorKind::NotInitialized => {
-            store.initialize().map_err(js::store_failure)?;
-            Ok(store)
-        }
-        Err(e) => Err(js::store_failure(e)),
-    }
-}
-
-/// Loads `bytes` as the connection's main database.
-fn import(conn: &mut Connection, bytes: &[u8]) -> Result<(), JsValue> {
-    if bytes.len() < 100 || !bytes.starts_with(b"SQLite format 3\0") {
-        return Err(js::store_failure(StoreError::other(format!(
-            "the {} bytes given are not an SQLite database (no SQLite header); pass the bytes of an inbox database file or of exportBytes()",
-            bytes.len()
-        ))));
-    }
-    let mut bytes = bytes.to_vec();
-    // A database written by the native CLI is in WAL mode (header bytes 18
-    // and 19 are 2), which an in-memory database cannot open; 1 is the
-    // rollback journal. Nothing else in the file depends on it.
-    bytes[18] = 1;
-    bytes[19] = 1;
-    let size = bytes.len();
-    conn.deserialize_read_exact(MAIN_DB, bytes.as_slice(), size, false)
-        .map_err(|e| js::store_failure(store_error(e, "the imported bytes")))
-}
-
-/// Installs the OPFS pool once per worker (later calls reuse it).
-async fn install_opfs() -> Result<(), JsValue> {
-    use sqlite_wasm_vfs::sahpool::{OpfsSAHPoolCfgBuilder, install};
-    let config = OpfsSAHPoolCfgBuilder::new()
-        .vfs_name(OPFS_VFS)
-        .directory(OPFS_DIRECTORY)
-        .build();
-    install::<sqlite_wasm_rs::WasmOsCallback>(&config, false)
-        .await
-        .map(|_| ())
-        .map_err(|e| {
-            js::store_failure(StoreError::other(format!(
-                "cannot open the OPFS store: {e}; store: \"opfs\" runs only in a dedicated Web Worker of a browser with OPFS (use store: \"sqlite\" with exportBytes() elsewhere)"
-            )))
-        })
 }
 
 /// The engine error for a command on a closed inbox.

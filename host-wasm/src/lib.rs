@@ -10,8 +10,9 @@
 //! for byte the native one.
 //!
 //! - [`inbox`]: the `Inbox` class and its open options;
-//! - [`backend`]: the engine over the chosen store (memory, SQLite in wasm
-//!   memory, SQLite persisted to OPFS), export and import of database bytes;
+//! - [`backend`]: the engine over the chosen store;
+//! - [`sqlite`]: SQLite in wasm memory or OPFS (the `sqlite` feature, on by
+//!   default), database bytes in and out;
 //! - [`waits`]: `watch` and `waitReply` as Promises, woken by commits of the
 //!   same instance or by their deadline, never by polling;
 //! - [`js`]: the host side of the engine's interfaces (clock, id seed,
@@ -30,6 +31,8 @@ pub mod inbox;
 pub mod js;
 #[cfg(target_family = "wasm")]
 pub mod script;
+#[cfg(all(target_family = "wasm", feature = "sqlite"))]
+pub mod sqlite;
 #[cfg(target_family = "wasm")]
 pub mod typescript;
 #[cfg(target_family = "wasm")]

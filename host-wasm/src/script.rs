@@ -6,10 +6,7 @@
 //! is the engine's; this only picks the store.
 
 use inbox_engine::{EngineError, MemoryStore, Store};
-use inbox_host_native::SqliteStore;
-use inbox_host_native::store::{PORTABLE_PRAGMAS, store_error};
 use js_sys::{Array, Object, Reflect};
-use rusqlite::Connection;
 use wasm_bindgen::prelude::*;
 
 use crate::js;
@@ -26,14 +23,8 @@ pub fn run_script(
     let store = store.as_string().unwrap_or_else(|| "memory".to_owned());
     let transcript = match store.as_str() {
         "memory" => run(text, MemoryStore::new()),
-        "sqlite" => {
-            let conn = Connection::open_in_memory()
-                .and_then(|conn| conn.execute_batch(PORTABLE_PRAGMAS).map(|()| conn))
-                .map_err(|e| js::store_failure(store_error(e, ":memory:")))?;
-            let mut store = SqliteStore::new(conn, ":memory:").map_err(js::store_failure)?;
-            store.initialize().map_err(js::store_failure)?;
-            run(text, store)
-        }
+        #[cfg(feature = "sqlite")]
+        "sqlite" => run(text, crate::sqlite::open_in_memory(None)?),
         other => {
             return Err(js::invalid(format!(
                 "runScript runs on store \"memory\" or \"sqlite\", not \"{other}\""

@@ -1,0 +1,181 @@
+//! The SQLite stores of the wasm build: the native host's [`SqliteStore`]
+//! over SQLite compiled to wasm, in wasm memory or in OPFS, and the bytes of
+//! a database in and out.
+//!
+//! OPFS goes through the `opfs-sahpool` VFS: a pool of files in one OPFS
+//! folder, held open with synchronous access handles, which browsers give
+//! only to dedicated workers and only to one worker at a time. The pool is
+//! installed on the first open in a worker; when the last OPFS inbox of the
+//! worker closes, the pool is paused, which lets go of the handles so that
+//! another worker (or tab) can take them, and the next open here resumes it.
+//! One `Inbox` per file: a second open of the same file in the same worker
+//! is refused rather than given a second connection.
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+use inbox_engine::{Store, StoreError, StoreErrorKind};
+use inbox_host_native::SqliteStore;
+use inbox_host_native::store::{PORTABLE_PRAGMAS, store_error};
+use rusqlite::{Connection, MAIN_DB, OpenFlags};
+use sqlite_wasm_vfs::sahpool::{OpfsSAHError, OpfsSAHPoolCfgBuilder, OpfsSAHPoolUtil, install};
+use wasm_bindgen::JsValue;
+
+use crate::js;
+
+/// The VFS name under which the OPFS pool is registered.
+const OPFS_VFS: &str = "inbox-opfs";
+/// The OPFS folder that holds the pool's files.
+const OPFS_DIRECTORY: &str = ".inbox-opfs";
+
+thread_local! {
+    /// This worker's OPFS pool, once installed.
+    static POOL: RefCell<Option<OpfsSAHPoolUtil>> = const { RefCell::new(None) };
+    /// The OPFS files an `Inbox` of this worker has open.
+    static OPEN: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
+}
+
+/// An open OPFS file: while it lives, the file is taken in this worker; when
+/// the last one is dropped (after its connection), the pool lets go of its
+/// access handles.
+#[derive(Debug)]
+pub struct OpfsFile {
+    path: String,
+}
+
+impl Drop for OpfsFile {
+    fn drop(&mut self) {
+        let none_left = OPEN.with(|open| {
+            let mut open = open.borrow_mut();
+            open.remove(&self.path);
+            open.is_empty()
+        });
+        if none_left {
+            POOL.with(|pool| {
+                if let Some(pool) = pool.borrow().as_ref() {
+                    // Fails only while a file is still open, which cannot be
+                    // the case here; then the handles stay held, as before.
+                    let _ = pool.pause();
+                }
+            });
+        }
+    }
+}
+
+/// A new database in wasm memory, or a copy of `bytes`.
+pub fn open_in_memory(bytes: Option<&[u8]>) -> Result<SqliteStore, JsValue> {
+    let mut conn =
+        Connection::open_in_memory().map_err(|e| js::store_failure(store_error(e, ":memory:")))?;
+    if let Some(bytes) = bytes {
+        import(&mut conn, bytes)?;
+    }
+    prepare(conn, ":memory:")
+}
+
+/// The database `path` in this origin's OPFS, created if new.
+pub async fn open_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
+    let location = format!("opfs:{path}");
+    if OPEN.with(|open| open.borrow().contains(path)) {
+        return Err(js::store_failure(StoreError::other(format!(
+            "{location} is already open in this worker; use that Inbox (the wasm build has one connection per database), or close() it first"
+        ))));
+    }
+    ensure_pool().await?;
+    OPEN.with(|open| open.borrow_mut().insert(path.to_owned()));
+    // From here on, dropping `file` releases the path (and the pool, if it
+    // was the only one), also when opening fails.
+    let file = OpfsFile {
+        path: path.to_owned(),
+    };
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+    let conn = Connection::open_with_flags_and_vfs(path, flags, OPFS_VFS)
+        .map_err(|e| js::store_failure(store_error(e, &location)))?;
+    Ok((prepare(conn, &location)?, file))
+}
+
+/// The whole database as the bytes of a file the native CLI opens.
+pub fn export(store: &mut SqliteStore) -> Result<Vec<u8>, JsValue> {
+    let location = store.location().to_owned();
+    let data = store
+        .connection_mut()
+        .serialize(MAIN_DB)
+        .map_err(|e| js::store_failure(store_error(e, &location)))?;
+    let mut bytes = data.to_vec();
+    // Bytes 18 and 19 of the header are the file format's write and read
+    // versions: 2 means WAL. A database in wasm memory or in the OPFS pool
+    // cannot use WAL (there is no shared memory for its index), but the
+    // native CLI expects an inbox database in WAL mode, so the exported file
+    // says WAL, exactly as `inbox init` would have made it.
+    if bytes.len() >= 100 {
+        bytes[18] = 2;
+        bytes[19] = 2;
+    }
+    Ok(bytes)
+}
+
+/// Applies the settings every host uses and makes sure the schema is there:
+/// created in a new database, migrated in an older one, refused in a newer
+/// one or in a file that is not an inbox database.
+fn prepare(conn: Connection, location: &str) -> Result<SqliteStore, JsValue> {
+    conn.execute_batch(PORTABLE_PRAGMAS)
+        .map_err(|e| js::store_failure(store_error(e, location)))?;
+    let mut store = SqliteStore::new(conn, location).map_err(js::store_failure)?;
+    match store.ensure_schema() {
+        Ok(_) => Ok(store),
+        Err(e) if e.kind == StoreErrorKind::NotInitialized => {
+            store.initialize().map_err(js::store_failure)?;
+            Ok(store)
+        }
+        Err(e) => Err(js::store_failure(e)),
+    }
+}
+
+/// Loads `bytes` as the connection's main database.
+fn import(conn: &mut Connection, bytes: &[u8]) -> Result<(), JsValue> {
+    if bytes.len() < 100 || !bytes.starts_with(b"SQLite format 3\0") {
+        return Err(js::store_failure(StoreError::other(format!(
+            "the {} bytes given are not an SQLite database (no SQLite header); pass the bytes of an inbox database file or of exportBytes()",
+            bytes.len()
+        ))));
+    }
+    let mut bytes = bytes.to_vec();
+    // A database written by the native CLI is in WAL mode (header bytes 18
+    // and 19 are 2), which an in-memory database cannot open; 1 is the
+    // rollback journal. Nothing else in the file depends on it.
+    bytes[18] = 1;
+    bytes[19] = 1;
+    let size = bytes.len();
+    conn.deserialize_read_exact(MAIN_DB, bytes.as_slice(), size, false)
+        .map_err(|e| js::store_failure(store_error(e, "the imported bytes")))
+}
+
+/// Installs this worker's pool, or resumes it after the last close paused it.
+async fn ensure_pool() -> Result<(), JsValue> {
+    let pool = POOL.with(|pool| pool.borrow().clone());
+    let result = match pool {
+        Some(pool) if pool.is_paused() => pool.resume().await,
+        Some(_) => Ok(()),
+        None => {
+            let config = OpfsSAHPoolCfgBuilder::new()
+                .vfs_name(OPFS_VFS)
+                .directory(OPFS_DIRECTORY)
+                .build();
+            install::<sqlite_wasm_rs::WasmOsCallback>(&config, false)
+                .await
+                .map(|pool| POOL.with(|slot| *slot.borrow_mut() = Some(pool)))
+        }
+    };
+    result.map_err(|e| {
+        let advice = match e {
+            OpfsSAHError::NotSupported => {
+                "store: \"opfs\" runs only in a dedicated Web Worker of a browser with OPFS (use store: \"sqlite\" with exportBytes() elsewhere)"
+            }
+            _ => {
+                "the inbox's OPFS files can be held by one worker at a time: close() the Inbox of the other worker or tab (or end that worker), then open again"
+            }
+        };
+        js::store_failure(StoreError::other(format!(
+            "cannot open the OPFS store: {e}; {advice}"
+        )))
+    })
+}
