@@ -10,6 +10,7 @@
 //! cargo run -p inbox-bench --release -- all            # everything (~20 min)
 //! cargo run -p inbox-bench --release -- all --quick    # smoke run (~3 min), report under target/
 //! cargo run -p inbox-bench --release -- send wake      # some workloads; other sections kept
+//! cargo run -p inbox-bench --release -- wasm-baseline  # native figures for host-wasm/js/bench (JSON)
 //! ```
 //!
 //! This file owns the command line and the run's lifetime: it builds the
@@ -28,6 +29,7 @@ mod roles;
 mod services;
 mod stats;
 mod svg;
+mod wasm_baseline;
 mod workloads;
 
 use std::io::Write;
@@ -46,12 +48,17 @@ const WORKLOADS: [&str; 5] = ["send", "claim", "wake", "roundtrip", "query"];
 
 const USAGE: &str = "\
 usage: inbox-bench [all | send | claim | wake | roundtrip | query]... [--quick] [--out DIR] [--no-build]
+       inbox-bench wasm-baseline [--ops N] [--warmup N] [--rounds N]
 
   all         every workload (the default)
   --quick     small sizes and few iterations (a smoke run of about 3 minutes);
               the report goes to target/bench-quick/ unless --out is given
   --out DIR   write BENCHMARKS.md to DIR and plots to DIR/bench (default: docs/)
   --no-build  do not run `cargo build --release -p inbox-cli -p inbox-bench` first
+
+  wasm-baseline  only the native in-process figures the wasm benchmark
+              (host-wasm/js/bench/run.mjs) compares against, as JSON on stdout;
+              builds nothing and starts no server
 
 Needs redis-server and PostgreSQL (initdb/postgres); scripts/bench installs them.";
 
@@ -119,6 +126,9 @@ fn workspace_root() -> PathBuf {
 }
 
 fn run(args: &[String]) -> Result<()> {
+    if args.first().is_some_and(|a| a == "wasm-baseline") {
+        return wasm_baseline::run(&args[1..]);
+    }
     let options = parse(args)?;
     let started = Instant::now();
     let root = workspace_root();

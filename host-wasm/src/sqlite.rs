@@ -88,9 +88,26 @@ pub async fn open_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
         path: path.to_owned(),
     };
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
-    let conn = Connection::open_with_flags_and_vfs(path, flags, OPFS_VFS)
-        .map_err(|e| js::store_failure(store_error(e, &location)))?;
-    Ok((prepare(conn, &location)?, file))
+    let error = |e| js::store_failure(store_error(e, &location));
+    let conn = Connection::open_with_flags_and_vfs(path, flags, OPFS_VFS).map_err(error)?;
+    // The file is this connection's alone (the pool holds it exclusively),
+    // so SQLite may keep the WAL index in its own memory instead of the
+    // shared memory OPFS lacks: with EXCLUSIVE locking set before the first
+    // read, WAL works here. A commit then appends to the WAL instead of
+    // rewriting pages through a rollback journal, and with synchronous
+    // NORMAL (the CLI's default durability) it does not flush every time:
+    // measured in Chromium, 409 -> ~2.4k sends/s. A commit survives the tab
+    // or worker dying; the last ones may not survive a power loss.
+    conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = NORMAL;")
+        .map_err(error)?;
+    let store = prepare(conn, &location)?;
+    // A database created before this setting (or imported) may still use a
+    // rollback journal; switching is a no-op for one in WAL mode.
+    let _mode: String = store
+        .connection()
+        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        .map_err(error)?;
+    Ok((store, file))
 }
 
 /// The whole database as the bytes of a file the native CLI opens.

@@ -32,7 +32,10 @@ async function entries(directory) {
 async function run() {
   await init(); // fetches inbox_bg.wasm next to inbox.js
   steps.push(`[${phase}] init: wasm loaded in the worker`);
-  return phase === 'read' ? read() : write();
+  if (phase === 'read') return read();
+  if (phase === 'crash') return crash();
+  if (phase === 'recover') return recover();
+  return write();
 }
 
 async function write() {
@@ -100,6 +103,36 @@ async function read() {
     attempts,
     listed: listed.threads.map((t) => ({ thread_id: t.thread_id, subject: t.subject, status: t.status })),
   };
+}
+
+/** Commits a thread and never closes: the page terminates this worker. */
+async function crash() {
+  const inbox = await Inbox.open({ store: 'opfs', path: 'crash.db' });
+  const sent = inbox.send({ from_agent: 'lead', to_agent: 'worker', subject: 'Committed, then the worker died' });
+  steps.push(`[crash] send → ${sent.thread.thread_id}; the worker is terminated without close()`);
+  return { ok: true, steps, threadId: sent.thread.thread_id };
+}
+
+/** After a worker died holding crash.db, a new one recovers what it committed. */
+async function recover() {
+  // A terminated worker's access handles are released by the browser
+  // shortly after; until then the open fails with NoModificationAllowedError.
+  let inbox;
+  let attempts = 0;
+  for (;;) {
+    attempts += 1;
+    try {
+      inbox = await Inbox.open({ store: 'opfs', path: 'crash.db' });
+      break;
+    } catch (error) {
+      if (attempts >= 40 || !String(error?.message).includes('NoModificationAllowedError')) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  const listed = inbox.list({});
+  inbox.close();
+  steps.push(`[recover] open crash.db (attempt ${attempts}) → ${listed.threads.map((t) => `${t.thread_id} "${t.subject}"`).join(', ') || 'nothing'}`);
+  return { ok: true, steps, attempts, listed: listed.threads.map((t) => ({ thread_id: t.thread_id, subject: t.subject })) };
 }
 
 run()

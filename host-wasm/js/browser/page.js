@@ -246,6 +246,13 @@ async function main() {
     for (const line of reader.steps ?? []) addItem('opfs-worker-steps', line);
   }
   worker.worker?.terminate();
+
+  // A worker that dies without close() (a crashed or closed tab) loses
+  // nothing it committed: the next worker recovers it from OPFS.
+  const crashed = await runOpfsWorker('crash');
+  const recovered = crashed.ok ? await runOpfsWorker('recover') : crashed;
+  e2e.crash = { crashed, recovered };
+  for (const line of [...(crashed.steps ?? []), ...(crashed === recovered ? [] : recovered.steps ?? [])]) addItem('opfs-worker-steps', line);
   const failed = !worker.ok ? worker : !reader.ok ? reader : null;
   if (failed) {
     setStatus('opfs-worker-status', false, `opfs worker: FAILED: ${errorText(failed.error)}`);

@@ -15,63 +15,19 @@
 
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+
+import { CHROMIUM_ARGS, executablePath, serveStatic } from '../lib/chromium.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const jsRoot = path.resolve(here, '..');
 const pageRoot = path.join(jsRoot, 'browser');
 const pkgRoot = path.join(jsRoot, 'node_modules', 'inbox-wasm', 'web');
 const screenshotPath = path.resolve(jsRoot, '..', '..', 'target', 'wasm-e2e.png');
-const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
-
-const CONTENT_TYPES = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.mjs': 'text/javascript; charset=utf-8',
-  '.wasm': 'application/wasm',
-  '.json': 'application/json',
-  '.css': 'text/css; charset=utf-8',
-};
-
-/** `/` and `/x.js` from browser/, `/pkg/x` from the package's web build. */
-function resolveRequest(urlPath) {
-  let root = pageRoot;
-  let rest = urlPath === '/' ? '/index.html' : urlPath;
-  if (rest.startsWith('/pkg/')) {
-    root = pkgRoot;
-    rest = rest.slice('/pkg'.length);
-  }
-  const file = path.resolve(root, '.' + path.posix.normalize(decodeURIComponent(rest)));
-  return file.startsWith(root + path.sep) ? file : null;
-}
-
-function startServer(served) {
-  const server = createServer(async (request, response) => {
-    const urlPath = new URL(request.url, 'http://localhost').pathname;
-    const file = resolveRequest(urlPath);
-    const type = file && CONTENT_TYPES[path.extname(file)];
-    try {
-      if (!type || request.method !== 'GET') throw Object.assign(new Error('not served'), { code: 'ENOENT' });
-      const body = await readFile(file);
-      response.writeHead(200, { 'Content-Type': type, 'Content-Length': body.length, 'Cache-Control': 'no-store' });
-      response.end(body);
-      served.push({ path: urlPath, status: 200, type });
-    } catch {
-      response.writeHead(404, { 'Content-Type': 'text/plain' });
-      response.end(`not found: ${urlPath}\n`);
-      served.push({ path: urlPath, status: 404 });
-    }
-  });
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve(server));
-  });
-}
 
 describe('inbox-wasm web build in headless Chromium', { timeout: 60_000 }, () => {
   let server;
@@ -105,21 +61,13 @@ describe('inbox-wasm web build in headless Chromium', { timeout: 60_000 }, () =>
     );
     assert.ok(existsSync(executablePath), `no Chromium at ${executablePath}; set CHROMIUM=/path/to/chromium`);
 
-    server = await startServer(served);
+    server = await serveStatic({ '/pkg/': pkgRoot, '/': pageRoot }, served);
     const origin = `http://127.0.0.1:${server.address().port}`;
 
     browser = await chromium.launch({
       executablePath,
       headless: true,
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
+      args: CHROMIUM_ARGS,
     });
     // A fresh context: empty OPFS, so the worker's list is deterministic.
     const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
@@ -288,6 +236,13 @@ describe('inbox-wasm web build in headless Chromium', { timeout: 60_000 }, () =>
     assert.ok(steps.includes(`[write] list → ${worker.threadId} "Persist me in OPFS" (pending)`), steps.join('\n'));
     assert.ok(steps.includes(`[read] list → ${worker.threadId} "Persist me in OPFS" (pending)`), steps.join('\n'));
     t.diagnostic(`OPFS root: ${worker.opfsRoot.join(' ')}`);
+  });
+
+  test('a worker terminated without close() loses nothing it committed', () => {
+    const { crashed, recovered } = result.crash ?? {};
+    assert.ok(crashed?.ok, `crash phase failed: ${JSON.stringify(crashed)}\n${diagnostics()}`);
+    assert.ok(recovered?.ok, `recover phase failed: ${JSON.stringify(recovered)}\n${diagnostics()}`);
+    assert.deepEqual(recovered.listed, [{ thread_id: crashed.threadId, subject: 'Committed, then the worker died' }]);
   });
 
   test('the screenshot was written', (t) => {

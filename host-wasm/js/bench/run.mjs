@@ -1,0 +1,857 @@
+#!/usr/bin/env node
+// The wasm benchmark: commands per second of the inbox-wasm package in Node
+// and in headless Chromium, for send and claim+done, over each store
+// (memory, sqlite; opfs in a dedicated worker), side by side with the native
+// engine over native SQLite measured in the same run, plus the size of the
+// .wasm. Writes docs/wasm-benchmarks.md (or, with --quick, a smoke run of
+// about half a minute, target/bench-quick/wasm-benchmarks.md), and the raw
+// per-round figures to target/wasm-bench/.
+//
+//   node host-wasm/js/bench/run.mjs            # full run, ~7 min (any cwd)
+//   node host-wasm/js/bench/run.mjs --quick    # smoke run, for CI
+//
+// Options: --quick, --out FILE (the report), --rounds N, --ops N, --warmup N,
+// --no-build (use target/release/inbox-bench as it is), --from FILE (only
+// render the report from an earlier run's raw figures). CHROMIUM=/path
+// overrides the browser (default /usr/bin/chromium).
+//
+// Files: workload.mjs (the two workloads, shared by every runtime),
+// page.html + page.mjs (the Chromium page), worker.mjs (the dedicated module
+// worker: opfs, a sqlite control, and a probe of single OPFS calls), and
+// bench/src/wasm_baseline.rs (the native figures).
+//
+// Needs: the package installed in host-wasm/js (scripts/test-wasm does it;
+// else host-wasm/pkg is used directly), playwright-core (npm ci in
+// host-wasm/js), Chromium, and cargo for the native baseline (built with
+// `cargo build --release -p inbox-cli -p inbox-bench --bins` unless
+// --no-build).
+//
+// How a run goes: one cold round per runtime (reported, not counted), then
+// N rounds; each round runs, in turn, the native baseline (a child process,
+// `inbox-bench wasm-baseline --rounds 1`), Node (this process), the Chromium
+// page, a new Chromium worker and a worker in an incognito context (smaller
+// sizes: OPFS there is slow), so a slow spell of this shared machine
+// touches every runtime alike. Every figure is the median of the N rounds,
+// with their minimum and maximum.
+
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  closeSync,
+  existsSync,
+  fdatasyncSync,
+  fstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import zlib from 'node:zlib';
+
+import { CHROMIUM_ARGS, executablePath, serveStatic } from '../lib/chromium.mjs';
+import { round as wasmRound, WORKLOADS } from './workload.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const jsRoot = path.resolve(here, '..');
+const repo = path.resolve(jsRoot, '..', '..');
+/** Sizes of the incognito OPFS rows (see openChromium): [ops, warmup], full and quick. */
+const INCOGNITO = { full: [50, 5], quick: [10, 2] };
+/** Calls per OPFS primitive in the probe. */
+const PROBE_CALLS = 400;
+const BUILD = ['build', '--release', '-p', 'inbox-cli', '-p', 'inbox-bench', '--bins'];
+
+const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--rounds N] [--ops N] [--warmup N] [--no-build]
+
+  --quick     smoke run (small sizes, a few seconds of measuring); the report
+              goes to target/bench-quick/wasm-benchmarks.md unless --out is given
+  --out FILE  where to write the report (default docs/wasm-benchmarks.md)
+  --rounds N  timed rounds per runtime (default 7, quick 3), after one cold round
+  --ops N     timed operations per round and workload (default 2000, quick 100)
+  --warmup N  untimed operations before them in each round (default 200, quick 10)
+  --no-build  do not run \`cargo ${BUILD.join(' ')}\` first
+  --from FILE measure nothing: write the report again from the raw figures of an
+              earlier run (target/wasm-bench/results.json), e.g. after changing
+              how the report reads`;
+
+// ---------------------------------------------------------------- options
+
+function parseArgs(argv) {
+  const o = { quick: false, out: null, rounds: null, ops: null, warmup: null, build: true, from: null };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const number = () => {
+      const v = Number(argv[++i]);
+      if (!Number.isInteger(v) || v < 0) throw new Error(`${arg} needs a whole number\n\n${USAGE}`);
+      return v;
+    };
+    if (arg === '--quick') o.quick = true;
+    else if (arg === '--no-build') o.build = false;
+    else if (arg === '--from') {
+      if (!argv[i + 1]) throw new Error(`--from needs a file\n\n${USAGE}`);
+      o.from = path.resolve(argv[++i]);
+    }
+    else if (arg === '--out') {
+      if (!argv[i + 1]) throw new Error(`--out needs a file\n\n${USAGE}`);
+      o.out = path.resolve(argv[++i]);
+    } else if (arg === '--rounds') o.rounds = number();
+    else if (arg === '--ops') o.ops = number();
+    else if (arg === '--warmup') o.warmup = number();
+    else if (arg === '-h' || arg === '--help') {
+      console.log(USAGE);
+      process.exit(0);
+    } else throw new Error(`unknown option ${arg}\n\n${USAGE}`);
+  }
+  o.rounds ??= o.quick ? 3 : 7;
+  o.ops ??= o.quick ? 100 : 2000;
+  o.warmup ??= o.quick ? 10 : 200;
+  if (o.rounds < 1 || o.ops < 1) throw new Error('--rounds and --ops must be at least 1');
+  o.outGiven = o.out !== null;
+  o.out ??= o.quick
+    ? path.join(repo, 'target', 'bench-quick', 'wasm-benchmarks.md')
+    : path.join(repo, 'docs', 'wasm-benchmarks.md');
+  return o;
+}
+
+// ---------------------------------------------------------------- helpers
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts });
+  if (r.error) throw new Error(`cannot run ${cmd}: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} exited ${r.status}:\n${r.stderr}${r.stdout}`);
+  return r.stdout;
+}
+
+function firstLine(cmd, args) {
+  try {
+    return run(cmd, args).split('\n')[0].trim();
+  } catch {
+    return null;
+  }
+}
+
+function readText(file) {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+/** The 1-minute load average and 60 s CPU/IO pressure, as the Rust harness prints them. */
+function load() {
+  const one = readText('/proc/loadavg').split(/\s+/)[0] || '?';
+  const pressure = (what) => /avg60=([\d.]+)/.exec(readText(`/proc/pressure/${what}`))?.[1] ?? '?';
+  return `load ${one}, CPU pressure ${pressure('cpu')} %, I/O pressure ${pressure('io')} %`;
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const n = s.length;
+  return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+}
+
+function summary(samples) {
+  return { median: median(samples), min: Math.min(...samples), max: Math.max(...samples), samples };
+}
+
+/** 3 significant digits, thousands as k: 812, 7731, 12.3k, 435k. */
+function fmtRate(x) {
+  if (!Number.isFinite(x)) return 'n/a';
+  if (x < 10_000) return x >= 100 ? String(Math.round(x)) : x.toPrecision(3);
+  return `${(x / 1000).toPrecision(3)}k`;
+}
+
+function fmtRatio(x) {
+  if (!Number.isFinite(x)) return 'n/a';
+  if (x >= 10) return `${x.toFixed(1)}×`;
+  return x >= 0.1 ? `${x.toFixed(2)}×` : `${x.toPrecision(2)}×`;
+}
+
+function fmtUs(us) {
+  if (!Number.isFinite(us)) return 'n/a';
+  return us >= 1000 ? `${(us / 1000).toPrecision(3)} ms` : `${us.toPrecision(3)} µs`;
+}
+
+function fmtBytes(n) {
+  return `${n.toLocaleString('en-US')} B (${(n / 1024 / 1024).toFixed(2)} MiB)`;
+}
+
+// ---------------------------------------------------------------- the package
+
+/** Where the package is: installed in host-wasm/js, else host-wasm/pkg itself. */
+function locatePackage() {
+  const installed = path.join(jsRoot, 'node_modules', 'inbox-wasm');
+  const built = path.join(repo, 'host-wasm', 'pkg');
+  for (const [root, how] of [
+    [installed, 'installed in host-wasm/js/node_modules (npm pack + npm install)'],
+    [built, 'host-wasm/pkg (not installed in host-wasm/js)'],
+  ]) {
+    if (existsSync(path.join(root, 'node', 'inbox.js')) && existsSync(path.join(root, 'web', 'inbox_bg.wasm'))) {
+      return { root, how };
+    }
+  }
+  throw new Error('inbox-wasm is not built: run scripts/build-wasm (and install it into host-wasm/js, see scripts/test-wasm)');
+}
+
+function sha256(bytes) {
+  return createHash('sha256').update(bytes).digest('hex');
+}
+
+/** gzip -9 (the gzip program when there is one, as scripts/build-wasm measures). */
+function gzip9(file, bytes) {
+  const r = spawnSync('gzip', ['-9', '-c', file], { maxBuffer: 64 << 20 });
+  if (!r.error && r.status === 0) return { size: r.stdout.length, how: '`gzip -9`' };
+  return { size: zlib.gzipSync(bytes, { level: 9 }).length, how: 'zlib level 9' };
+}
+
+function fileSizes(file) {
+  const bytes = readFileSync(file);
+  const brotli = zlib.brotliCompressSync(bytes, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11 } }).length;
+  return { raw: bytes.length, gzip: gzip9(file, bytes), brotli };
+}
+
+function sizes(pkg) {
+  const wasmFile = path.join(pkg.root, 'web', 'inbox_bg.wasm');
+  const built = path.join(repo, 'host-wasm', 'pkg', 'web', 'inbox_bg.wasm');
+  const builtHash = existsSync(built) ? sha256(readFileSync(built)) : null;
+  const hash = sha256(readFileSync(wasmFile));
+  // The memory-only variant (scripts/build-wasm --memory-only), when built.
+  const memoryOnly = path.join(repo, 'host-wasm', 'pkg-memory', 'web', 'inbox_bg.wasm');
+  return {
+    wasm: fileSizes(wasmFile),
+    glue: fileSizes(path.join(pkg.root, 'web', 'inbox.js')),
+    memoryOnly: existsSync(memoryOnly) ? fileSizes(memoryOnly) : null,
+    sha256: hash,
+    matchesBuilt: builtHash === null ? null : builtHash === hash,
+    builtAt: statSync(wasmFile).mtime.toISOString(),
+    stale: staleness(statSync(wasmFile).mtimeMs),
+  };
+}
+
+/** What the module is built from (relative to the repository). */
+const WASM_SOURCES = ['host-wasm/src', 'host-wasm/Cargo.toml', 'engine/src', 'host-native/src', 'Cargo.lock'];
+
+/** Names the source files changed after the module was built (by modification time), if any. */
+function staleness(builtMs) {
+  const newer = [];
+  const walk = (rel) => {
+    const full = path.join(repo, rel);
+    if (!existsSync(full)) return;
+    const st = statSync(full);
+    if (st.isDirectory()) for (const name of readdirSync(full)) walk(path.join(rel, name));
+    else if (st.mtimeMs > builtMs) newer.push(rel);
+  };
+  WASM_SOURCES.forEach(walk);
+  if (!newer.length) return null;
+  const shown = newer.slice(0, 5).map((f) => `\`${f}\``).join(', ');
+  return `${newer.length} source file(s) changed after it was built (${shown}${newer.length > 5 ? ', …' : ''})`;
+}
+
+/** The SQLite version compiled into the wasm module (from sqlite-wasm-rs's sqlite3.h in the Cargo registry), if found. */
+function wasmSqliteVersion() {
+  const version = /name = "sqlite-wasm-rs"\nversion = "([^"]+)"/.exec(readText(path.join(repo, 'Cargo.lock')))?.[1];
+  const registry = path.join(process.env.CARGO_HOME || path.join(os.homedir(), '.cargo'), 'registry', 'src');
+  if (!version || !existsSync(registry)) return null;
+  for (const index of readdirSync(registry)) {
+    const header = readText(path.join(registry, index, `sqlite-wasm-rs-${version}`, 'sqlite3', 'sqlite3.h'));
+    const m = /#define SQLITE_VERSION\s+"([^"]+)"/.exec(header);
+    if (m) return m[1];
+  }
+  return null;
+}
+
+// ---------------------------------------------------------------- native
+
+function nativeBin() {
+  return path.join(repo, 'target', 'release', 'inbox-bench');
+}
+
+/** One round of `inbox-bench wasm-baseline`: [{runtime, store, api, workload, ops_per_sec}]. */
+function nativeRound(s) {
+  const out = run(nativeBin(), [
+    'wasm-baseline',
+    '--ops', String(s.ops),
+    '--warmup', String(s.warmup),
+    '--rounds', '1',
+  ]);
+  const parsed = JSON.parse(out);
+  nativeRound.sqliteVersion = parsed.sqlite_version;
+  return parsed.series.map((x) => ({
+    runtime: 'native',
+    store: x.store,
+    api: x.api,
+    workload: x.workload,
+    ops_per_sec: x.ops_per_sec[0],
+  }));
+}
+
+/**
+ * The OPFS probe's calls done by Node on a plain file in the temporary
+ * folder (where the Chromium profile lives too): pwrite, pread, fstat,
+ * fdatasync. µs per call.
+ */
+async function fileProbe(n) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'inbox-wasm-probe-'));
+  const file = path.join(dir, 'probe.bin');
+  const fd = openSync(file, 'w+');
+  const page = Buffer.alloc(2048, 7);
+  const out = {};
+  const time = (key, count, f) => {
+    const t0 = performance.now();
+    for (let i = 0; i < count; i++) f(i);
+    out[key] = ((performance.now() - t0) * 1000) / count;
+  };
+  try {
+    for (let i = 0; i < 64; i++) writeSync(fd, page, 0, page.length, i * 2048);
+    fdatasyncSync(fd);
+    time('write', n, (i) => writeSync(fd, page, 0, page.length, (i % 64) * 2048));
+    time('read', n, (i) => readSync(fd, page, 0, page.length, (i % 64) * 2048));
+    time('getSize', n, () => fstatSync(fd).size);
+    time('flush_clean', n, () => fdatasyncSync(fd));
+    time('write_flush', Math.max(1, n >> 2), (i) => {
+      writeSync(fd, page, 0, page.length, (i % 64) * 2048);
+      fdatasyncSync(fd);
+    });
+  } finally {
+    closeSync(fd);
+    await rm(dir, { recursive: true, force: true });
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- Chromium
+
+
+/**
+ * A headless Chromium on the benchmark page. By default with a regular
+ * (persistent) profile in a temporary folder, as a user's browser runs:
+ * OPFS there writes to real files. With `incognito`, in a fresh browser
+ * context (what Playwright's `browser.newContext()` gives), where OPFS lives
+ * in memory behind the browser process and every access-handle call is a
+ * round trip to it.
+ */
+async function openChromium(pkg, { incognito = false } = {}) {
+  if (!existsSync(executablePath)) throw new Error(`no Chromium at ${executablePath}; set CHROMIUM=/path/to/chromium`);
+  const { chromium } = await import('playwright-core');
+  const server = await serveStatic({ '/bench/': here, '/pkg/': path.join(pkg.root, 'web') });
+  const options = { executablePath, headless: true, args: CHROMIUM_ARGS };
+  let profile = null;
+  let browser = null;
+  let context;
+  if (incognito) {
+    browser = await chromium.launch(options);
+    context = await browser.newContext();
+  } else {
+    profile = await mkdtemp(path.join(os.tmpdir(), 'inbox-wasm-bench-'));
+    context = await chromium.launchPersistentContext(profile, options);
+  }
+  const page = context.pages()[0] ?? (await context.newPage());
+  const log = [];
+  page.on('console', (m) => log.push(`[${m.type()}] ${m.text()}`));
+  page.on('pageerror', (e) => log.push(`[pageerror] ${e.stack || e}`));
+  const origin = `http://127.0.0.1:${server.address().port}`;
+  await page.goto(`${origin}/bench/page.html`, { waitUntil: 'load' });
+  await page.locator('body[data-state="ready"], body[data-state="error"]').waitFor({ state: 'attached', timeout: 30_000 });
+  const error = await page.evaluate(() => window.benchError);
+  if (error) throw new Error(`the benchmark page failed: ${error}\n${log.join('\n')}`);
+  const call = async (fn, ...args) => {
+    try {
+      return await page.evaluate(([fn, args]) => window.bench[fn](...args), [fn, args]);
+    } catch (e) {
+      throw new Error(`${e.message}\n${log.join('\n')}`);
+    }
+  };
+  const tag = (runtime, rows) => rows.map((x) => ({ runtime, api: 'js', ...x }));
+  return {
+    version: browser ? browser.version() : context.browser()?.version() ?? (await versionOf(page)),
+    userAgent: await page.evaluate(() => navigator.userAgent),
+    /** Runs `stores` on the page. */
+    page: async (runtime, stores, s) => tag(runtime, await call('page', stores, s, '')),
+    /** Runs `stores` in a new dedicated worker. */
+    worker: async (runtime, stores, s) => tag(runtime, await call('worker', stores, s, '')),
+    /** µs per OPFS access-handle call, `n` calls each, in a new worker. */
+    probe: (n) => call('probe', n),
+    close: async () => {
+      await context.close();
+      if (browser) await browser.close();
+      await new Promise((r) => server.close(r));
+      if (profile) await rm(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Chromium's version from its user agent (a persistent context has no Browser object). */
+async function versionOf(page) {
+  const ua = await page.evaluate(() => navigator.userAgent);
+  return /(?:HeadlessChrome|Chrome)\/([\d.]+)/.exec(ua)?.[1] ?? ua;
+}
+
+// ---------------------------------------------------------------- the run
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  if (o.from) {
+    const results = JSON.parse(await readFile(o.from, 'utf8'));
+    o.quick = results.quick;
+    if (!o.outGiven && o.quick) o.out = path.join(repo, 'target', 'bench-quick', 'wasm-benchmarks.md');
+    const report = render(results, o);
+    await mkdir(path.dirname(o.out), { recursive: true });
+    await writeFile(o.out, report.markdown);
+    console.log(`wrote ${o.out} from ${o.from}`);
+    for (const line of report.headlines) console.log(line);
+    return;
+  }
+  const started = Date.now();
+  const loadStart = load();
+  const s = { ops: o.ops, warmup: o.warmup };
+
+  if (o.build) {
+    console.error(`building the native baseline: cargo ${BUILD.join(' ')}`);
+    run('cargo', [...BUILD, '-q'], { cwd: repo, stdio: ['ignore', 'inherit', 'inherit'] });
+  }
+  if (!existsSync(nativeBin())) throw new Error(`no ${nativeBin()}; run cargo ${BUILD.join(' ')} (or drop --no-build)`);
+
+  const pkg = locatePackage();
+  const require = createRequire(path.join(jsRoot, 'package.json'));
+  const { Inbox } = require(path.join(pkg.root, 'node', 'inbox.js'));
+  const pkgVersion = JSON.parse(readFileSync(path.join(pkg.root, 'package.json'), 'utf8')).version;
+  const size = sizes(pkg);
+
+  // OPFS in an incognito context does a round trip to the browser process per
+  // file operation (tens of ms per commit): small sizes, or it takes hours.
+  const [incOps, incWarmup] = INCOGNITO[o.quick ? 'quick' : 'full'];
+  const small = { ops: Math.min(s.ops, incOps), warmup: Math.min(s.warmup, incWarmup) };
+
+  let chromium = null;
+  let incognito = null;
+  const runtimes = [
+    ['native', () => nativeRound(s)],
+    ['node', async () => (await wasmRound(Inbox, ['memory', 'sqlite'], s)).map((x) => ({ runtime: 'node', api: 'js', ...x }))],
+    ['chromium-page', () => chromium.page('chromium-page', ['memory', 'sqlite'], s)],
+    ['chromium-worker', () => chromium.worker('chromium-worker', ['sqlite', 'opfs'], s)],
+    ['chromium-incognito-worker', () => incognito.worker('chromium-incognito-worker', ['opfs'], small)],
+  ];
+  const cold = [];
+  const timed = [];
+  const probe = {};
+  try {
+    console.error(`starting Chromium (${executablePath}), twice: a regular profile and an incognito context`);
+    chromium = await openChromium(pkg);
+    incognito = await openChromium(pkg, { incognito: true });
+    for (let r = 0; r <= o.rounds; r++) {
+      const label = r === 0 ? 'cold round (not counted)' : `round ${r}/${o.rounds}`;
+      for (const [name, fn] of runtimes) {
+        const t0 = Date.now();
+        const rows = await fn();
+        (r === 0 ? cold : timed).push(...rows.map((x) => ({ round: r, ...x })));
+        console.error(`${label}: ${name} in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      }
+    }
+    console.error('probing OPFS access-handle calls');
+    probe.regular = await chromium.probe(PROBE_CALLS);
+    probe.incognito = await incognito.probe(PROBE_CALLS / 4);
+    probe.native = await fileProbe(PROBE_CALLS);
+  } finally {
+    await chromium?.close();
+    await incognito?.close();
+  }
+  const loadEnd = load();
+
+  const results = {
+    date: new Date(started).toISOString(),
+    quick: o.quick,
+    sizes: { ops: o.ops, warmup: o.warmup, rounds: o.rounds, incognito: small },
+    machine: {
+      cpu: /model name\s*:\s*(.*)/.exec(readText('/proc/cpuinfo'))?.[1]?.trim() ?? os.cpus()[0]?.model ?? '?',
+      cpus: os.cpus().length,
+      memory: `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`,
+      kernel: os.release(),
+      loadStart,
+      loadEnd,
+    },
+    versions: {
+      node: process.version,
+      v8: process.versions.v8,
+      chromium: chromium.version,
+      userAgent: chromium.userAgent,
+      playwright: JSON.parse(readText(path.join(jsRoot, 'node_modules', 'playwright-core', 'package.json')) || '{}').version,
+      package: `inbox-wasm ${pkgVersion}, ${pkg.how}`,
+      commit: commit(),
+      sqliteNative: nativeRound.sqliteVersion,
+      sqliteWasm: wasmSqliteVersion(),
+      lock: lockVersions(['sqlite-wasm-rs', 'sqlite-wasm-vfs', 'wasm-bindgen', 'libsqlite3-sys', 'rusqlite']),
+      rustc: firstLine('rustc', ['--version']),
+    },
+    size,
+    probe,
+    cold,
+    timed,
+    seconds: (Date.now() - started) / 1000,
+  };
+  const rawDir = path.join(repo, 'target', 'wasm-bench');
+  await mkdir(rawDir, { recursive: true });
+  const rawFile = path.join(rawDir, o.quick ? 'results-quick.json' : 'results.json');
+  await writeFile(rawFile, JSON.stringify(results, null, 2) + '\n');
+
+  const report = render(results, o);
+  await mkdir(path.dirname(o.out), { recursive: true });
+  await writeFile(o.out, report.markdown);
+  console.log(`\nwrote ${path.relative(process.cwd(), o.out) || o.out} (raw figures: ${path.relative(process.cwd(), rawFile)}) in ${results.seconds.toFixed(0)} s`);
+  for (const line of report.headlines) console.log(line);
+}
+
+function commit() {
+  const sha = firstLine('git', ['-C', repo, 'rev-parse', '--short', 'HEAD']);
+  if (!sha) return 'unknown';
+  const dirty = spawnSync('git', ['-C', repo, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).stdout?.trim();
+  return dirty ? `${sha} + uncommitted changes` : sha;
+}
+
+function lockVersions(names) {
+  const lock = readText(path.join(repo, 'Cargo.lock'));
+  return names
+    .map((n) => {
+      const m = new RegExp(`name = "${n}"\\nversion = "([^"]+)"`).exec(lock);
+      return m ? `${n} ${m[1]}` : null;
+    })
+    .filter(Boolean)
+    .join(', ');
+}
+
+// ---------------------------------------------------------------- the report
+
+/** The rows of the main table, in order: [runtime, store, api, label, where]. */
+const ROWS = [
+  ['native', 'sqlite-file', 'typed', 'native', 'SQLite file, WAL, normal durability (no fsync per commit); typed requests — **the reference**'],
+  ['native', 'sqlite-file', 'json', 'native', 'SQLite file, as above; JSON in and out'],
+  ['native', 'sqlite-file-full', 'typed', 'native', 'SQLite file, WAL, full durability (fsync per commit); typed requests'],
+  ['native', 'sqlite-file-full', 'json', 'native', 'SQLite file, full durability; JSON in and out'],
+  ['native', 'sqlite-memory', 'typed', 'native', 'SQLite `:memory:` (as the wasm `sqlite` store); typed requests'],
+  ['native', 'sqlite-memory', 'json', 'native', 'SQLite `:memory:`; JSON in and out'],
+  ['native', 'memory', 'typed', 'native', '`MemoryStore`; typed requests'],
+  ['native', 'memory', 'json', 'native', '`MemoryStore`; JSON in and out'],
+  ['node', 'memory', 'js', 'Node', '`store: "memory"`'],
+  ['node', 'sqlite', 'js', 'Node', '`store: "sqlite"` (SQLite in wasm memory)'],
+  ['chromium-page', 'memory', 'js', 'Chromium, page', '`store: "memory"`'],
+  ['chromium-page', 'sqlite', 'js', 'Chromium, page', '`store: "sqlite"`'],
+  ['chromium-worker', 'sqlite', 'js', 'Chromium, worker', '`store: "sqlite"` (control for opfs: same worker, no files)'],
+  ['chromium-worker', 'opfs', 'js', 'Chromium, worker', '`store: "opfs"` (SQLite on OPFS through the sahpool VFS)'],
+  ['chromium-incognito-worker', 'opfs', 'js', 'Chromium incognito, worker', '`store: "opfs"` in an incognito context (OPFS in the browser process\'s memory); smaller sizes, see below'],
+];
+
+/** The native row each wasm store does the same work as (JSON path included). */
+const COUNTERPART = {
+  memory: ['memory', 'json', 'native `MemoryStore`, JSON'],
+  sqlite: ['sqlite-memory', 'json', 'native SQLite `:memory:`, JSON'],
+  opfs: ['sqlite-file-full', 'json', 'native SQLite file with an fsync per commit, JSON'],
+};
+
+function render(res, o) {
+  const pick = (rows, runtime, store, api, workload) =>
+    rows.filter((x) => x.runtime === runtime && x.store === store && x.api === api && x.workload === workload).map((x) => x.ops_per_sec);
+  const stat = (runtime, store, api, workload) => {
+    const xs = pick(res.timed, runtime, store, api, workload);
+    return xs.length ? summary(xs) : null;
+  };
+  const coldOf = (runtime, store, api, workload) => pick(res.cold, runtime, store, api, workload)[0];
+  const reference = Object.fromEntries(WORKLOADS.map((w) => [w, stat('native', 'sqlite-file', 'typed', w).median]));
+
+  const cell = (st) => (st ? `${fmtRate(st.median)}/s` : 'n/a');
+  const spread = (st) =>
+    st ? `${fmtRate(st.min)}–${fmtRate(st.max)} (${Math.round(((st.max - st.min) / st.median) * 100)} %)` : 'n/a';
+  const ratio = (st, w) => (st ? fmtRatio(st.median / reference[w]) : 'n/a');
+
+  const lines = [];
+  const p = (...xs) => lines.push(...xs);
+  const cmd = `node host-wasm/js/bench/run.mjs${o.quick ? ' --quick' : ''}`;
+  const { sizes: sz, machine: m, versions: v } = res;
+
+  p('# wasm benchmarks', '');
+  p(`<!-- Generated by \`${cmd}\`; do not edit by hand. -->`, '');
+  p(
+    'Commands per second of the `inbox-wasm` package in Node and in headless Chromium, for `send` and for `claim` + `done`, over each store, ' +
+      'side by side with the native engine over native SQLite **measured in the same run**; and the size of the `.wasm`. ' +
+      'This machine is shared and noisy, so every figure is the median of several rounds, with the rounds\' range; ' +
+      'the ratios against the native SQLite figure of the same run travel better than the absolute rates.',
+    '',
+  );
+  if (o.quick) p('> **Smoke run (`--quick`)**: small sizes and few rounds; the figures are rough. The full run writes `docs/wasm-benchmarks.md`.', '');
+  if (res.size.stale) p(`> **The package measured may be stale**: ${res.size.stale}. Rebuild it (\`scripts/build-wasm\`) and reinstall it to measure the current code.`, '');
+
+  p('Reproduce, from the repository root (after `scripts/build-wasm` and installing the package into `host-wasm/js` as `scripts/test-wasm` does):', '');
+  p('```sh', cmd, '```', '');
+  p(
+    `It builds the native harness (\`cargo ${BUILD.join(' ')}\`; \`--no-build\` skips that), then runs one cold round and ${sz.rounds} timed rounds; ` +
+      'each round runs the native baseline (`target/release/inbox-bench wasm-baseline --rounds 1`, a child process), Node (the runner\'s own process), ' +
+      'a page in Chromium, a new dedicated worker in the same Chromium and a worker in a second, incognito Chromium, in turn. ' +
+      '`--quick` is a smoke run for CI; `--from target/wasm-bench/results.json` writes the report again without measuring. ' +
+      `Raw per-round figures: \`target/wasm-bench/${o.quick ? 'results-quick.json' : 'results.json'}\`.`,
+    '',
+  );
+
+  // --- headline
+  const nodeSqlite = WORKLOADS.map((w) => stat('node', 'sqlite', 'js', w));
+  const nodeMemory = WORKLOADS.map((w) => stat('node', 'memory', 'js', w));
+  const pageSqlite = WORKLOADS.map((w) => stat('chromium-page', 'sqlite', 'js', w));
+  const opfs = WORKLOADS.map((w) => stat('chromium-worker', 'opfs', 'js', w));
+  const headline = (name, sts) =>
+    `${name}: send ${cell(sts[0])} (${ratio(sts[0], 'send')}), claim+done ${cell(sts[1])} (${ratio(sts[1], 'claim+done')})`;
+  const headlines = [
+    `native SQLite file (reference): send ${fmtRate(reference.send)}/s, claim+done ${fmtRate(reference['claim+done'])}/s`,
+    headline('Node, sqlite', nodeSqlite),
+    headline('Node, memory', nodeMemory),
+    headline('Chromium page, sqlite', pageSqlite),
+    headline('Chromium worker, opfs', opfs),
+    headline('Chromium incognito worker, opfs', WORKLOADS.map((w) => stat('chromium-incognito-worker', 'opfs', 'js', w))),
+    `inbox_bg.wasm: ${sz ? '' : ''}${res.size.wasm.raw.toLocaleString('en-US')} B raw, ${res.size.wasm.gzip.size.toLocaleString('en-US')} B gzip -9, ${res.size.wasm.brotli.toLocaleString('en-US')} B brotli`,
+  ];
+  p('## Summary', '');
+  p('Medians; in brackets, the ratio to the native engine over a native SQLite file (normal durability, typed requests) in the same run.', '');
+  for (const h of headlines) p(`- ${h}`);
+  p('');
+
+  // --- main table
+  p('## Commands per second', '');
+  p(
+    `Each figure: one \`Inbox\` (one engine, one connection), one caller, operations back to back, ${sz.ops} timed after ${sz.warmup} untimed in each round; ` +
+      `median of ${sz.rounds} rounds, each on a new store. **send**: \`send({from_agent, to_agent, subject})\` opening a new thread. ` +
+      `**claim+done**: ${sz.ops + sz.warmup} threads queued for one worker first (not timed), then pairs of \`claim({agent, next: true})\` and ` +
+      '`done({agent, thread_id, lease_token, summary})`; the rate is pairs per second (two write transactions each). ' +
+      '**range**: slowest and fastest round, and their gap as a share of the median. **÷ native SQLite**: the median over the reference row\'s median.',
+    '',
+  );
+  p('| runtime | store | send/s | send range | ÷ native SQLite | claim+done/s | claim+done range | ÷ native SQLite |');
+  p('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+  for (const [runtime, store, api, label, where] of ROWS) {
+    const [a, b] = WORKLOADS.map((w) => stat(runtime, store, api, w));
+    if (!a && !b) continue;
+    p(`| ${label} | ${where} | ${cell(a)} | ${spread(a)} | ${ratio(a, 'send')} | ${cell(b)} | ${spread(b)} | ${ratio(b, 'claim+done')} |`);
+  }
+  p('');
+
+  // --- wasm against the same work natively
+  p('### The wasm engine against the same work natively', '');
+  p(
+    'Each wasm store against the native row that does the same work: the same store code and the same JSON conversion per call, compiled natively ' +
+      '(opfs has no native twin; its nearest is a native SQLite file that fsyncs every commit). Below 1: wasm is slower by that factor.',
+    '',
+  );
+  p('| runtime | store | native counterpart | send: wasm ÷ native | claim+done: wasm ÷ native |');
+  p('| --- | --- | --- | ---: | ---: |');
+  for (const [runtime, store, api, label] of ROWS.filter((r) => r[0] !== 'native')) {
+    const [cStore, cApi, cLabel] = COUNTERPART[store];
+    const rs = WORKLOADS.map((w) => {
+      const a = stat(runtime, store, api, w);
+      const b = stat('native', cStore, cApi, w);
+      return a && b ? fmtRatio(a.median / b.median) : 'n/a';
+    });
+    p(`| ${label} | \`${store}\` | ${cLabel} | ${rs[0]} | ${rs[1]} |`);
+  }
+  p('');
+
+  p(...probeLines(res));
+
+  // --- cold round
+  p('### The cold round', '');
+  p(
+    'The first round of each runtime, not counted above: the wasm module was compiled moments before and V8 has not yet optimized its hot functions ' +
+      '(V8 compiles wasm with a baseline compiler first and optimizes the functions that run often, in the background); native code pays only cold caches. ' +
+      'Same sizes as the timed rounds.',
+    '',
+  );
+  p('| runtime | store | send/s, cold | send/s, median | claim+done/s, cold | claim+done/s, median |');
+  p('| --- | --- | ---: | ---: | ---: | ---: |');
+  for (const [runtime, store, api, label, where] of ROWS.filter((r) => r[2] !== 'json')) {
+    const c = WORKLOADS.map((w) => coldOf(runtime, store, api, w));
+    const t = WORKLOADS.map((w) => stat(runtime, store, api, w));
+    if (c[0] === undefined) continue;
+    const storeName = runtime === 'native' ? store : `\`${store}\``;
+    p(`| ${label} | ${storeName} | ${fmtRate(c[0])}/s | ${cell(t[0])} | ${fmtRate(c[1])}/s | ${cell(t[1])} |`);
+  }
+  p('');
+
+  // --- sizes
+  p('## Size of the module', '');
+  p(
+    `\`web/inbox_bg.wasm\` of the package measured (${v.package}; built ${res.size.builtAt}; sha256 \`${res.size.sha256.slice(0, 16)}…\`` +
+      `${res.size.matchesBuilt === false ? '; **differs from host-wasm/pkg: reinstall the package**' : ''}). The node and bundler builds ship the same module.`,
+    '',
+  );
+  p('| file | raw | gzip -9 | brotli (quality 11) |');
+  p('| --- | ---: | ---: | ---: |');
+  p(`| \`inbox_bg.wasm\` | ${fmtBytes(res.size.wasm.raw)} | ${fmtBytes(res.size.wasm.gzip.size)} | ${fmtBytes(res.size.wasm.brotli)} |`);
+  p(`| \`inbox.js\` (web glue) | ${fmtBytes(res.size.glue.raw)} | ${fmtBytes(res.size.glue.gzip.size)} | ${fmtBytes(res.size.glue.brotli)} |`);
+  const mo = res.size.memoryOnly;
+  if (mo) p(`| \`inbox_bg.wasm\` of the memory-only build (\`host-wasm/pkg-memory\`, not benchmarked) | ${fmtBytes(mo.raw)} | ${fmtBytes(mo.gzip.size)} | ${fmtBytes(mo.brotli)} |`);
+  p('', `gzip sizes by ${res.size.wasm.gzip.how}, as \`scripts/build-wasm\` prints them; brotli by Node's zlib.`, '');
+
+  // --- what the figures are
+  p('## What each figure is', '');
+  p(
+    '- **All figures are in process, one connection, one caller**: no process starts, no concurrency, no waiting on another writer. ' +
+      'They are not the multi-process figures of [BENCHMARKS.md](BENCHMARKS.md), and the requests are lighter than that report\'s ' +
+      '(no `body`, no `task_id`), so even the native rows differ from its "in process" rates.',
+    '- **native, SQLite file** (the reference): `inbox_engine::Engine` over the native host\'s `SqliteStore` on a file in the temporary folder, created as `inbox init` ' +
+      'creates it (WAL, `synchronous = NORMAL`: a crash of the process loses nothing reported done, a power loss may lose the last commits) and opened with the ' +
+      'long-lived checkpoint policy every in-process figure of the harness uses. **full durability**: the same with an fsync per commit. ' +
+      'Source: `bench/src/wasm_baseline.rs`.',
+    '- **native, SQLite `:memory:`**: the same store code on an in-memory SQLite database with the settings the wasm `sqlite` store applies: ' +
+      'what SQLite itself costs without a file, natively.',
+    '- **typed / JSON in and out**: typed rows call `Engine::execute` with a Rust request, as the rest of the harness does. JSON rows add what every call of the ' +
+      'wasm package does on top of the engine: the request as JSON text, decoded, and the response encoded as JSON and parsed back.',
+    '- **wasm `memory`**: the engine\'s `MemoryStore` in wasm memory; nothing is written anywhere, nothing survives the `Inbox`.',
+    '- **wasm `sqlite`**: SQLite compiled to wasm on an in-memory database (journal in memory, no file, no fsync); it survives only through `exportBytes()`.',
+    '- **wasm `opfs`**: SQLite compiled to wasm on the Origin Private File System through the `opfs-sahpool` VFS, in a dedicated worker. ' +
+      'That VFS has no shared memory, so the database uses a rollback journal instead of WAL, with SQLite\'s default `synchronous = FULL`: each commit writes the ' +
+      'journal and the database pages through synchronous access handles, and flushes them (`FileSystemSyncAccessHandle.flush()`, which Chromium passes on to the ' +
+      'disk as a file sync). That is stronger than the native reference\'s normal durability and matches the native full-durability rows (a commit is ' +
+      'on disk when it returns), which are its fair comparison. Each round starts from an empty pool: a new worker deletes the pool folder first. The browser runs with a regular profile ' +
+      '(a persistent context in a temporary folder), as a user\'s browser does.',
+    `- **wasm \`opfs\`, incognito**: the same in an incognito browser context (Playwright's default \`browser.newContext()\`), where OPFS files live in the ` +
+      'browser process\'s memory and every access-handle call (read, write, size, flush) is a synchronous round trip from the worker to the browser process. ' +
+      `That makes each commit take tens of milliseconds, so these rows run ${res.sizes.incognito.ops} timed operations after ${res.sizes.incognito.warmup} untimed per round.`,
+    '- **Chromium, worker** rows run in a new dedicated worker each round, which instantiates the module afresh (the server sends it with ' +
+      '`Cache-Control: no-store`, so no compiled code is cached between workers): each worker round starts on V8\'s baseline wasm code, as a page ' +
+      'load does. Page rows reuse the page\'s instance from round to round.',
+    '- Every call from JS crosses into wasm: `JSON.stringify` of the request, decode, execute, encode, `JSON.parse` of the response into a JS object. ' +
+      'Timing is `performance.now()` around the whole loop (Chromium coarsens it to 100 µs; a loop lasts far longer).',
+    '',
+  );
+
+  // --- why
+  p('## Why the figures differ', '');
+  p(...whyLines(res, stat, reference), '');
+
+  // --- machine
+  p('## Machine and versions', '');
+  p('| | |', '| --- | --- |');
+  p(`| date | ${res.date} |`);
+  p(`| CPU | ${m.cpu} (${m.cpus} logical CPUs) |`);
+  p(`| memory | ${m.memory} |`);
+  p(`| kernel | ${m.kernel} |`);
+  p(`| machine load (start / end of run) | ${m.loadStart} / ${m.loadEnd} |`);
+  p(`| inbox commit | \`${v.commit}\` |`);
+  p(`| package | ${v.package} |`);
+  p(`| Node | ${v.node} (V8 ${v.v8}) |`);
+  p(`| Chromium | ${v.chromium}, headless, driven by playwright-core ${v.playwright} with \`${CHROMIUM_ARGS.join(' ')}\` |`);
+  p(`| SQLite | native (bundled by rusqlite) ${v.sqliteNative}; wasm (bundled by sqlite-wasm-rs, \`SQLITE_THREADSAFE=0\`) ${v.sqliteWasm ?? '?'} |`);
+  p(`| crates (Cargo.lock) | ${v.lock} |`);
+  p(`| rustc | ${v.rustc ?? '?'} |`);
+  p(`| sizes | ${sz.ops} timed + ${sz.warmup} untimed operations per round and workload; 1 cold + ${sz.rounds} timed rounds |`);
+  p(`| run time | ${res.seconds.toFixed(0)} s |`);
+  p('');
+  return { markdown: lines.join('\n'), headlines };
+}
+
+/** Explanations computed from this run's figures, so they stay true when the numbers move. */
+function whyLines(res, stat, reference) {
+  const med = (...k) => stat(...k)?.median;
+  const r = (a, b) => (a && b ? fmtRatio(a / b) : 'n/a');
+  const out = [];
+  for (const w of WORKLOADS) {
+    const fileTyped = reference[w];
+    const memSqlTyped = med('native', 'sqlite-memory', 'typed', w);
+    const memSqlJson = med('native', 'sqlite-memory', 'json', w);
+    const memTyped = med('native', 'memory', 'typed', w);
+    const memJson = med('native', 'memory', 'json', w);
+    const fileJson = med('native', 'sqlite-file', 'json', w);
+    const full = med('native', 'sqlite-file-full', 'typed', w);
+    const nodeSql = med('node', 'sqlite', 'js', w);
+    const pageSql = med('chromium-page', 'sqlite', 'js', w);
+    const nodeMem = med('node', 'memory', 'js', w);
+    const pageMem = med('chromium-page', 'memory', 'js', w);
+    const workerSql = med('chromium-worker', 'sqlite', 'js', w);
+    const opfs = med('chromium-worker', 'opfs', 'js', w);
+    const incognito = med('chromium-incognito-worker', 'opfs', 'js', w);
+    out.push(
+      `- **${w}**, natively: without the file (SQLite \`:memory:\` against the WAL file) the rate is ${r(memSqlTyped, fileTyped)} the reference's, ` +
+        `so the file's writes and system calls are ${
+          memSqlTyped >= 2 * fileTyped ? 'most of the native cost' : memSqlTyped > 1.1 * fileTyped ? 'part of the native cost' : 'not what limits it'
+        }; ` +
+        `an fsync per commit makes it ${r(full, fileTyped)}. The JSON path (what every wasm call adds) changes the rate ${r(fileJson, fileTyped)} on the file, ` +
+        `${r(memSqlJson, memSqlTyped)} on SQLite in memory and ${r(memJson, memTyped)} on \`MemoryStore\`: the cheaper the store, the more the JSON weighs.`,
+      `- **${w}**, wasm against the same work natively (JSON included): SQLite in memory runs at ${r(nodeSql, memSqlJson)} of native in Node and ` +
+        `${r(pageSql, memSqlJson)} in Chromium; \`MemoryStore\` at ${r(nodeMem, memJson)} and ${r(pageMem, memJson)}. ` +
+        `OPFS runs at ${r(opfs, workerSql)} of the wasm \`sqlite\` store in the same worker, and the incognito OPFS at ${r(incognito, opfs)} of the regular one.`,
+    );
+  }
+  const sqlBeats = WORKLOADS.filter((w) => med('node', 'sqlite', 'js', w) > reference[w] || med('chromium-page', 'sqlite', 'js', w) > reference[w]);
+  if (sqlBeats.length) {
+    out.push(
+      `- The wasm \`sqlite\` store beats the native reference on ${sqlBeats.join(' and ')} although wasm code runs slower than native code: ` +
+        'the reference writes a file (WAL frames, system calls, checkpoints) and the wasm `sqlite` store writes nothing outside wasm memory. ' +
+        'Compare like with like: native SQLite `:memory:` with JSON is the wasm `sqlite` store\'s twin.',
+    );
+  }
+  const wasmBeatsTwin = WORKLOADS.filter((w) =>
+    ['node', 'chromium-page'].some((rt) => med(rt, 'sqlite', 'js', w) > med('native', 'sqlite-memory', 'json', w)),
+  );
+  if (wasmBeatsTwin.length) {
+    out.push(
+      `- Where wasm SQLite matches or beats its native twin (${wasmBeatsTwin.join(', ')}), the build differs, not only the instruction set: the wasm SQLite ` +
+        'is compiled single-threaded (`SQLITE_THREADSAFE=0`: no mutex around each call) with a 16 MiB page cache and allocates from wasm memory, where the ' +
+        'native one takes its mutexes and calls glibc\'s malloc for each statement\'s buffers; on statement-heavy work such as `claim` that can outweigh slower code.',
+    );
+  }
+  const claimMem = med('node', 'memory', 'js', 'claim+done');
+  const claimSql = med('node', 'sqlite', 'js', 'claim+done');
+  out.push(
+    `- \`MemoryStore\` answers \`claim --next\` by filtering and sorting every thread it holds (\`engine/src/memory.rs\`; done threads stay in the store), ` +
+      `where SQLite walks an index: its claim rate falls as the store grows. With ${res.sizes.ops + res.sizes.warmup} threads in the store here, ` +
+      `\`memory\` claim+done runs at ${r(claimMem, claimSql)} of the \`sqlite\` store's in Node, against ${r(med('node', 'memory', 'js', 'send'), med('node', 'sqlite', 'js', 'send'))} for send ` +
+      '(compare a `--quick` run, with a twentieth of the threads).',
+  );
+  out.push(
+    '- Chromium and Node run the same module with different V8 versions (see below); a newer V8 optimizes wasm differently, so Node and Chromium need not agree.',
+  );
+  const p = res.probe?.regular;
+  if (p) {
+    out.push(
+      `- OPFS: a commit of the opfs store is several access-handle writes (journal, then database pages), a flush of each file, and the journal's removal. ` +
+        `In this Chromium one 2 KiB write costs ${fmtUs(p.write)} (a read ${fmtUs(p.read)}) and a write followed by a flush ${fmtUs(p.write_flush)}; ` +
+        `the same from Node on the same disk: ${fmtUs(res.probe.native?.write)} and ${fmtUs(res.probe.native?.write_flush)} (table above). ` +
+        `A send commit takes ${fmtUs(1e6 / med('chromium-worker', 'opfs', 'js', 'send'))} at the median, the time of ` +
+        `${Math.round(1e6 / med('chromium-worker', 'opfs', 'js', 'send') / p.write_flush)} such write-and-flush pairs. ` +
+        'The store runs SQLite\'s rollback journal: WAL needs a shared-memory index, which this VFS does not provide except under ' +
+        '`PRAGMA locking_mode = EXCLUSIVE`, which the store does not set.',
+    );
+  }
+  return out;
+}
+
+/** The OPFS probe table. */
+function probeLines(res) {
+  const { regular, incognito, native } = res.probe ?? {};
+  if (!regular) return [];
+  const row = (label, key, call) =>
+    `| ${label} | ${fmtUs(regular[key])} | ${incognito ? fmtUs(incognito[key]) : 'n/a'} | ${native ? fmtUs(native[key]) : 'n/a'} (${call}) |`;
+  return [
+    '### OPFS access-handle calls',
+    '',
+    'What single `FileSystemSyncAccessHandle` calls cost in a dedicated worker of this Chromium (mean per call, on a 128 KiB file of the probe\'s own, ' +
+      `${PROBE_CALLS} calls each in the regular profile and ${PROBE_CALLS / 4} incognito; a write and flush is a quarter as many): ` +
+      'the primitives every commit of the `opfs` store is made of. Last column: the same calls from Node on a plain file in the same temporary folder ' +
+      'as the browser profile, the floor a native SQLite file pays.',
+    '',
+    '| call | Chromium, regular profile | Chromium, incognito | Node `fs`, same disk |',
+    '| --- | ---: | ---: | ---: |',
+    row('`write` of 2 KiB in place', 'write', '`pwrite`'),
+    row('`read` of 2 KiB', 'read', '`pread`'),
+    row('`getSize`', 'getSize', '`fstat`'),
+    row('`flush` with nothing written', 'flush_clean', '`fdatasync`'),
+    row('`write` of 2 KiB then `flush`', 'write_flush', '`pwrite` + `fdatasync`'),
+    '',
+  ];
+}
+
+main().catch((e) => {
+  console.error(`error: ${e.stack || e}`);
+  process.exit(1);
+});

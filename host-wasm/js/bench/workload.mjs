@@ -1,0 +1,81 @@
+// The two workloads of the wasm benchmark, shared by every runtime: Node
+// (run.mjs imports it), a page in Chromium (page.mjs) and a dedicated module
+// worker (worker.mjs). Plain ES module, no Node or DOM imports: it only calls
+// the Inbox it is given and performance.now().
+//
+// Each workload opens one new Inbox, runs `warmup` untimed operations, then
+// times `ops` operations back to back, and closes the inbox:
+//   send        inbox.send({from_agent, to_agent, subject}), a new thread each;
+//   claim+done  warmup + ops threads sent first (untimed), then pairs of
+//               inbox.claim({agent, next: true}) and
+//               inbox.done({agent, thread_id, lease_token, summary}).
+// The rate is operations (a send, or a claim and its done) per second of the
+// timed loop. The native baseline (`inbox-bench wasm-baseline`,
+// bench/src/wasm_baseline.rs) runs the same requests over the native engine.
+
+export const LEAD = 'lead';
+export const WORKER = 'worker';
+export const WORKLOADS = ['send', 'claim+done'];
+
+function sendOne(inbox, seq) {
+  inbox.send({ from_agent: LEAD, to_agent: WORKER, subject: `Benchmark task ${seq}` });
+}
+
+function pair(inbox) {
+  const { thread, lease } = inbox.claim({ agent: WORKER, next: true });
+  if (!lease) throw new Error('claim --next found nothing to claim: the queue ran dry early');
+  inbox.done({ agent: WORKER, thread_id: thread.thread_id, lease_token: lease.lease_token, summary: 'ok' });
+}
+
+/** Sends/s over `ops` new threads after `warmup` untimed ones. */
+export function sendRate(inbox, { ops, warmup }) {
+  for (let seq = 0; seq < warmup; seq++) sendOne(inbox, seq);
+  const t0 = performance.now();
+  for (let seq = warmup; seq < warmup + ops; seq++) sendOne(inbox, seq);
+  const ms = performance.now() - t0;
+  return (ops * 1000) / ms;
+}
+
+/** Claim+done pairs/s over `ops` queued threads after `warmup` untimed pairs. */
+export function claimDoneRate(inbox, { ops, warmup }) {
+  for (let seq = 0; seq < warmup + ops; seq++) sendOne(inbox, seq);
+  for (let i = 0; i < warmup; i++) pair(inbox);
+  const t0 = performance.now();
+  for (let i = 0; i < ops; i++) pair(inbox);
+  const ms = performance.now() - t0;
+  // Every queued thread was taken exactly once: the queue is empty now.
+  if (inbox.claim({ agent: WORKER, next: true }).lease !== null) {
+    throw new Error('claim+done: threads left in the queue after the timed loop');
+  }
+  return (ops * 1000) / ms;
+}
+
+/**
+ * One measurement: opens `Inbox.open({store})` (plus `path` for opfs), runs
+ * `workload`, closes. Returns operations per second.
+ */
+export async function measure(Inbox, store, workload, sizes, path) {
+  const inbox = await Inbox.open(store === 'opfs' ? { store, path } : { store });
+  try {
+    if (inbox.store !== store) throw new Error(`asked for store ${store}, got ${inbox.store}`);
+    return workload === 'send' ? sendRate(inbox, sizes) : claimDoneRate(inbox, sizes);
+  } finally {
+    inbox.close();
+    inbox.free();
+  }
+}
+
+/**
+ * One round over `stores`: every workload on each, in order. Returns
+ * [{store, workload, ops_per_sec}].
+ */
+export async function round(Inbox, stores, sizes, tag = '') {
+  const out = [];
+  for (const store of stores) {
+    for (const workload of WORKLOADS) {
+      const path = `bench-${tag}${workload === 'send' ? 'send' : 'claim'}.db`;
+      out.push({ store, workload, ops_per_sec: await measure(Inbox, store, workload, sizes, path) });
+    }
+  }
+  return out;
+}
