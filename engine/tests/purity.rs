@@ -17,6 +17,11 @@ const ALLOWED_DEPENDENCIES: &[&str] = &[
     "serde_path_to_error", // names the failing field in decode errors
     "thiserror",           // error types
     "ulid",                // id encoding, without its `std` feature
+    // Optional, only with the `typescript` feature (the wasm package): a
+    // derive that writes TypeScript declarations of the wire types into a
+    // custom section of the module. Compile-time only; no code runs.
+    "tsify",
+    "wasm-bindgen",
 ];
 
 const FORBIDDEN: &[(&str, &str)] = &[
