@@ -20,6 +20,10 @@
 //! - [`script`]: transition scripts, and the runner that turns one into a transcript.
 //! - [`time`], [`ids`]: timestamps, the clock and id interfaces.
 //!
+//! The optional `typescript` feature (used by the wasm package) derives
+//! TypeScript declarations of the wire types with `tsify`; it adds no code
+//! that runs.
+//!
 //! # Use
 //!
 //! ```
