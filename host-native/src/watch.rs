@@ -183,7 +183,7 @@ const CONFIRM_MAX_PAUSE: Duration = Duration::from_millis(4);
 
 /// After a notification, looks for the commit with pauses of 50 µs doubling
 /// up to 4 ms, for up to [`CONFIRM_BUDGET`]; a further write ends a pause at
-/// once. Each look is one `PRAGMA data_version` (a few µs), so chasing a
+/// once and starts the chase over. Each look is one `PRAGMA data_version` (a few µs), so chasing a
 /// write that never commits (a rollback, a checkpoint truncating the WAL, a
 /// writer killed mid-transaction) costs about 70 looks.
 #[cfg(target_os = "linux")]
@@ -193,8 +193,9 @@ fn confirm(
     seen: &mut Option<i64>,
     deadline: Instant,
 ) -> bool {
-    let give_up = (Instant::now() + CONFIRM_BUDGET).min(deadline);
-    let mut pause = Duration::from_micros(50);
+    const FIRST_PAUSE: Duration = Duration::from_micros(50);
+    let mut give_up = (Instant::now() + CONFIRM_BUDGET).min(deadline);
+    let mut pause = FIRST_PAUSE;
     loop {
         let version = data_version(store);
         if version != *seen {
@@ -204,7 +205,13 @@ fn confirm(
         if Instant::now() + pause >= give_up {
             return false;
         }
-        if !inotify.wait(pause) {
+        if inotify.wait(pause) {
+            // A new write: its commit follows within microseconds (or one
+            // sync), so chase it from the shortest pause and a fresh budget,
+            // not at the pace the chase had slowed to.
+            pause = FIRST_PAUSE;
+            give_up = (Instant::now() + CONFIRM_BUDGET).min(deadline);
+        } else {
             pause = (pause * 2).min(CONFIRM_MAX_PAUSE);
         }
     }
