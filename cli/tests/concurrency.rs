@@ -189,17 +189,9 @@ fn workers_draining_a_queue_claim_each_thread_exactly_once() {
         .collect();
     assert_eq!(sent.len(), THREADS);
 
-    let dir: Arc<PathBuf> = Arc::new(env.dir().to_owned());
-    let loops: Vec<_> = (0..WORKERS)
-        .map(|worker| {
-            let dir = Arc::clone(&dir);
-            std::thread::spawn(move || worker_loop(&dir, worker))
-        })
-        .collect();
     let mut claims = Vec::new();
     let (mut conflicts, mut finished) = (0, 0);
-    for handle in loops {
-        let (claimed, lost) = handle.join().unwrap();
+    for (claimed, lost) in run_workers(env.dir(), WORKERS, worker_loop) {
         claims.extend(claimed);
         conflicts += lost.conflicts;
         finished += lost.finished;
@@ -222,18 +214,28 @@ fn workers_claiming_next_never_collide() {
         .map(|i| send_task(env.dir(), &format!("Task {i}")))
         .collect();
 
-    let dir: Arc<PathBuf> = Arc::new(env.dir().to_owned());
-    let loops: Vec<_> = (0..WORKERS)
-        .map(|worker| {
-            let dir = Arc::clone(&dir);
-            std::thread::spawn(move || claim_next_loop(&dir, worker))
-        })
-        .collect();
-    let claims: Vec<Claimed> = loops
+    let claims: Vec<Claimed> = run_workers(env.dir(), WORKERS, claim_next_loop)
         .into_iter()
-        .flat_map(|handle| handle.join().unwrap())
+        .flatten()
         .collect();
     assert_each_claimed_once_and_done(env.dir(), &sent, &claims);
+}
+
+/// Runs `workers` worker loops on threads of this process (each one starts
+/// `inbox` processes), numbered from 0, and returns what each reported.
+fn run_workers<T: Send + 'static>(
+    dir: &Path,
+    workers: usize,
+    worker: fn(&Path, usize) -> T,
+) -> Vec<T> {
+    let dir: Arc<PathBuf> = Arc::new(dir.to_owned());
+    let loops: Vec<_> = (0..workers)
+        .map(|n| {
+            let dir = Arc::clone(&dir);
+            std::thread::spawn(move || worker(&dir, n))
+        })
+        .collect();
+    loops.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
 /// Every thread of `sent` was claimed exactly once, with token 1, and ended

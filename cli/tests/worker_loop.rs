@@ -160,14 +160,7 @@ fn the_spec_worker_loop_in_json() {
 fn the_same_loop_as_people_read_it() {
     let env = TestEnv::initialized();
     let mut transcript = String::new();
-    let mut step = |args: &[&str]| {
-        let run = env.run(args);
-        transcript.push_str(&format!(
-            "$ inbox {}\n{run}\n",
-            env.normalize(&args.join(" "))
-        ));
-        run
-    };
+    let mut step = |args: &[&str]| env.step(&mut transcript, args);
     step(&[
         "send",
         "--agent",
@@ -306,14 +299,7 @@ fn large_payloads_go_through_a_file() {
 fn claim_next_takes_the_queue_in_order() {
     let env = TestEnv::initialized();
     let mut transcript = String::new();
-    let mut step = |args: &[&str]| {
-        let run = env.run(args);
-        transcript.push_str(&format!(
-            "$ inbox {}\n{run}\n",
-            env.normalize(&args.join(" "))
-        ));
-        run
-    };
+    let mut step = |args: &[&str]| env.step(&mut transcript, args);
     step(&[
         "send",
         "--agent",

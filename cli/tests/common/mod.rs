@@ -160,6 +160,17 @@ impl TestEnv {
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
     }
 
+    /// Runs `args` and appends `$ inbox ARGS` and what it printed to
+    /// `transcript`, the way a reader of the snapshot sees a session.
+    pub fn step(&self, transcript: &mut String, args: &[&str]) -> Run {
+        let run = self.run(args);
+        transcript.push_str(&format!(
+            "$ inbox {}\n{run}\n",
+            self.normalize(&args.join(" "))
+        ));
+        run
+    }
+
     /// Replaces what differs between runs (see the module docs).
     pub fn normalize(&self, text: &str) -> String {
         let dir = self.dir().display().to_string();
