@@ -56,7 +56,7 @@ import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 
 import { CHROMIUM_ARGS, executablePath, serveStatic } from '../lib/chromium.mjs';
-import { round as wasmRound, WORKLOADS } from './workload.mjs';
+import { probeCalls, round as wasmRound, WORKLOADS } from './workload.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const jsRoot = path.resolve(here, '..');
@@ -302,28 +302,17 @@ async function fileProbe(n) {
   const file = path.join(dir, 'probe.bin');
   const fd = openSync(file, 'w+');
   const page = Buffer.alloc(2048, 7);
-  const out = {};
-  const time = (key, count, f) => {
-    const t0 = performance.now();
-    for (let i = 0; i < count; i++) f(i);
-    out[key] = ((performance.now() - t0) * 1000) / count;
-  };
   try {
-    for (let i = 0; i < 64; i++) writeSync(fd, page, 0, page.length, i * 2048);
-    fdatasyncSync(fd);
-    time('write', n, (i) => writeSync(fd, page, 0, page.length, (i % 64) * 2048));
-    time('read', n, (i) => readSync(fd, page, 0, page.length, (i % 64) * 2048));
-    time('getSize', n, () => fstatSync(fd).size);
-    time('flush_clean', n, () => fdatasyncSync(fd));
-    time('write_flush', Math.max(1, n >> 2), (i) => {
-      writeSync(fd, page, 0, page.length, (i % 64) * 2048);
-      fdatasyncSync(fd);
+    return probeCalls(n, {
+      write: (p) => writeSync(fd, page, 0, page.length, p * 2048),
+      read: (p) => readSync(fd, page, 0, page.length, p * 2048),
+      size: () => fstatSync(fd).size,
+      flush: () => fdatasyncSync(fd),
     });
   } finally {
     closeSync(fd);
     await rm(dir, { recursive: true, force: true });
   }
-  return out;
 }
 
 // ---------------------------------------------------------------- Chromium

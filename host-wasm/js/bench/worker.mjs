@@ -4,7 +4,7 @@
 // round's OPFS databases start empty as the other stores' do; the previous
 // worker was terminated, which released its access handles.
 import init, { Inbox } from '/pkg/inbox.js';
-import { round } from './workload.mjs';
+import { probeCalls, round } from './workload.mjs';
 
 /** The pool folder of host-wasm/src/backend.rs (OPFS_DIRECTORY). */
 const POOL = '.inbox-opfs';
@@ -34,35 +34,24 @@ async function probe(n) {
   const name = 'inbox-bench-probe.bin';
   const handle = await (await root.getFileHandle(name, { create: true })).createSyncAccessHandle();
   const page = new Uint8Array(2048).fill(7);
-  const out = {};
-  const time = (key, count, f) => {
-    const t0 = performance.now();
-    for (let i = 0; i < count; i++) f(i);
-    out[key] = ((performance.now() - t0) * 1000) / count;
-  };
   try {
-    for (let i = 0; i < 64; i++) handle.write(page, { at: i * 2048 });
-    handle.flush();
-    time('write', n, (i) => handle.write(page, { at: (i % 64) * 2048 }));
-    time('read', n, (i) => handle.read(page, { at: (i % 64) * 2048 }));
-    time('getSize', n, () => handle.getSize());
-    time('flush_clean', n, () => handle.flush());
-    time('write_flush', Math.max(1, n >> 2), (i) => {
-      handle.write(page, { at: (i % 64) * 2048 });
-      handle.flush();
+    return probeCalls(n, {
+      write: (p) => handle.write(page, { at: p * 2048 }),
+      read: (p) => handle.read(page, { at: p * 2048 }),
+      size: () => handle.getSize(),
+      flush: () => handle.flush(),
     });
   } finally {
     handle.close();
     await root.removeEntry(name);
   }
-  return out;
 }
 
-self.onmessage = async ({ data: { stores, sizes, tag, probe: probeCalls } }) => {
+self.onmessage = async ({ data: { stores, sizes, tag, probe: probeCount } }) => {
   try {
     await init();
-    if (probeCalls) {
-      self.postMessage({ ok: true, results: await probe(probeCalls) });
+    if (probeCount) {
+      self.postMessage({ ok: true, results: await probe(probeCount) });
       return;
     }
     if (stores.includes('opfs')) await emptyPool();

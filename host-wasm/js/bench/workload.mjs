@@ -79,3 +79,31 @@ export async function round(Inbox, stores, sizes, tag = '') {
   }
   return out;
 }
+
+/**
+ * µs per call of the file primitives a commit is made of, on a 128 KiB file
+ * (64 pages of 2 KiB, written first): `write` and `read` of one page in
+ * place, `size`, `flush` with nothing written, and a write followed by a
+ * flush (a quarter as many). `file` gives the primitives: an OPFS access
+ * handle in the browser, pwrite/pread/fstat/fdatasync in Node, so the two
+ * probes measure the same sequence.
+ */
+export function probeCalls(n, file) {
+  const out = {};
+  const time = (key, count, f) => {
+    const t0 = performance.now();
+    for (let i = 0; i < count; i++) f(i);
+    out[key] = ((performance.now() - t0) * 1000) / count;
+  };
+  for (let i = 0; i < 64; i++) file.write(i);
+  file.flush();
+  time('write', n, (i) => file.write(i % 64));
+  time('read', n, (i) => file.read(i % 64));
+  time('getSize', n, () => file.size());
+  time('flush_clean', n, () => file.flush());
+  time('write_flush', Math.max(1, n >> 2), (i) => {
+    file.write(i % 64);
+    file.flush();
+  });
+  return out;
+}

@@ -6,21 +6,11 @@
 // - read (run in a second worker while the writer, its inbox closed, is
 //   still alive): open the file in a new wasm instance and list it.
 import init, { Inbox } from '/pkg/inbox.js';
+import { describeError } from './describe-error.js';
 
 const PATH = 'e2e.db';
 const phase = new URL(import.meta.url).searchParams.get('phase') ?? 'write';
 const steps = [];
-
-function describeError(error) {
-  if (error === null || typeof error !== 'object') return { name: typeof error, message: String(error) };
-  return {
-    name: error.name,
-    message: error.message,
-    code: error.code,
-    exitCode: error.exitCode,
-    isError: error instanceof Error,
-  };
-}
 
 /** Names of the OPFS entries under `directory` (one level). */
 async function entries(directory) {

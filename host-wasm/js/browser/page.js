@@ -4,23 +4,10 @@
 // DOM and kept in `window.__e2e` for test/browser.test.mjs to assert on.
 // `document.body.dataset.state` becomes "done" when everything has run.
 import init, { Inbox } from '/pkg/inbox.js';
+import { describeError } from './describe-error.js';
 
 const e2e = (window.__e2e = { loop: null, badRequest: null, opfsMain: null, worker: null, reader: null });
 const $ = (id) => document.getElementById(id);
-
-/** A thrown value as plain data (an InboxError keeps code, exitCode, ...). */
-function describeError(error) {
-  if (error === null || typeof error !== 'object') return { name: typeof error, message: String(error) };
-  return {
-    name: error.name,
-    message: error.message,
-    code: error.code,
-    exitCode: error.exitCode,
-    command: error.command,
-    responseCode: error.response?.error?.code,
-    isError: error instanceof Error,
-  };
-}
 
 function errorText(e) {
   return e.code ? `${e.name} ${e.code} (exitCode ${e.exitCode}): ${e.message}` : `${e.name}: ${e.message}`;
