@@ -99,6 +99,13 @@ impl ErrorCode {
         }
     }
 
+    /// Parses the wire spelling (`lease_conflict`); `None` for anything else.
+    /// For hosts that read a response another engine wrote (see
+    /// [`crate::Response::from_json`]).
+    pub fn parse(text: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.iter().copied().find(|code| code.as_str() == text)
+    }
+
     /// The process exit code for this error: 20 conflict, 30 invalid input or
     /// transition, 40 not found, 50 storage or internal.
     pub fn exit_code(self) -> u8 {
@@ -317,6 +324,17 @@ pub enum EngineError {
         /// What the engine found impossible.
         message: String,
     },
+    /// An error reported across a boundary, kept as its code and message: a
+    /// response read back from JSON (an engine in a sandbox or another
+    /// process), or a host's own failure around the engine (a plugin that
+    /// trapped). Never made by the engine itself.
+    #[error("{message}")]
+    Relayed {
+        /// The code, as the other side reported it.
+        code: ErrorCode,
+        /// The message, verbatim.
+        message: String,
+    },
 }
 
 impl EngineError {
@@ -338,6 +356,7 @@ impl EngineError {
             EngineError::MessageNotFound { .. } => ErrorCode::MessageNotFound,
             EngineError::Store(error) => error.code(),
             EngineError::Internal { .. } => ErrorCode::InternalError,
+            EngineError::Relayed { code, .. } => *code,
         }
     }
 

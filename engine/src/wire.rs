@@ -695,6 +695,49 @@ impl Response {
         }
     }
 
+    /// Reads back a response in the JSON contract, as another engine wrote
+    /// it (a plugin in a sandbox, another process). Successes come back as
+    /// their typed [`Output`]; failures as [`EngineError::Relayed`] with the
+    /// same code and message, so `to_json` of the result is the input again.
+    ///
+    /// # Errors
+    ///
+    /// Text that is not a response of this wire version, with what is wrong.
+    pub fn from_json(json: &str) -> Result<Response, String> {
+        #[derive(Deserialize)]
+        struct Envelope {
+            ok: bool,
+            #[serde(default)]
+            command: Option<String>,
+            #[serde(default)]
+            error: Option<ErrorBodyOwned>,
+        }
+        #[derive(Deserialize)]
+        struct ErrorBodyOwned {
+            code: String,
+            message: String,
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| format!("not JSON: {e}"))?;
+        let envelope = Envelope::deserialize(&value).map_err(|e| format!("not a response: {e}"))?;
+        if envelope.ok {
+            let output = Output::deserialize(value).map_err(|e| format!("bad output: {e}"))?;
+            return Ok(Response::Success(output));
+        }
+        let error = envelope
+            .error
+            .ok_or_else(|| "a failure without an `error` object".to_owned())?;
+        let code = ErrorCode::parse(&error.code)
+            .ok_or_else(|| format!("unknown error code `{}`", error.code))?;
+        Ok(Response::failure(
+            envelope.command,
+            EngineError::Relayed {
+                code,
+                message: error.message,
+            },
+        ))
+    }
+
     /// The JSON contract on one line.
     pub fn to_json(&self) -> String {
         // Serializing these types cannot fail: every map key is a string.
