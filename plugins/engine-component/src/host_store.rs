@@ -1,0 +1,122 @@
+//! The engine's [`Store`] trait over the host's `store` import: every call
+//! crosses the sandbox boundary once, with the records converted field for
+//! field. The host decides where the data lives; this side keeps nothing
+//! between calls.
+
+use inbox_engine::store::{EventQuery, MessageQuery, ThreadQuery};
+use inbox_engine::{
+    Event, EventId, Lease, Message, ReadCursor, Store, StoreError, StoreInfo, Thread, ThreadState,
+    Timestamp, TxMode,
+};
+
+use crate::bindings::inbox::engine::store as host;
+use crate::convert;
+
+/// The store the host provides. Stateless: the host holds the connection,
+/// the transaction and the data.
+pub(crate) struct HostStore;
+
+impl Store for HostStore {
+    fn initialize(&mut self) -> Result<StoreInfo, StoreError> {
+        host::initialize()
+            .map(convert::store_info_from_wit)
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {
+        host::begin(convert::tx_mode_to_wit(mode)).map_err(convert::store_error_from_wit)
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        host::commit().map_err(convert::store_error_from_wit)
+    }
+
+    fn rollback(&mut self) -> Result<(), StoreError> {
+        host::rollback().map_err(convert::store_error_from_wit)
+    }
+
+    fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
+        host::get_thread(thread_id)
+            .map(|state| state.map(convert::thread_state_from_wit))
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
+        host::threads(&convert::thread_query_to_wit(query))
+            .map(|states| states.into_iter().map(convert::thread_state_from_wit).collect())
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn insert_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
+        host::insert_thread(&convert::thread_to_wit(thread)).map_err(convert::store_error_from_wit)
+    }
+
+    fn update_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
+        host::update_thread(&convert::thread_to_wit(thread)).map_err(convert::store_error_from_wit)
+    }
+
+    fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError> {
+        host::put_lease(&convert::lease_to_wit(lease)).map_err(convert::store_error_from_wit)
+    }
+
+    fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        host::lapsed_leases(now.as_millis(), convert::limit_to_wit(limit))
+            .map(|leases| leases.into_iter().map(convert::lease_from_wit).collect())
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError> {
+        host::next_lease_expiry()
+            .map(|at| at.map(Timestamp::from_millis))
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn insert_message(&mut self, message: &Message) -> Result<(), StoreError> {
+        host::insert_message(&convert::message_to_wit(message)).map_err(convert::store_error_from_wit)
+    }
+
+    fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError> {
+        host::get_message(message_id)
+            .map_err(convert::store_error_from_wit)?
+            .map(convert::message_from_wit)
+            .transpose()
+    }
+
+    fn messages(&mut self, query: &MessageQuery) -> Result<Vec<Message>, StoreError> {
+        host::messages(&convert::message_query_to_wit(query))
+            .map_err(convert::store_error_from_wit)?
+            .into_iter()
+            .map(convert::message_from_wit)
+            .collect()
+    }
+
+    fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
+        host::latest_event_id().map_err(convert::store_error_from_wit)
+    }
+
+    fn insert_event(&mut self, event: &Event) -> Result<(), StoreError> {
+        host::insert_event(&convert::event_to_wit(event)).map_err(convert::store_error_from_wit)
+    }
+
+    fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        host::events(&convert::event_query_to_wit(query))
+            .map_err(convert::store_error_from_wit)?
+            .into_iter()
+            .map(convert::event_from_wit)
+            .collect()
+    }
+
+    fn read_cursor(
+        &mut self,
+        thread_id: &str,
+        agent: &str,
+    ) -> Result<Option<ReadCursor>, StoreError> {
+        host::get_read_cursor(thread_id, agent)
+            .map(|cursor| cursor.map(convert::read_cursor_from_wit))
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError> {
+        host::put_read_cursor(&convert::read_cursor_to_wit(cursor)).map_err(convert::store_error_from_wit)
+    }
+}
