@@ -355,8 +355,14 @@ impl<S: Store + 'static, C: Clock + 'static> PluginEngine<S, C> {
                         fuel: self.plugin.limits.fuel,
                     }
                 } else {
+                    // The trap code says what happened ("wasm `unreachable`
+                    // instruction executed"); the outer error is a backtrace.
+                    let trap = match error.downcast_ref::<Trap>() {
+                        Some(trap) => trap.to_string(),
+                        None => format!("{error:#}"),
+                    };
                     PluginError::Trapped {
-                        message: format!("{error}{}", rollback_note(rollback)),
+                        message: format!("{trap}{}", rollback_note(rollback)),
                     }
                 };
                 // Drop the dead instance's memory with the old wasmtime store.
