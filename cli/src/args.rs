@@ -70,6 +70,13 @@ pub struct Global {
     /// The acting agent: who claims, updates, reads or waits
     #[arg(long, global = true, env = "INBOX_AGENT", value_name = "NAME")]
     pub agent: Option<String>,
+    /// Run the command through this engine component (.wasm, built by
+    /// scripts/build-plugin) instead of the built-in engine
+    // Shown only in builds with the `plugin` feature; other builds refuse it
+    // with a message that says how to get one.
+    #[arg(long, global = true, env = "INBOX_ENGINE", value_name = "PATH")]
+    #[cfg_attr(not(feature = "plugin"), arg(hide = true))]
+    pub engine: Option<PathBuf>,
 }
 
 /// Every command.

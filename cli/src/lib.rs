@@ -12,6 +12,7 @@
 pub mod args;
 mod render;
 mod request;
+mod runner;
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -20,8 +21,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use clap::error::ErrorKind;
-use inbox_engine::{Engine, EngineError, Request, Response, StoreError};
-use inbox_host_native::{Durability, HostClock, NativeEngine, host_ids, open, watch};
+use inbox_engine::{EngineError, Executor, Request, Response, StoreError};
+use inbox_host_native::{Durability, HostClock, SqliteStore, open, watch};
 
 use args::{Cli, Command};
 
@@ -123,12 +124,22 @@ fn run(cli: Cli) -> u8 {
     // between the first query and the first sleep goes unnoticed.
     let waits = matches!(request, Request::Watch(_) | Request::WaitReply(_));
     let mut watcher = waits.then(|| watch::ChangeWatcher::arm(&db_path));
-    let (mut engine, durability) = match open_engine(&cli.command, &db_path, clock) {
+    let loaded = match runner::Loaded::load(cli.global.engine.as_deref()) {
+        Ok(loaded) => loaded,
+        Err(error) => return finish(&fail(error), json, None, &notes),
+    };
+    let (store, durability) = match open_store(&cli.command, &db_path) {
         Ok(opened) => opened,
         Err(error) => return finish(&fail(EngineError::Store(error)), json, None, &notes),
     };
+    let mut engine = match loaded.start(store, clock) {
+        Ok(engine) => engine,
+        Err(error) => return finish(&fail(error), json, None, &notes),
+    };
     let response = match (request, watcher.as_mut()) {
-        (request, Some(watcher)) => watch::wait(&mut engine, request, watcher),
+        (request, Some(watcher)) => {
+            watch::wait(&mut engine, runner::Runner::store, request, watcher)
+        }
         (request, None) => engine.execute(request),
     };
     let context = render::Context {
@@ -142,11 +153,7 @@ fn run(cli: Cli) -> u8 {
 
 /// Opens the database: created by `init` (which also records durability),
 /// otherwise it must already exist.
-fn open_engine(
-    command: &Command,
-    path: &Path,
-    clock: HostClock,
-) -> Result<(NativeEngine, Durability), StoreError> {
+fn open_store(command: &Command, path: &Path) -> Result<(SqliteStore, Durability), StoreError> {
     let (store, durability) = match command {
         Command::Init(args) => {
             let mut store = open::open_or_create(path)?;
@@ -162,7 +169,7 @@ fn open_engine(
         }
         _ => open::open_existing(path, None)?,
     };
-    Ok((Engine::new(store, clock, host_ids()), durability))
+    Ok((store, durability))
 }
 
 fn finish(

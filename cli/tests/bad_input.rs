@@ -452,3 +452,22 @@ fn usage_errors_with_json_name_the_command_and_the_fix() {
         "{run}"
     );
 }
+
+/// The default build has no wasmtime: `--engine` is refused with the way to
+/// get a build that has it, before any database is created or touched.
+#[cfg(not(feature = "plugin"))]
+#[test]
+fn engine_flag_without_plugin_support_says_how_to_get_it() {
+    let env = TestEnv::new();
+    let mut transcript = String::new();
+    env.step(&mut transcript, &["init", "--engine", "engine.wasm"]);
+    env.step(
+        &mut transcript,
+        &["list", "--engine", "engine.wasm", "--json"],
+    );
+    insta::assert_snapshot!(transcript);
+    assert!(
+        !env.db().exists(),
+        "a refused engine must not create the database"
+    );
+}

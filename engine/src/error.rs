@@ -103,7 +103,10 @@ impl ErrorCode {
     /// For hosts that read a response another engine wrote (see
     /// [`crate::Response::from_json`]).
     pub fn parse(text: &str) -> Option<ErrorCode> {
-        ErrorCode::ALL.iter().copied().find(|code| code.as_str() == text)
+        ErrorCode::ALL
+            .iter()
+            .copied()
+            .find(|code| code.as_str() == text)
     }
 
     /// The process exit code for this error: 20 conflict, 30 invalid input or

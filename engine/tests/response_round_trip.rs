@@ -59,7 +59,10 @@ fn every_output_and_every_exit_class_reads_back_unchanged() {
         round_trip(&response);
     }
     for class in [0, 10, 20, 30, 40] {
-        assert!(exit_codes.contains(&class), "no exit {class} in {exit_codes:?}");
+        assert!(
+            exit_codes.contains(&class),
+            "no exit {class} in {exit_codes:?}"
+        );
     }
 }
 

@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use inbox_engine::{Clock, Engine, IdSource, Request, Response, WaitStep, Waiter};
+use inbox_engine::{Executor, Request, Response, WaitStep, Waiter};
 
 use crate::store::SqliteStore;
 
@@ -33,8 +33,13 @@ const SAFETY_POLL: Duration = Duration::from_millis(500);
 /// returns the response to print. `watcher` must have been armed on the
 /// engine's database before this call (see [`ChangeWatcher::arm`]); a host
 /// that waits again can reuse it.
-pub fn wait<C: Clock, I: IdSource>(
-    engine: &mut Engine<SqliteStore, C, I>,
+///
+/// `engine` is anything that executes requests over the database: the
+/// built-in [`inbox_engine::Engine`], or an engine component in a sandbox; `store` finds
+/// its SQLite store, whose connection is watched.
+pub fn wait<E: Executor>(
+    engine: &mut E,
+    store: fn(&E) -> &SqliteStore,
     request: Request,
     watcher: &mut ChangeWatcher,
 ) -> Response {
@@ -42,7 +47,7 @@ pub fn wait<C: Clock, I: IdSource>(
         Ok(waiter) => waiter,
         Err(response) => return *response,
     };
-    let mut seen = data_version(engine.store());
+    let mut seen = data_version(store(engine));
     loop {
         match waiter.poll(engine) {
             WaitStep::Finished(response) => return response,
@@ -52,7 +57,7 @@ pub fn wait<C: Clock, I: IdSource>(
                     .saturating_sub(engine.now().as_millis())
                     .max(0);
                 let deadline = Instant::now() + Duration::from_millis(millis.unsigned_abs());
-                watcher.wait(engine.store(), &mut seen, deadline);
+                watcher.wait(store(engine), &mut seen, deadline);
             }
         }
     }

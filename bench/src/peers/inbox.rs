@@ -276,7 +276,7 @@ impl Endpoint for InboxEndpoint {
                 ..WatchRequest::default()
             }),
         };
-        match wait(&mut self.engine, request, &mut self.watcher) {
+        match wait(&mut self.engine, Engine::store, request, &mut self.watcher) {
             Response::Success(Output::WaitReply(out)) => {
                 self.cursor = self.cursor.max(out.next_event_id);
                 Ok(out.woke)

@@ -95,7 +95,11 @@ impl BuildError {
 pub fn workspace_root() -> PathBuf {
     // plugins/build -> the workspace.
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.ancestors().nth(2).unwrap_or(manifest).to_path_buf()
+    manifest
+        .ancestors()
+        .nth(2)
+        .unwrap_or(manifest)
+        .to_path_buf()
 }
 
 /// Where components are written: `target/plugins`.

@@ -43,7 +43,12 @@ impl Store for HostStore {
 
     fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
         host::threads(&convert::thread_query_to_wit(query))
-            .map(|states| states.into_iter().map(convert::thread_state_from_wit).collect())
+            .map(|states| {
+                states
+                    .into_iter()
+                    .map(convert::thread_state_from_wit)
+                    .collect()
+            })
             .map_err(convert::store_error_from_wit)
     }
 
@@ -72,7 +77,8 @@ impl Store for HostStore {
     }
 
     fn insert_message(&mut self, message: &Message) -> Result<(), StoreError> {
-        host::insert_message(&convert::message_to_wit(message)).map_err(convert::store_error_from_wit)
+        host::insert_message(&convert::message_to_wit(message))
+            .map_err(convert::store_error_from_wit)
     }
 
     fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError> {
@@ -117,6 +123,7 @@ impl Store for HostStore {
     }
 
     fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError> {
-        host::put_read_cursor(&convert::read_cursor_to_wit(cursor)).map_err(convert::store_error_from_wit)
+        host::put_read_cursor(&convert::read_cursor_to_wit(cursor))
+            .map_err(convert::store_error_from_wit)
     }
 }

@@ -120,13 +120,19 @@ impl<S: Store, C: Clock> store::Host for HostState<S, C> {
         out(self.store.rollback())
     }
 
-    fn get_thread(&mut self, thread_id: String) -> Result<Option<wit::ThreadState>, wit::StoreError> {
+    fn get_thread(
+        &mut self,
+        thread_id: String,
+    ) -> Result<Option<wit::ThreadState>, wit::StoreError> {
         self.reading()?;
         let state = out(self.store.thread(&thread_id))?;
         Ok(state.as_ref().map(convert::thread_state_to_wit))
     }
 
-    fn threads(&mut self, query: wit::ThreadQuery) -> Result<Vec<wit::ThreadState>, wit::StoreError> {
+    fn threads(
+        &mut self,
+        query: wit::ThreadQuery,
+    ) -> Result<Vec<wit::ThreadState>, wit::StoreError> {
         self.reading()?;
         let states = out(self.store.threads(&convert::thread_query_from_wit(query)))?;
         Ok(states.iter().map(convert::thread_state_to_wit).collect())
@@ -150,7 +156,9 @@ impl<S: Store, C: Clock> store::Host for HostState<S, C> {
     fn lapsed_leases(&mut self, now: i64, limit: u64) -> Result<Vec<wit::Lease>, wit::StoreError> {
         self.reading()?;
         let now = inbox_engine::Timestamp::from_millis(now);
-        let leases = out(self.store.lapsed_leases(now, convert::limit_from_wit(limit)))?;
+        let leases = out(self
+            .store
+            .lapsed_leases(now, convert::limit_from_wit(limit)))?;
         Ok(leases.iter().map(convert::lease_to_wit).collect())
     }
 
@@ -206,7 +214,9 @@ impl<S: Store, C: Clock> store::Host for HostState<S, C> {
 
     fn put_read_cursor(&mut self, cursor: wit::ReadCursor) -> Result<(), wit::StoreError> {
         self.writing()?;
-        out(self.store.put_read_cursor(&convert::read_cursor_from_wit(cursor)))
+        out(self
+            .store
+            .put_read_cursor(&convert::read_cursor_from_wit(cursor)))
     }
 }
 

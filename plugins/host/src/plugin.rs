@@ -26,7 +26,9 @@ pub enum PluginError {
         source: std::io::Error,
     },
     /// The bytes are not a component wasmtime can compile.
-    #[error("not a WebAssembly component wasmtime can load: {message}; build one with scripts/build-plugin")]
+    #[error(
+        "not a WebAssembly component wasmtime can load: {message}; build one with scripts/build-plugin"
+    )]
     Invalid {
         /// What wasmtime said.
         message: String,
@@ -40,13 +42,17 @@ pub enum PluginError {
     },
     /// The call used all its fuel: a runaway loop, or a command far larger
     /// than [`Limits::fuel`] allows.
-    #[error("the engine component ran out of fuel ({fuel} units) and was stopped; the transaction was rolled back")]
+    #[error(
+        "the engine component ran out of fuel ({fuel} units) and was stopped; the transaction was rolled back"
+    )]
     OutOfFuel {
         /// The limit that was hit.
         fuel: u64,
     },
     /// The instance asked for more memory than [`Limits::memory_bytes`].
-    #[error("the engine component needed more than {memory_bytes} bytes of memory and was stopped; the transaction was rolled back")]
+    #[error(
+        "the engine component needed more than {memory_bytes} bytes of memory and was stopped; the transaction was rolled back"
+    )]
     OutOfMemory {
         /// The limit that was hit.
         memory_bytes: usize,
@@ -122,7 +128,9 @@ pub struct Plugin {
 
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plugin").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("Plugin")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
@@ -146,7 +154,52 @@ impl Plugin {
     ///
     /// [`PluginError::Invalid`] when wasmtime cannot compile them.
     pub fn from_bytes(bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
+        Plugin::compile(Config::new(), bytes, limits)
+    }
+
+    /// Like [`Plugin::from_file`], but keeps the compiled code in `cache_dir`
+    /// (wasmtime's cache; keyed by the component's bytes, the wasmtime
+    /// version and the settings), so the next process that loads the same
+    /// file skips compiling it. A cache that cannot be used is skipped.
+    ///
+    /// # Errors
+    ///
+    /// As [`Plugin::from_file`].
+    #[cfg(feature = "cache")]
+    pub fn from_file_cached(
+        path: &Path,
+        limits: Limits,
+        cache_dir: &Path,
+    ) -> Result<Plugin, PluginError> {
+        let bytes = std::fs::read(path).map_err(|source| PluginError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
         let mut config = Config::new();
+        let mut cache = wasmtime::CacheConfig::new();
+        cache.with_directory(cache_dir);
+        if let Ok(cache) = wasmtime::Cache::new(cache) {
+            config.cache(Some(cache));
+        }
+        Plugin::compile(config, &bytes, limits)
+    }
+
+    fn compile(mut config: Config, bytes: &[u8], limits: Limits) -> Result<Plugin, PluginError> {
+        // Say plainly what the two common mistakes are; wasmtime's parser
+        // messages dump byte arrays.
+        match bytes.get(..8) {
+            Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => {
+                return Err(PluginError::Invalid {
+                    message: "it is a core WebAssembly module, not a component (componentize it with wit-component)".into(),
+                });
+            }
+            Some([0, b'a', b's', b'm', ..]) => {}
+            _ => {
+                return Err(PluginError::Invalid {
+                    message: "the file is not WebAssembly (it does not start with \\0asm)".into(),
+                });
+            }
+        }
         config.wasm_component_model(true);
         config.consume_fuel(true);
         let invalid = |e: wasmtime::Error| PluginError::Invalid {
@@ -154,6 +207,7 @@ impl Plugin {
         };
         let engine = Engine::new(&config).map_err(invalid)?;
         let component = Component::new(&engine, bytes).map_err(invalid)?;
+        check_world(&engine, &component)?;
         Ok(Plugin {
             engine,
             component,
@@ -205,6 +259,23 @@ impl Plugin {
         engine.instance()?;
         Ok(engine)
     }
+}
+
+/// Refuses a component that is not of our world (an import we do not
+/// serve, an export missing or of another type) when it is loaded, before a
+/// caller opens a database for it. Type-checking does not depend on the
+/// store or clock types, so any will do here.
+fn check_world(engine: &Engine, component: &Component) -> Result<(), PluginError> {
+    type Probe = HostState<inbox_engine::MemoryStore, inbox_engine::ManualClock>;
+    let incompatible = |e: wasmtime::Error| PluginError::Incompatible {
+        message: format!("{e:#}"),
+    };
+    let mut linker = Linker::<Probe>::new(engine);
+    bindings::Plugin::add_to_linker::<_, HasSelf<Probe>>(&mut linker, |state| state)
+        .map_err(incompatible)?;
+    let pre = linker.instantiate_pre(component).map_err(incompatible)?;
+    bindings::PluginPre::new(pre).map_err(incompatible)?;
+    Ok(())
 }
 
 /// The engine component running over one store: call [`PluginEngine::execute_json`]
@@ -300,18 +371,19 @@ impl<S: Store + 'static, C: Clock + 'static> PluginEngine<S, C> {
             })?;
         // Instantiation runs the component's start code: give it fuel.
         self.prepare_call();
-        let instance = bindings::Plugin::instantiate(&mut self.wasm, &self.plugin.component, &linker)
-            .map_err(|e| {
-                if self.wasm.data().memory.refused() {
-                    PluginError::OutOfMemory {
-                        memory_bytes: self.plugin.limits.memory_bytes,
+        let instance =
+            bindings::Plugin::instantiate(&mut self.wasm, &self.plugin.component, &linker)
+                .map_err(|e| {
+                    if self.wasm.data().memory.refused() {
+                        PluginError::OutOfMemory {
+                            memory_bytes: self.plugin.limits.memory_bytes,
+                        }
+                    } else {
+                        PluginError::Incompatible {
+                            message: format!("{e:#}"),
+                        }
                     }
-                } else {
-                    PluginError::Incompatible {
-                        message: format!("{e:#}"),
-                    }
-                }
-            })?;
+                })?;
         let instance = Arc::new(instance);
         self.instance = Some(Arc::clone(&instance));
         Ok(instance)

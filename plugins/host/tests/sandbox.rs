@@ -10,11 +10,11 @@ mod common;
 
 use std::path::Path;
 
+use inbox_engine::store::{EventQuery, MessageQuery, ThreadQuery};
 use inbox_engine::{
     EventId, Executor, MemoryStore, Message, Request, Store, StoreError, StoreInfo, Thread,
     ThreadState, TxMode,
 };
-use inbox_engine::store::{EventQuery, MessageQuery, ThreadQuery};
 use inbox_host_native::SqliteStore;
 use inbox_plugin_host::{Limits, PluginError};
 
@@ -33,9 +33,13 @@ fn sqlite(dir: &Path) -> (SqliteStore, std::path::PathBuf) {
 /// Thread ids in the file, read by a separate connection.
 fn threads_on_disk(path: &Path) -> Vec<String> {
     let conn = rusqlite::Connection::open(path).unwrap();
-    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(check, "ok");
-    let mut statement = conn.prepare("SELECT thread_id FROM threads ORDER BY thread_id").unwrap();
+    let mut statement = conn
+        .prepare("SELECT thread_id FROM threads ORDER BY thread_id")
+        .unwrap();
     statement
         .query_map([], |r| r.get(0))
         .unwrap()
@@ -47,15 +51,24 @@ fn threads_on_disk(path: &Path) -> Vec<String> {
 fn a_component_that_traps_mid_transaction_leaves_no_partial_write() {
     let dir = tempfile::tempdir().unwrap();
     let (store, path) = sqlite(dir.path());
-    let mut engine = common::fault_plugin(SMALL).instantiate(store, common::clock(), 1).unwrap();
+    let mut engine = common::fault_plugin(SMALL)
+        .instantiate(store, common::clock(), 1)
+        .unwrap();
 
     let error = engine.execute_json("trap-mid-transaction").unwrap_err();
     assert!(matches!(error, PluginError::Trapped { .. }), "{error}");
     assert_eq!(error.code(), "plugin_trapped");
     assert!(error.to_string().contains("unreachable"), "{error}");
     assert!(error.to_string().contains("rolled back"), "{error}");
-    assert!(engine.store_mut().connection().is_autocommit(), "a transaction is still open");
-    assert_eq!(threads_on_disk(&path), Vec::<String>::new(), "the insert was committed");
+    assert!(
+        engine.store_mut().connection().is_autocommit(),
+        "a transaction is still open"
+    );
+    assert_eq!(
+        threads_on_disk(&path),
+        Vec::<String>::new(),
+        "the insert was committed"
+    );
 
     // The instance was replaced: the same engine serves the next call.
     let next = engine.execute_json("version").unwrap();
@@ -66,7 +79,9 @@ fn a_component_that_traps_mid_transaction_leaves_no_partial_write() {
 fn a_component_that_returns_with_a_transaction_open_is_rolled_back() {
     let dir = tempfile::tempdir().unwrap();
     let (store, path) = sqlite(dir.path());
-    let mut engine = common::fault_plugin(SMALL).instantiate(store, common::clock(), 1).unwrap();
+    let mut engine = common::fault_plugin(SMALL)
+        .instantiate(store, common::clock(), 1)
+        .unwrap();
 
     let error = engine.execute_json("begin-and-return").unwrap_err();
     assert_eq!(error.code(), "plugin_protocol", "{error}");
@@ -81,7 +96,10 @@ fn a_runaway_loop_runs_out_of_fuel_and_the_next_call_works() {
         .instantiate(MemoryStore::new(), common::clock(), 1)
         .unwrap();
     let error = engine.execute_json("loop").unwrap_err();
-    assert!(matches!(error, PluginError::OutOfFuel { fuel: 50_000_000 }), "{error}");
+    assert!(
+        matches!(error, PluginError::OutOfFuel { fuel: 50_000_000 }),
+        "{error}"
+    );
     assert_eq!(error.code(), "plugin_out_of_fuel");
     assert_eq!(engine.fuel_used(), 50_000_000);
     assert_eq!(engine.execute_json("version").unwrap().exit_code, 0);
@@ -122,8 +140,15 @@ fn the_real_engine_out_of_fuel_mid_command_writes_nothing_and_reports_exit_50() 
     .unwrap();
     let response = Executor::execute(&mut engine, send);
     assert_eq!(response.exit_code(), 50, "{}", response.to_json());
-    assert_eq!(response.error_code().map(|c| c.as_str()), Some("internal_error"));
-    assert!(response.to_json().contains("ran out of fuel"), "{}", response.to_json());
+    assert_eq!(
+        response.error_code().map(|c| c.as_str()),
+        Some("internal_error")
+    );
+    assert!(
+        response.to_json().contains("ran out of fuel"),
+        "{}",
+        response.to_json()
+    );
     assert!(engine.store_mut().connection().is_autocommit());
     assert_eq!(threads_on_disk(&path), Vec::<String>::new());
 }
@@ -211,7 +236,10 @@ fn a_host_store_error_surfaces_as_storage_error_exit_50() {
     assert_eq!(response.exit_code, 50);
     let json: serde_json::Value = serde_json::from_str(&response.json).unwrap();
     assert_eq!(json["error"]["code"], "storage_error");
-    assert_eq!(json["error"]["message"], "disk full while writing the thread");
+    assert_eq!(
+        json["error"]["message"],
+        "disk full while writing the thread"
+    );
     // The engine rolled back through the host: nothing was kept.
     let listed = engine.execute_json(r#"{"command":"list"}"#).unwrap();
     assert!(listed.json.contains(r#""threads":[]"#), "{}", listed.json);
@@ -222,10 +250,14 @@ fn bytes_that_are_not_a_component_are_refused_with_a_clear_error() {
     for bytes in [&b"not wasm at all"[..], &b"\0asm\x01\0\0\0"[..]] {
         let error = inbox_plugin_host::Plugin::from_bytes(bytes, Limits::default()).unwrap_err();
         assert_eq!(error.code(), "plugin_invalid", "{error}");
-        assert!(error.to_string().contains("scripts/build-plugin"), "{error}");
+        assert!(
+            error.to_string().contains("scripts/build-plugin"),
+            "{error}"
+        );
     }
-    let missing = inbox_plugin_host::Plugin::from_file(Path::new("/no/such/engine.wasm"), Limits::default())
-        .unwrap_err();
+    let missing =
+        inbox_plugin_host::Plugin::from_file(Path::new("/no/such/engine.wasm"), Limits::default())
+            .unwrap_err();
     assert_eq!(missing.code(), "plugin_unreadable");
 }
 
@@ -235,6 +267,23 @@ fn an_instance_whose_first_memory_is_over_the_cap_is_refused() {
         fuel: Limits::DEFAULT.fuel,
         memory_bytes: 64 << 10,
     });
-    let error = plugin.instantiate(MemoryStore::new(), common::clock(), 1).err().unwrap();
+    let error = plugin
+        .instantiate(MemoryStore::new(), common::clock(), 1)
+        .err()
+        .unwrap();
     assert_eq!(error.code(), "plugin_out_of_memory", "{error}");
+}
+
+#[test]
+fn a_component_of_another_world_is_refused_when_loaded() {
+    // The smallest valid component: the preamble alone (magic, version 0x0d,
+    // layer 1). It exports nothing, so it cannot be our engine; the host
+    // says so before anyone opens a database for it.
+    let empty = b"\0asm\x0d\0\x01\0";
+    let error = inbox_plugin_host::Plugin::from_bytes(empty, Limits::default()).unwrap_err();
+    assert_eq!(error.code(), "plugin_incompatible", "{error}");
+    assert!(
+        error.to_string().contains("inbox:engine/engine@0.1.0"),
+        "{error}"
+    );
 }

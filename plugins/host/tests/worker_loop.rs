@@ -9,7 +9,10 @@ use inbox_engine::{Executor, MemoryStore, Request, Store, WaitStep, Waiter};
 use inbox_plugin_host::PluginEngine;
 use serde_json::Value;
 
-fn call<S: Store, C: inbox_engine::Clock>(engine: &mut PluginEngine<S, C>, request: &str) -> (u8, Value) {
+fn call<S: Store, C: inbox_engine::Clock>(
+    engine: &mut PluginEngine<S, C>,
+    request: &str,
+) -> (u8, Value) {
     let response = engine.execute_json(request).unwrap();
     let json: Value = serde_json::from_str(&response.json).unwrap();
     (response.exit_code, json)
@@ -18,7 +21,9 @@ fn call<S: Store, C: inbox_engine::Clock>(engine: &mut PluginEngine<S, C>, reque
 /// Leader sends, worker fetches, claims, blocks on a question, the leader's
 /// answer wakes its wait-reply (driven by the engine's Waiter through the
 /// component), the worker finishes. Returns the thread id.
-fn worker_loop<S: Store + 'static>(engine: &mut PluginEngine<S, inbox_engine::ManualClock>) -> String {
+fn worker_loop<S: Store + 'static>(
+    engine: &mut PluginEngine<S, inbox_engine::ManualClock>,
+) -> String {
     let (exit, init) = call(engine, r#"{"command":"init"}"#);
     assert_eq!(exit, 0, "{init}");
 
@@ -36,14 +41,18 @@ fn worker_loop<S: Store + 'static>(engine: &mut PluginEngine<S, inbox_engine::Ma
 
     let (exit, claimed) = call(
         engine,
-        &format!(r#"{{"command":"claim","agent":"worker","thread_id":"{thread_id}","lease_seconds":600}}"#),
+        &format!(
+            r#"{{"command":"claim","agent":"worker","thread_id":"{thread_id}","lease_seconds":600}}"#
+        ),
     );
     assert_eq!(exit, 0, "{claimed}");
     let token = claimed["lease"]["lease_token"].as_u64().unwrap();
 
     let (exit, blocked) = call(
         engine,
-        &format!(r#"{{"command":"update","agent":"worker","thread_id":"{thread_id}","status":"blocked","summary":"Email or username?"}}"#),
+        &format!(
+            r#"{{"command":"update","agent":"worker","thread_id":"{thread_id}","status":"blocked","summary":"Email or username?"}}"#
+        ),
     );
     assert_eq!(exit, 0, "{blocked}");
     assert_eq!(blocked["thread"]["status"], "blocked");
@@ -60,7 +69,9 @@ fn worker_loop<S: Store + 'static>(engine: &mut PluginEngine<S, inbox_engine::Ma
     engine.clock_mut().advance_millis(15 * 60 * 1000);
     let (exit, answered) = call(
         engine,
-        &format!(r#"{{"command":"reply","from_agent":"lead","thread_id":"{thread_id}","summary":"Email."}}"#),
+        &format!(
+            r#"{{"command":"reply","from_agent":"lead","thread_id":"{thread_id}","summary":"Email."}}"#
+        ),
     );
     assert_eq!(exit, 0, "{answered}");
 
@@ -75,7 +86,9 @@ fn worker_loop<S: Store + 'static>(engine: &mut PluginEngine<S, inbox_engine::Ma
 
     let (exit, done) = call(
         engine,
-        &format!(r#"{{"command":"done","agent":"worker","thread_id":"{thread_id}","lease_token":{token},"summary":"Login added"}}"#),
+        &format!(
+            r#"{{"command":"done","agent":"worker","thread_id":"{thread_id}","lease_token":{token},"summary":"Login added"}}"#
+        ),
     );
     assert_eq!(exit, 0, "{done}");
     assert_eq!(done["thread"]["status"], "done");
@@ -83,13 +96,24 @@ fn worker_loop<S: Store + 'static>(engine: &mut PluginEngine<S, inbox_engine::Ma
     // Refusals come back as the contract's errors, not as plugin errors.
     let (exit, again) = call(
         engine,
-        &format!(r#"{{"command":"done","agent":"worker","thread_id":"{thread_id}","lease_token":{token},"summary":"Twice"}}"#),
+        &format!(
+            r#"{{"command":"done","agent":"worker","thread_id":"{thread_id}","lease_token":{token},"summary":"Twice"}}"#
+        ),
     );
-    assert_eq!((exit, again["error"]["code"].as_str()), (20, Some("thread_finished")));
+    assert_eq!(
+        (exit, again["error"]["code"].as_str()),
+        (20, Some("thread_finished"))
+    );
     let (exit, missing) = call(engine, r#"{"command":"show","thread_id":"thr_nope"}"#);
-    assert_eq!((exit, missing["error"]["code"].as_str()), (40, Some("thread_not_found")));
+    assert_eq!(
+        (exit, missing["error"]["code"].as_str()),
+        (40, Some("thread_not_found"))
+    );
     let (exit, bad) = call(engine, "not json");
-    assert_eq!((exit, bad["error"]["code"].as_str()), (30, Some("invalid_request")));
+    assert_eq!(
+        (exit, bad["error"]["code"].as_str()),
+        (30, Some("invalid_request"))
+    );
     thread_id
 }
 
@@ -106,9 +130,14 @@ fn the_worker_loop_runs_through_the_component_over_a_sqlite_file() {
 
     // What the component wrote is an ordinary inbox database: the native
     // engine reads the same history.
-    let store = inbox_host_native::open::open_existing(&path, None).unwrap().0;
-    let mut native = inbox_engine::Engine::new(store, common::clock(), inbox_engine::SequentialIds::new());
-    let shown = native.execute_json(&format!(r#"{{"command":"show","thread_id":"{thread_id}"}}"#));
+    let store = inbox_host_native::open::open_existing(&path, None)
+        .unwrap()
+        .0;
+    let mut native =
+        inbox_engine::Engine::new(store, common::clock(), inbox_engine::SequentialIds::new());
+    let shown = native.execute_json(&format!(
+        r#"{{"command":"show","thread_id":"{thread_id}"}}"#
+    ));
     let shown: Value = serde_json::from_str(&shown.to_json()).unwrap();
     assert_eq!(shown["thread"]["status"], "done");
     let kinds: Vec<&str> = shown["messages"]
@@ -135,7 +164,9 @@ fn ids_differ_between_instances_and_increase_within_one() {
     let send = r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s"}"#;
     let mut ids = Vec::new();
     for seed in [1, 2] {
-        let mut engine = plugin.instantiate(MemoryStore::new(), common::clock(), seed).unwrap();
+        let mut engine = plugin
+            .instantiate(MemoryStore::new(), common::clock(), seed)
+            .unwrap();
         for _ in 0..3 {
             let (_, sent) = call(&mut engine, send);
             ids.push(sent["thread"]["thread_id"].as_str().unwrap().to_owned());
@@ -143,7 +174,10 @@ fn ids_differ_between_instances_and_increase_within_one() {
     }
     assert!(ids[0] < ids[1] && ids[1] < ids[2], "{ids:?}");
     assert!(ids[3] < ids[4] && ids[4] < ids[5], "{ids:?}");
-    assert_ne!(ids[0], ids[3], "two instances with different seeds made the same id");
+    assert_ne!(
+        ids[0], ids[3],
+        "two instances with different seeds made the same id"
+    );
 }
 
 #[test]
@@ -151,7 +185,10 @@ fn the_executor_reports_the_engine_version_the_component_was_built_from() {
     let mut engine = common::engine_plugin()
         .instantiate(MemoryStore::new(), common::clock(), 1)
         .unwrap();
-    let response = Executor::execute(&mut engine, Request::from_json(r#"{"command":"version"}"#).unwrap());
+    let response = Executor::execute(
+        &mut engine,
+        Request::from_json(r#"{"command":"version"}"#).unwrap(),
+    );
     let json: Value = serde_json::from_str(&response.to_json()).unwrap();
     assert_eq!(json["engine_version"], env!("CARGO_PKG_VERSION"));
 }
