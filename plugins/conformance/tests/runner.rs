@@ -78,8 +78,8 @@ fn a_difference_fails_naming_the_host_the_script_and_the_step() {
         "worker_loop",
     ]);
     assert_eq!(run.status, 1, "{}{}", run.stdout, run.stderr);
-    // Everything after the first line (which names the temporary folder).
-    let report = run.stdout.split_once('\n').unwrap().1;
+    // Everything after the header (which names the temporary folder).
+    let report = run.stdout.split_once("\n\n").unwrap().1;
     insta::assert_snapshot!(report, @r#"
     component/sqlite   1/2 identical; different: claim_race
 
