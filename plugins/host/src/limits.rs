@@ -8,10 +8,12 @@ use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 /// Limits applied to every call into a component.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Fuel per call. The engine spends a few hundred thousand units on a
-    /// typical command (see `docs/plugin-benchmarks.md`); the default leaves
-    /// room for a `list` of thousands of threads or a long transition
-    /// script, and stops a runaway loop within seconds.
+    /// Fuel per call (about one unit per wasm instruction). The engine
+    /// spends 40,000 to 120,000 units on a typical command and about 25
+    /// million on a `list` of 1,000 threads (`docs/plugin-benchmarks.md`);
+    /// the default, 2^33, leaves room for far larger calls and long
+    /// transition scripts, and stops a tight runaway loop in about a second
+    /// (release build).
     pub fuel: u64,
     /// The most linear memory the instance may have, in bytes.
     pub memory_bytes: usize,
