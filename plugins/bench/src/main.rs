@@ -49,7 +49,7 @@ use inbox_plugin_build::Guest;
 use inbox_plugin_host::{Limits, Plugin};
 
 use crate::cli::CliSection;
-use crate::options::{CliChoice, Options, Parsed};
+use crate::options::{CliChoice, Options};
 use crate::report::Results;
 
 fn main() -> ExitCode {
@@ -99,13 +99,7 @@ impl Outputs {
 }
 
 fn run() -> Result<()> {
-    let options = match options::parse(std::env::args().skip(1))? {
-        Parsed::Help => {
-            println!("{}", options::USAGE);
-            return Ok(());
-        }
-        Parsed::Run(options) => options,
-    };
+    let options = options::parse();
     let release = !cfg!(debug_assertions);
     if !release {
         eprintln!(

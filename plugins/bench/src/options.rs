@@ -4,38 +4,43 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use clap::Parser;
 use serde::Serialize;
 
 use crate::cli::CliSizes;
 use crate::rates::RateSizes;
 
-/// The help text.
-pub(crate) const USAGE: &str = "\
-usage: cargo run --release --locked -p inbox-plugin-bench [-- OPTIONS]
-
-Measures the engine component in wasmtime against the built-in engine, in
-one run, and writes docs/plugin-benchmarks.md (raw figures:
-target/plugin-bench/results.json).
-
-  --quick       smoke run for CI (small sizes, about half a minute even in a
-                debug build); writes target/plugin-bench-quick/ only
-  --rounds N    rounds of the command workloads (default 7, quick 2)
-  --ops N       timed operations per round and series (default 2000, quick 50)
-  --warmup N    untimed operations before them (default 200, quick 5)
-  --cli PATH    the `inbox` binary for the per-process section; it needs the
-                `plugin` feature (default target/release/inbox; the section
-                is skipped, with a note, when it is missing or lacks it)
-  --no-cli      skip the per-process section
-
-A debug build never writes docs/: its figures are not representative.";
-
-/// What the command line asked for.
-pub(crate) enum Parsed {
-    /// Print the help and stop.
-    Help,
-    /// Measure.
-    Run(Options),
+/// Measures the engine component in wasmtime against the built-in engine,
+/// in one run, and writes docs/plugin-benchmarks.md (raw figures:
+/// target/plugin-bench/results.json).
+#[derive(Parser, Debug)]
+#[command(
+    name = "inbox-plugin-bench",
+    override_usage = "cargo run --release --locked -p inbox-plugin-bench [-- OPTIONS]",
+    after_help = "A debug build never writes docs/: its figures are not representative."
+)]
+struct Args {
+    /// Smoke run for CI (small sizes, well under a minute even in a debug
+    /// build); writes target/plugin-bench-quick/ only
+    #[arg(long)]
+    quick: bool,
+    /// Rounds of the command workloads (default 7, quick 2)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    rounds: Option<u64>,
+    /// Timed operations per round and series (default 2000, quick 50)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    ops: Option<u64>,
+    /// Untimed operations before them (default 200, quick 5)
+    #[arg(long, value_name = "N")]
+    warmup: Option<u64>,
+    /// The `inbox` binary for the per-process section; it needs the
+    /// `plugin` feature (default target/release/inbox; the section is
+    /// skipped, with a note, when it is missing or lacks it)
+    #[arg(long, value_name = "PATH", conflicts_with = "no_cli")]
+    cli: Option<PathBuf>,
+    /// Skip the per-process section
+    #[arg(long)]
+    no_cli: bool,
 }
 
 /// Which `inbox` binary the per-process section runs.
@@ -117,47 +122,31 @@ impl Sizes {
     };
 }
 
-/// Parses the arguments after the program name.
-pub(crate) fn parse(args: impl IntoIterator<Item = String>) -> Result<Parsed> {
-    let mut quick = false;
-    let mut rounds = None;
-    let mut ops = None;
-    let mut warmup = None;
-    let mut cli = CliChoice::Default;
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let mut number = |flag: &str| -> Result<u64> {
-            let Some(value) = args.next() else {
-                bail!("{flag} needs a number\n\n{USAGE}");
-            };
-            value
-                .parse()
-                .with_context(|| format!("{flag} needs a whole number, not `{value}`"))
-        };
-        match arg.as_str() {
-            "--quick" => quick = true,
-            "--rounds" => rounds = Some(number("--rounds")?),
-            "--ops" => ops = Some(number("--ops")?),
-            "--warmup" => warmup = Some(number("--warmup")?),
-            "--no-cli" => cli = CliChoice::Off,
-            "--cli" => {
-                let Some(path) = args.next() else {
-                    bail!("--cli needs the path of an inbox binary\n\n{USAGE}");
-                };
-                cli = CliChoice::Path(PathBuf::from(path));
-            }
-            "-h" | "--help" => return Ok(Parsed::Help),
-            other => bail!("unknown option `{other}`\n\n{USAGE}"),
-        }
+/// Parses the command line; on a usage error or `--help`, clap prints
+/// and exits.
+pub(crate) fn parse() -> Options {
+    options(Args::parse())
+}
+
+fn options(args: Args) -> Options {
+    let mut sizes = if args.quick {
+        Sizes::QUICK
+    } else {
+        Sizes::FULL
+    };
+    sizes.rates.rounds = args.rounds.unwrap_or(sizes.rates.rounds);
+    sizes.rates.ops = args.ops.unwrap_or(sizes.rates.ops);
+    sizes.rates.warmup = args.warmup.unwrap_or(sizes.rates.warmup);
+    let cli = match (args.cli, args.no_cli) {
+        (_, true) => CliChoice::Off,
+        (Some(path), false) => CliChoice::Path(path),
+        (None, false) => CliChoice::Default,
+    };
+    Options {
+        quick: args.quick,
+        sizes,
+        cli,
     }
-    let mut sizes = if quick { Sizes::QUICK } else { Sizes::FULL };
-    sizes.rates.rounds = rounds.unwrap_or(sizes.rates.rounds);
-    sizes.rates.ops = ops.unwrap_or(sizes.rates.ops);
-    sizes.rates.warmup = warmup.unwrap_or(sizes.rates.warmup);
-    if sizes.rates.rounds == 0 || sizes.rates.ops == 0 {
-        bail!("--rounds and --ops must be at least 1\n\n{USAGE}");
-    }
-    Ok(Parsed::Run(Options { quick, sizes, cli }))
 }
 
 #[cfg(test)]
@@ -166,12 +155,13 @@ mod tests {
 
     use super::*;
 
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        Args::try_parse_from(std::iter::once("inbox-plugin-bench").chain(args.iter().copied()))
+            .map(options)
+    }
+
     fn run(args: &[&str]) -> Options {
-        match parse(args.iter().map(|s| (*s).to_owned())) {
-            Ok(Parsed::Run(options)) => options,
-            Ok(Parsed::Help) => panic!("help for {args:?}"),
-            Err(e) => panic!("{args:?}: {e}"),
-        }
+        parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
     #[test]
@@ -188,10 +178,14 @@ mod tests {
 
     #[test]
     fn refuses_what_it_does_not_know() {
-        assert!(parse(["--ops".to_owned()]).is_err());
-        assert!(parse(["--ops".to_owned(), "x".to_owned()]).is_err());
-        assert!(parse(["--rounds".to_owned(), "0".to_owned()]).is_err());
-        assert!(parse(["--bogus".to_owned()]).is_err());
-        assert!(matches!(parse(["--help".to_owned()]), Ok(Parsed::Help)));
+        for args in [
+            &["--ops"][..],
+            &["--ops", "x"],
+            &["--rounds", "0"],
+            &["--bogus"],
+            &["--cli", "x", "--no-cli"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
     }
 }
