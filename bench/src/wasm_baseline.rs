@@ -251,9 +251,8 @@ fn call(engine: &mut dyn Executor, api: Api, request: Request) -> Result<Option<
     };
     match response {
         Response::Success(Output::Claim(out)) => Ok(out
-            .thread
-            .zip(out.lease)
-            .map(|(t, l)| (t.thread.thread_id, l.lease_token))),
+            .claimed
+            .map(|c| (c.thread.thread.thread_id, c.lease.lease_token))),
         Response::Success(_) => Ok(None),
         Response::Failure { error, .. } => {
             bail!(

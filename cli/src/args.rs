@@ -9,8 +9,10 @@
 
 use std::path::PathBuf;
 
-use clap::builder::PossibleValuesParser;
+use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use inbox_engine::{Kind, Priority, Status, Vocabulary};
+use inbox_host_native::Durability;
 
 const ROOT_HELP: &str = "\
 inbox is the durable coordination bus of an AI agent team. A leader opens a
@@ -79,9 +81,45 @@ pub struct Global {
     pub engine: Option<PathBuf>,
 }
 
-/// Every command.
-#[derive(Debug, Subcommand)]
-pub enum Command {
+/// Defines [`Command`], the subcommands, from two lists: the commands the
+/// engine runs (each variant named like the engine's `Request` variant, its
+/// arguments turned into that request's fields by
+/// [`crate::request::Fields`]) and the tools that run in the CLI alone.
+/// The list here is the only list of commands in this crate.
+macro_rules! command_line {
+    (
+        engine: { $($(#[$meta:meta])* $variant:ident($args:ident),)+ }
+        tools: { $($(#[$tool_meta:meta])* $tool:ident($tool_args:ident),)+ }
+    ) => {
+        /// Every command.
+        #[derive(Debug, Subcommand)]
+        pub enum Command {
+            $($(#[$meta])* $variant($args),)+
+            $($(#[$tool_meta])* $tool($tool_args),)+
+        }
+
+        impl Command {
+            /// The engine request these arguments make, or `None` for a
+            /// tool that runs in the CLI alone.
+            pub(crate) fn request(
+                self,
+                agent: Option<String>,
+                notes: &mut crate::request::Notes,
+            ) -> Option<Result<inbox_engine::Request, inbox_engine::EngineError>> {
+                use crate::request::Fields;
+                match self {
+                    $(Command::$variant(args) => {
+                        Some(args.fields(agent, notes).map(inbox_engine::Request::$variant))
+                    })+
+                    $(Command::$tool(_) => None,)+
+                }
+            }
+        }
+    };
+}
+
+command_line! {
+    engine: {
     /// Create the database (or upgrade it) and set its durability
     #[command(
         long_about = "\
@@ -291,6 +329,8 @@ Examples:
     )]
     WaitReply(WaitReplyArgs),
 
+    }
+    tools: {
     /// Print (or install) the SKILL.md that teaches agents this CLI
     #[command(after_help = "\
 Examples:
@@ -311,6 +351,7 @@ Examples:
   inbox script protocol.inbox"
     )]
     Script(ScriptArgs),
+    }
 }
 
 /// `--artifact` and its companions.
@@ -345,12 +386,46 @@ pub struct ContentArgs {
     pub payload_file: Option<PathBuf>,
 }
 
-fn kinds() -> PossibleValuesParser {
-    PossibleValuesParser::new(inbox_engine::Kind::ALL.iter().map(|k| k.as_str()))
+/// A value of one of the engine's vocabularies: `Status`, `Kind`,
+/// `Priority`, `Durability`. It offers every value the vocabulary has and
+/// refuses only spellings outside it, in the engine's words; whether a
+/// command allows a value is the engine's to say.
+fn one_of<V: Vocabulary + Send + Sync>() -> VocabularyParser<V> {
+    VocabularyParser(std::marker::PhantomData)
 }
 
-fn statuses() -> PossibleValuesParser {
-    PossibleValuesParser::new(inbox_engine::Status::ALL.iter().map(|s| s.as_str()))
+/// See [`one_of`].
+#[derive(Clone, Copy)]
+pub struct VocabularyParser<V>(std::marker::PhantomData<V>);
+
+impl<V: Vocabulary + Send + Sync> TypedValueParser for VocabularyParser<V> {
+    type Value = V;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<V, clap::Error> {
+        let text = value.to_string_lossy();
+        V::parse(&text).ok_or_else(|| {
+            let field = arg.map_or_else(String::new, |a| format!("`{}`: ", a.get_id()));
+            clap::Error::raw(
+                clap::error::ErrorKind::InvalidValue,
+                format!(
+                    "{field}{}\n\nFor more information, try '--help'.\n",
+                    V::unknown(&text)
+                ),
+            )
+            .with_cmd(command)
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new(
+            V::ALL.iter().map(|v| PossibleValue::new(v.as_str())),
+        ))
+    }
 }
 
 /// `init`.
@@ -358,8 +433,8 @@ fn statuses() -> PossibleValuesParser {
 pub struct InitArgs {
     /// Commit durability for every process: normal (crash-safe, no fsync per
     /// commit) or full (fsync per commit, survives power loss)
-    #[arg(long, value_parser = ["normal", "full"])]
-    pub durability: Option<String>,
+    #[arg(long, value_parser = one_of::<Durability>())]
+    pub durability: Option<Durability>,
 }
 
 /// `send`.
@@ -384,8 +459,8 @@ pub struct SendArgs {
     #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
     pub task: Option<String>,
     /// Message kind [default: task]
-    #[arg(long, value_parser = kinds())]
-    pub kind: Option<String>,
+    #[arg(long, value_parser = one_of::<Kind>())]
+    pub kind: Option<Kind>,
     /// One line for this message [default on a new thread: the subject]
     #[arg(long)]
     pub summary: Option<String>,
@@ -393,8 +468,8 @@ pub struct SendArgs {
     #[command(flatten)]
     pub content: ContentArgs,
     /// Queue priority (new threads) [default: normal]
-    #[arg(long, value_parser = ["low", "normal", "high"])]
-    pub priority: Option<String>,
+    #[arg(long, value_parser = one_of::<Priority>())]
+    pub priority: Option<Priority>,
     /// Claims allowed before an expired lease fails the thread (new threads) [default: 3]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_attempts: Option<u32>,
@@ -407,8 +482,8 @@ pub struct SendArgs {
 #[derive(Debug, Args)]
 pub struct FetchArgs {
     /// Statuses to include, comma-separated [default: pending]
-    #[arg(long, value_delimiter = ',', value_parser = statuses())]
-    pub status: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_parser = one_of::<Status>())]
+    pub status: Vec<Status>,
     /// At most this many [default: 20]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub limit: Option<u32>,
@@ -425,7 +500,7 @@ pub struct ClaimArgs {
     pub thread: Option<String>,
     /// Claim the first thread fetch would list, picked and leased in one
     /// step; exit 10 when nothing is claimable
-    #[arg(long, conflicts_with = "thread")]
+    #[arg(long)]
     pub next: bool,
     /// How long the lease lasts unless renewed [default: 900]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
@@ -456,8 +531,8 @@ pub struct UpdateArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub lease_token: Option<u64>,
     /// in_progress (working) or blocked (waiting for an answer) [default: unchanged]
-    #[arg(long, value_parser = ["in_progress", "blocked"])]
-    pub status: Option<String>,
+    #[arg(long, value_parser = one_of::<Status>(), hide_possible_values = true)]
+    pub status: Option<Status>,
     /// What happened; when blocked, exactly what is missing
     #[arg(long)]
     pub summary: Option<String>,
@@ -485,8 +560,8 @@ pub struct ReplyArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub lease_token: Option<u64>,
     /// answer, question, progress or control [default: answer]
-    #[arg(long, value_parser = ["answer", "question", "progress", "control"])]
-    pub kind: Option<String>,
+    #[arg(long, value_parser = one_of::<Kind>(), hide_possible_values = true)]
+    pub kind: Option<Kind>,
     /// One line: the answer itself, or what the message is
     #[arg(long)]
     pub summary: Option<String>,
@@ -536,8 +611,8 @@ pub struct CancelArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Statuses to include, comma-separated [default: all]
-    #[arg(long, value_delimiter = ',', value_parser = statuses())]
-    pub status: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_parser = one_of::<Status>())]
+    pub status: Vec<Status>,
     /// Threads this agent created
     #[arg(long, value_name = "AGENT")]
     pub created_by: Option<String>,
@@ -570,8 +645,8 @@ pub struct ShowArgs {
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Only events that leave a thread in one of these statuses, comma-separated
-    #[arg(long, value_delimiter = ',', value_parser = statuses())]
-    pub status: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_parser = one_of::<Status>())]
+    pub status: Vec<Status>,
     /// Resume after this event id [default: the latest event]
     #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
     pub after_event: Option<u64>,
@@ -590,14 +665,14 @@ pub struct WaitReplyArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub thread: Option<String>,
     /// Only messages after this one
-    #[arg(long, value_name = "MESSAGE_ID", conflicts_with = "after_event")]
+    #[arg(long, value_name = "MESSAGE_ID")]
     pub after_message: Option<String>,
     /// Only messages after this event id
     #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
     pub after_event: Option<u64>,
     /// Kinds that count as a reply, comma-separated [default: answer,control,result]
-    #[arg(long, value_delimiter = ',', value_parser = kinds())]
-    pub kinds: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_parser = one_of::<Kind>())]
+    pub kinds: Vec<Kind>,
     /// Give up after this long, exit 10 [default: 300]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub timeout_seconds: Option<u64>,

@@ -19,9 +19,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Parser;
 use clap::error::ErrorKind;
-use inbox_engine::{EngineError, Executor, Request, Response, StoreError};
+use clap::{CommandFactory, FromArgMatches};
+use inbox_engine::{Effect, EngineError, Executor, Request, Response, StoreError};
 use inbox_host_native::{Durability, HostClock, SqliteStore, open, watch};
 
 use args::{Cli, Command};
@@ -31,11 +31,16 @@ const SKILL: &str = include_str!("../SKILL.md");
 /// Runs `inbox` with the process's arguments and returns its exit code.
 pub fn main() -> ExitCode {
     let raw: Vec<OsString> = std::env::args_os().collect();
-    let cli = match Cli::try_parse_from(&raw) {
-        Ok(cli) => cli,
-        Err(error) => return usage_error(&raw, &error),
-    };
-    ExitCode::from(run(cli))
+    let parsed = Cli::command()
+        .try_get_matches_from(&raw)
+        .and_then(|matches| {
+            let name = matches.subcommand_name().unwrap_or_default().to_owned();
+            Cli::from_arg_matches(&matches).map(|cli| (cli, name))
+        });
+    match parsed {
+        Ok((cli, name)) => ExitCode::from(run(cli, &name)),
+        Err(error) => usage_error(&raw, &error),
+    }
 }
 
 /// Help and version go to stdout with exit 0; everything else clap refuses
@@ -52,13 +57,12 @@ fn usage_error(raw: &[OsString], error: &clap::Error) -> ExitCode {
         let rendered = error.render().to_string();
         let first = rendered.lines().next().unwrap_or("invalid arguments");
         let message = first.strip_prefix("error: ").unwrap_or(first);
+        let command_line = Cli::command();
         let command = raw
             .iter()
             .skip(1)
             .filter_map(|a| a.to_str())
-            .find(|a| {
-                inbox_engine::Request::COMMANDS.contains(a) || *a == "skill" || *a == "script"
-            })
+            .find(|a| command_line.find_subcommand(a).is_some())
             .map(str::to_owned);
         let hint = match &command {
             Some(command) => format!("; see `inbox {command} --help`"),
@@ -86,15 +90,16 @@ fn print_stderr(text: &str) {
     let _ = anstream::stderr().write_all(text.as_bytes());
 }
 
-fn run(cli: Cli) -> u8 {
-    let json = cli.global.json;
-    match &cli.command {
+/// Runs the command `name` (as the command line spelled it).
+fn run(cli: Cli, name: &str) -> u8 {
+    let Cli { global, command } = cli;
+    let json = global.json;
+    match &command {
         Command::Skill(args) => return skill(args.install.as_deref(), json),
         Command::Script(args) => return script(&args.file, json),
         _ => {}
     }
-    let command_name = command_name(&cli.command);
-    let fail = |error: EngineError| Response::failure(Some(command_name.to_owned()), error);
+    let fail = |error: EngineError| Response::failure(Some(name.to_owned()), error);
 
     let clock = match HostClock::from_env() {
         Ok(clock) => clock,
@@ -111,28 +116,37 @@ fn run(cli: Cli) -> u8 {
         }
     };
     let mut notes = Vec::new();
-    let request = match request::build(&cli.command, cli.global.agent.as_deref(), &mut notes) {
-        Ok(request) => request,
-        Err(error) => return finish(&fail(error), json, None, &notes),
+    let init_durability = match &command {
+        Command::Init(args) => Some(args.durability),
+        _ => None,
+    };
+    let request = match command.request(global.agent.clone(), &mut notes) {
+        Some(Ok(request)) => request,
+        Some(Err(error)) => return finish(&fail(error), json, None, &notes),
+        None => {
+            let message = format!("`{name}` does not go through the engine");
+            return finish(&fail(EngineError::Internal { message }), json, None, &notes);
+        }
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env_db = std::env::var_os("INBOX_DB").map(PathBuf::from);
     let (db_path, _) =
-        inbox_host_native::resolve_db_path(cli.global.db.as_deref(), env_db.as_deref(), &cwd);
+        inbox_host_native::resolve_db_path(global.db.as_deref(), env_db.as_deref(), &cwd);
 
     // A wait arms its watch before it opens the database, so that no commit
     // between the first query and the first sleep goes unnoticed.
-    let waits = matches!(request, Request::Watch(_) | Request::WaitReply(_));
+    let waits = request.effect() == Effect::Wait;
     let mut watcher = waits.then(|| watch::ChangeWatcher::arm(&db_path));
-    let loaded = match runner::Loaded::load(cli.global.engine.as_deref()) {
-        Ok(loaded) => loaded,
+    let engine = match runner::EngineChoice::load(global.engine.as_deref()) {
+        Ok(engine) => engine,
         Err(error) => return finish(&fail(error), json, None, &notes),
     };
-    let (store, durability) = match open_store(&cli.command, &db_path) {
+    let (store, durability) = match open_store(init_durability, &db_path) {
         Ok(opened) => opened,
         Err(error) => return finish(&fail(EngineError::Store(error)), json, None, &notes),
     };
-    let mut engine = match loaded.start(store, clock) {
+    let new_thread = matches!(&request, Request::Send(r) if r.thread_id.is_none());
+    let mut engine = match engine.start(store, clock) {
         Ok(engine) => engine,
         Err(error) => return finish(&fail(error), json, None, &notes),
     };
@@ -144,21 +158,24 @@ fn run(cli: Cli) -> u8 {
     };
     let context = render::Context {
         now: engine.now(),
-        agent: cli.global.agent.clone(),
-        new_thread: matches!(&cli.command, Command::Send(a) if a.thread.is_none()),
+        agent: global.agent,
+        new_thread,
         durability: Some(durability.as_str()),
     };
     finish(&response, json, Some(&context), &notes)
 }
 
-/// Opens the database: created by `init` (which also records durability),
-/// otherwise it must already exist.
-fn open_store(command: &Command, path: &Path) -> Result<(SqliteStore, Durability), StoreError> {
-    let (store, durability) = match command {
-        Command::Init(args) => {
+/// Opens the database: created by `init` (`init` is `Some`, with the
+/// durability to record, if given), otherwise it must already exist.
+fn open_store(
+    init: Option<Option<Durability>>,
+    path: &Path,
+) -> Result<(SqliteStore, Durability), StoreError> {
+    let (store, durability) = match init {
+        Some(chosen) => {
             let mut store = open::open_or_create(path)?;
             inbox_engine::Store::initialize(&mut store)?;
-            let durability = match args.durability.as_deref().and_then(Durability::parse) {
+            let durability = match chosen {
                 Some(chosen) => {
                     open::set_durability(&store, chosen)?;
                     chosen
@@ -202,27 +219,6 @@ fn finish(
         print_stderr(&err);
     }
     response.exit_code()
-}
-
-fn command_name(command: &Command) -> &'static str {
-    match command {
-        Command::Init(_) => "init",
-        Command::Send(_) => "send",
-        Command::Fetch(_) => "fetch",
-        Command::Claim(_) => "claim",
-        Command::Renew(_) => "renew",
-        Command::Update(_) => "update",
-        Command::Reply(_) => "reply",
-        Command::Done(_) => "done",
-        Command::Fail(_) => "fail",
-        Command::Cancel(_) => "cancel",
-        Command::List(_) => "list",
-        Command::Show(_) => "show",
-        Command::Watch(_) => "watch",
-        Command::WaitReply(_) => "wait-reply",
-        Command::Skill(_) => "skill",
-        Command::Script(_) => "script",
-    }
 }
 
 /// `inbox skill`: print SKILL.md, or write it to DIR/inbox/SKILL.md.

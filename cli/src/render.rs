@@ -111,10 +111,14 @@ fn success(output: &Output, cx: &Context) -> String {
         Output::Fail(out) => finished("Failed", out),
         Output::Cancel(out) => finished("Cancelled", out),
         Output::Claim(ClaimOutput {
-            thread: Some(thread),
-            lease: Some(lease),
-            event_id: Some(event_id),
-        }) => leased("Claimed", thread, lease, *event_id, cx.now),
+            claimed: Some(claimed),
+        }) => leased(
+            "Claimed",
+            &claimed.thread,
+            &claimed.lease,
+            claimed.event_id,
+            cx.now,
+        ),
         Output::Claim(_) => format!(
             "Nothing to claim for {}.\n",
             cx.agent.as_deref().unwrap_or("this agent")

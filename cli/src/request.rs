@@ -1,4 +1,4 @@
-//! Turning parsed arguments into the engine's [`Request`]: the host's share
+//! Turning parsed arguments into the engine's [`inbox_engine::Request`]: the host's share
 //! of input handling, i.e. what needs the file system or the command line.
 //!
 //! - `--body-file` and `--payload-file` are read here (`-` is stdin); they
@@ -14,9 +14,9 @@
 use std::io::Read;
 use std::path::Path;
 
+use inbox_engine::EngineError;
 use inbox_engine::validate::parse_json_object;
 use inbox_engine::wire::*;
-use inbox_engine::{EngineError, Kind, Priority, Request, Status};
 use sha2::{Digest, Sha256};
 
 use crate::args::*;
@@ -25,141 +25,223 @@ use crate::args::*;
 /// that does not exist yet is recorded without a digest).
 pub(crate) type Notes = Vec<String>;
 
-/// Builds the request for `command` (every command that reaches the engine).
-pub(crate) fn build(
-    command: &Command,
-    agent: Option<&str>,
-    notes: &mut Notes,
-) -> Result<Request, EngineError> {
-    let agent = agent.map(str::to_owned);
-    Ok(match command {
-        Command::Init(_) => Request::Init(InitRequest {}),
-        Command::Send(a) => {
-            let (body, payload) = content(&a.content)?;
-            Request::Send(SendRequest {
-                from_agent: a.from.clone().or(agent),
-                to_agent: a.to.clone(),
-                thread_id: a.thread.clone(),
-                run_id: a.run.clone(),
-                task_id: a.task.clone(),
-                subject: a.subject.clone(),
-                kind: a.kind.as_deref().and_then(Kind::parse),
-                summary: a.summary.clone(),
-                body,
-                payload,
-                priority: a.priority.as_deref().and_then(Priority::parse),
-                max_attempts: a.max_attempts,
-                artifacts: artifacts(&a.artifacts, notes)?,
-            })
-        }
-        Command::Fetch(a) => Request::Fetch(FetchRequest {
-            agent,
-            status: statuses(&a.status),
-            limit: a.limit,
-            unread: a.unread,
-        }),
-        Command::Claim(a) => Request::Claim(ClaimRequest {
-            agent,
-            thread_id: a.thread.clone(),
-            next: a.next,
-            lease_seconds: a.lease_seconds,
-        }),
-        Command::Renew(a) => Request::Renew(RenewRequest {
-            agent,
-            thread_id: a.thread.clone(),
-            lease_token: a.lease_token,
-            lease_seconds: a.lease_seconds,
-        }),
-        Command::Update(a) => {
-            let (body, payload) = content(&a.content)?;
-            Request::Update(UpdateRequest {
-                agent,
-                thread_id: a.thread.clone(),
-                lease_token: a.lease_token,
-                status: a.status.as_deref().and_then(Status::parse),
-                summary: a.summary.clone(),
-                body,
-                payload,
-                artifacts: artifacts(&a.artifacts, notes)?,
-            })
-        }
-        Command::Reply(a) => {
-            let (body, payload) = content(&a.content)?;
-            Request::Reply(ReplyRequest {
-                from_agent: a.from.clone().or(agent),
-                to_agent: a.to.clone(),
-                thread_id: a.thread.clone(),
-                lease_token: a.lease_token,
-                kind: a.kind.as_deref().and_then(Kind::parse),
-                summary: a.summary.clone(),
-                body,
-                payload,
-                artifacts: artifacts(&a.artifacts, notes)?,
-            })
-        }
-        Command::Done(a) | Command::Fail(a) => {
-            let (body, payload) = content(&a.content)?;
-            let finish = FinishRequest {
-                agent,
-                thread_id: a.thread.clone(),
-                lease_token: a.lease_token,
-                summary: a.summary.clone(),
-                body,
-                payload,
-                artifacts: artifacts(&a.artifacts, notes)?,
-            };
-            if matches!(command, Command::Done(_)) {
-                Request::Done(finish)
-            } else {
-                Request::Fail(finish)
-            }
-        }
-        Command::Cancel(a) => Request::Cancel(CancelRequest {
-            agent,
-            thread_id: a.thread.clone(),
-            reason: a.reason.clone(),
-            artifacts: artifacts(&a.artifacts, notes)?,
-        }),
-        Command::List(a) => Request::List(ListRequest {
-            agent,
-            status: statuses(&a.status),
-            created_by: a.created_by.clone(),
-            assigned_to: a.assigned_to.clone(),
-            run_id: a.run.clone(),
-            task_id: a.task.clone(),
-            limit: a.limit,
-        }),
-        Command::Show(a) => Request::Show(ShowRequest {
-            thread_id: a.thread.clone(),
-            agent,
-            mark_read: a.mark_read,
-        }),
-        Command::Watch(a) => Request::Watch(WatchRequest {
-            agent,
-            status: statuses(&a.status),
-            after_event: a.after_event,
-            timeout_seconds: a.timeout_seconds,
-            limit: a.limit,
-        }),
-        Command::WaitReply(a) => Request::WaitReply(WaitReplyRequest {
-            thread_id: a.thread.clone(),
-            agent,
-            lease_token: a.lease_token,
-            after_event: a.after_event,
-            after_message: a.after_message.clone(),
-            kinds: a.kinds.iter().filter_map(|k| Kind::parse(k)).collect(),
-            timeout_seconds: a.timeout_seconds,
-        }),
-        Command::Skill(_) | Command::Script(_) => {
-            return Err(EngineError::InvalidRequest {
-                message: "this command does not go through the engine".into(),
-            });
-        }
-    })
+/// One command's arguments turned into its request's fields: the host's
+/// share of input handling (files read, artifacts described), with every
+/// value passed on as given for the engine to judge.
+pub(crate) trait Fields {
+    /// The request's field record.
+    type Fields;
+
+    /// The fields; `agent` is the global `--agent` (or `$INBOX_AGENT`).
+    fn fields(self, agent: Option<String>, notes: &mut Notes) -> Result<Self::Fields, EngineError>;
 }
 
-fn statuses(given: &[String]) -> Vec<Status> {
-    given.iter().filter_map(|s| Status::parse(s)).collect()
+impl Fields for InitArgs {
+    type Fields = InitRequest;
+
+    // `--durability` is the host's (a connection setting), not the engine's.
+    fn fields(self, _: Option<String>, _: &mut Notes) -> Result<InitRequest, EngineError> {
+        Ok(InitRequest {})
+    }
+}
+
+impl Fields for SendArgs {
+    type Fields = SendRequest;
+
+    fn fields(self, agent: Option<String>, notes: &mut Notes) -> Result<SendRequest, EngineError> {
+        let (body, payload) = content(&self.content)?;
+        Ok(SendRequest {
+            from_agent: self.from.or(agent),
+            to_agent: self.to,
+            thread_id: self.thread,
+            run_id: self.run,
+            task_id: self.task,
+            subject: self.subject,
+            kind: self.kind,
+            summary: self.summary,
+            body,
+            payload,
+            priority: self.priority,
+            max_attempts: self.max_attempts,
+            artifacts: artifacts(&self.artifacts, notes)?,
+        })
+    }
+}
+
+impl Fields for FetchArgs {
+    type Fields = FetchRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<FetchRequest, EngineError> {
+        Ok(FetchRequest {
+            agent,
+            status: self.status,
+            limit: self.limit,
+            unread: self.unread,
+        })
+    }
+}
+
+impl Fields for ClaimArgs {
+    type Fields = ClaimRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<ClaimRequest, EngineError> {
+        Ok(ClaimRequest {
+            agent,
+            thread_id: self.thread,
+            next: self.next,
+            lease_seconds: self.lease_seconds,
+        })
+    }
+}
+
+impl Fields for RenewArgs {
+    type Fields = RenewRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<RenewRequest, EngineError> {
+        Ok(RenewRequest {
+            agent,
+            thread_id: self.thread,
+            lease_token: self.lease_token,
+            lease_seconds: self.lease_seconds,
+        })
+    }
+}
+
+impl Fields for UpdateArgs {
+    type Fields = UpdateRequest;
+
+    fn fields(
+        self,
+        agent: Option<String>,
+        notes: &mut Notes,
+    ) -> Result<UpdateRequest, EngineError> {
+        let (body, payload) = content(&self.content)?;
+        Ok(UpdateRequest {
+            agent,
+            thread_id: self.thread,
+            lease_token: self.lease_token,
+            status: self.status,
+            summary: self.summary,
+            body,
+            payload,
+            artifacts: artifacts(&self.artifacts, notes)?,
+        })
+    }
+}
+
+impl Fields for ReplyArgs {
+    type Fields = ReplyRequest;
+
+    fn fields(self, agent: Option<String>, notes: &mut Notes) -> Result<ReplyRequest, EngineError> {
+        let (body, payload) = content(&self.content)?;
+        Ok(ReplyRequest {
+            from_agent: self.from.or(agent),
+            to_agent: self.to,
+            thread_id: self.thread,
+            lease_token: self.lease_token,
+            kind: self.kind,
+            summary: self.summary,
+            body,
+            payload,
+            artifacts: artifacts(&self.artifacts, notes)?,
+        })
+    }
+}
+
+impl Fields for FinishArgs {
+    type Fields = FinishRequest;
+
+    fn fields(
+        self,
+        agent: Option<String>,
+        notes: &mut Notes,
+    ) -> Result<FinishRequest, EngineError> {
+        let (body, payload) = content(&self.content)?;
+        Ok(FinishRequest {
+            agent,
+            thread_id: self.thread,
+            lease_token: self.lease_token,
+            summary: self.summary,
+            body,
+            payload,
+            artifacts: artifacts(&self.artifacts, notes)?,
+        })
+    }
+}
+
+impl Fields for CancelArgs {
+    type Fields = CancelRequest;
+
+    fn fields(
+        self,
+        agent: Option<String>,
+        notes: &mut Notes,
+    ) -> Result<CancelRequest, EngineError> {
+        Ok(CancelRequest {
+            agent,
+            thread_id: self.thread,
+            reason: self.reason,
+            artifacts: artifacts(&self.artifacts, notes)?,
+        })
+    }
+}
+
+impl Fields for ListArgs {
+    type Fields = ListRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<ListRequest, EngineError> {
+        Ok(ListRequest {
+            agent,
+            status: self.status,
+            created_by: self.created_by,
+            assigned_to: self.assigned_to,
+            run_id: self.run,
+            task_id: self.task,
+            limit: self.limit,
+        })
+    }
+}
+
+impl Fields for ShowArgs {
+    type Fields = ShowRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<ShowRequest, EngineError> {
+        Ok(ShowRequest {
+            thread_id: self.thread,
+            agent,
+            mark_read: self.mark_read,
+        })
+    }
+}
+
+impl Fields for WatchArgs {
+    type Fields = WatchRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<WatchRequest, EngineError> {
+        Ok(WatchRequest {
+            agent,
+            status: self.status,
+            after_event: self.after_event,
+            timeout_seconds: self.timeout_seconds,
+            limit: self.limit,
+        })
+    }
+}
+
+impl Fields for WaitReplyArgs {
+    type Fields = WaitReplyRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<WaitReplyRequest, EngineError> {
+        Ok(WaitReplyRequest {
+            thread_id: self.thread,
+            agent,
+            lease_token: self.lease_token,
+            after_event: self.after_event,
+            after_message: self.after_message,
+            kinds: self.kinds,
+            timeout_seconds: self.timeout_seconds,
+        })
+    }
 }
 
 fn content(args: &ContentArgs) -> Result<(Option<String>, Option<serde_json::Value>), EngineError> {

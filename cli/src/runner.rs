@@ -9,19 +9,10 @@ use std::path::Path;
 use inbox_engine::{EngineError, Executor, Request, Response, Timestamp};
 use inbox_host_native::{HostClock, NativeEngine, SqliteStore};
 
-/// The engine a command runs on.
-pub(crate) enum Runner {
-    /// The engine compiled into this binary.
-    Native(Box<NativeEngine>),
-    /// An engine component, sandboxed.
-    #[cfg(feature = "plugin")]
-    Plugin(Box<inbox_plugin_host::PluginEngine<SqliteStore, HostClock>>),
-}
-
 /// The engine chosen on the command line, loaded before the database is
 /// opened: a component that cannot be used is refused before anything (even
 /// `init`) touches the file.
-pub(crate) enum Loaded {
+pub(crate) enum EngineChoice {
     /// The engine compiled into this binary.
     BuiltIn,
     /// An engine component, compiled and checked against our world.
@@ -29,11 +20,20 @@ pub(crate) enum Loaded {
     Component(inbox_plugin_host::Plugin),
 }
 
-impl Loaded {
+/// The chosen engine over the command's store, ready to run it.
+pub(crate) enum Runner {
+    /// The engine compiled into this binary.
+    BuiltIn(Box<NativeEngine>),
+    /// An engine component, sandboxed.
+    #[cfg(feature = "plugin")]
+    Component(Box<inbox_plugin_host::PluginEngine<SqliteStore, HostClock>>),
+}
+
+impl EngineChoice {
     /// The built-in engine, or the component at `component`.
-    pub(crate) fn load(component: Option<&Path>) -> Result<Loaded, EngineError> {
+    pub(crate) fn load(component: Option<&Path>) -> Result<EngineChoice, EngineError> {
         match component {
-            None => Ok(Loaded::BuiltIn),
+            None => Ok(EngineChoice::BuiltIn),
             Some(path) => load_component(path),
         }
     }
@@ -41,15 +41,15 @@ impl Loaded {
     /// The engine over `store`, ready to run a command.
     pub(crate) fn start(self, store: SqliteStore, clock: HostClock) -> Result<Runner, EngineError> {
         match self {
-            Loaded::BuiltIn => Ok(Runner::Native(Box::new(inbox_engine::Engine::new(
+            EngineChoice::BuiltIn => Ok(Runner::BuiltIn(Box::new(inbox_engine::Engine::new(
                 store,
                 clock,
                 inbox_host_native::host_ids(),
             )))),
             #[cfg(feature = "plugin")]
-            Loaded::Component(plugin) => plugin
+            EngineChoice::Component(plugin) => plugin
                 .instantiate(store, clock, inbox_host_native::os_seed())
-                .map(|engine| Runner::Plugin(Box::new(engine)))
+                .map(|engine| Runner::Component(Box::new(engine)))
                 .map_err(refused),
         }
     }
@@ -59,9 +59,9 @@ impl Runner {
     /// The SQLite store the command runs on (watched by waits).
     pub(crate) fn store(&self) -> &SqliteStore {
         match self {
-            Runner::Native(engine) => engine.store(),
+            Runner::BuiltIn(engine) => engine.store(),
             #[cfg(feature = "plugin")]
-            Runner::Plugin(engine) => engine.store(),
+            Runner::Component(engine) => engine.store(),
         }
     }
 }
@@ -76,13 +76,13 @@ fn refused(error: inbox_plugin_host::PluginError) -> EngineError {
 }
 
 #[cfg(feature = "plugin")]
-fn load_component(path: &Path) -> Result<Loaded, EngineError> {
+fn load_component(path: &Path) -> Result<EngineChoice, EngineError> {
     use inbox_plugin_host::{Limits, Plugin};
     match cache_dir() {
         Some(dir) => Plugin::from_file_cached(path, Limits::default(), &dir),
         None => Plugin::from_file(path, Limits::default()),
     }
-    .map(Loaded::Component)
+    .map(EngineChoice::Component)
     .map_err(refused)
 }
 
@@ -105,7 +105,7 @@ fn cache_dir() -> Option<std::path::PathBuf> {
 }
 
 #[cfg(not(feature = "plugin"))]
-fn load_component(_: &Path) -> Result<Loaded, EngineError> {
+fn load_component(_: &Path) -> Result<EngineChoice, EngineError> {
     Err(EngineError::InvalidValue {
         field: "engine".into(),
         problem: "needs an inbox built with plugin support; install one with `cargo install --path cli --features plugin`".into(),
@@ -115,17 +115,17 @@ fn load_component(_: &Path) -> Result<Loaded, EngineError> {
 impl Executor for Runner {
     fn execute(&mut self, request: Request) -> Response {
         match self {
-            Runner::Native(engine) => engine.execute(request),
+            Runner::BuiltIn(engine) => engine.execute(request),
             #[cfg(feature = "plugin")]
-            Runner::Plugin(engine) => Executor::execute(engine.as_mut(), request),
+            Runner::Component(engine) => Executor::execute(engine.as_mut(), request),
         }
     }
 
     fn now(&mut self) -> Timestamp {
         match self {
-            Runner::Native(engine) => engine.now(),
+            Runner::BuiltIn(engine) => engine.now(),
             #[cfg(feature = "plugin")]
-            Runner::Plugin(engine) => Executor::now(engine.as_mut()),
+            Runner::Component(engine) => Executor::now(engine.as_mut()),
         }
     }
 }

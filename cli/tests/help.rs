@@ -7,7 +7,10 @@
 
 mod common;
 
+use clap::CommandFactory;
 use common::TestEnv;
+use inbox_cli::args::Cli;
+use inbox_engine::Command as EngineCommand;
 
 #[test]
 fn root_help_explains_the_worker_loop() {
@@ -18,31 +21,46 @@ fn root_help_explains_the_worker_loop() {
     insta::assert_snapshot!(run.to_string());
 }
 
+/// The subcommands, as the command line defines them.
+fn subcommands() -> Vec<String> {
+    Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect()
+}
+
 #[test]
 fn every_command_has_help_that_says_when_to_use_it() {
     let env = TestEnv::new();
-    for command in [
-        "init",
-        "send",
-        "fetch",
-        "claim",
-        "renew",
-        "update",
-        "reply",
-        "done",
-        "fail",
-        "cancel",
-        "list",
-        "show",
-        "watch",
-        "wait-reply",
-        "skill",
-        "script",
-    ] {
-        let run = env.run(&[command, "--help"]);
+    for command in subcommands() {
+        let run = env.run(&[&command, "--help"]);
         assert_eq!(run.status, 0, "{command}: {run}");
+        assert!(
+            run.stdout.contains("Examples:"),
+            "{command} has no examples"
+        );
         insta::assert_snapshot!(format!("help_{command}"), run.to_string());
     }
+}
+
+/// Every engine command a person runs has a subcommand of the same name;
+/// the engine's `sweep` (every write does it) and `version` (`inbox
+/// --version`) are for hosts. The command line's own tools are the rest.
+#[test]
+fn the_subcommands_are_the_engine_s_commands_and_two_tools() {
+    let names = subcommands();
+    let missing: Vec<&str> = EngineCommand::ALL
+        .iter()
+        .map(|c| c.as_str())
+        .filter(|name| !names.iter().any(|n| n == name))
+        .collect();
+    assert_eq!(missing, ["sweep", "version"]);
+    let tools: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|name| EngineCommand::parse(name).is_none())
+        .collect();
+    assert_eq!(tools, ["skill", "script"]);
 }
 
 #[test]

@@ -1,27 +1,33 @@
-//! [`Engine`]: executes one [`Request`] as one store transaction and returns
-//! one [`Response`].
+//! [`Engine`]: executes one [`Request`] and returns one [`Response`].
 //!
-//! Each command is validated first (pure, no store access), then run inside a
-//! transaction: reads in a read transaction, everything else in a write
-//! transaction that first records lapsed leases (the sweep). Any error rolls
-//! the transaction back, so a failed command has changed nothing. This module
-//! must never block, sleep or read a clock other than the injected one:
-//! waiting is the host's job, helped by [`crate::Waiter`].
+//! Each command is checked first (`input`: pure, no store access), then its
+//! handler runs inside one store transaction: a read transaction for
+//! [`Effect::Read`] and [`Effect::Wait`], a write transaction for
+//! [`Effect::Write`] that first records lapsed leases (the sweep). Which
+//! check, which handler and which transaction all come from the command
+//! table ([`crate::for_each_command`]); handlers live in `writes` and
+//! `reads`, the steps they share in `tx`.
+//!
+//! An error rolls the command's transaction back, so a refused or failed
+//! command writes nothing of its own; the one thing a failed write may leave
+//! behind is the recording of leases that had already run out, which any
+//! write would have recorded (see [`Engine::write`]). This module must never
+//! block, sleep or read a clock other than the injected one: waiting is the
+//! host's job, helped by [`crate::Waiter`].
 
 mod input;
 mod reads;
 mod tx;
+mod writes;
 
+use crate::command::Effect;
 use crate::error::EngineError;
 use crate::ids::IdSource;
 use crate::model::Kind;
-use crate::rules::Action;
 use crate::store::{Store, TxMode};
 use crate::time::{Clock, Timestamp};
-use crate::validate as v;
 use crate::wire::*;
 
-use input::*;
 use tx::Tx;
 
 /// Reply kinds `wait-reply` matches when the request names none.
@@ -84,123 +90,45 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     }
 
     /// Executes one command. Never panics on any input; an error response
-    /// means nothing was changed.
+    /// means the command wrote nothing of its own (see the module docs).
     ///
     /// `watch` and `wait-reply` poll once and return `woke: false` if nothing
     /// matched; to block, drive them with a [`crate::Waiter`].
     pub fn execute(&mut self, request: Request) -> Response {
         let command = request.command();
-        match self.run(request) {
+        match self.dispatch(request) {
             Ok(output) => Response::Success(output),
-            Err(error) => Response::failure(Some(command.to_owned()), error),
+            Err(error) => Response::failure(Some(command.as_str().to_owned()), error),
         }
     }
 
-    fn run(&mut self, request: Request) -> Result<Output, EngineError> {
-        match request {
-            Request::Init(_) => {
-                let info = self.store.initialize()?;
-                Ok(Output::Init(InitOutput {
-                    database: info.location,
-                    schema_version: info.schema_version,
-                }))
-            }
-            Request::Version(_) => Ok(Output::Version(VersionOutput {
-                engine_version: env!("CARGO_PKG_VERSION").to_owned(),
-                wire_version: WIRE_VERSION,
-            })),
-            Request::Send(r) => {
-                let input = SendInput::check(&r)?;
-                self.write(|tx| tx.send(&input)).map(Output::Send)
-            }
-            Request::Fetch(r) => {
-                let input = FetchInput::check(&r)?;
-                self.read(|tx| tx.fetch(&input)).map(Output::Fetch)
-            }
-            Request::Claim(r) => {
-                let agent = v::agent("agent", &r.agent)?;
-                let seconds = lease_seconds(r.lease_seconds)?.unwrap_or(v::DEFAULT_LEASE_SECONDS);
-                if r.next {
-                    if r.thread_id.is_some() {
-                        return Err(EngineError::invalid(
-                            "next",
-                            "claims the next thread of the queue; give it or thread_id, not both",
-                        ));
-                    }
-                    return self
-                        .write(|tx| tx.claim_next(agent, seconds))
-                        .map(Output::Claim);
-                }
-                let thread_id = v::required(
-                    "thread_id",
-                    &r.thread_id,
-                    "give the thread to claim, or next=true to claim the next one of your queue",
-                )?;
-                self.write(|tx| tx.claim(agent, thread_id, seconds))
-                    .map(|out| Output::Claim(out.into()))
-            }
-            Request::Renew(r) => {
-                let agent = v::agent("agent", &r.agent)?;
-                let thread_id = v::id("thread_id", &r.thread_id)?;
-                let seconds = lease_seconds(r.lease_seconds)?;
-                self.write(|tx| tx.renew(agent, thread_id, r.lease_token, seconds))
-                    .map(Output::Renew)
-            }
-            Request::Update(r) => {
-                let input = UpdateInput::check(&r)?;
-                self.write(|tx| tx.update(&input)).map(Output::Update)
-            }
-            Request::Reply(r) => {
-                let input = AppendInput::reply(&r)?;
-                self.write(|tx| tx.append(&input)).map(Output::Reply)
-            }
-            Request::Done(r) => {
-                let input = FinishInput::check(&r, Action::Complete)?;
-                self.write(|tx| tx.finish(&input)).map(Output::Done)
-            }
-            Request::Fail(r) => {
-                let input = FinishInput::check(&r, Action::Fail)?;
-                self.write(|tx| tx.finish(&input)).map(Output::Fail)
-            }
-            Request::Cancel(r) => {
-                let agent = v::agent("agent", &r.agent)?;
-                let thread_id = v::id("thread_id", &r.thread_id)?;
-                let reason = v::required("reason", &r.reason, "say why the thread is cancelled")?;
-                v::line("reason", reason, v::SUMMARY_MAX_CHARS)?;
-                let artifacts = v::artifacts(&r.artifacts)?;
-                self.write(|tx| tx.cancel(agent, thread_id, reason, &artifacts))
-                    .map(Output::Cancel)
-            }
-            Request::List(r) => {
-                let query = list_query(&r)?;
-                self.read(|tx| tx.list(&query)).map(Output::List)
-            }
-            Request::Show(r) => {
-                let thread_id = v::id("thread_id", &r.thread_id)?;
-                let agent = v::optional_agent("agent", &r.agent)?;
-                if r.mark_read {
-                    let agent = agent.ok_or_else(|| {
-                        EngineError::missing(
-                            "agent",
-                            "mark_read moves the read cursor of an agent; say whose",
-                        )
-                    })?;
-                    self.write(|tx| tx.show(thread_id, Some(agent), true))
-                } else {
-                    self.read(|tx| tx.show(thread_id, agent, false))
-                }
-                .map(Output::Show)
-            }
-            Request::Watch(r) => {
-                let input = WatchInput::check(&r)?;
-                self.read(|tx| tx.watch(&input)).map(Output::Watch)
-            }
-            Request::WaitReply(r) => {
-                let input = WaitReplyInput::check(&r)?;
-                self.read(|tx| tx.wait_reply(&input)).map(Output::WaitReply)
-            }
-            Request::Sweep(_) => self.sweep().map(Output::Sweep),
+    /// Runs `f` in the transaction `effect` calls for.
+    fn in_transaction<T>(
+        &mut self,
+        effect: Effect,
+        f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        match effect {
+            Effect::Read | Effect::Wait => self.read(f),
+            Effect::Write => self.write(f),
         }
+    }
+
+    /// `init`: prepares the store, outside any transaction.
+    fn init(&mut self, _: InitRequest) -> Result<InitOutput, EngineError> {
+        let info = self.store.initialize()?;
+        Ok(InitOutput {
+            database: info.location,
+            schema_version: info.schema_version,
+        })
+    }
+
+    /// `version`: touches no store.
+    fn version(&mut self, _: VersionRequest) -> Result<VersionOutput, EngineError> {
+        Ok(VersionOutput {
+            engine_version: env!("CARGO_PKG_VERSION").to_owned(),
+            wire_version: WIRE_VERSION,
+        })
     }
 
     /// Runs `f` in a read transaction.
@@ -222,25 +150,25 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         let now = self.clock.now();
         let mut swept = false;
         let result = self.transaction(TxMode::Write, now, |tx| {
-            swept = !tx.sweep()?.is_empty();
+            swept = !tx.record_lapses()?.is_empty();
             f(tx)
         });
         if result.is_err() && swept {
             // Best effort: the command's own error is what the caller needs.
-            let _ = self.transaction(TxMode::Write, now, |tx| tx.sweep());
+            let _ = self.transaction(TxMode::Write, now, |tx| tx.record_lapses());
         }
         result
     }
 
     /// `sweep`: records lapsed leases. Checks in a read transaction first, so
     /// waiters can call it often without taking the write lock.
-    fn sweep(&mut self) -> Result<SweepOutput, EngineError> {
+    fn sweep(&mut self, _: SweepRequest) -> Result<SweepOutput, EngineError> {
         let now = self.clock.now();
         let lapsed = self.transaction(TxMode::Read, now, |tx| {
             Ok(!tx.store.lapsed_leases(now, 1)?.is_empty())
         })?;
         let events = if lapsed {
-            self.transaction(TxMode::Write, now, |tx| tx.sweep())?
+            self.transaction(TxMode::Write, now, |tx| tx.record_lapses())?
         } else {
             Vec::new()
         };
@@ -288,8 +216,44 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     }
 }
 
-fn lease_seconds(value: Option<u64>) -> Result<Option<u64>, EngineError> {
-    value
-        .map(|s| v::bounded("lease_seconds", Some(s), 0, v::MAX_LEASE_SECONDS))
-        .transpose()
+/// Generates [`Engine::dispatch`] from the command table: each command's
+/// input check and handler, in the transaction its effect calls for, or the
+/// engine's own handler for commands that manage their own transactions.
+macro_rules! dispatch {
+    ($({
+        docs: [$($doc:tt)+],
+        variant: $variant:ident,
+        name: $name:tt,
+        handler: $handler:ident,
+        js: [$($js:ident)+],
+        request: $request:ident,
+        output: $output:ident,
+        effect: $effect:ident,
+        writes_if: [$($flag:ident)?],
+        transactions: [$($own:ident)?],
+    })+) => {
+        impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
+            /// Runs one request: see the module docs.
+            fn dispatch(&mut self, request: Request) -> Result<Output, EngineError> {
+                let effect = request.effect();
+                match request {
+                    $(Request::$variant(request) => {
+                        dispatch!(@run self, effect, $handler, request, [$($own)?])
+                            .map(Output::$variant)
+                    })+
+                }
+            }
+        }
+    };
+    (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, []) => {{
+        let _ = $effect;
+        let input = input::$handler($request)?;
+        $engine.in_transaction($effect, |tx| tx.$handler(input))
+    }};
+    (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [own]) => {{
+        let _ = $effect;
+        $engine.$handler($request)
+    }};
 }
+
+crate::for_each_command!(dispatch);

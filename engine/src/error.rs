@@ -8,107 +8,34 @@
 
 use crate::model::{LeaseToken, Status};
 use crate::time::Timestamp;
+use crate::vocabulary::vocabulary;
 
-/// The stable, snake_case code of every error the engine or a store returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ErrorCode {
-    /// The request could not be decoded: unknown command or field, wrong
-    /// type, unknown kind/status/priority spelling, or a CLI usage error.
-    InvalidRequest,
-    /// A required field is absent or blank.
-    MissingField,
-    /// A field is well-formed but not allowed (out of range, bad characters,
-    /// a kind the command does not take).
-    InvalidValue,
-    /// A text or JSON field is longer than its documented limit.
-    TooLong,
-    /// A payload or metadata is not valid JSON or not a JSON object.
-    InvalidPayload,
-    /// The command is not allowed in the thread's current status.
-    InvalidState,
-    /// The thread is finished (done, failed or cancelled) and accepts nothing.
-    ThreadFinished,
-    /// The thread is assigned to another agent.
-    NotAssigned,
-    /// Someone holds a live lease on the thread.
-    LeaseConflict,
-    /// The caller's lease was replaced by a newer claim.
-    LeaseLost,
-    /// The caller does not hold the thread's lease.
-    NotLeaseHolder,
-    /// No thread has that id.
-    ThreadNotFound,
-    /// No message has that id (in that thread).
-    MessageNotFound,
-    /// The store stayed busy past its retry budget.
-    StorageBusy,
-    /// The store was written by a newer version of inbox.
-    SchemaTooNew,
-    /// The store has not been initialized.
-    NotInitialized,
-    /// The store failed (I/O, corruption, a host adapter error).
-    StorageError,
-    /// A bug: the engine reached a state it considers impossible.
-    InternalError,
+vocabulary! {
+    /// The stable, snake_case code of every error the engine or a store
+    /// returns, in documentation order.
+    pub enum ErrorCode ("error code") {
+        InvalidRequest = "invalid_request" : "The request could not be decoded: unknown command or field, wrong JSON type, unknown kind/status/priority, or a CLI usage error.",
+        MissingField = "missing_field" : "A required field is absent or blank.",
+        InvalidValue = "invalid_value" : "A field is well-formed but not allowed: out of range, bad characters, or a kind the command does not take.",
+        TooLong = "too_long" : "A text or JSON field is over its documented limit.",
+        InvalidPayload = "invalid_payload" : "A payload or artifact metadata is not valid JSON or not a JSON object.",
+        InvalidState = "invalid_state" : "The command is not allowed in the thread's current status, e.g. an update on a thread nobody claimed.",
+        NotAssigned = "not_assigned" : "The thread is assigned to another agent; only its assignee may claim it.",
+        ThreadFinished = "thread_finished" : "The thread is done, failed or cancelled and accepts nothing more; usually someone else got there first: move on.",
+        LeaseConflict = "lease_conflict" : "The thread has a live lease (held by anyone, the same agent name included).",
+        LeaseLost = "lease_lost" : "The caller's lease was replaced by a newer claim; stop working on the thread.",
+        NotLeaseHolder = "not_lease_holder" : "The caller never held the thread's current lease.",
+        ThreadNotFound = "thread_not_found" : "No thread has that id.",
+        MessageNotFound = "message_not_found" : "No message with that id exists in that thread.",
+        StorageBusy = "storage_busy" : "The store stayed busy past its retry budget; retry.",
+        SchemaTooNew = "schema_too_new" : "The store was written by a newer version of inbox; upgrade.",
+        NotInitialized = "not_initialized" : "The store has not been initialized; run init.",
+        StorageError = "storage_error" : "The store failed (I/O, corruption, host adapter error).",
+        InternalError = "internal_error" : "A bug in inbox; please report it.",
+    }
 }
 
 impl ErrorCode {
-    /// Every code, in documentation order.
-    pub const ALL: &'static [ErrorCode] = &[
-        ErrorCode::InvalidRequest,
-        ErrorCode::MissingField,
-        ErrorCode::InvalidValue,
-        ErrorCode::TooLong,
-        ErrorCode::InvalidPayload,
-        ErrorCode::InvalidState,
-        ErrorCode::NotAssigned,
-        ErrorCode::ThreadFinished,
-        ErrorCode::LeaseConflict,
-        ErrorCode::LeaseLost,
-        ErrorCode::NotLeaseHolder,
-        ErrorCode::ThreadNotFound,
-        ErrorCode::MessageNotFound,
-        ErrorCode::StorageBusy,
-        ErrorCode::SchemaTooNew,
-        ErrorCode::NotInitialized,
-        ErrorCode::StorageError,
-        ErrorCode::InternalError,
-    ];
-
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidRequest => "invalid_request",
-            ErrorCode::MissingField => "missing_field",
-            ErrorCode::InvalidValue => "invalid_value",
-            ErrorCode::TooLong => "too_long",
-            ErrorCode::InvalidPayload => "invalid_payload",
-            ErrorCode::InvalidState => "invalid_state",
-            ErrorCode::ThreadFinished => "thread_finished",
-            ErrorCode::NotAssigned => "not_assigned",
-            ErrorCode::LeaseConflict => "lease_conflict",
-            ErrorCode::LeaseLost => "lease_lost",
-            ErrorCode::NotLeaseHolder => "not_lease_holder",
-            ErrorCode::ThreadNotFound => "thread_not_found",
-            ErrorCode::MessageNotFound => "message_not_found",
-            ErrorCode::StorageBusy => "storage_busy",
-            ErrorCode::SchemaTooNew => "schema_too_new",
-            ErrorCode::NotInitialized => "not_initialized",
-            ErrorCode::StorageError => "storage_error",
-            ErrorCode::InternalError => "internal_error",
-        }
-    }
-
-    /// Parses the wire spelling (`lease_conflict`); `None` for anything else.
-    /// For hosts that read a response another engine wrote (see
-    /// [`crate::Response::from_json`]).
-    pub fn parse(text: &str) -> Option<ErrorCode> {
-        ErrorCode::ALL
-            .iter()
-            .copied()
-            .find(|code| code.as_str() == text)
-    }
-
     /// The process exit code for this error: 20 conflict, 30 invalid input or
     /// transition, 40 not found, 50 storage or internal.
     pub fn exit_code(self) -> u8 {
@@ -131,54 +58,6 @@ impl ErrorCode {
             | ErrorCode::StorageError
             | ErrorCode::InternalError => 50,
         }
-    }
-
-    /// When the code is returned, in one sentence (for generated docs).
-    pub fn description(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidRequest => {
-                "The request could not be decoded: unknown command or field, wrong JSON type, unknown kind/status/priority, or a CLI usage error."
-            }
-            ErrorCode::MissingField => "A required field is absent or blank.",
-            ErrorCode::InvalidValue => {
-                "A field is well-formed but not allowed: out of range, bad characters, or a kind the command does not take."
-            }
-            ErrorCode::TooLong => "A text or JSON field is over its documented limit.",
-            ErrorCode::InvalidPayload => {
-                "A payload or artifact metadata is not valid JSON or not a JSON object."
-            }
-            ErrorCode::InvalidState => {
-                "The command is not allowed in the thread's current status, e.g. an update on a thread nobody claimed."
-            }
-            ErrorCode::ThreadFinished => {
-                "The thread is done, failed or cancelled and accepts nothing more; usually someone else got there first: move on."
-            }
-            ErrorCode::NotAssigned => {
-                "The thread is assigned to another agent; only its assignee may claim it."
-            }
-            ErrorCode::LeaseConflict => {
-                "The thread has a live lease (held by anyone, the same agent name included)."
-            }
-            ErrorCode::LeaseLost => {
-                "The caller's lease was replaced by a newer claim; stop working on the thread."
-            }
-            ErrorCode::NotLeaseHolder => "The caller never held the thread's current lease.",
-            ErrorCode::ThreadNotFound => "No thread has that id.",
-            ErrorCode::MessageNotFound => "No message with that id exists in that thread.",
-            ErrorCode::StorageBusy => "The store stayed busy past its retry budget; retry.",
-            ErrorCode::SchemaTooNew => {
-                "The store was written by a newer version of inbox; upgrade."
-            }
-            ErrorCode::NotInitialized => "The store has not been initialized; run init.",
-            ErrorCode::StorageError => "The store failed (I/O, corruption, host adapter error).",
-            ErrorCode::InternalError => "A bug in inbox; please report it.",
-        }
-    }
-}
-
-impl std::fmt::Display for ErrorCode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -9,9 +9,12 @@
 //! # Map
 //!
 //! - [`model`]: the records (thread, message, artifact, lease, event, read
-//!   cursor) and vocabularies (status, kind, priority, event type).
+//!   cursor) and vocabularies (status, kind, priority, event type);
+//!   [`vocabulary`]: how a closed set of names is declared once.
 //! - [`rules`]: the state machine as a table, effective status of lapsed leases.
 //! - [`validate`]: input limits and checks, applied before any transaction.
+//! - [`command`]: the command set, defined once; everything that lists
+//!   commands is generated from its table.
 //! - [`wire`]: the JSON contract: `Request` in, `Response` out.
 //! - [`error`]: error codes and exit-code classes.
 //! - [`store`]: the storage trait and its queries; [`memory`]: an in-memory store.
@@ -39,6 +42,9 @@
 //! assert!(response.to_json().starts_with(r#"{"ok":true,"command":"send","#));
 //! ```
 
+#![warn(clippy::print_stderr)]
+
+pub mod command;
 pub mod engine;
 pub mod error;
 pub mod ids;
@@ -49,9 +55,11 @@ pub mod script;
 pub mod store;
 pub mod time;
 pub mod validate;
+pub mod vocabulary;
 pub mod wait;
 pub mod wire;
 
+pub use command::{Command, Effect};
 pub use engine::Engine;
 pub use error::{EngineError, ErrorCode, StoreError, StoreErrorKind};
 pub use ids::{IdKind, IdSource, SequentialIds, UlidIds};
@@ -60,5 +68,6 @@ pub use model::*;
 pub use script::{Script, ScriptError, Transcript, run_script};
 pub use store::{Store, StoreInfo, ThreadState, TxMode};
 pub use time::{Clock, ManualClock, Timestamp, TimestampError};
+pub use vocabulary::Vocabulary;
 pub use wait::{Executor, WaitStep, Waiter};
 pub use wire::{Output, Request, Response};

@@ -10,11 +10,16 @@
 //! persists anything.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use crate::error::StoreError;
 use crate::model::{Event, EventId, Lease, Message, ReadCursor, Thread};
 use crate::store::{EventQuery, MessageQuery, Store, StoreInfo, ThreadQuery, ThreadState, TxMode};
 use crate::time::Timestamp;
+
+/// A lookup table by id. Its hasher has fixed keys: std's default
+/// `RandomState` seeds itself from the OS, which the engine never asks.
+type Index<V> = HashMap<String, V, BuildHasherDefault<DefaultHasher>>;
 
 /// Storage in memory; everything is lost when it is dropped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -33,12 +38,12 @@ struct Data {
     /// All messages in event order; `message_index` and `thread_messages`
     /// point into it.
     messages: Vec<Message>,
-    message_index: HashMap<String, usize>,
-    thread_messages: HashMap<String, Vec<usize>>,
+    message_index: Index<usize>,
+    thread_messages: Index<Vec<usize>>,
     /// Event `n` is at index `n - 1`.
     events: Vec<Event>,
     /// Each thread's events, as indexes into `events`, in order.
-    thread_events: HashMap<String, Vec<usize>>,
+    thread_events: Index<Vec<usize>>,
     cursors: BTreeMap<(String, String), ReadCursor>,
 }
 
@@ -189,7 +194,7 @@ impl Store for MemoryStore {
             .values()
             .filter(|t| query.matches(t))
             .filter(|t| {
-                query.unread_by.as_deref().is_none_or(|reader| {
+                query.unread.as_deref().is_none_or(|reader| {
                     let cursor = self
                         .data
                         .cursors
@@ -348,7 +353,7 @@ impl Store for MemoryStore {
 
     fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         self.reading()?;
-        let start = usize::try_from(query.after)
+        let start = usize::try_from(query.after_event)
             .unwrap_or(usize::MAX)
             .min(self.data.events.len());
         let candidates: Box<dyn Iterator<Item = &Event>> = match &query.thread_id {

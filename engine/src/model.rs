@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::time::Timestamp;
+use crate::vocabulary::vocabulary;
 
 /// A JSON object: the shape of every `payload` and artifact `metadata`.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;
@@ -23,54 +24,10 @@ pub type EventId = u64;
 #[cfg_attr(feature = "typescript", tsify::declare)]
 pub type LeaseToken = u64;
 
-macro_rules! vocabulary {
-    (
-        $(#[$meta:meta])*
-        pub enum $name:ident { $($variant:ident = $text:literal : $doc:literal,)+ }
-    ) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name { $(#[doc = $doc] $variant,)+ }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
-
-            /// The wire and storage spelling.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text,)+ }
-            }
-
-            /// What the value means, in one sentence (for generated docs).
-            pub fn description(self) -> &'static str {
-                match self { $($name::$variant => $doc,)+ }
-            }
-
-            /// Parses the wire spelling; `None` for anything else.
-            pub fn parse(text: &str) -> Option<$name> {
-                match text { $($text => Some($name::$variant),)+ _ => None }
-            }
-
-            /// The allowed spellings, comma-separated, for error messages.
-            pub fn expected() -> String {
-                $name::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
 vocabulary! {
     /// Where a thread is in its life. `done`, `failed` and `cancelled` are
     /// terminal: nothing changes a terminal thread.
-    pub enum Status {
+    pub enum Status ("status") {
         Pending = "pending" : "Waiting for a worker to claim it.",
         Claimed = "claimed" : "Claimed; the holder has not reported progress yet.",
         InProgress = "in_progress" : "The holder is working on it.",
@@ -90,7 +47,7 @@ impl Status {
 
 vocabulary! {
     /// What a message is for.
-    pub enum Kind {
+    pub enum Kind ("kind") {
         Task = "task" : "Work handed to an agent; the first message of most threads.",
         Progress = "progress" : "A progress report from the worker.",
         Question = "question" : "A question; `update` with status `blocked` writes one.",
@@ -103,7 +60,7 @@ vocabulary! {
 
 vocabulary! {
     /// How soon a thread should be picked up; `fetch` offers `high` first.
-    pub enum Priority {
+    pub enum Priority ("priority") {
         Low = "low" : "Picked after everything else.",
         Normal = "normal" : "The default.",
         High = "high" : "Picked first.",
@@ -124,7 +81,7 @@ impl Priority {
 vocabulary! {
     /// What happened, in the past tense. Every mutation appends exactly one
     /// event (a sweep appends one per lapsed lease).
-    pub enum EventType {
+    pub enum EventType ("event type") {
         ThreadCreated = "thread_created" : "`send` opened a thread.",
         MessageSent = "message_sent" : "`send` or `reply` added a message without changing the status.",
         ThreadClaimed = "thread_claimed" : "`claim` granted a lease.",

@@ -610,7 +610,7 @@ impl<S: Store> Runner<S> {
         let agents = &self.agents;
         let read = (|| {
             let threads = store.threads(&ThreadQuery::all(ThreadOrder::NewestFirst, usize::MAX))?;
-            let events = store.events(&EventQuery::after(self.seen_event, usize::MAX))?;
+            let events = store.events(&EventQuery::after_event(self.seen_event, usize::MAX))?;
             let mut cursors = Vec::new();
             for state in &threads {
                 for agent in agents {

@@ -84,16 +84,17 @@ pub struct ThreadQuery {
     pub assigned_to: Option<String>,
     /// `created_by` equals this.
     pub created_by: Option<String>,
-    /// `created_by` or `assigned_to` equals this.
-    pub involving: Option<String>,
+    /// `created_by` or `assigned_to` equals this: the threads an agent is
+    /// part of (a request's `agent` filter).
+    pub agent: Option<String>,
     /// `run_id` equals this.
     pub run_id: Option<String>,
     /// `task_id` equals this.
     pub task_id: Option<String>,
-    /// The thread has a message not written by this agent whose event id is
-    /// after the agent's read cursor on the thread (or any such message, if
-    /// the agent has no cursor there).
-    pub unread_by: Option<String>,
+    /// Unread by this agent: the thread has a message not written by it
+    /// whose event id is after its read cursor on the thread (or any such
+    /// message, if it has no cursor there). `fetch`'s `unread`.
+    pub unread: Option<String>,
     /// Result order.
     pub order: ThreadOrder,
     /// At most this many results.
@@ -108,16 +109,16 @@ impl ThreadQuery {
             statuses: Vec::new(),
             assigned_to: None,
             created_by: None,
-            involving: None,
+            agent: None,
             run_id: None,
             task_id: None,
-            unread_by: None,
+            unread: None,
             order,
             limit,
         }
     }
 
-    /// The reference semantics of every filter but `unread_by` (which needs
+    /// The reference semantics of every filter but `unread` (which needs
     /// messages and cursors; see [`ThreadQuery::is_unread`]).
     pub fn matches(&self, thread: &Thread) -> bool {
         let eq = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
@@ -129,14 +130,14 @@ impl ThreadQuery {
             && eq(&self.assigned_to, &thread.assigned_to)
             && eq(&self.created_by, &thread.created_by)
             && self
-                .involving
+                .agent
                 .as_deref()
                 .is_none_or(|a| thread.created_by == a || thread.assigned_to == a)
             && eq_opt(&self.run_id, &thread.run_id)
             && eq_opt(&self.task_id, &thread.task_id)
     }
 
-    /// The reference semantics of `unread_by`: `messages` are the thread's
+    /// The reference semantics of `unread`: `messages` are the thread's
     /// messages, `cursor` the reader's cursor on it.
     pub fn is_unread<'a>(
         reader: &str,
@@ -163,16 +164,16 @@ impl ThreadQuery {
     }
 }
 
-/// A filter over events with id greater than `after`, oldest first.
+/// A filter over events with id greater than `after_event`, oldest first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventQuery {
     /// Only events with a greater id.
-    pub after: EventId,
+    pub after_event: EventId,
     /// Only events about this thread.
     pub thread_id: Option<String>,
     /// Only events about threads this agent created or is assigned
     /// (the thread's current `created_by` / `assigned_to`).
-    pub involving: Option<String>,
+    pub agent: Option<String>,
     /// Only events that left the thread in one of these statuses (empty: any).
     pub statuses: Vec<Status>,
     /// Only events of these types (empty: any).
@@ -189,12 +190,12 @@ pub struct EventQuery {
 }
 
 impl EventQuery {
-    /// Events after `after`, unfiltered, up to `limit`.
-    pub fn after(after: EventId, limit: usize) -> EventQuery {
+    /// Events after `after_event`, unfiltered, up to `limit`.
+    pub fn after_event(after_event: EventId, limit: usize) -> EventQuery {
         EventQuery {
-            after,
+            after_event,
             thread_id: None,
-            involving: None,
+            agent: None,
             statuses: Vec::new(),
             event_types: Vec::new(),
             message_kinds: Vec::new(),
@@ -206,13 +207,13 @@ impl EventQuery {
 
     /// The reference semantics: `thread` is the event's thread as stored now.
     pub fn matches(&self, event: &Event, thread: &Thread) -> bool {
-        event.event_id > self.after
+        event.event_id > self.after_event
             && self
                 .thread_id
                 .as_deref()
                 .is_none_or(|t| event.thread_id == t)
             && self
-                .involving
+                .agent
                 .as_deref()
                 .is_none_or(|a| thread.created_by == a || thread.assigned_to == a)
             && (self.statuses.is_empty() || self.statuses.contains(&event.status))

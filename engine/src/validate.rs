@@ -163,9 +163,10 @@ pub fn line(field: &str, value: &str, max: usize) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// A message body: at most [`BODY_MAX_BYTES`].
-pub fn body(value: &Option<String>) -> Result<String, EngineError> {
-    let body = value.clone().unwrap_or_default();
+/// A message body: at most [`BODY_MAX_BYTES`]. Takes the text by value, so
+/// a megabyte body is moved into the message, never copied.
+pub fn body(value: Option<String>) -> Result<String, EngineError> {
+    let body = value.unwrap_or_default();
     if body.len() > BODY_MAX_BYTES {
         return Err(EngineError::TooLong {
             field: "body".to_owned(),
@@ -178,10 +179,10 @@ pub fn body(value: &Option<String>) -> Result<String, EngineError> {
 }
 
 /// A payload or metadata: absent (an empty object) or a JSON object of at
-/// most `max` bytes as compact JSON.
+/// most `max` bytes as compact JSON. Takes the value by value (no copy).
 pub fn object(
     field: &str,
-    value: &Option<serde_json::Value>,
+    value: Option<serde_json::Value>,
     max: usize,
 ) -> Result<JsonObject, EngineError> {
     let object = match value {
@@ -190,13 +191,11 @@ pub fn object(
         Some(other) => {
             return Err(EngineError::InvalidPayload {
                 field: field.to_owned(),
-                problem: format!("got {}", json_type(other)),
+                problem: format!("got {}", json_type(&other)),
             });
         }
     };
-    let size = serde_json::to_string(object)
-        .map(|s| s.len())
-        .unwrap_or(usize::MAX);
+    let size = compact_size(&object);
     if size > max {
         return Err(EngineError::TooLong {
             field: field.to_owned(),
@@ -205,7 +204,26 @@ pub fn object(
             unit: "bytes",
         });
     }
-    Ok(object.clone())
+    Ok(object)
+}
+
+/// The length of `object` as compact JSON, counted without writing it out.
+fn compact_size(object: &JsonObject) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, object) {
+        Ok(()) => count.0,
+        Err(_) => usize::MAX,
+    }
 }
 
 /// Parses JSON text given on a command line (`--payload-json`) into a
@@ -238,7 +256,7 @@ fn json_type(value: &serde_json::Value) -> &'static str {
 }
 
 /// Artifacts to attach, checked and ready to receive ids.
-pub fn artifacts(inputs: &[ArtifactInput]) -> Result<Vec<ArtifactDraft>, EngineError> {
+pub fn artifacts(inputs: Vec<ArtifactInput>) -> Result<Vec<ArtifactDraft>, EngineError> {
     if inputs.len() > ARTIFACTS_MAX {
         return Err(EngineError::invalid(
             "artifacts",
@@ -249,7 +267,7 @@ pub fn artifacts(inputs: &[ArtifactInput]) -> Result<Vec<ArtifactDraft>, EngineE
         ));
     }
     inputs
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, input)| {
             let field = |name: &str| format!("artifacts[{i}].{name}");
@@ -282,7 +300,7 @@ pub fn artifacts(inputs: &[ArtifactInput]) -> Result<Vec<ArtifactDraft>, EngineE
                     ),
                 ));
             }
-            let metadata = object(&field("metadata"), &input.metadata, METADATA_MAX_BYTES)?;
+            let metadata = object(&field("metadata"), input.metadata, METADATA_MAX_BYTES)?;
             if let Some(absolute) = &input.absolute_path
                 && (absolute.is_empty()
                     || absolute.len() > ARTIFACT_PATH_MAX_BYTES
@@ -317,9 +335,9 @@ pub fn artifacts(inputs: &[ArtifactInput]) -> Result<Vec<ArtifactDraft>, EngineE
                 path: path.to_owned(),
                 kind: kind.to_owned(),
                 metadata,
-                absolute_path: input.absolute_path.clone(),
+                absolute_path: input.absolute_path,
                 size_bytes: input.size_bytes,
-                sha256: input.sha256.clone(),
+                sha256: input.sha256,
             })
         })
         .collect()

@@ -13,6 +13,7 @@
 //! It never sleeps, reads a clock of its own or touches storage directly: it
 //! only issues [`Request`]s through an [`Executor`].
 
+use crate::command::{Command, Effect};
 use crate::engine::Engine;
 use crate::error::ErrorCode;
 use crate::ids::IdSource;
@@ -87,17 +88,7 @@ impl Waiter {
         let wait = match request {
             Request::Watch(r) => Wait::Watch(r),
             Request::WaitReply(r) => Wait::Reply(r),
-            other => {
-                return Err(Box::new(Response::failure(
-                    Some(other.command().to_owned()),
-                    crate::EngineError::InvalidRequest {
-                        message: format!(
-                            "`{}` does not wait; only watch and wait-reply do",
-                            other.command()
-                        ),
-                    },
-                )));
-            }
+            other => return Err(Box::new(does_not_wait(other.command()))),
         };
         Ok(Waiter {
             wait,
@@ -109,10 +100,10 @@ impl Waiter {
     }
 
     /// The command being waited on: `watch` or `wait-reply`.
-    pub fn command(&self) -> &'static str {
+    pub fn command(&self) -> Command {
         match self.wait {
-            Wait::Watch(_) => "watch",
-            Wait::Reply(_) => "wait-reply",
+            Wait::Watch(_) => Command::Watch,
+            Wait::Reply(_) => Command::WaitReply,
         }
     }
 
@@ -236,9 +227,10 @@ impl Waiter {
                 None
             }
             Response::Failure { error, .. } => match error.code() {
-                ErrorCode::LeaseLost | ErrorCode::NotLeaseHolder => {
-                    Some(Response::failure(Some(self.command().to_owned()), error))
-                }
+                ErrorCode::LeaseLost | ErrorCode::NotLeaseHolder => Some(Response::failure(
+                    Some(self.command().as_str().to_owned()),
+                    error,
+                )),
                 // The thread finished or was never claimed: nothing to keep
                 // alive; the poll reports the rest.
                 ErrorCode::InvalidState => {
@@ -257,6 +249,21 @@ impl Waiter {
             }
         }
     }
+}
+
+/// The refusal of a waiter for a command that does not wait.
+fn does_not_wait(command: Command) -> Response {
+    let waits: Vec<&str> = Command::ALL
+        .iter()
+        .filter(|c| c.effect() == Effect::Wait)
+        .map(|c| c.as_str())
+        .collect();
+    Response::failure(
+        Some(command.as_str().to_owned()),
+        crate::EngineError::InvalidRequest {
+            message: format!("`{command}` does not wait; only {} do", waits.join(" and ")),
+        },
+    )
 }
 
 fn holds(request: &WaitReplyRequest, lease: &Lease) -> bool {

@@ -1,4 +1,7 @@
-//! The one wire format every host speaks: [`Request`] in, [`Response`] out.
+//! The one wire format every host speaks: [`Request`] in, [`Response`] out,
+//! with the request and output record of every command. (The [`Request`] and
+//! [`Output`] enums themselves are generated from the command table in
+//! [`crate::command`].)
 //!
 //! The CLI's `--json` output, the wasm API and the plugin ABI are all this
 //! JSON. A request is an object tagged by `"command"` whose other fields are
@@ -15,6 +18,7 @@
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
+pub use crate::command::{Output, Request};
 use crate::error::{EngineError, ErrorCode};
 use crate::model::{
     Event, EventId, Kind, Lease, LeaseToken, Message, Priority, ReadCursor, Status, Thread,
@@ -23,169 +27,6 @@ use crate::model::{
 /// The version of this wire format. Bumped only for incompatible changes;
 /// adding an optional request field or a response field is compatible.
 pub const WIRE_VERSION: u32 = 1;
-
-/// One command, as every host passes it to the engine.
-#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "kebab-case")]
-pub enum Request {
-    /// Prepare the store (schema, settings). Safe to repeat.
-    Init(InitRequest),
-    /// Open a thread, or add a message to one.
-    Send(SendRequest),
-    /// List threads an agent could claim now. Never changes anything.
-    Fetch(FetchRequest),
-    /// Take a lease on a thread: the only way to own work.
-    Claim(ClaimRequest),
-    /// Extend the caller's lease from now.
-    Renew(RenewRequest),
-    /// Report progress, or block on a question.
-    Update(UpdateRequest),
-    /// Add a message to a thread (answers unblock a blocked thread).
-    Reply(ReplyRequest),
-    /// Finish a thread with a result.
-    Done(FinishRequest),
-    /// Finish a thread as failed.
-    Fail(FinishRequest),
-    /// Stop a thread that has not finished.
-    Cancel(CancelRequest),
-    /// List threads by filters, newest first.
-    List(ListRequest),
-    /// One thread with its whole message history.
-    Show(ShowRequest),
-    /// Wait for activity on an agent's threads (one poll per call).
-    Watch(WatchRequest),
-    /// Wait for a reply in one thread (one poll per call).
-    WaitReply(WaitReplyRequest),
-    /// Record lapsed leases now (every write does this first).
-    Sweep(SweepRequest),
-    /// Report the engine and wire versions.
-    Version(VersionRequest),
-}
-
-impl Request {
-    /// The command name, as written on the wire and on the command line.
-    pub fn command(&self) -> &'static str {
-        match self {
-            Request::Init(_) => "init",
-            Request::Send(_) => "send",
-            Request::Fetch(_) => "fetch",
-            Request::Claim(_) => "claim",
-            Request::Renew(_) => "renew",
-            Request::Update(_) => "update",
-            Request::Reply(_) => "reply",
-            Request::Done(_) => "done",
-            Request::Fail(_) => "fail",
-            Request::Cancel(_) => "cancel",
-            Request::List(_) => "list",
-            Request::Show(_) => "show",
-            Request::Watch(_) => "watch",
-            Request::WaitReply(_) => "wait-reply",
-            Request::Sweep(_) => "sweep",
-            Request::Version(_) => "version",
-        }
-    }
-
-    /// Decodes a JSON request. On failure, returns the error response to
-    /// send back, naming the command when the JSON said which.
-    pub fn from_json(json: &str) -> Result<Request, Box<Response>> {
-        let value: serde_json::Value = serde_json::from_str(json).map_err(|error| {
-            Box::new(Response::failure(
-                None,
-                EngineError::InvalidRequest {
-                    message: format!("request is not valid JSON: {error}"),
-                },
-            ))
-        })?;
-        Request::from_value(value)
-    }
-
-    /// Every command name, in documentation order.
-    pub const COMMANDS: &'static [&'static str] = &[
-        "init",
-        "send",
-        "fetch",
-        "claim",
-        "renew",
-        "update",
-        "reply",
-        "done",
-        "fail",
-        "cancel",
-        "list",
-        "show",
-        "watch",
-        "wait-reply",
-        "sweep",
-        "version",
-    ];
-
-    /// Decodes a request already parsed as JSON; see [`Request::from_json`].
-    pub fn from_value(value: serde_json::Value) -> Result<Request, Box<Response>> {
-        let fail = |command: Option<String>, message: String| {
-            Box::new(Response::failure(
-                command,
-                EngineError::InvalidRequest { message },
-            ))
-        };
-        let command = match value.get("command") {
-            Some(serde_json::Value::String(command)) => command.clone(),
-            _ => {
-                return Err(fail(
-                    None,
-                    "a request is a JSON object with a string \"command\" field, e.g. {\"command\":\"fetch\",\"agent\":\"worker\"}".into(),
-                ));
-            }
-        };
-        if !Request::COMMANDS.contains(&command.as_str()) {
-            return Err(fail(
-                None,
-                format!(
-                    "unknown command `{command}`; use one of {}",
-                    Request::COMMANDS.join(", ")
-                ),
-            ));
-        }
-        let mut fields = value;
-        if let Some(object) = fields.as_object_mut() {
-            object.remove("command");
-        }
-        // Decoding each command's struct directly (rather than the tagged
-        // enum, which serde buffers) lets serde_path_to_error name the field
-        // that failed: "`lease_seconds`: invalid value ...".
-        fn decode<T: serde::de::DeserializeOwned>(fields: serde_json::Value) -> Result<T, String> {
-            serde_path_to_error::deserialize(fields).map_err(|error| {
-                let path = error.path().to_string();
-                let inner = error.into_inner().to_string();
-                if path == "." || path.is_empty() || inner.starts_with("unknown field") {
-                    inner
-                } else {
-                    format!("`{path}`: {inner}")
-                }
-            })
-        }
-        let request = match command.as_str() {
-            "init" => decode(fields).map(Request::Init),
-            "send" => decode(fields).map(Request::Send),
-            "fetch" => decode(fields).map(Request::Fetch),
-            "claim" => decode(fields).map(Request::Claim),
-            "renew" => decode(fields).map(Request::Renew),
-            "update" => decode(fields).map(Request::Update),
-            "reply" => decode(fields).map(Request::Reply),
-            "done" => decode(fields).map(Request::Done),
-            "fail" => decode(fields).map(Request::Fail),
-            "cancel" => decode(fields).map(Request::Cancel),
-            "list" => decode(fields).map(Request::List),
-            "show" => decode(fields).map(Request::Show),
-            "watch" => decode(fields).map(Request::Watch),
-            "wait-reply" => decode(fields).map(Request::WaitReply),
-            "sweep" => decode(fields).map(Request::Sweep),
-            "version" => decode(fields).map(Request::Version),
-            _ => Err(format!("unknown command `{command}`")),
-        };
-        request.map_err(|message| fail(Some(command), message))
-    }
-}
 
 /// An artifact reference to attach to a new message.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
@@ -426,7 +267,7 @@ pub struct WatchRequest {
     pub status: Vec<Status>,
     /// Cursor: events after this id; the latest event when the wait begins if absent.
     pub after_event: Option<EventId>,
-    /// How long the host blocks before giving up (default 60, at most 86400).
+    /// How long the host blocks before giving up (default 300, at most 86400).
     pub timeout_seconds: Option<u64>,
     /// At most this many events per wake (default 100, at most 1000).
     pub limit: Option<u32>,
@@ -450,7 +291,7 @@ pub struct WaitReplyRequest {
     pub after_message: Option<String>,
     /// Kinds that count as a reply (default answer, control, result).
     pub kinds: Vec<Kind>,
-    /// How long the host blocks before giving up (default 60, at most 86400).
+    /// How long the host blocks before giving up (default 300, at most 86400).
     pub timeout_seconds: Option<u64>,
 }
 
@@ -476,45 +317,6 @@ pub struct ThreadView {
     pub thread: Thread,
     /// The live lease, or `null`.
     pub lease: Option<Lease>,
-}
-
-/// What a successful command returns, tagged by `command`.
-#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "kebab-case")]
-pub enum Output {
-    /// `init`
-    Init(InitOutput),
-    /// `send`
-    Send(MessageOutput),
-    /// `fetch` (exit 10 when empty)
-    Fetch(ThreadsOutput),
-    /// `claim` (exit 10 when `next` found nothing to claim)
-    Claim(ClaimOutput),
-    /// `renew`
-    Renew(LeaseOutput),
-    /// `update`
-    Update(MessageOutput),
-    /// `reply`
-    Reply(MessageOutput),
-    /// `done`
-    Done(MessageOutput),
-    /// `fail`
-    Fail(MessageOutput),
-    /// `cancel`
-    Cancel(MessageOutput),
-    /// `list`
-    List(ThreadsOutput),
-    /// `show`
-    Show(ShowOutput),
-    /// `watch` (exit 10 when it did not wake)
-    Watch(WatchOutput),
-    /// `wait-reply` (exit 10 when it did not wake)
-    WaitReply(WaitReplyOutput),
-    /// `sweep`
-    Sweep(SweepOutput),
-    /// `version`
-    Version(VersionOutput),
 }
 
 /// `init`: what the store now is.
@@ -559,24 +361,66 @@ pub struct LeaseOutput {
     pub event_id: EventId,
 }
 
-/// `claim`: the lease taken, or (`next` with nothing to claim) all `null`.
-#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `claim`: the lease taken, or nothing (`next` with nothing to claim). On
+/// the wire it is a [`LeaseOutput`], or its three fields all `null`, so an
+/// agent reads `lease` either way.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "ClaimWire")]
 pub struct ClaimOutput {
-    /// The thread after the claim, or `null`.
-    pub thread: Option<ThreadView>,
-    /// The lease now held, or `null`.
-    pub lease: Option<Lease>,
-    /// The event recorded, or `null`.
-    pub event_id: Option<EventId>,
+    /// The claim, or `None` when `next` found nothing to claim.
+    pub claimed: Option<LeaseOutput>,
 }
 
-impl From<LeaseOutput> for ClaimOutput {
-    fn from(out: LeaseOutput) -> ClaimOutput {
-        ClaimOutput {
-            thread: Some(out.thread),
-            lease: Some(out.lease),
-            event_id: Some(out.event_id),
+// Declared by hand: the derive cannot say "these fields, or all null".
+#[cfg(feature = "typescript")]
+#[wasm_bindgen::prelude::wasm_bindgen(typescript_custom_section)]
+const CLAIM_OUTPUT_TS: &str = r#"
+/** `claim`: the lease taken, or (`next` with nothing to claim) its three fields all `null`. */
+export type ClaimOutput = LeaseOutput | { thread: null; lease: null; event_id: null };
+"#;
+
+impl Serialize for ClaimOutput {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Nothing {
+            thread: (),
+            lease: (),
+            event_id: (),
+        }
+        match &self.claimed {
+            Some(claimed) => claimed.serialize(serializer),
+            None => Nothing {
+                thread: (),
+                lease: (),
+                event_id: (),
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+/// [`ClaimOutput`] as read back from JSON, before the all-or-none check.
+#[derive(Deserialize)]
+struct ClaimWire {
+    thread: Option<ThreadView>,
+    lease: Option<Lease>,
+    event_id: Option<EventId>,
+}
+
+impl TryFrom<ClaimWire> for ClaimOutput {
+    type Error = &'static str;
+
+    fn try_from(wire: ClaimWire) -> Result<ClaimOutput, Self::Error> {
+        match (wire.thread, wire.lease, wire.event_id) {
+            (Some(thread), Some(lease), Some(event_id)) => Ok(ClaimOutput {
+                claimed: Some(LeaseOutput {
+                    thread,
+                    lease,
+                    event_id,
+                }),
+            }),
+            (None, None, None) => Ok(ClaimOutput { claimed: None }),
+            _ => Err("a claim has a thread, a lease and an event id, or none of them"),
         }
     }
 }
@@ -687,7 +531,7 @@ impl Response {
     pub fn exit_code(&self) -> u8 {
         match self {
             Response::Success(Output::Fetch(out)) if out.threads.is_empty() => 10,
-            Response::Success(Output::Claim(out)) if out.lease.is_none() => 10,
+            Response::Success(Output::Claim(out)) if out.claimed.is_none() => 10,
             Response::Success(Output::Watch(out)) if !out.woke => 10,
             Response::Success(Output::WaitReply(out)) if !out.woke => 10,
             Response::Success(_) => 0,

@@ -10,7 +10,10 @@
 //!   in the event stream;
 //! - read commands (fetch, list, show, watch, wait-reply) change nothing;
 //! - a failed command changes nothing;
-//! - every response serializes to the JSON contract with the right exit code.
+//! - every response serializes to the JSON contract with the right exit code;
+//! - a successful command did its job (a small model of each command's
+//!   effect: `done` leaves the thread `done` with its lease released, an
+//!   `update` to `blocked` leaves it `blocked` with the lease renewed, ...).
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -18,8 +21,8 @@
 use inbox_engine::store::{EventQuery, MessageQuery, Store, ThreadOrder, ThreadQuery, TxMode};
 use inbox_engine::wire::*;
 use inbox_engine::{
-    Engine, ErrorCode, Event, Kind, ManualClock, MemoryStore, Output, Request, Response,
-    SequentialIds, Status, ThreadState,
+    Command, Effect, Engine, ErrorCode, Event, Kind, ManualClock, MemoryStore, Output, Request,
+    Response, SequentialIds, Status, ThreadState,
 };
 use proptest::prelude::*;
 
@@ -297,7 +300,7 @@ fn check_claim(
     let claimable = |t: &&ThreadState| {
         t.thread.status == Status::Pending && Some(t.thread.assigned_to.as_str()) == next_for
     };
-    let (Some(thread), Some(lease)) = (&out.thread, &out.lease) else {
+    let Some(LeaseOutput { thread, lease, .. }) = &out.claimed else {
         let agent = next_for.expect("only a claim of the next thread may come back empty");
         assert!(
             before.threads.iter().find(claimable).is_none(),
@@ -341,7 +344,9 @@ fn snapshot(engine: &mut TestEngine) -> Snapshot {
         .threads(&ThreadQuery::all(ThreadOrder::NewestFirst, usize::MAX))
         .unwrap();
     threads.sort_by(|a, b| a.thread.thread_id.cmp(&b.thread.thread_id));
-    let events = store.events(&EventQuery::after(0, usize::MAX)).unwrap();
+    let events = store
+        .events(&EventQuery::after_event(0, usize::MAX))
+        .unwrap();
     let message_counts = threads
         .iter()
         .map(|t| {
@@ -364,17 +369,9 @@ fn snapshot(engine: &mut TestEngine) -> Snapshot {
     }
 }
 
-fn is_read_only(request: &Request) -> bool {
-    match request {
-        Request::Fetch(_) | Request::List(_) | Request::Watch(_) | Request::WaitReply(_) => true,
-        Request::Show(r) => !r.mark_read,
-        _ => false,
-    }
-}
-
-fn check_contract(response: &Response, command: &str) {
+fn check_contract(response: &Response, command: Command) {
     let json: serde_json::Value = serde_json::from_str(&response.to_json()).unwrap();
-    assert_eq!(json["command"], command);
+    assert_eq!(json["command"], command.as_str());
     match response {
         Response::Success(_) => {
             assert_eq!(json["ok"], true);
@@ -486,13 +483,13 @@ fn run(ops: &[Op]) {
         let before_store = engine.store().clone();
         let before = snapshot(&mut engine);
         let command = request.command();
-        let read_only = is_read_only(&request);
+        let read_only = request.effect() != Effect::Write;
         let claim_next_agent = match &request {
             Request::Claim(r) if r.next => r.agent.clone(),
             _ => None,
         };
 
-        let response = engine.execute(request);
+        let response = engine.execute(request.clone());
         check_contract(&response, command);
 
         if read_only || !response.is_ok() {
@@ -516,6 +513,119 @@ fn run(ops: &[Op]) {
         let now = engine.now();
         let after = snapshot(&mut engine);
         check_invariants(&before, &after, now);
+        if let Response::Success(output) = &response {
+            check_effect(&request, output, &before, &after, now);
+        }
+    }
+}
+
+/// What a successful write must have done to its thread: a small model of
+/// each command, independent of the engine's code. The invariants above
+/// hold for any store that never changes; this says the command happened.
+fn check_effect(
+    request: &Request,
+    output: &Output,
+    before: &Snapshot,
+    after: &Snapshot,
+    now: inbox_engine::Timestamp,
+) {
+    let Some(thread_id) = touched_thread(output) else {
+        return;
+    };
+    let index = after
+        .threads
+        .iter()
+        .position(|t| t.thread.thread_id == thread_id)
+        .expect("the command's thread is stored");
+    let state = &after.threads[index];
+    let old = before
+        .threads
+        .iter()
+        .position(|t| t.thread.thread_id == thread_id);
+    let messages_before = old.map_or(0, |i| before.message_counts[i]);
+    let wrote = after.message_counts[index] - messages_before;
+    let lease = state.lease.as_ref();
+    let held_by = |agent: &Option<String>| {
+        let lease = lease.expect("a holder command leaves a lease");
+        assert_eq!(
+            Some(&lease.agent),
+            agent.as_ref(),
+            "the caller holds the lease"
+        );
+        assert!(lease.released_at.is_none(), "the lease is held");
+        assert_eq!(
+            lease.expires_at,
+            now.plus_seconds(lease.lease_seconds),
+            "a holder command renews the lease from now"
+        );
+    };
+    let status = state.thread.status;
+    let held = [Status::Claimed, Status::InProgress, Status::Blocked];
+    match request {
+        Request::Send(r) if r.thread_id.is_none() => {
+            assert!(old.is_none(), "send opened a new thread");
+            assert_eq!(status, Status::Pending);
+            assert_eq!(Some(&state.thread.assigned_to), r.to_agent.as_ref());
+            assert_eq!(wrote, 1);
+        }
+        Request::Send(_) | Request::Reply(_) => assert_eq!(wrote, 1, "one message added"),
+        Request::Claim(r) => {
+            assert!(
+                matches!(status, Status::Claimed | Status::Blocked),
+                "{status}"
+            );
+            held_by(&r.agent);
+            assert_eq!(wrote, 0);
+        }
+        Request::Renew(r) => {
+            assert!(held.contains(&status), "{status}");
+            held_by(&r.agent);
+        }
+        Request::Update(r) => {
+            match r.status {
+                Some(wanted) => assert_eq!(status, wanted, "update sets the status it names"),
+                None => assert!(held.contains(&status), "{status}"),
+            }
+            held_by(&r.agent);
+            assert_eq!(wrote, 1);
+        }
+        Request::Done(_) | Request::Fail(_) | Request::Cancel(_) => {
+            let wanted = match request {
+                Request::Done(_) => Status::Done,
+                Request::Fail(_) => Status::Failed,
+                _ => Status::Cancelled,
+            };
+            assert_eq!(status, wanted, "the thread is finished as asked");
+            if wanted == Status::Cancelled {
+                assert!(
+                    lease.is_none_or(|l| l.released_at.is_some()),
+                    "no lease stays held"
+                );
+            } else {
+                let released = lease.and_then(|l| l.released_at);
+                assert_eq!(released, Some(now), "the holder's lease is released now");
+            }
+            assert_eq!(wrote, 1);
+        }
+        _ => {}
+    }
+}
+
+/// The thread a write's output is about.
+fn touched_thread(output: &Output) -> Option<String> {
+    match output {
+        Output::Send(out)
+        | Output::Update(out)
+        | Output::Reply(out)
+        | Output::Done(out)
+        | Output::Fail(out)
+        | Output::Cancel(out) => Some(out.thread.thread.thread_id.clone()),
+        Output::Renew(out) => Some(out.thread.thread.thread_id.clone()),
+        Output::Claim(out) => out
+            .claimed
+            .as_ref()
+            .map(|c| c.thread.thread.thread_id.clone()),
+        _ => None,
     }
 }
 

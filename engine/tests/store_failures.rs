@@ -1,7 +1,8 @@
 //! A store that fails at a chosen call: every command must then answer with
 //! a storage error (exit 50), roll back, and leave the records exactly as they
 //! were. This is what protects a database from half-applied commands when
-//! the disk fills up or a host adapter breaks.
+//! the disk fills up or a host adapter breaks. The same store logs its calls,
+//! so the statements a command costs are pinned too.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -17,12 +18,15 @@ use inbox_engine::{
 struct Flaky {
     inner: MemoryStore,
     calls: usize,
+    /// Every call, by method name, commit included.
+    log: Vec<&'static str>,
     fail_at: Option<usize>,
     fail_commit: bool,
 }
 
 impl Flaky {
-    fn tick(&mut self) -> Result<(), StoreError> {
+    fn tick(&mut self, call: &'static str) -> Result<(), StoreError> {
+        self.log.push(call);
         self.calls += 1;
         if Some(self.calls) == self.fail_at {
             return Err(StoreError::new(
@@ -39,10 +43,11 @@ impl Store for Flaky {
         self.inner.initialize()
     }
     fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {
-        self.tick()?;
+        self.tick("begin")?;
         self.inner.begin(mode)
     }
     fn commit(&mut self) -> Result<(), StoreError> {
+        self.log.push("commit");
         if self.fail_commit {
             return Err(StoreError::new(
                 StoreErrorKind::Busy,
@@ -55,55 +60,55 @@ impl Store for Flaky {
         self.inner.rollback()
     }
     fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
-        self.tick()?;
+        self.tick("thread")?;
         self.inner.thread(thread_id)
     }
     fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
-        self.tick()?;
+        self.tick("threads")?;
         self.inner.threads(query)
     }
     fn insert_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
-        self.tick()?;
+        self.tick("insert_thread")?;
         self.inner.insert_thread(thread)
     }
     fn update_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
-        self.tick()?;
+        self.tick("update_thread")?;
         self.inner.update_thread(thread)
     }
     fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError> {
-        self.tick()?;
+        self.tick("put_lease")?;
         self.inner.put_lease(lease)
     }
     fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
-        self.tick()?;
+        self.tick("lapsed_leases")?;
         self.inner.lapsed_leases(now, limit)
     }
     fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError> {
-        self.tick()?;
+        self.tick("next_lease_expiry")?;
         self.inner.next_lease_expiry()
     }
     fn insert_message(&mut self, message: &Message) -> Result<(), StoreError> {
-        self.tick()?;
+        self.tick("insert_message")?;
         self.inner.insert_message(message)
     }
     fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError> {
-        self.tick()?;
+        self.tick("message")?;
         self.inner.message(message_id)
     }
     fn messages(&mut self, query: &MessageQuery) -> Result<Vec<Message>, StoreError> {
-        self.tick()?;
+        self.tick("messages")?;
         self.inner.messages(query)
     }
     fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
-        self.tick()?;
+        self.tick("latest_event_id")?;
         self.inner.latest_event_id()
     }
     fn insert_event(&mut self, event: &Event) -> Result<(), StoreError> {
-        self.tick()?;
+        self.tick("insert_event")?;
         self.inner.insert_event(event)
     }
     fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
-        self.tick()?;
+        self.tick("events")?;
         self.inner.events(query)
     }
     fn read_cursor(
@@ -111,11 +116,11 @@ impl Store for Flaky {
         thread_id: &str,
         agent: &str,
     ) -> Result<Option<ReadCursor>, StoreError> {
-        self.tick()?;
+        self.tick("read_cursor")?;
         self.inner.read_cursor(thread_id, agent)
     }
     fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError> {
-        self.tick()?;
+        self.tick("put_read_cursor")?;
         self.inner.put_read_cursor(cursor)
     }
 }
@@ -125,6 +130,7 @@ fn setup() -> Engine<Flaky, ManualClock, SequentialIds> {
         Flaky {
             inner: MemoryStore::new(),
             calls: 0,
+            log: Vec::new(),
             fail_at: None,
             fail_commit: false,
         },
@@ -145,6 +151,7 @@ const COMMANDS: &[&str] = &[
     r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"three","artifacts":[{"path":"a"}]}"#,
     r#"{"command":"send","from_agent":"lead","thread_id":"thr_000001","summary":"note"}"#,
     r#"{"command":"claim","agent":"w","thread_id":"thr_000002"}"#,
+    r#"{"command":"claim","agent":"w","next":true}"#,
     r#"{"command":"update","agent":"w","thread_id":"thr_000001","status":"blocked","summary":"q?"}"#,
     r#"{"command":"renew","agent":"w","thread_id":"thr_000001"}"#,
     r#"{"command":"done","agent":"w","thread_id":"thr_000001","summary":"ok"}"#,
@@ -221,4 +228,38 @@ fn init_reports_the_schema_version() {
         response.to_json(),
         r#"{"ok":true,"command":"init","database":null,"schema_version":1}"#
     );
+}
+
+/// A claim is one transaction of eight statements, whichever way it names
+/// its thread: the lapse scan every write starts with, one look at the
+/// thread (by id, or the head of the queue), the lease, the thread, the
+/// event.
+#[test]
+fn a_claim_scans_for_lapses_once_and_loads_its_thread_once() {
+    for (claim, lookup) in [
+        (r#"{"command":"claim","agent":"w","next":true}"#, "threads"),
+        (
+            r#"{"command":"claim","agent":"w","thread_id":"thr_000002"}"#,
+            "thread",
+        ),
+    ] {
+        let mut engine = setup();
+        engine.store_mut().log.clear();
+        let response = engine.execute_json(claim);
+        assert_eq!(response.exit_code(), 0, "{}", response.to_json());
+        assert_eq!(
+            engine.store().log,
+            [
+                "begin",
+                "latest_event_id",
+                "lapsed_leases",
+                lookup,
+                "put_lease",
+                "update_thread",
+                "insert_event",
+                "commit"
+            ],
+            "{claim}"
+        );
+    }
 }

@@ -44,22 +44,38 @@ pub enum Durability {
     Full,
 }
 
-impl Durability {
-    /// Parses `normal` or `full`.
-    pub fn parse(text: &str) -> Option<Durability> {
-        match text {
-            "normal" => Some(Durability::Normal),
-            "full" => Some(Durability::Full),
-            _ => None,
-        }
-    }
+impl inbox_engine::Vocabulary for Durability {
+    const NOUN: &'static str = "durability";
+    const ALL: &'static [Durability] = &[Durability::Normal, Durability::Full];
 
-    /// `normal` or `full`.
-    pub fn as_str(self) -> &'static str {
+    fn as_str(self) -> &'static str {
         match self {
             Durability::Normal => "normal",
             Durability::Full => "full",
         }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Durability::Normal => {
+                "Crash-safe, no fsync per commit; a power loss may roll back the last commits."
+            }
+            Durability::Full => {
+                "Every commit is fsynced before it is reported, so it survives a power loss."
+            }
+        }
+    }
+}
+
+impl Durability {
+    /// Parses `normal` or `full`.
+    pub fn parse(text: &str) -> Option<Durability> {
+        inbox_engine::Vocabulary::parse(text)
+    }
+
+    /// `normal` or `full`.
+    pub fn as_str(self) -> &'static str {
+        inbox_engine::Vocabulary::as_str(self)
     }
 }
 

@@ -496,7 +496,7 @@ impl Store for SqliteStore {
             let list = placeholders(&query.statuses, &mut params);
             clauses.push(format!("t.status IN ({list})"));
         }
-        if let Some(reader) = &query.unread_by {
+        if let Some(reader) = &query.unread {
             let p = push(&mut params, Value::Text(reader.clone()));
             clauses.push(format!(
                 "EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.thread_id AND m.from_agent <> {p}
@@ -509,7 +509,7 @@ impl Store for SqliteStore {
             ThreadOrder::NewestFirst => "t.thread_id DESC",
         };
         let limit = sql_limit(query.limit);
-        let sql = match &query.involving {
+        let sql = match &query.agent {
             None => {
                 let filter = if clauses.is_empty() {
                     String::new()
@@ -802,7 +802,7 @@ impl Store for SqliteStore {
     }
 
     fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
-        let mut params = vec![Value::Integer(sql_int(query.after))];
+        let mut params = vec![Value::Integer(sql_int(query.after_event))];
         let mut clauses = vec!["e.event_id > ?1".to_owned()];
         let mut join = "";
         if let Some(thread_id) = &query.thread_id {
@@ -811,7 +811,7 @@ impl Store for SqliteStore {
                 push(&mut params, Value::Text(thread_id.clone()))
             ));
         }
-        if let Some(agent) = &query.involving {
+        if let Some(agent) = &query.agent {
             // CROSS JOIN keeps events as the outer loop: walk the events after
             // the cursor (usually a handful) and look each thread up. Left to
             // itself the planner starts from every thread the agent created

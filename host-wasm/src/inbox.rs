@@ -1,5 +1,6 @@
-//! The `Inbox` class: an async factory, one synchronous method per engine
-//! command, `execute` for the wire format, and Promise-returning waits.
+//! The `Inbox` class: an async factory, one method per engine command,
+//! generated from the engine's command table (synchronous, or returning a
+//! Promise for the commands that wait), and `execute` for the wire format.
 //!
 //! Every method takes the request object of the CLI's JSON contract without
 //! its `command` (the method says which) and returns the whole response
@@ -10,11 +11,13 @@
 //! wait that timed out return normally, as the CLI prints them with exit 10.
 //!
 //! Nothing here interprets a request: it only converts, runs and reports.
+//! Nothing here lists commands either: a command added to the engine's
+//! table is a method here, with its TypeScript signature, on the next build.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use inbox_engine::{EngineError, Executor, Request, Response, Timestamp, Waiter};
+use inbox_engine::{Command, Effect, EngineError, Executor, Request, Response, Timestamp, Waiter};
 use js_sys::{Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 
@@ -89,158 +92,6 @@ impl Inbox {
         Ok(js::parse_json(&response.to_json()))
     }
 
-    /// Prepares the store. `Inbox.open` already did; safe to repeat.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"init\">")]
-    pub fn init(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "Omit<InitRequest, \"command\"> | undefined")]
-        request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("init", &request)
-    }
-
-    /// Opens a thread, or adds a message to one.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"send\">")]
-    pub fn send(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "SendRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("send", &request)
-    }
-
-    /// Lists threads an agent could claim now (`threads` is empty when there
-    /// are none). Never changes anything.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"fetch\">")]
-    pub fn fetch(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "FetchRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("fetch", &request)
-    }
-
-    /// Takes a lease on a thread (`thread_id`), or on the first one queued
-    /// for the agent (`next: true`; `lease` is null when there is none).
-    #[wasm_bindgen(unchecked_return_type = "Success<\"claim\">")]
-    pub fn claim(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "ClaimRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("claim", &request)
-    }
-
-    /// Extends the caller's lease from now.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"renew\">")]
-    pub fn renew(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "RenewRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("renew", &request)
-    }
-
-    /// Reports progress, or asks a question (`status: "blocked"`).
-    #[wasm_bindgen(unchecked_return_type = "Success<\"update\">")]
-    pub fn update(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "UpdateRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("update", &request)
-    }
-
-    /// Adds a message to a thread; an answer unblocks a blocked thread.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"reply\">")]
-    pub fn reply(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "ReplyRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("reply", &request)
-    }
-
-    /// Finishes the caller's thread with a result.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"done\">")]
-    pub fn done(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "FinishRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("done", &request)
-    }
-
-    /// Finishes the caller's thread as failed.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"fail\">")]
-    pub fn fail(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "FinishRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("fail", &request)
-    }
-
-    /// Stops a thread that has not finished.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"cancel\">")]
-    pub fn cancel(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "CancelRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("cancel", &request)
-    }
-
-    /// Lists threads by filters, newest first.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"list\">")]
-    pub fn list(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "ListRequest | undefined")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("list", &request)
-    }
-
-    /// One thread with its whole message history.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"show\">")]
-    pub fn show(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "ShowRequest")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("show", &request)
-    }
-
-    /// Records lapsed leases now (every write does this first).
-    #[wasm_bindgen(unchecked_return_type = "Success<\"sweep\">")]
-    pub fn sweep(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "SweepRequest | undefined")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("sweep", &request)
-    }
-
-    /// The engine and wire-format versions.
-    #[wasm_bindgen(unchecked_return_type = "Success<\"version\">")]
-    pub fn version(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "VersionRequest | undefined")] request: JsValue,
-    ) -> Result<JsValue, JsValue> {
-        self.command("version", &request)
-    }
-
-    /// Waits for activity on an agent's threads: resolves with the `watch`
-    /// response when a later command of this inbox commits a matching event,
-    /// or when `timeout_seconds` pass (`woke: false`). Rejects with an
-    /// `InboxError` for a bad request.
-    #[wasm_bindgen(unchecked_return_type = "Promise<Success<\"watch\">>")]
-    pub fn watch(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "WatchRequest")] request: JsValue,
-    ) -> Promise {
-        self.wait("watch", &request)
-    }
-
-    /// Waits for a reply in one thread, as `watch` does; while the caller
-    /// holds the thread's lease, the wait renews it (the waiting agent is
-    /// the heartbeat).
-    #[wasm_bindgen(js_name = waitReply, unchecked_return_type = "Promise<Success<\"wait-reply\">>")]
-    pub fn wait_reply(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "WaitReplyRequest")] request: JsValue,
-    ) -> Promise {
-        self.wait("wait-reply", &request)
-    }
-
     /// The whole database as the bytes of an SQLite file (stores `sqlite`
     /// and `opfs`): persist them with your host's storage API and pass them
     /// back as `Inbox.open({store: "sqlite", bytes})`, or open the file with
@@ -277,7 +128,7 @@ impl Inbox {
 
 impl Inbox {
     /// Runs a typed method's command and reports its response.
-    fn command(&self, command: &'static str, request: &JsValue) -> Result<JsValue, JsValue> {
+    fn command(&self, command: Command, request: &JsValue) -> Result<JsValue, JsValue> {
         let request = decode(Some(command), request).map_err(|r| error_of(&r))?;
         let response = self.run(request)?;
         js::response_to_js(&response)
@@ -285,19 +136,14 @@ impl Inbox {
 
     /// Executes one request, then lets pending waits look at what it wrote.
     fn run(&self, request: Request) -> Result<Response, JsValue> {
-        let writes = !matches!(
-            request,
-            Request::Fetch(_)
-                | Request::List(_)
-                | Request::Show(_)
-                | Request::Version(_)
-                | Request::Watch(_)
-                | Request::WaitReply(_)
-        );
+        let writes = request.effect() == Effect::Write;
         let response = {
             let mut state = self.shared.borrow_mut();
             let Some(backend) = state.backend.as_mut() else {
-                return Err(js::failure(Some(request.command()), backend::closed()));
+                return Err(js::failure(
+                    Some(request.command().as_str()),
+                    backend::closed(),
+                ));
             };
             backend.execute(request)
         };
@@ -307,7 +153,7 @@ impl Inbox {
         Ok(response)
     }
 
-    fn wait(&self, command: &'static str, request: &JsValue) -> Promise {
+    fn wait(&self, command: Command, request: &JsValue) -> Promise {
         let shared = Rc::clone(&self.shared);
         let waiter = decode(Some(command), request).and_then(Waiter::new);
         let closed = shared.borrow().backend.is_none();
@@ -316,7 +162,7 @@ impl Inbox {
             Some(Ok(_)) if closed => {
                 let _ = reject.call1(
                     &JsValue::UNDEFINED,
-                    &js::failure(Some(command), backend::closed()),
+                    &js::failure(Some(command.as_str()), backend::closed()),
                 );
             }
             Some(Ok(waiter)) => waits::start(&shared, waiter, resolve, reject),
@@ -337,10 +183,10 @@ fn error_of(response: &Response) -> JsValue {
 
 /// Turns a JS request into the engine's [`Request`]. A typed method fills in
 /// `command` and refuses a request that names another one.
-fn decode(command: Option<&'static str>, request: &JsValue) -> Result<Request, Box<Response>> {
+fn decode(command: Option<Command>, request: &JsValue) -> Result<Request, Box<Response>> {
     let invalid = |message: String| {
         Box::new(Response::failure(
-            command.map(str::to_owned),
+            command.map(|c| c.as_str().to_owned()),
             EngineError::InvalidRequest { message },
         ))
     };
@@ -357,9 +203,9 @@ fn decode(command: Option<&'static str>, request: &JsValue) -> Result<Request, B
     };
     match object.get("command") {
         None => {
-            object.insert("command".to_owned(), command.into());
+            object.insert("command".to_owned(), command.as_str().into());
         }
-        Some(serde_json::Value::String(named)) if named == command => {}
+        Some(serde_json::Value::String(named)) if named == command.as_str() => {}
         Some(named) => {
             return Err(invalid(format!(
                 "this method runs `{command}` but the request names {named}; drop its `command` field, or pass it to execute()"
@@ -473,3 +319,75 @@ fn describe(value: &JsValue) -> String {
         .as_string()
         .unwrap_or_else(|| "a value".to_owned())
 }
+
+/// Generates one `Inbox` method per row of the engine's command table: a
+/// synchronous method for most commands, a Promise for those that wait
+/// ([`Effect::Wait`]). wasm-bindgen's own declarations of them are left out
+/// (`skip_typescript`) in favour of typed signatures written from the same
+/// rows into an `interface Inbox`, which TypeScript merges into the class.
+/// The request is optional in every signature, as in the types: a missing
+/// field is the engine's `missing_field`, with a hint, not a type error.
+macro_rules! methods {
+    ($({
+        docs: [$($doc:tt)+],
+        variant: $variant:ident,
+        name: $name:tt,
+        handler: $handler:ident,
+        js: [$js:ident $($_snake:ident)?],
+        request: $request:ident,
+        output: $output:ident,
+        effect: $effect:ident,
+        writes_if: [$($flag:ident)?],
+        transactions: [$($own:ident)?],
+    })+) => {
+        $(methods!(@method $effect, [$($doc)+], $variant, $handler, $js);)+
+
+        /// The typed signature of every generated method.
+        #[wasm_bindgen(typescript_custom_section)]
+        const METHODS_TS: &str = concat!(
+            "export interface Inbox {\n",
+            $(methods!(@signature $effect, [$($doc)+], $name, $js, $request),)+
+            "}\n",
+        );
+    };
+    (@method Wait, [$($doc:tt)+], $variant:ident, $handler:ident, $js:ident) => {
+        #[wasm_bindgen]
+        impl Inbox {
+            $(#[doc = $doc])+
+            ///
+            /// Resolves when a later command of this inbox commits what the
+            /// wait is for, or when `timeout_seconds` pass (`woke: false`);
+            /// rejects with an `InboxError` for a bad request.
+            #[wasm_bindgen(js_name = $js, skip_typescript)]
+            pub fn $handler(&self, request: JsValue) -> Promise {
+                self.wait(Command::$variant, &request)
+            }
+        }
+    };
+    (@method $effect:ident, [$($doc:tt)+], $variant:ident, $handler:ident, $js:ident) => {
+        #[wasm_bindgen]
+        impl Inbox {
+            $(#[doc = $doc])+
+            #[wasm_bindgen(js_name = $js, skip_typescript)]
+            pub fn $handler(&self, request: JsValue) -> Result<JsValue, JsValue> {
+                self.command(Command::$variant, &request)
+            }
+        }
+    };
+    (@signature Wait, [$($doc:tt)+], $name:tt, $js:ident, $request:ident) => {
+        concat!(
+            "  /**", $($doc, "\n   *",)+ "/\n",
+            "  ", stringify!($js), "(request?: ", stringify!($request),
+            "): Promise<Success<\"", $name, "\">>;\n",
+        )
+    };
+    (@signature $effect:ident, [$($doc:tt)+], $name:tt, $js:ident, $request:ident) => {
+        concat!(
+            "  /**", $($doc, "\n   *",)+ "/\n",
+            "  ", stringify!($js), "(request?: ", stringify!($request),
+            "): Success<\"", $name, "\">;\n",
+        )
+    };
+}
+
+inbox_engine::for_each_command!(methods);

@@ -1,9 +1,10 @@
 //! TypeScript declarations the derives in the engine cannot write: the
 //! types the engine serializes by hand (timestamps, JSON objects, the
-//! response envelope, error codes) and the shapes of this package's own
-//! arguments. The request and output records themselves are generated from
-//! the Rust types (`inbox-engine`'s `typescript` feature, with `tsify`), so
-//! they cannot drift from the wire format.
+//! response envelope) and the shapes of this package's own arguments. The
+//! request and output records and the vocabularies (error codes included)
+//! are generated from the Rust types (`inbox-engine`'s `typescript`
+//! feature, with `tsify`), and the command methods from the command table,
+//! so none of them can drift from the wire format.
 
 use wasm_bindgen::prelude::*;
 
@@ -14,14 +15,6 @@ export type Timestamp = string;
 
 /** Any JSON object: a `payload` or an artifact's `metadata`. */
 export type JsonObject = Record<string, unknown>;
-
-/** Every error code of the JSON contract. */
-export type ErrorCode =
-  | "invalid_request" | "missing_field" | "invalid_value" | "too_long"
-  | "invalid_payload" | "invalid_state" | "not_assigned" | "thread_finished"
-  | "lease_conflict" | "lease_lost" | "not_lease_holder" | "thread_not_found"
-  | "message_not_found" | "storage_busy" | "schema_too_new" | "not_initialized"
-  | "storage_error" | "internal_error";
 
 /** A successful response to `command`: what `inbox <command> --json` prints. */
 export type Success<C extends Output["command"]> = { ok: true } & Extract<Output, { command: C }>;

@@ -135,14 +135,11 @@ impl Queue for InboxQueue {
         let Output::Claim(out) = run(&mut self.engine, request)? else {
             bail!("inbox claim answered with another command")
         };
-        let task = match (out.thread, out.lease) {
-            (Some(thread), Some(lease)) => Some(Task {
-                id: thread.thread.thread_id.clone(),
-                handle: thread.thread.thread_id,
-                token: lease.lease_token,
-            }),
-            _ => None,
-        };
+        let task = out.claimed.map(|claimed| Task {
+            id: claimed.thread.thread.thread_id.clone(),
+            handle: claimed.thread.thread.thread_id,
+            token: claimed.lease.lease_token,
+        });
         Ok(Claimed { task, conflicts: 0 })
     }
 

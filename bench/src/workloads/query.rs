@@ -109,7 +109,7 @@ impl Grower {
                 Request::Done(FinishRequest {
                     agent: Some(agent.clone()),
                     thread_id: Some(thread.clone()),
-                    lease_token: out.lease.map(|l| l.lease_token),
+                    lease_token: out.claimed.map(|c| c.lease.lease_token),
                     summary: Some(format!("Task {k} done.")),
                     ..FinishRequest::default()
                 }),

@@ -5,7 +5,7 @@
 //! [`rules::effective_status`]) and must never write, with one exception:
 //! `show` with `mark_read`, which the engine runs in a write transaction.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 use crate::error::EngineError;
 use crate::ids::IdSource;
@@ -27,7 +27,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         claimable_only: bool,
     ) -> Result<Vec<ThreadState>, EngineError> {
         let lapsed = self.store.lapsed_leases(self.now, usize::MAX)?;
-        let lapsed_ids: HashSet<&str> = lapsed.iter().map(|l| l.thread_id.as_str()).collect();
+        let lapsed_ids: BTreeSet<&str> = lapsed.iter().map(|l| l.thread_id.as_str()).collect();
         let mut stored = query.clone();
         stored.limit = query.limit.saturating_add(lapsed.len());
         if claimable_only {
@@ -61,32 +61,35 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Ok(rows)
     }
 
-    pub(super) fn fetch(&mut self, input: &FetchInput<'_>) -> Result<ThreadsOutput, EngineError> {
+    pub(super) fn fetch(&mut self, input: FetchInput) -> Result<ThreadsOutput, EngineError> {
         let query = ThreadQuery {
-            statuses: input.statuses.clone(),
-            assigned_to: Some(input.agent.to_owned()),
-            unread_by: input.unread.then(|| input.agent.to_owned()),
+            statuses: input.statuses,
+            unread: input.unread.then(|| input.agent.clone()),
+            assigned_to: Some(input.agent),
             ..ThreadQuery::all(ThreadOrder::Queue, input.limit)
         };
         let rows = self.effective_threads(&query, true)?;
         Ok(ThreadsOutput {
-            threads: rows.into_iter().map(|r| self.view_owned(r)).collect(),
+            threads: rows.into_iter().map(|r| self.view(r)).collect(),
         })
     }
 
-    pub(super) fn list(&mut self, query: &ThreadQuery) -> Result<ThreadsOutput, EngineError> {
-        let rows = self.effective_threads(query, false)?;
+    pub(super) fn list(&mut self, query: ThreadQuery) -> Result<ThreadsOutput, EngineError> {
+        let rows = self.effective_threads(&query, false)?;
         Ok(ThreadsOutput {
-            threads: rows.into_iter().map(|r| self.view_owned(r)).collect(),
+            threads: rows.into_iter().map(|r| self.view(r)).collect(),
         })
     }
 
-    pub(super) fn show(
-        &mut self,
-        thread_id: &str,
-        agent: Option<&str>,
-        mark_read: bool,
-    ) -> Result<ShowOutput, EngineError> {
+    /// `show`; with `mark_read` (in a write transaction) it also moves the
+    /// reader's cursor to the newest message.
+    pub(super) fn show(&mut self, input: ShowInput) -> Result<ShowOutput, EngineError> {
+        let ShowInput {
+            thread_id,
+            agent,
+            mark_read,
+        } = input;
+        let (thread_id, agent) = (thread_id.as_str(), agent.as_deref());
         let state = self.load(thread_id)?;
         let messages = self.store.messages(&MessageQuery {
             thread_id: thread_id.to_owned(),
@@ -115,19 +118,19 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             }
         }
         Ok(ShowOutput {
-            thread: self.view(&state),
+            thread: self.view(state),
             messages,
             read_cursor,
         })
     }
 
-    pub(super) fn watch(&mut self, input: &WatchInput<'_>) -> Result<WatchOutput, EngineError> {
+    pub(super) fn watch(&mut self, input: WatchInput) -> Result<WatchOutput, EngineError> {
         let latest = self.store.latest_event_id()?;
         let after = input.after_event.unwrap_or(latest);
-        let mut query = EventQuery::after(after, input.limit);
-        query.involving = input.agent.map(str::to_owned);
-        query.statuses = input.statuses.clone();
-        query.exclude_source = input.agent.map(str::to_owned);
+        let mut query = EventQuery::after_event(after, input.limit);
+        query.exclude_source = input.agent.clone();
+        query.agent = input.agent;
+        query.statuses = input.statuses;
         let events = self.store.events(&query)?;
         Ok(match events.last() {
             Some(last) => WatchOutput {
@@ -179,27 +182,29 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     pub(super) fn wait_reply(
         &mut self,
-        input: &WaitReplyInput<'_>,
+        input: WaitReplyInput,
     ) -> Result<WaitReplyOutput, EngineError> {
-        let state = self.load(input.thread_id)?;
+        let state = self.load(&input.thread_id)?;
         let latest = self.store.latest_event_id()?;
-        let after = match (input.after_event, input.after_message) {
+        let after = match (input.after_event, &input.after_message) {
             (Some(event_id), _) => event_id,
             (None, Some(message_id)) => match self.store.message(message_id)? {
                 Some(m) if m.thread_id == input.thread_id => m.event_id,
                 _ => {
                     return Err(EngineError::MessageNotFound {
-                        thread_id: input.thread_id.to_owned(),
-                        message_id: message_id.to_owned(),
+                        thread_id: input.thread_id,
+                        message_id: message_id.clone(),
                     });
                 }
             },
-            (None, None) => self.default_reply_cursor(input.thread_id, input.agent, latest)?,
+            (None, None) => {
+                self.default_reply_cursor(&input.thread_id, input.agent.as_deref(), latest)?
+            }
         };
-        let mut query = EventQuery::after(after, 1);
-        query.thread_id = Some(input.thread_id.to_owned());
-        query.message_kinds = input.kinds.clone();
-        query.exclude_source = input.agent.map(str::to_owned);
+        let mut query = EventQuery::after_event(after, 1);
+        query.thread_id = Some(input.thread_id.clone());
+        query.message_kinds = input.kinds;
+        query.exclude_source = input.agent;
         let found = self.store.events(&query)?.into_iter().next();
         if let Some(event) = found {
             let message = match &event.message_id {
@@ -216,12 +221,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 woke: true,
                 next_event_id: event.event_id,
                 message: Some(message),
-                thread: self.view(&state),
+                thread: self.view(state),
             });
         }
         if state.thread.status.is_terminal() {
             return Err(EngineError::ThreadFinished {
-                thread_id: input.thread_id.to_owned(),
+                thread_id: input.thread_id,
                 status: state.thread.status,
                 message: "no reply can arrive in a finished thread; read its result with show"
                     .into(),
@@ -231,7 +236,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             woke: false,
             next_event_id: after.max(latest),
             message: None,
-            thread: self.view(&state),
+            thread: self.view(state),
         })
     }
 }

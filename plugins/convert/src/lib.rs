@@ -308,10 +308,10 @@ macro_rules! wit_conversions {
                     statuses: query.statuses.iter().copied().map(status_to_wit).collect(),
                     assigned_to: query.assigned_to.clone(),
                     created_by: query.created_by.clone(),
-                    involving: query.involving.clone(),
+                    agent: query.agent.clone(),
                     run_id: query.run_id.clone(),
                     task_id: query.task_id.clone(),
-                    unread_by: query.unread_by.clone(),
+                    unread: query.unread.clone(),
                     order: thread_order_to_wit(query.order),
                     limit: limit_to_wit(query.limit),
                 }
@@ -323,10 +323,10 @@ macro_rules! wit_conversions {
                     statuses: query.statuses.into_iter().map(status_from_wit).collect(),
                     assigned_to: query.assigned_to,
                     created_by: query.created_by,
-                    involving: query.involving,
+                    agent: query.agent,
                     run_id: query.run_id,
                     task_id: query.task_id,
-                    unread_by: query.unread_by,
+                    unread: query.unread,
                     order: thread_order_from_wit(query.order),
                     limit: limit_from_wit(query.limit),
                 }
@@ -334,9 +334,9 @@ macro_rules! wit_conversions {
 
             pub fn event_query_to_wit(query: &EventQuery) -> wit::EventQuery {
                 wit::EventQuery {
-                    after: query.after,
+                    after_event: query.after_event,
                     thread_id: query.thread_id.clone(),
-                    involving: query.involving.clone(),
+                    agent: query.agent.clone(),
                     statuses: query.statuses.iter().copied().map(status_to_wit).collect(),
                     event_types: query.event_types.iter().copied().map(event_type_to_wit).collect(),
                     message_kinds: query.message_kinds.iter().copied().map(kind_to_wit).collect(),
@@ -348,9 +348,9 @@ macro_rules! wit_conversions {
 
             pub fn event_query_from_wit(query: wit::EventQuery) -> EventQuery {
                 EventQuery {
-                    after: query.after,
+                    after_event: query.after_event,
                     thread_id: query.thread_id,
-                    involving: query.involving,
+                    agent: query.agent,
                     statuses: query.statuses.into_iter().map(status_from_wit).collect(),
                     event_types: query.event_types.into_iter().map(event_type_from_wit).collect(),
                     message_kinds: query.message_kinds.into_iter().map(kind_from_wit).collect(),

@@ -33,9 +33,9 @@ pub enum PluginError {
         /// What wasmtime said.
         message: String,
     },
-    /// The component is not of the world `inbox:engine/plugin@0.1.0`: it
+    /// The component is not of the world `inbox:engine/plugin@0.2.0`: it
     /// imports something the host does not provide, or lacks an export.
-    #[error("the component does not fit this host (world inbox:engine/plugin@0.1.0): {message}")]
+    #[error("the component does not fit this host (world inbox:engine/plugin@0.2.0): {message}")]
     Incompatible {
         /// What wasmtime said.
         message: String,
@@ -216,8 +216,8 @@ impl Plugin {
     }
 
     /// What the component imports, as `interface` names (for a component of
-    /// our world: `inbox:engine/types@0.1.0`, `.../store@0.1.0`,
-    /// `.../clock@0.1.0`, `.../entropy@0.1.0`, and nothing else).
+    /// our world: `inbox:engine/types@0.2.0`, `.../store@0.2.0`,
+    /// `.../clock@0.2.0`, `.../entropy@0.2.0`, and nothing else).
     pub fn imports(&self) -> Vec<String> {
         self.component
             .component_type()
@@ -484,7 +484,7 @@ impl<S: Store + 'static, C: Clock + 'static> Executor for PluginEngine<S, C> {
                 return PluginError::Protocol {
                     message: format!("the request could not be encoded: {e}"),
                 }
-                .into_response(Some(command.to_owned()));
+                .into_response(Some(command.as_str().to_owned()));
             }
         };
         match self.execute_json(&json) {
@@ -492,9 +492,9 @@ impl<S: Store + 'static, C: Clock + 'static> Executor for PluginEngine<S, C> {
                 PluginError::Protocol {
                     message: format!("its response is not the JSON contract: {message}"),
                 }
-                .into_response(Some(command.to_owned()))
+                .into_response(Some(command.as_str().to_owned()))
             }),
-            Err(error) => error.into_response(Some(command.to_owned())),
+            Err(error) => error.into_response(Some(command.as_str().to_owned())),
         }
     }
 

@@ -283,7 +283,7 @@ fn a_component_of_another_world_is_refused_when_loaded() {
     let error = inbox_plugin_host::Plugin::from_bytes(empty, Limits::default()).unwrap_err();
     assert_eq!(error.code(), "plugin_incompatible", "{error}");
     assert!(
-        error.to_string().contains("inbox:engine/engine@0.1.0"),
+        error.to_string().contains("inbox:engine/engine@0.2.0"),
         "{error}"
     );
 }

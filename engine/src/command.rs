@@ -1,0 +1,328 @@
+//! The command set, defined once.
+//!
+//! [`for_each_command!`](crate::for_each_command) holds the table: one row
+//! per command with its variant, wire name, handler, JavaScript method name,
+//! request and output types, and [`Effect`]. Everything that lists commands
+//! is generated from it: here the [`Command`] names and the [`Request`] and
+//! [`Output`] enums with their decoding; in the engine the dispatch to each
+//! command's input check and handler; in the wasm package one method per
+//! command. Tests, help and generated docs iterate [`Command::ALL`].
+//!
+//! Adding a command is: a row here, its request and output types in
+//! [`crate::wire`], its input check in the engine's `input` module, its
+//! handler, and its CLI arguments. Nothing else may need a change; a second
+//! list of commands anywhere is a defect. This module only describes the
+//! set: it must never apply a rule.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::EngineError;
+use crate::vocabulary::Vocabulary;
+use crate::wire::*;
+
+/// The command table. Invokes `$callback! { ... }` with one entry per
+/// command, in documentation order:
+///
+/// ```text
+/// {
+///     docs: ["...", ...],           // what the command does (doc comment lines)
+///     variant: Send,                // the Request / Output / Command variant
+///     name: "send",                 // the wire and command-line name
+///     handler: send,                // input check and handler function name
+///     js: [send],                   // the JavaScript method (first ident)
+///     request: SendRequest,         // request fields (crate::wire)
+///     output: MessageOutput,        // success fields (crate::wire)
+///     effect: Write,                // crate::Effect of its requests...
+///     writes_if: [],                // ...except Write when this bool field is true
+///     transactions: [],             // [own]: the handler opens its own transactions
+/// }
+/// ```
+///
+/// A consumer outside this crate must have the request and output types in
+/// scope (`use inbox_engine::wire::*`).
+#[macro_export]
+macro_rules! for_each_command {
+    ($callback:ident) => {
+        $crate::__command_rows! { $callback;
+            /// Prepare the store (schema, settings). Safe to repeat.
+            Init = "init" init(InitRequest) -> InitOutput: Write, own;
+            /// Open a thread, or add a message to one.
+            Send = "send" send(SendRequest) -> MessageOutput: Write;
+            /// List threads an agent could claim now. Never changes anything.
+            Fetch = "fetch" fetch(FetchRequest) -> ThreadsOutput: Read;
+            /// Take a lease on a thread: the only way to own work.
+            Claim = "claim" claim(ClaimRequest) -> ClaimOutput: Write;
+            /// Extend the caller's lease from now.
+            Renew = "renew" renew(RenewRequest) -> LeaseOutput: Write;
+            /// Report progress, or block on a question.
+            Update = "update" update(UpdateRequest) -> MessageOutput: Write;
+            /// Add a message to a thread (answers unblock a blocked thread).
+            Reply = "reply" reply(ReplyRequest) -> MessageOutput: Write;
+            /// Finish a thread with a result.
+            Done = "done" done(FinishRequest) -> MessageOutput: Write;
+            /// Finish a thread as failed.
+            Fail = "fail" fail(FinishRequest) -> MessageOutput: Write;
+            /// Stop a thread that has not finished.
+            Cancel = "cancel" cancel(CancelRequest) -> MessageOutput: Write;
+            /// List threads by filters, newest first.
+            List = "list" list(ListRequest) -> ThreadsOutput: Read;
+            /// One thread with its whole message history (with `mark_read`,
+            /// also moves the reader's cursor).
+            Show = "show" show(ShowRequest) -> ShowOutput: Read (mark_read writes);
+            /// Wait for activity on the threads an agent created or is
+            /// assigned (the engine looks once; a host blocks until it wakes).
+            Watch = "watch" watch(WatchRequest) -> WatchOutput: Wait;
+            /// Wait for a reply in one thread (the engine looks once; a host
+            /// blocks until it wakes).
+            WaitReply = "wait-reply" wait_reply/waitReply(WaitReplyRequest) -> WaitReplyOutput: Wait;
+            /// Record lapsed leases now (every write does this first).
+            Sweep = "sweep" sweep(SweepRequest) -> SweepOutput: Write, own;
+            /// Report the engine and wire versions.
+            Version = "version" version(VersionRequest) -> VersionOutput: Read, own;
+        }
+    };
+}
+
+/// Turns the table's compact rows into the explicit entries
+/// [`for_each_command!`](crate::for_each_command) documents, so every
+/// consumer matches one fixed shape.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __command_rows {
+    ($callback:ident; $(
+        $(#[doc = $doc:tt])+
+        $variant:ident = $name:tt $handler:ident $(/ $js:ident)? ($request:ident) -> $output:ident
+            : $effect:ident $(($flag:ident writes))? $(, $own:ident)? ;
+    )+) => {
+        $callback! { $(
+            {
+                docs: [$($doc)+],
+                variant: $variant,
+                name: $name,
+                handler: $handler,
+                js: [$($js)? $handler],
+                request: $request,
+                output: $output,
+                effect: $effect,
+                writes_if: [$($flag)?],
+                transactions: [$($own)?],
+            }
+        )+ }
+    };
+}
+
+/// What a command does to the store, as a host needs to know it: whether
+/// waiters may have something new after it, whether it may block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Effect {
+    /// Only reads: changes nothing, wakes nobody.
+    Read,
+    /// May change the store, so waiters should look again after it.
+    Write,
+    /// Reads once; a host that wants to block drives it with a
+    /// [`crate::Waiter`] until it finds something or times out.
+    Wait,
+}
+
+/// Generates [`Command`], [`Request`] and [`Output`] from the table.
+macro_rules! define_commands {
+    ($({
+        docs: [$($doc:tt)+],
+        variant: $variant:ident,
+        name: $name:tt,
+        handler: $handler:ident,
+        js: [$($js:ident)+],
+        request: $request:ident,
+        output: $output:ident,
+        effect: $effect:ident,
+        writes_if: [$($flag:ident)?],
+        transactions: [$($own:ident)?],
+    })+) => {
+        /// Which command: the name shared by the wire format, the command
+        /// line, the JavaScript API and every response's `command` field.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        pub enum Command {
+            $($(#[doc = $doc])+ #[serde(rename = $name)] $variant,)+
+        }
+
+        impl Vocabulary for Command {
+            const NOUN: &'static str = "command";
+            const ALL: &'static [Command] = &[$(Command::$variant,)+];
+
+            fn as_str(self) -> &'static str {
+                match self { $(Command::$variant => $name,)+ }
+            }
+
+            fn description(self) -> &'static str {
+                match self { $(Command::$variant => concat!($($doc),+).trim_ascii_start(),)+ }
+            }
+        }
+
+        impl Command {
+            /// The effect of this command's requests, unless a request says
+            /// otherwise (see [`Request::effect`]).
+            pub fn effect(self) -> Effect {
+                match self { $(Command::$variant => Effect::$effect,)+ }
+            }
+
+            /// A request of this command with every field left out.
+            pub fn empty_request(self) -> Request {
+                match self { $(Command::$variant => Request::$variant($request::default()),)+ }
+            }
+        }
+
+        /// One command, as every host passes it to the engine.
+        #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "command")]
+        pub enum Request {
+            $($(#[doc = $doc])+ #[serde(rename = $name)] $variant($request),)+
+        }
+
+        impl Request {
+            /// Which command this is.
+            pub fn command(&self) -> Command {
+                match self { $(Request::$variant(_) => Command::$variant,)+ }
+            }
+
+            /// What this request does to the store: its command's effect,
+            /// or [`Effect::Write`] where the table names a field that makes
+            /// a read write (`show` with `mark_read`).
+            pub fn effect(&self) -> Effect {
+                match self {
+                    $(Request::$variant(_request) => {
+                        $(if _request.$flag { return Effect::Write; })?
+                        Effect::$effect
+                    })+
+                }
+            }
+
+            /// Decodes the fields of `command`'s request.
+            fn decode_fields(command: Command, fields: serde_json::Value) -> Result<Request, String> {
+                match command { $(Command::$variant => decode(fields).map(Request::$variant),)+ }
+            }
+        }
+
+        /// What a successful command returns, tagged by `command`.
+        #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "command")]
+        pub enum Output {
+            $(#[doc = concat!("`", $name, "`")] #[serde(rename = $name)] $variant($output),)+
+        }
+
+        impl Output {
+            /// Which command produced it.
+            pub fn command(&self) -> Command {
+                match self { $(Output::$variant(_) => Command::$variant,)+ }
+            }
+        }
+    };
+}
+
+for_each_command!(define_commands);
+
+impl Command {
+    /// Every command, in documentation order.
+    pub const ALL: &'static [Command] = <Command as Vocabulary>::ALL;
+
+    /// The wire and command-line name.
+    pub fn as_str(self) -> &'static str {
+        Vocabulary::as_str(self)
+    }
+
+    /// What the command does, in one sentence.
+    pub fn description(self) -> &'static str {
+        Vocabulary::description(self)
+    }
+
+    /// Parses a command name; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Command> {
+        <Command as Vocabulary>::parse(text)
+    }
+}
+
+impl std::fmt::Display for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Request {
+    /// Decodes a JSON request. On failure, returns the error response to
+    /// send back, naming the command when the JSON said which.
+    pub fn from_json(json: &str) -> Result<Request, Box<Response>> {
+        let value: serde_json::Value = serde_json::from_str(json)
+            .map_err(|error| invalid(None, format!("request is not valid JSON: {error}")))?;
+        Request::from_value(value)
+    }
+
+    /// Decodes a request already parsed as JSON; see [`Request::from_json`].
+    pub fn from_value(mut value: serde_json::Value) -> Result<Request, Box<Response>> {
+        let name = match value.get("command") {
+            Some(serde_json::Value::String(name)) => name.clone(),
+            _ => {
+                return Err(invalid(
+                    None,
+                    "a request is a JSON object with a string \"command\" field, e.g. {\"command\":\"fetch\",\"agent\":\"worker\"}".into(),
+                ));
+            }
+        };
+        let Some(command) = Command::parse(&name) else {
+            return Err(invalid(None, Command::unknown(&name)));
+        };
+        if let Some(object) = value.as_object_mut() {
+            object.remove("command");
+        }
+        Request::decode_fields(command, value).map_err(|message| invalid(Some(command), message))
+    }
+}
+
+fn invalid(command: Option<Command>, message: String) -> Box<Response> {
+    Box::new(Response::failure(
+        command.map(|c| c.as_str().to_owned()),
+        EngineError::InvalidRequest { message },
+    ))
+}
+
+/// Decodes one command's fields. Decoding each command's struct directly
+/// (rather than the tagged enum, which serde buffers) lets
+/// serde_path_to_error name the field that failed: "`lease_seconds`:
+/// invalid value ...".
+fn decode<T: serde::de::DeserializeOwned>(fields: serde_json::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(fields).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner().to_string();
+        if path == "." || path.is_empty() || inner.starts_with("unknown field") {
+            inner
+        } else {
+            format!("`{path}`: {inner}")
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_decode_as_their_serde_tag() {
+        for &command in Command::ALL {
+            let json = serde_json::to_value(command.empty_request()).unwrap_or_default();
+            assert_eq!(json["command"], command.as_str());
+            let back = Request::from_value(json);
+            assert!(back.is_ok_and(|r| r.command() == command), "{command}");
+        }
+    }
+
+    #[test]
+    fn descriptions_are_one_sentence_without_leading_space() {
+        for &command in Command::ALL {
+            let text = command.description();
+            assert!(
+                !text.starts_with(' ') && text.ends_with('.'),
+                "{command}: {text:?}"
+            );
+        }
+    }
+}
