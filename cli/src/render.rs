@@ -161,12 +161,22 @@ fn success(output: &Output, cx: &Context) -> String {
         }
         Output::Watch(out) => watch(out, cx.now),
         Output::WaitReply(out) => wait_reply(out, cx.now),
-        Output::Sweep(out) => format!("Recorded {} lapsed lease(s).\n", out.events.len()),
-        Output::Version(out) => format!(
-            "inbox engine {} (wire format {})\n",
-            out.engine_version, out.wire_version
-        ),
+        // A command with no rendering of its own: its fields as indented
+        // JSON (which escapes every control character), so a new command
+        // prints something readable before anyone writes a renderer for it.
+        other => fields(other),
     }
+}
+
+/// An output's fields as indented JSON, without the `command` tag.
+fn fields(output: &Output) -> String {
+    let mut value = serde_json::to_value(output).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.remove("command");
+    }
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 fn leased(verb: &str, view: &ThreadView, lease: &Lease, event_id: u64, now: Timestamp) -> String {
@@ -454,4 +464,28 @@ fn wait_reply(out: &WaitReplyOutput, now: Timestamp) -> String {
     }
     let _ = writeln!(text, "next event: {}", out.next_event_id);
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inbox_engine::wire::VersionOutput;
+
+    #[test]
+    fn an_output_without_a_renderer_prints_its_fields() {
+        let cx = Context {
+            now: Timestamp::from_millis(0),
+            agent: None,
+            new_thread: false,
+            durability: None,
+        };
+        let output = Output::Version(VersionOutput {
+            engine_version: "1.2.3".into(),
+            wire_version: 1,
+        });
+        assert_eq!(
+            success(&output, &cx),
+            "{\n  \"engine_version\": \"1.2.3\",\n  \"wire_version\": 1\n}\n"
+        );
+    }
 }

@@ -3,12 +3,7 @@
 //! that cannot be read is still recorded, with a note saying why it has no
 //! digest.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::TestEnv;
+use crate::common::TestEnv;
 use sha2::{Digest, Sha256};
 
 #[test]

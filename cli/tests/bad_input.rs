@@ -3,12 +3,7 @@
 //! database holding one claimed thread, and the test checks afterwards that
 //! the database still holds exactly what it held before.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::TestEnv;
+use crate::common::TestEnv;
 
 /// A database with one thread claimed by `worker` (lease token 1).
 fn setup() -> (TestEnv, String) {

@@ -10,11 +10,6 @@
 //! - A writer killed with SIGKILL at any moment leaves the database intact:
 //!   every acknowledged command is there, whole, and nothing is half written.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -22,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use common::TestEnv;
+use crate::common::TestEnv;
 
 /// What one `inbox` process did.
 struct Outcome {
@@ -78,7 +73,7 @@ impl std::fmt::Display for Outcome {
 /// the real clock, so that it can be built in any thread (`TestEnv` is not
 /// `Sync`).
 fn inbox(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(common::inbox_bin());
+    let mut command = Command::new(crate::common::inbox_bin());
     command
         .args(args)
         .arg("--json")

@@ -3,12 +3,7 @@
 //! then `.agents/coord.db` here (created only by `init`, owner-only), and the
 //! durability every process applies.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::TestEnv;
+use crate::common::TestEnv;
 
 #[test]
 fn init_creates_an_owner_only_database_in_dot_agents() {

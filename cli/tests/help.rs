@@ -2,13 +2,8 @@
 //! and each command's help when to use it, with copyable examples. Every
 //! help screen is snapshotted so a change to it is a reviewed change.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
+use crate::common::TestEnv;
 use clap::CommandFactory;
-use common::TestEnv;
 use inbox_cli::args::Cli;
 use inbox_engine::Command as EngineCommand;
 

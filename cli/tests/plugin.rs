@@ -1,19 +1,15 @@
 //! `inbox --engine PATH.wasm`: the same commands through the engine
 //! component in wasmtime, against a real database, as separate processes.
 //! Only in builds with the `plugin` feature (`cargo test -p inbox-cli
-//! --features plugin --test plugin`, run by scripts/test).
+//! --features plugin --test cli plugin::`, run by scripts/test).
 
 #![cfg(feature = "plugin")]
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::TestEnv;
+use crate::common::TestEnv;
 
 fn component() -> &'static str {
     static PATH: OnceLock<PathBuf> = OnceLock::new();

@@ -7,12 +7,7 @@
 //! command line (clap refuses them as usage errors); they must still get the
 //! same code and the vocabulary's own sentence.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::TestEnv;
+use crate::common::TestEnv;
 use inbox_engine::{
     Engine, Kind, ManualClock, MemoryStore, Priority, Request, Response, SequentialIds, Status,
     Vocabulary,

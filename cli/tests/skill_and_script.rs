@@ -1,12 +1,7 @@
 //! `inbox skill` hands agents their instructions; `inbox script` runs a
 //! transition script on a scratch in-memory inbox.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::TestEnv;
+use crate::common::TestEnv;
 
 #[test]
 fn skill_prints_a_skill_md_true_to_the_cli() {

@@ -7,15 +7,10 @@
 //! elapse in real time. Bounds on time are generous on purpose: these tests
 //! pin what happens, not how fast a loaded machine is.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::TestEnv;
+use crate::common::TestEnv;
 
 /// How long a freshly started waiter gets to start and arm its watch.
 const ARM: Duration = Duration::from_millis(300);

@@ -2,12 +2,7 @@
 //! against one database, once with `--json` (the contract agents parse) and
 //! once as people read it.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-mod common;
-
-use common::TestEnv;
+use crate::common::TestEnv;
 
 #[test]
 fn the_spec_worker_loop_in_json() {

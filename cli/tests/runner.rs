@@ -1,0 +1,24 @@
+//! The `inbox` command line, end to end: every module runs the real binary
+//! as separate processes against real database files and snapshots what a
+//! user sees (see `common`). One test binary, in the style of jj's
+//! `cli/tests/runner.rs`, so the shared harness is compiled once.
+//!
+//! `plugin` runs the same commands through the engine component and is
+//! compiled only with the `plugin` feature (`scripts/test` runs it with
+//! `--features inbox-cli/plugin --test cli plugin::`).
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+mod artifacts;
+mod bad_input;
+mod concurrency;
+mod database;
+mod help;
+mod plugin;
+mod same_refusals;
+mod skill_and_script;
+mod waits;
+mod worker_loop;
