@@ -246,14 +246,12 @@ macro_rules! dispatch {
         }
     };
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, []) => {{
-        let _ = $effect;
         let input = input::$handler($request)?;
         $engine.in_transaction($effect, |tx| tx.$handler(input))
     }};
-    (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [own]) => {{
-        let _ = $effect;
+    (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [own]) => {
         $engine.$handler($request)
-    }};
+    };
 }
 
 crate::for_each_command!(dispatch);

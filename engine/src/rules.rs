@@ -264,6 +264,17 @@ pub fn is_claimable(thread: &Thread, lease: Option<&Lease>, now: Timestamp) -> b
         && thread.attempts < thread.max_attempts
 }
 
+/// Who a message in `thread` is for when its sender names nobody: the
+/// other side of the conversation, i.e. the creator for the assignee and
+/// the assignee for anyone else.
+pub fn default_recipient<'a>(thread: &'a Thread, sender: &str) -> &'a str {
+    if sender == thread.assigned_to {
+        &thread.created_by
+    } else {
+        &thread.assigned_to
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@ use crate::model::{
 use crate::rules::{self, Action};
 use crate::store::{EventQuery, Store, ThreadState};
 use crate::time::Timestamp;
-use crate::wire::ThreadView;
+use crate::wire::{MessageOutput, ThreadView};
 
 use super::input::{Holder, MessageDraft};
 
@@ -115,17 +115,32 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Ok((event, message))
     }
 
-    /// [`Tx::record`] of a change that writes a message: the event id and
-    /// the message.
-    pub(super) fn record_message(
+    /// Records a change to an existing thread that writes `draft` from
+    /// `from` to `to` (the event's summary is the message's), and answers
+    /// as every message command does.
+    pub(super) fn write_message(
         &mut self,
-        thread: &mut Thread,
-        change: Change<'_>,
-    ) -> Result<(EventId, Message), EngineError> {
-        let (event, message) = self.record(thread, false, change)?;
+        mut state: ThreadState,
+        event_type: EventType,
+        (from, to): (&str, &str),
+        payload: JsonObject,
+        draft: MessageDraft,
+    ) -> Result<MessageOutput, EngineError> {
+        let change = Change {
+            event_type,
+            source: from,
+            summary: draft.summary.clone(),
+            payload,
+            message: Some((to, draft)),
+        };
+        let (event, message) = self.record(&mut state.thread, false, change)?;
         let message =
             message.ok_or_else(|| EngineError::internal("a message change wrote no message"))?;
-        Ok((event.event_id, message))
+        Ok(MessageOutput {
+            thread: self.view(state),
+            message,
+            event_id: event.event_id,
+        })
     }
 
     /// The stored form of a drafted message, with fresh ids.

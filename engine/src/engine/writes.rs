@@ -108,20 +108,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             note_change(&mut payload, previous, state.thread.status);
             (event, payload)
         };
-        let to = to.unwrap_or_else(|| state.thread.other_party(&from).to_owned());
-        let change = Change {
-            event_type,
-            source: &from,
-            summary: draft.summary.clone(),
-            payload,
-            message: Some((&to, draft)),
-        };
-        let (event_id, message) = self.record_message(&mut state.thread, change)?;
-        Ok(MessageOutput {
-            thread: self.view(state),
-            message,
-            event_id,
-        })
+        let to = to.unwrap_or_else(|| rules::default_recipient(&state.thread, &from).to_owned());
+        self.write_message(state, event_type, (&from, &to), payload, draft)
     }
 
     pub(super) fn claim(&mut self, input: ClaimInput) -> Result<ClaimOutput, EngineError> {
@@ -312,19 +300,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let (mut state, mut payload) = self.hold(&holder, what)?;
         let event_type = self.holder_step(&mut state, &mut payload, action, verb, lease_move)?;
         let to = state.thread.created_by.clone();
-        let change = Change {
-            event_type,
-            source: &holder.agent,
-            summary: draft.summary.clone(),
-            payload,
-            message: Some((&to, draft)),
-        };
-        let (event_id, message) = self.record_message(&mut state.thread, change)?;
-        Ok(MessageOutput {
-            thread: self.view(state),
-            message,
-            event_id,
-        })
+        self.write_message(state, event_type, (&holder.agent, &to), payload, draft)
     }
 
     pub(super) fn cancel(&mut self, input: CancelInput) -> Result<MessageOutput, EngineError> {
@@ -343,29 +319,17 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         }
         let mut payload = JsonObject::new();
         note_change(&mut payload, previous, state.thread.status);
-        let to = state.thread.other_party(&agent).to_owned();
+        let to = rules::default_recipient(&state.thread, &agent).to_owned();
         let mut control = JsonObject::new();
         control.insert("action".into(), "cancel".into());
         let draft = MessageDraft {
             kind: Kind::Control,
-            summary: reason.clone(),
+            summary: reason,
             body: String::new(),
             payload: control,
             artifacts,
         };
-        let change = Change {
-            event_type,
-            source: &agent,
-            summary: reason,
-            payload,
-            message: Some((&to, draft)),
-        };
-        let (event_id, message) = self.record_message(&mut state.thread, change)?;
-        Ok(MessageOutput {
-            thread: self.view(state),
-            message,
-            event_id,
-        })
+        self.write_message(state, event_type, (&agent, &to), payload, draft)
     }
 
     /// Records every lapsed lease: released, the thread back to the queue
@@ -440,17 +404,4 @@ fn lapse_failure(lease: &crate::model::Lease, max_attempts: u32) -> (String, Opt
         artifacts: Vec::new(),
     };
     (summary, Some(draft))
-}
-
-impl Thread {
-    /// The other side of the conversation from `agent`: the creator for the
-    /// assignee, the assignee for anyone else. Where a message goes when
-    /// its sender names no recipient.
-    fn other_party(&self, agent: &str) -> &str {
-        if agent == self.assigned_to {
-            &self.created_by
-        } else {
-            &self.assigned_to
-        }
-    }
 }
