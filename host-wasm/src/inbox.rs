@@ -354,10 +354,6 @@ macro_rules! methods {
         #[wasm_bindgen]
         impl Inbox {
             $(#[doc = $doc])+
-            ///
-            /// Resolves when a later command of this inbox commits what the
-            /// wait is for, or when `timeout_seconds` pass (`woke: false`);
-            /// rejects with an `InboxError` for a bad request.
             #[wasm_bindgen(js_name = $js, skip_typescript)]
             pub fn $handler(&self, request: JsValue) -> Promise {
                 self.wait(Command::$variant, &request)
@@ -376,7 +372,10 @@ macro_rules! methods {
     };
     (@signature Wait, [$($doc:tt)+], $name:tt, $js:ident, $request:ident) => {
         concat!(
-            "  /**", $($doc, "\n   *",)+ "/\n",
+            "  /**", $($doc, "\n   *",)+
+            " Resolves when a later command of this inbox commits what it waits for, or when\n",
+            "   * `timeout_seconds` pass (`woke: false`); rejects with an `InboxError` for a bad request.\n",
+            "   */\n",
             "  ", stringify!($js), "(request?: ", stringify!($request),
             "): Promise<Success<\"", $name, "\">>;\n",
         )
