@@ -21,12 +21,17 @@ when blocked and waits for the answer, then finishes with done or fail.
 Everything lives in one SQLite file that every agent process shares.
 
 The worker loop:
-  inbox fetch --agent ME                       see work you could claim
-  inbox claim --agent ME --thread THR          take the lease: now it is yours
-  inbox update --agent ME --thread THR --status in_progress --summary \"...\"
-  inbox update --agent ME --thread THR --status blocked --summary \"question?\"
-  inbox wait-reply --agent ME --thread THR     sleep until the answer arrives
-  inbox done --agent ME --thread THR --summary \"what you did\"   (or fail)
+  inbox fetch --agent ME                         see work you could claim
+  inbox claim --agent ME --next                  take the lease: now it is yours;
+                                                 note its lease_token (T)
+  inbox update --agent ME --thread THR --lease-token T --status in_progress --summary \"...\"
+  inbox update --agent ME --thread THR --lease-token T --status blocked --summary \"question?\"
+  inbox wait-reply --agent ME --thread THR --lease-token T   sleep until the answer arrives
+  inbox done --agent ME --thread THR --lease-token T --summary \"what you did\"   (or fail)
+
+Pass the token to every command about the thread: if your lease ran out and
+another process took the thread over, the command is refused with lease_lost
+instead of acting on work that is no longer yours.
 
 Leaders open threads with send, inspect with list, show and watch, answer
 with reply and stop work with cancel.
@@ -206,9 +211,9 @@ summary must say exactly what is missing. Then wait for the answer with
 wait-reply instead of sleeping.",
         after_help = "\
 Examples:
-  inbox update --agent backend-worker --thread thr_01JH... --status in_progress \\
+  inbox update --agent backend-worker --thread thr_01JH... --lease-token 1 --status in_progress \\
       --summary \"Implementing post CRUD routes\"
-  inbox update --agent backend-worker --thread thr_01JH... --status blocked \\
+  inbox update --agent backend-worker --thread thr_01JH... --lease-token 1 --status blocked \\
       --summary \"Need auth decision\" \\
       --payload-json '{\"question\":\"Should admin auth use email/password in MVP?\"}'"
     )]
@@ -236,7 +241,8 @@ makes the thread done for good. The summary says what was achieved; put the
 details in --body or --body-file and attach files with --artifact.",
         after_help = "\
 Examples:
-  inbox done --agent backend-worker --thread thr_01JH... --summary \"Post CRUD implemented\" \\
+  inbox done --agent backend-worker --thread thr_01JH... --lease-token 1 \\
+      --summary \"Post CRUD implemented\" \\
       --body-file result.md --artifact src/posts.rs --artifact-kind patch"
     )]
     Done(FinishArgs),
@@ -249,7 +255,8 @@ the lease and makes the thread failed for good. Retrying is the leader's
 decision, not the worker's.",
         after_help = "\
 Examples:
-  inbox fail --agent backend-worker --thread thr_01JH... --summary \"Schema migration needs DBA access\""
+  inbox fail --agent backend-worker --thread thr_01JH... --lease-token 1 \\
+      --summary \"Schema migration needs DBA access\""
     )]
     Fail(FinishArgs),
 
@@ -320,10 +327,13 @@ a blocked worker, instead of sleeping. A reply is a message of one of --kinds
 (answer, control, result) written by someone else. Without a cursor it starts
 after your own last message in the thread, so an answer that came in between
 your question and this wait is not missed. While you hold the thread's lease,
-waiting keeps it alive. Exits 10 on timeout.",
+waiting keeps it alive: exactly the lease you held when the wait began (the
+one --lease-token names, or else the one your agent name held); if another
+process takes the thread over, the wait ends with lease_lost (exit 20).
+Exits 10 on timeout.",
         after_help = "\
 Examples:
-  inbox wait-reply --agent backend-worker --thread thr_01JH... --timeout-seconds 1800 --json
+  inbox wait-reply --agent backend-worker --thread thr_01JH... --lease-token 1 --timeout-seconds 1800 --json
   inbox wait-reply --agent lead --thread thr_01JH... --kinds result
   inbox wait-reply --thread thr_01JH... --after-event 51"
     )]

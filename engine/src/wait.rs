@@ -13,6 +13,8 @@
 //! It never sleeps, reads a clock of its own or touches storage directly: it
 //! only issues [`Request`]s through an [`Executor`].
 
+use std::ops::ControlFlow;
+
 use crate::command::{Command, Effect};
 use crate::engine::Engine;
 use crate::error::ErrorCode;
@@ -22,7 +24,8 @@ use crate::store::Store;
 use crate::time::{Clock, Timestamp};
 use crate::validate;
 use crate::wire::{
-    Output, RenewRequest, Request, Response, SweepRequest, WaitReplyRequest, WatchRequest,
+    Output, RenewRequest, Request, Response, SweepRequest, ThreadView, WaitReplyRequest,
+    WatchRequest,
 };
 
 /// Anything that executes requests and tells the time: an [`Engine`], or a
@@ -130,10 +133,10 @@ impl Waiter {
         }
 
         // Look first: a wake must not wait for housekeeping.
-        let mut response = engine.execute(self.request());
-        if self.finished_by(&response) {
-            return WaitStep::Finished(response);
-        }
+        let mut response = match self.look(engine.execute(self.request())) {
+            ControlFlow::Break(answer) => return WaitStep::Finished(answer),
+            ControlFlow::Continue(response) => response,
+        };
         // Nothing yet: record lapsed leases. This runs on every poll that
         // finds nothing, because a poll usually follows a write, which may
         // have added a lease that runs out sooner than any the waiter knew
@@ -152,10 +155,10 @@ impl Waiter {
             }
         };
         if swept {
-            response = engine.execute(self.request());
-            if self.finished_by(&response) {
-                return WaitStep::Finished(response);
-            }
+            response = match self.look(engine.execute(self.request())) {
+                ControlFlow::Break(answer) => return WaitStep::Finished(answer),
+                ControlFlow::Continue(response) => response,
+            };
         }
         self.started = true;
         if now >= deadline {
@@ -170,11 +173,13 @@ impl Waiter {
         WaitStep::Pending { until }
     }
 
-    /// Whether `response` ends the wait (it woke, or failed); otherwise moves
-    /// the cursor past what it covered and, on the first look, decides
-    /// whether the waiting agent's lease needs a heartbeat.
-    fn finished_by(&mut self, response: &Response) -> bool {
-        match response {
+    /// Breaks with the answer that ends the wait, if `response` ends it: the
+    /// response itself when it woke or failed, `lease_lost` when the waiting
+    /// holder's lease was taken over; else continues with the response.
+    /// Moves the cursor past what the response covered and, on the first
+    /// look, pins the lease the waiting holder keeps alive.
+    fn look(&mut self, response: Response) -> ControlFlow<Response, Response> {
+        let woke = match &response {
             Response::Failure { .. } => true,
             Response::Success(Output::Watch(out)) => {
                 if let Wait::Watch(r) = &mut self.wait {
@@ -187,17 +192,22 @@ impl Waiter {
                     r.after_event = Some(out.next_event_id);
                     r.after_message = None;
                     if !self.started {
-                        self.heartbeat_at = out
-                            .thread
-                            .lease
-                            .as_ref()
-                            .filter(|l| holds(r, l))
-                            .map(renew_at);
+                        self.heartbeat_at = pin_held_lease(r, &out.thread).map(renew_at);
+                    }
+                    if !out.woke
+                        && let Some(lost) = taken_over(r, &out.thread)
+                    {
+                        return ControlFlow::Break(lost);
                     }
                 }
                 out.woke
             }
             Response::Success(_) => true,
+        };
+        if woke {
+            ControlFlow::Break(response)
+        } else {
+            ControlFlow::Continue(response)
         }
     }
 
@@ -269,6 +279,31 @@ fn does_not_wait(command: Command) -> Response {
 fn holds(request: &WaitReplyRequest, lease: &Lease) -> bool {
     request.agent.as_deref() == Some(lease.agent.as_str())
         && request.lease_token.is_none_or(|t| t == lease.lease_token)
+}
+
+/// When the waiting agent holds the thread's live lease as the wait
+/// begins, fixes that lease's token in the request: the wait keeps exactly
+/// that lease alive, never a later claim made under the same agent name
+/// (another process, or the same one restarted). Returns the lease.
+fn pin_held_lease<'a>(request: &mut WaitReplyRequest, thread: &'a ThreadView) -> Option<&'a Lease> {
+    let lease = thread.lease.as_ref().filter(|l| holds(request, l))?;
+    request.lease_token = Some(lease.lease_token);
+    Some(lease)
+}
+
+/// The `lease_lost` answer when the lease the waiter holds (its pinned or
+/// given token) was replaced by a newer claim.
+fn taken_over(request: &WaitReplyRequest, thread: &ThreadView) -> Option<Response> {
+    let token = request.lease_token?;
+    let lease = thread.lease.as_ref().filter(|l| l.lease_token > token)?;
+    Some(Response::failure(
+        Some(Command::WaitReply.as_str().to_owned()),
+        crate::EngineError::LeaseLost {
+            thread_id: thread.thread.thread_id.clone(),
+            holder: lease.agent.clone(),
+            lease_token: lease.lease_token,
+        },
+    ))
 }
 
 /// Renew once a third of the lease has passed, leaving two more chances

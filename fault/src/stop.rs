@@ -5,7 +5,9 @@
 //!   and, like a real agent, has two processes about the thread: a
 //!   `wait-reply` keeping its lease alive and a stale-token command (a `done`,
 //!   `fail`, `update`, `renew` or `reply` chosen by the seed) that reads its
-//!   body from stdin, so it is certainly frozen *before* it writes. Both are
+//!   body from stdin, so it is certainly frozen *before* it writes (the
+//!   waiter names its lease token in some rounds and not in others: it keeps
+//!   alive the lease it held when it began either way). Both are
 //!   SIGSTOPped; the lease runs out; a second worker process reclaims (token
 //!   2). Resumed, the frozen ones must get `lease_lost` (exit 20) and change
 //!   nothing: the second worker's lease is untouched and its `done` wins.
@@ -110,7 +112,12 @@ pub fn run(inbox: &Inbox, config: &StopConfig) -> Result<StopReport, Failure> {
             FENCED_COMMANDS[(rng.index(FENCED_COMMANDS.len()) + round) % FENCED_COMMANDS.len()];
         let lease = 1 + rng.below(2);
         let dir = Workdir::create(config.work_dir.as_deref(), "stop-fenced", config.seed)?;
-        dir.run(|dir| frozen_worker_is_fenced(inbox, dir, command, lease))?;
+        let token = if round % 2 == 0 {
+            WaiterToken::Omitted
+        } else {
+            WaiterToken::Given
+        };
+        dir.run(|dir| frozen_worker_is_fenced(inbox, dir, command, lease, token))?;
         report.fenced.push(command.to_owned());
         let dir = Workdir::create(config.work_dir.as_deref(), "stop-dead-letter", config.seed)?;
         dir.run(|dir| last_attempt_dead_letters(inbox, dir))?;
@@ -122,6 +129,17 @@ pub fn run(inbox: &Inbox, config: &StopConfig) -> Result<StopReport, Failure> {
     }
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+/// Whether the frozen worker's `wait-reply` names its lease token. Without
+/// one, the waiter must still keep alive only the lease it held when it
+/// began (its token), never a later claim under the same agent name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaiterToken {
+    /// `--lease-token 1`.
+    Given,
+    /// No `--lease-token`: the agent name alone.
+    Omitted,
 }
 
 /// The stale-token commands a frozen worker may have been about to run.
@@ -258,6 +276,7 @@ pub fn frozen_worker_is_fenced(
     dir: &Path,
     command: &str,
     lease: u64,
+    waiter_token: WaiterToken,
 ) -> Result<(), Failure> {
     let db = dir.join("coord.db");
     let thread = init_with_thread(inbox, &db, 3)?;
@@ -268,17 +287,18 @@ pub fn frozen_worker_is_fenced(
 
     // The frozen worker's two processes: a waiter keeping the lease alive,
     // and a command with its token that is blocked reading its body.
-    let waiter_args = strings(&[
+    let mut waiter_args = strings(&[
         "wait-reply",
         "--agent",
         "worker",
         "--thread",
         &thread,
-        "--lease-token",
-        "1",
         "--timeout-seconds",
         "60",
     ]);
+    if waiter_token == WaiterToken::Given {
+        waiter_args.extend(strings(&["--lease-token", "1"]));
+    }
     let waiter = inbox.spawn(CHECK, &db, &waiter_args, dir, "waiter", Stdio::null())?;
     let mut stale_args = strings(&[
         command,

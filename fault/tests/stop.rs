@@ -10,17 +10,32 @@
 mod common;
 
 use inbox_fault::failure::Workdir;
-use inbox_fault::stop;
+use inbox_fault::stop::{self, WaiterToken};
 
-/// Freezes a worker whose next command is `command` with its stale token.
+/// Freezes a worker whose next command is `command` with its stale token,
+/// and whose `wait-reply` names its token.
 fn frozen_worker(command: &str) {
-    let seed = common::seed(&format!("--test stop {command}"));
+    frozen_worker_waiting(command, WaiterToken::Given);
+}
+
+fn frozen_worker_waiting(command: &str, token: WaiterToken) {
+    let seed = common::seed(&format!("--test stop {command} {token:?}"));
     let lease = 1 + seed % 2;
     Workdir::create(None, "stop", seed)
         .and_then(|dir| {
-            dir.run(|dir| stop::frozen_worker_is_fenced(&common::inbox(), dir, command, lease))
+            dir.run(|dir| {
+                stop::frozen_worker_is_fenced(&common::inbox(), dir, command, lease, token)
+            })
         })
         .unwrap_or_else(|failure| panic!("{failure}"));
+}
+
+/// A waiting holder that gave no `--lease-token` heartbeats only the lease
+/// it held when it began: resumed after another process of the same agent
+/// name reclaimed, it gets `lease_lost` instead of renewing the new lease.
+#[test]
+fn a_frozen_waiter_without_a_token_is_fenced_off_by_the_lease_it_held() {
+    frozen_worker_waiting("renew", WaiterToken::Omitted);
 }
 
 #[test]

@@ -1,0 +1,106 @@
+//! The [`Waiter`]'s fencing: a waiting holder keeps alive exactly the lease
+//! it held when the wait began, and is told `lease_lost` as soon as it sees
+//! that lease replaced, whether or not it named its token.
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use inbox_engine::{
+    Engine, ErrorCode, ManualClock, MemoryStore, Request, Response, SequentialIds, WaitStep, Waiter,
+};
+
+type TestEngine = Engine<MemoryStore, ManualClock, SequentialIds>;
+
+fn run(engine: &mut TestEngine, json: &str) -> serde_json::Value {
+    let response = engine.execute_json(json);
+    assert!(response.is_ok(), "{json}: {}", response.to_json());
+    serde_json::from_str(&response.to_json()).unwrap()
+}
+
+/// A thread claimed by `worker` with a 60 s lease (token 1).
+fn claimed() -> TestEngine {
+    let mut engine = Engine::new(
+        MemoryStore::new(),
+        ManualClock::new(ManualClock::SCRIPT_EPOCH),
+        SequentialIds::new(),
+    );
+    run(&mut engine, r#"{"command":"init"}"#);
+    run(
+        &mut engine,
+        r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s"}"#,
+    );
+    run(
+        &mut engine,
+        r#"{"command":"claim","agent":"worker","thread_id":"thr_000001","lease_seconds":60}"#,
+    );
+    engine
+}
+
+fn waiter(json: &str) -> Waiter {
+    Waiter::new(Request::from_json(json).unwrap()).unwrap()
+}
+
+fn lease(engine: &mut TestEngine) -> serde_json::Value {
+    run(engine, r#"{"command":"show","thread_id":"thr_000001"}"#)["thread"]["lease"].clone()
+}
+
+fn lost(step: WaitStep) -> bool {
+    matches!(step, WaitStep::Finished(Response::Failure { error, .. }) if error.code() == ErrorCode::LeaseLost)
+}
+
+#[test]
+fn a_waiter_without_a_token_renews_only_the_lease_it_began_with() {
+    let mut engine = claimed();
+    let mut waiter =
+        waiter(r#"{"command":"wait-reply","agent":"worker","thread_id":"thr_000001"}"#);
+    assert!(matches!(waiter.poll(&mut engine), WaitStep::Pending { .. }));
+
+    // The waiting process freezes past its lease; another process of the
+    // same agent name claims the thread again (token 2).
+    engine.clock_mut().advance_millis(120_000);
+    let second = run(
+        &mut engine,
+        r#"{"command":"claim","agent":"worker","thread_id":"thr_000001","lease_seconds":600}"#,
+    );
+    assert_eq!(second["lease"]["lease_token"], 2);
+    let before = lease(&mut engine);
+
+    // Resumed, the first waiter's heartbeat is overdue: it must not renew
+    // token 2, and must say its own lease is lost.
+    assert!(lost(waiter.poll(&mut engine)));
+    assert_eq!(
+        lease(&mut engine),
+        before,
+        "the new holder's lease is untouched"
+    );
+}
+
+#[test]
+fn a_waiter_whose_named_token_was_replaced_is_told_at_once() {
+    let mut engine = claimed();
+    engine.clock_mut().advance_millis(120_000);
+    run(
+        &mut engine,
+        r#"{"command":"claim","agent":"worker","thread_id":"thr_000001","lease_seconds":600}"#,
+    );
+    let mut waiter = waiter(
+        r#"{"command":"wait-reply","agent":"worker","thread_id":"thr_000001","lease_token":1}"#,
+    );
+    assert!(lost(waiter.poll(&mut engine)));
+}
+
+#[test]
+fn a_waiting_holder_keeps_its_own_lease_alive() {
+    let mut engine = claimed();
+    let mut waiter =
+        waiter(r#"{"command":"wait-reply","agent":"worker","thread_id":"thr_000001"}"#);
+    for _ in 0..10 {
+        let WaitStep::Pending { until } = waiter.poll(&mut engine) else {
+            panic!("the wait ended early");
+        };
+        engine.clock_mut().set(until);
+    }
+    let lease = lease(&mut engine);
+    assert_eq!(lease["lease_token"], 1);
+    assert_eq!(lease["agent"], "worker");
+}
