@@ -368,8 +368,8 @@ Examples:
 #[derive(Debug, Args, Default)]
 pub struct ArtifactArgs {
     /// Attach a file, log, patch or URL (repeat for several)
-    #[arg(long = "artifact", value_name = "PATH")]
-    pub paths: Vec<String>,
+    #[arg(long = "artifact", value_name = "PATH", allow_hyphen_values = true)]
+    pub paths: Vec<PathBuf>,
     /// Kind of each --artifact, in order; one kind applies to all [default: file]
     #[arg(long = "artifact-kind", value_name = "KIND")]
     pub kinds: Vec<String>,
@@ -382,7 +382,7 @@ pub struct ArtifactArgs {
 #[derive(Debug, Args, Default)]
 pub struct ContentArgs {
     /// The long form, for people and agents reading it
-    #[arg(long, conflicts_with = "body_file")]
+    #[arg(long, conflicts_with = "body_file", allow_hyphen_values = true)]
     pub body: Option<String>,
     /// Read the body from a UTF-8 file (- for stdin)
     #[arg(long, value_name = "PATH")]
@@ -460,7 +460,7 @@ pub struct SendArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub thread: Option<String>,
     /// One line that says what the work is (new threads)
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub subject: Option<String>,
     /// The orchestration run this belongs to (new threads)
     #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
@@ -472,7 +472,7 @@ pub struct SendArgs {
     #[arg(long, value_parser = one_of::<Kind>())]
     pub kind: Option<Kind>,
     /// One line for this message [default on a new thread: the subject]
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub summary: Option<String>,
     /// Body and payload.
     #[command(flatten)]
@@ -544,7 +544,7 @@ pub struct UpdateArgs {
     #[arg(long, value_parser = one_of::<Status>(), hide_possible_values = true)]
     pub status: Option<Status>,
     /// What happened; when blocked, exactly what is missing
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub summary: Option<String>,
     /// Body and payload.
     #[command(flatten)]
@@ -573,7 +573,7 @@ pub struct ReplyArgs {
     #[arg(long, value_parser = one_of::<Kind>(), hide_possible_values = true)]
     pub kind: Option<Kind>,
     /// One line: the answer itself, or what the message is
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub summary: Option<String>,
     /// Body and payload.
     #[command(flatten)]
@@ -593,7 +593,7 @@ pub struct FinishArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub lease_token: Option<u64>,
     /// One line: the result, or why it failed
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub summary: Option<String>,
     /// Body and payload.
     #[command(flatten)]
@@ -610,7 +610,7 @@ pub struct CancelArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub thread: Option<String>,
     /// Why, in one line
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub reason: Option<String>,
     /// Attached artifacts.
     #[command(flatten)]

@@ -10,12 +10,13 @@
 //! apply an inbox rule of its own.
 
 pub mod args;
+mod output;
 mod render;
 mod request;
 mod runner;
+mod tools;
 
 use std::ffi::OsString;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -26,11 +27,14 @@ use inbox_host_native::{Durability, HostClock, SqliteStore, open, watch};
 
 use args::{Cli, Command};
 
-const SKILL: &str = include_str!("../SKILL.md");
-
 /// Runs `inbox` with the process's arguments and returns its exit code.
 pub fn main() -> ExitCode {
     let raw: Vec<OsString> = std::env::args_os().collect();
+    if let Some(error) = environment_problem() {
+        let json = raw.iter().any(|a| a == "--json");
+        let response = Response::failure(subcommand_in(&raw), error);
+        return ExitCode::from(finish(&response, json, None, &[]));
+    }
     let parsed = Cli::command()
         .try_get_matches_from(&raw)
         .and_then(|matches| {
@@ -43,51 +47,83 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Help and version go to stdout with exit 0; everything else clap refuses
-/// is a usage error: exit 30, and with `--json` still one JSON object.
+/// What clap stopped at: help and version go to stdout with exit 0 (with
+/// `--json`, as one JSON object: `{"ok": true, "command": ..., "help": ...}`
+/// and the engine's `version` response); everything else is a usage error:
+/// exit 30, and with `--json` still one JSON object.
 fn usage_error(raw: &[OsString], error: &clap::Error) -> ExitCode {
-    if matches!(
-        error.kind(),
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-    ) {
-        let _ = error.print();
-        return ExitCode::SUCCESS;
-    }
-    if raw.iter().any(|a| a == "--json") {
-        let rendered = error.render().to_string();
-        let first = rendered.lines().next().unwrap_or("invalid arguments");
-        let message = first.strip_prefix("error: ").unwrap_or(first);
-        let command_line = Cli::command();
-        let command = raw
-            .iter()
-            .skip(1)
-            .filter_map(|a| a.to_str())
-            .find(|a| command_line.find_subcommand(a).is_some())
-            .map(str::to_owned);
-        let hint = match &command {
-            Some(command) => format!("; see `inbox {command} --help`"),
-            None => "; see `inbox --help`".to_owned(),
-        };
-        let response = Response::failure(
-            command,
-            EngineError::InvalidRequest {
-                message: format!("{message}{hint}"),
-            },
-        );
-        print_stdout(&format!("{}\n", response.to_json()));
-    } else {
-        let _ = error.print();
-    }
-    ExitCode::from(30)
+    let json = raw.iter().any(|a| a == "--json");
+    let command = subcommand_in(raw);
+    let text = error.render().to_string();
+    let (out, err, exit) = match (error.kind(), json) {
+        (ErrorKind::DisplayHelp, false) | (ErrorKind::DisplayVersion, false) => {
+            (text, String::new(), 0)
+        }
+        (ErrorKind::DisplayHelp, true) => {
+            let fields = serde_json::json!({ "help": text });
+            (
+                output::success_json(command.as_deref(), fields),
+                String::new(),
+                0,
+            )
+        }
+        (ErrorKind::DisplayVersion, true) => {
+            (format!("{}\n", version().to_json()), String::new(), 0)
+        }
+        (_, true) => {
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            let message = first.strip_prefix("error: ").unwrap_or(first);
+            let hint = match &command {
+                Some(command) => format!("; see `inbox {command} --help`"),
+                None => "; see `inbox --help`".to_owned(),
+            };
+            let response = Response::failure(
+                command,
+                EngineError::InvalidRequest {
+                    message: format!("{message}{hint}"),
+                },
+            );
+            (format!("{}\n", response.to_json()), String::new(), 30)
+        }
+        (_, false) => (String::new(), text, 30),
+    };
+    ExitCode::from(output::deliver(&out, &err, exit, || {
+        "it was a usage error".to_owned()
+    }))
 }
 
-fn print_stdout(text: &str) {
-    // A closed pipe (`inbox list | head`) is not an error worth a panic.
-    let _ = anstream::stdout().write_all(text.as_bytes());
+/// An environment variable the command line reads as text that is not
+/// text: said by name, rather than as clap's anonymous "invalid UTF-8 in
+/// one or more arguments".
+fn environment_problem() -> Option<EngineError> {
+    let agent = std::env::var_os("INBOX_AGENT")?;
+    agent.to_str().is_none().then(|| EngineError::InvalidValue {
+        field: "INBOX_AGENT".into(),
+        problem: format!(
+            "is not valid UTF-8 ({}); set it to the agent's name, e.g. export INBOX_AGENT=backend-worker",
+            agent.to_string_lossy()
+        ),
+    })
 }
 
-fn print_stderr(text: &str) {
-    let _ = anstream::stderr().write_all(text.as_bytes());
+/// The subcommand the raw arguments name, if any.
+fn subcommand_in(raw: &[OsString]) -> Option<String> {
+    let command_line = Cli::command();
+    raw.iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .find(|a| command_line.find_subcommand(a).is_some())
+        .map(str::to_owned)
+}
+
+/// The engine's `version` response (`inbox --version --json`).
+fn version() -> Response {
+    let mut engine = inbox_engine::Engine::new(
+        inbox_engine::MemoryStore::new(),
+        inbox_engine::ManualClock::new(inbox_engine::Timestamp::from_millis(0)),
+        inbox_engine::SequentialIds::new(),
+    );
+    engine.execute(Request::Version(inbox_engine::wire::VersionRequest {}))
 }
 
 /// Runs the command `name` (as the command line spelled it).
@@ -95,8 +131,8 @@ fn run(cli: Cli, name: &str) -> u8 {
     let Cli { global, command } = cli;
     let json = global.json;
     match &command {
-        Command::Skill(args) => return skill(args.install.as_deref(), json),
-        Command::Script(args) => return script(&args.file, json),
+        Command::Skill(args) => return tools::skill(args.install.as_deref(), json),
+        Command::Script(args) => return tools::script(&args.file, json),
         _ => {}
     }
     let fail = |error: EngineError| Response::failure(Some(name.to_owned()), error);
@@ -189,122 +225,33 @@ fn open_store(
     Ok((store, durability))
 }
 
-fn finish(
+/// Delivers a command's response: the JSON contract, or text for people.
+pub(crate) fn finish(
     response: &Response,
     json: bool,
     context: Option<&render::Context>,
     notes: &[String],
 ) -> u8 {
-    for note in notes {
-        print_stderr(&format!("note: {note}\n"));
-    }
-    if json {
-        print_stdout(&format!("{}\n", response.to_json()));
+    let notes: String = notes.iter().map(|note| format!("note: {note}\n")).collect();
+    let (out, err) = if json {
+        (format!("{}\n", response.to_json()), String::new())
     } else {
-        let fallback;
-        let context = match context {
-            Some(context) => context,
-            None => {
-                fallback = render::Context {
-                    now: inbox_engine::Timestamp::from_millis(0),
-                    agent: None,
-                    new_thread: false,
-                    durability: None,
-                };
-                &fallback
-            }
+        let fallback = render::Context {
+            now: inbox_engine::Timestamp::from_millis(0),
+            agent: None,
+            new_thread: false,
+            durability: None,
         };
-        let (out, err) = render::human(response, context);
-        print_stdout(&out);
-        print_stderr(&err);
-    }
-    response.exit_code()
-}
-
-/// `inbox skill`: print SKILL.md, or write it to DIR/inbox/SKILL.md.
-fn skill(install: Option<&Path>, json: bool) -> u8 {
-    let Some(dir) = install else {
-        if json {
-            let body = serde_json::json!({"ok": true, "command": "skill", "skill": SKILL});
-            print_stdout(&format!("{body}\n"));
+        render::human(response, context.unwrap_or(&fallback))
+    };
+    output::deliver(&out, &format!("{notes}{err}"), response.exit_code(), || {
+        if response.is_ok() {
+            format!(
+                "the command took effect; its result was: {}",
+                response.to_json()
+            )
         } else {
-            print_stdout(SKILL);
+            format!("the command failed: {}", response.to_json())
         }
-        return 0;
-    };
-    let target = dir.join("inbox").join("SKILL.md");
-    let target = std::path::absolute(&target).unwrap_or(target);
-    let written = target
-        .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(&target, SKILL));
-    match written {
-        Ok(()) => {
-            if json {
-                let body = serde_json::json!({"ok": true, "command": "skill", "installed": target.display().to_string()});
-                print_stdout(&format!("{body}\n"));
-            } else {
-                print_stdout(&format!("Installed {}\n", target.display()));
-            }
-            0
-        }
-        Err(e) => {
-            let response = Response::failure(
-                Some("skill".into()),
-                EngineError::InvalidValue {
-                    field: "install".into(),
-                    problem: format!("cannot write {}: {e}", target.display()),
-                },
-            );
-            finish(&response, json, None, &[])
-        }
-    }
-}
-
-/// `inbox script FILE`: run a transition script in memory and print its
-/// transcript. Exit 0 when every expectation held, 1 when one did not, 30
-/// when the script cannot be read or parsed. With `--json`:
-/// `{"ok": true, "command": "script", "transcript": ..., "failures": [...]}`,
-/// or the usual error object.
-fn script(file: &Path, json: bool) -> u8 {
-    let text = if file == Path::new("-") {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
-    } else {
-        std::fs::read_to_string(file)
-    };
-    let fail = |problem: String| {
-        let response = Response::failure(
-            Some("script".into()),
-            EngineError::InvalidValue {
-                field: "file".into(),
-                problem,
-            },
-        );
-        finish(&response, json, None, &[])
-    };
-    let text = match text {
-        Ok(text) => text,
-        Err(e) => return fail(format!("cannot be read: {}: {e}", file.display())),
-    };
-    match inbox_engine::run_script(&text, inbox_engine::MemoryStore::new()) {
-        Ok(transcript) => {
-            if json {
-                let body = serde_json::json!({
-                    "ok": true,
-                    "command": "script",
-                    "transcript": transcript.text,
-                    "failures": transcript.failures,
-                });
-                print_stdout(&format!("{body}\n"));
-            } else {
-                print_stdout(&transcript.text);
-                for failure in &transcript.failures {
-                    print_stderr(&format!("expectation failed: {failure}\n"));
-                }
-            }
-            if transcript.failures.is_empty() { 0 } else { 1 }
-        }
-        Err(e) => fail(format!("{} does not parse: {e}", file.display())),
-    }
+    })
 }

@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::Path;
 
 use inbox_engine::EngineError;
-use inbox_engine::validate::parse_json_object;
+use inbox_engine::validate::{self as v, parse_json_object};
 use inbox_engine::wire::*;
 use sha2::{Digest, Sha256};
 
@@ -253,11 +253,16 @@ fn content(args: &ContentArgs) -> Result<(Option<String>, Option<serde_json::Val
         });
     }
     let body = match &args.body_file {
-        Some(path) => Some(read_text("body_file", path)?),
+        Some(path) => Some(read_text("body_file", "body", path, v::BODY_MAX_BYTES)?),
         None => args.body.clone(),
     };
     let payload_text = match &args.payload_file {
-        Some(path) => Some(read_text("payload_file", path)?),
+        Some(path) => Some(read_text(
+            "payload_file",
+            "payload",
+            path,
+            v::PAYLOAD_MAX_BYTES,
+        )?),
         None => args.payload_json.clone(),
     };
     let payload = payload_text
@@ -267,19 +272,47 @@ fn content(args: &ContentArgs) -> Result<(Option<String>, Option<serde_json::Val
     Ok((body, payload))
 }
 
-/// Reads a UTF-8 text file given by `flag` (`-` is stdin).
-fn read_text(flag: &str, path: &Path) -> Result<String, EngineError> {
+/// Reads a UTF-8 text file given by `flag` (`-` is stdin) for the request
+/// field `field`, never more than `limit` bytes plus one: a file or stream
+/// over the limit (`/dev/zero`, `yes |`) is refused as `too_long` without
+/// being read further.
+pub(crate) fn read_text(
+    flag: &str,
+    field: &str,
+    path: &Path,
+    limit: usize,
+) -> Result<String, EngineError> {
     let shown = path.display();
-    let mut bytes = Vec::new();
-    let read = if path == Path::new("-") {
-        std::io::stdin().read_to_end(&mut bytes).map(drop)
-    } else {
-        std::fs::File::open(path).and_then(|mut file| file.read_to_end(&mut bytes).map(drop))
-    };
-    read.map_err(|e| EngineError::InvalidValue {
+    let unreadable = |e: std::io::Error| EngineError::InvalidValue {
         field: flag.into(),
         problem: format!("cannot be read: {shown}: {e}"),
-    })?;
+    };
+    let mut bytes = Vec::new();
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    let size = if path == Path::new("-") {
+        std::io::stdin()
+            .take(cap)
+            .read_to_end(&mut bytes)
+            .map_err(unreadable)?;
+        None
+    } else {
+        let file = std::fs::File::open(path).map_err(unreadable)?;
+        let size = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        file.take(cap).read_to_end(&mut bytes).map_err(unreadable)?;
+        size
+    };
+    if bytes.len() > limit {
+        return Err(EngineError::TooLong {
+            field: field.into(),
+            actual: size.and_then(|n| usize::try_from(n).ok()),
+            limit,
+            unit: "bytes",
+        });
+    }
     String::from_utf8(bytes).map_err(|e| EngineError::InvalidValue {
         field: flag.into(),
         problem: format!(
@@ -314,12 +347,13 @@ fn artifacts(args: &ArtifactArgs, notes: &mut Notes) -> Result<Vec<ArtifactInput
     }
     let mut out = Vec::with_capacity(n);
     for (i, path) in args.paths.iter().enumerate() {
+        let path = text_path(i, path)?;
         let metadata = pick(&args.metadata, "artifact_metadata_json", i)?
             .map(|text| parse_json_object(&format!("artifacts[{i}].metadata"), &text))
             .transpose()?;
         let facts = file_facts(path, notes);
         out.push(ArtifactInput {
-            path: Some(path.clone()),
+            path: Some(path.to_owned()),
             kind: pick(&args.kinds, "artifact_kind", i)?,
             metadata,
             absolute_path: facts.absolute_path,
@@ -328,6 +362,18 @@ fn artifacts(args: &ArtifactArgs, notes: &mut Notes) -> Result<Vec<ArtifactInput
         });
     }
     Ok(out)
+}
+
+/// An artifact path as text. Paths are recorded as text (JSON has no
+/// other kind), so a file name that is not UTF-8 is refused, not mangled.
+fn text_path(i: usize, path: &Path) -> Result<&str, EngineError> {
+    path.to_str().ok_or_else(|| EngineError::InvalidValue {
+        field: format!("artifacts[{i}].path"),
+        problem: format!(
+            "{} is not valid UTF-8, and artifact paths are stored as text; rename the file, or attach the folder that holds it",
+            path.display()
+        ),
+    })
 }
 
 struct Facts {

@@ -12,6 +12,7 @@
 
 mod common;
 
+mod arguments_and_output;
 mod artifacts;
 mod bad_input;
 mod concurrency;

@@ -89,13 +89,15 @@ pub enum EngineError {
     },
     /// See [`ErrorCode::TooLong`].
     #[error(
-        "`{field}` is {actual} {unit} long; the limit is {limit} {unit}; shorten it or move the detail into an artifact"
+        "`{field}` is {} {unit} long; the limit is {limit} {unit}; shorten it or move the detail into an artifact",
+        match actual { Some(n) => n.to_string(), None => format!("more than {limit}") }
     )]
     TooLong {
         /// The field, as spelled in the request.
         field: String,
-        /// Its length.
-        actual: usize,
+        /// Its length; `None` when a host stopped reading it at the limit
+        /// (a stream is not read past the limit plus one byte).
+        actual: Option<usize>,
         /// The documented limit.
         limit: usize,
         /// `characters` or `bytes`.

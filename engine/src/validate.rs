@@ -113,7 +113,7 @@ fn name_like<'a>(field: &str, value: &'a str) -> Result<&'a str, EngineError> {
     if value.len() > NAME_MAX_BYTES {
         return Err(EngineError::TooLong {
             field: field.to_owned(),
-            actual: value.len(),
+            actual: Some(value.len()),
             limit: NAME_MAX_BYTES,
             unit: "bytes",
         });
@@ -149,7 +149,7 @@ pub fn line(field: &str, value: &str, max: usize) -> Result<(), EngineError> {
     if chars > max {
         return Err(EngineError::TooLong {
             field: field.to_owned(),
-            actual: chars,
+            actual: Some(chars),
             limit: max,
             unit: "characters",
         });
@@ -170,7 +170,7 @@ pub fn body(value: Option<String>) -> Result<String, EngineError> {
     if body.len() > BODY_MAX_BYTES {
         return Err(EngineError::TooLong {
             field: "body".to_owned(),
-            actual: body.len(),
+            actual: Some(body.len()),
             limit: BODY_MAX_BYTES,
             unit: "bytes",
         });
@@ -199,7 +199,7 @@ pub fn object(
     if size > max {
         return Err(EngineError::TooLong {
             field: field.to_owned(),
-            actual: size,
+            actual: Some(size),
             limit: max,
             unit: "bytes",
         });
@@ -275,7 +275,7 @@ pub fn artifacts(inputs: Vec<ArtifactInput>) -> Result<Vec<ArtifactDraft>, Engin
             if path.len() > ARTIFACT_PATH_MAX_BYTES {
                 return Err(EngineError::TooLong {
                     field: field("path"),
-                    actual: path.len(),
+                    actual: Some(path.len()),
                     limit: ARTIFACT_PATH_MAX_BYTES,
                     unit: "bytes",
                 });

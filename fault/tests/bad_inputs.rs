@@ -66,7 +66,9 @@ struct Case {
     input: &'static str,
     setup: Setup,
     args: Vec<String>,
+    /// What stdin holds, and how the table shows it (`< latin1`).
     stdin: Option<Vec<u8>>,
+    stdin_shown: &'static str,
     env: Vec<(&'static str, &'static str)>,
     expect: Expect,
 }
@@ -81,6 +83,7 @@ fn case(input: &'static str, command: &str, expect: Expect) -> Case {
         setup: Setup::Claimed,
         args: command.split(' ').map(str::to_owned).collect(),
         stdin: None,
+        stdin_shown: "",
         env: Vec::new(),
         expect,
     }
@@ -91,8 +94,9 @@ impl Case {
         self.setup = setup;
         self
     }
-    fn stdin(mut self, bytes: &[u8]) -> Case {
+    fn stdin(mut self, bytes: &[u8], shown: &'static str) -> Case {
         self.stdin = Some(bytes.to_vec());
+        self.stdin_shown = shown;
         self
     }
     fn env(mut self, name: &'static str, value: &'static str) -> Case {
@@ -132,11 +136,14 @@ fn cases() -> Vec<Case> {
         case("body over 1 MiB (1 MiB + 1 byte, via --body-file)", &cat(UPDATE, "--body-file big.md"), Refused(30, "too_long")),
         case("body of exactly 1 MiB (the limit)", &cat(UPDATE, "--body-file limit.md"), Written(0)),
         case("body file that is not UTF-8 (Latin-1 `café`)", &cat(UPDATE, "--body-file latin1.txt"), Refused(30, "invalid_value")),
-        case("body from stdin that is not UTF-8 (`--body-file -`)", &cat(UPDATE, "--body-file -"), Refused(30, "invalid_value")).stdin(b"caf\xe9\n"),
+        case("body from stdin that is not UTF-8 (`--body-file -`)", &cat(UPDATE, "--body-file -"), Refused(30, "invalid_value")).stdin(b"caf\xe9\n", "< latin1"),
         case("body file holding NUL bytes (valid UTF-8)", &cat(UPDATE, "--body-file nul.txt"), Written(0)),
         case("body file that does not exist", &cat(UPDATE, "--body-file nope.md"), Refused(30, "invalid_value")),
         case("body file that is a folder", &cat(UPDATE, "--body-file ."), Refused(30, "invalid_value")),
         case("`--body` and `--body-file` together", &cat(UPDATE, "--body b --body-file nul.txt"), Refused(30, "invalid_request")),
+        case("body file that never ends (`/dev/zero`): read only to the limit", &cat(UPDATE, "--body-file /dev/zero"), Refused(30, "too_long")),
+        case("body from stdin past the limit (2 MiB of `yes`)", &cat(UPDATE, "--body-file -"), Refused(30, "too_long")).stdin(&b"y\n".repeat(1 << 20), "< yes"),
+        case("body that is a diff (`--- a/x.rs`; text may start with `-`)", &cat(UPDATE, "--body"), Written(0)).arg("--- a/x.rs\n+++ b/x.rs"),
         // Payloads.
         case("payload that is an array", &cat(UPDATE, "--payload-json [1,2]"), Refused(30, "invalid_payload")),
         case("payload that is a string", &cat(UPDATE, "--payload-json \"text\""), Refused(30, "invalid_payload")),
@@ -145,6 +152,7 @@ fn cases() -> Vec<Case> {
         case("payload over 256 KiB in one argument (Linux caps an argument at 128 KiB)", &cat(UPDATE, "--payload-json"), ExecRefused).arg(big_payload),
         case("payload over 256 KiB, via --payload-file", &cat(UPDATE, "--payload-file big-payload.json"), Refused(30, "too_long")),
         case("payload of exactly 256 KiB (the limit), via --payload-file", &cat(UPDATE, "--payload-file limit-payload.json"), Written(0)),
+        case("payload file that never ends (`/dev/zero`): read only to the limit", &cat(UPDATE, "--payload-file /dev/zero"), Refused(30, "too_long")),
         case("payload nested 200 deep (past the parser's 128)", &cat(UPDATE, "--payload-json"), Refused(30, "invalid_payload")).arg(deep),
         case("payload with a duplicate key", &cat(UPDATE, r#"--payload-json {"a":1,"a":2}"#), Written(0)),
         // Unknown enum values.
@@ -187,6 +195,8 @@ fn cases() -> Vec<Case> {
         case("subject of 501 characters", "send --from lead --to worker --subject", Refused(30, "too_long")).arg("s".repeat(501)),
         case("summary of 1001 characters", "update --agent worker --thread $THREAD --summary", Refused(30, "too_long")).arg("s".repeat(1001)),
         case("empty summary", "update --agent worker --thread $THREAD --summary", Refused(30, "missing_field")).arg(""),
+        case("summary that starts with `-` (`- fixed the bug`)", "update --agent worker --thread $THREAD --summary", Written(0)).arg("- fixed the bug"),
+        case("summary that looks like a number (`-5% latency`)", "update --agent worker --thread $THREAD --summary", Written(0)).arg("-5% latency"),
         case("agent name of 129 bytes", "fetch --agent", Refused(30, "too_long")).arg("a".repeat(129)),
         case("agent name with a space", "fetch --agent", Refused(30, "invalid_value")).arg("bad name"),
         case("reserved agent name `inbox` (send)", "send --from inbox --to worker --subject x", Refused(30, "invalid_value")),
@@ -200,6 +210,7 @@ fn cases() -> Vec<Case> {
         case("artifact path that does not exist (accepted, with a note)", &cat(UPDATE, "--artifact later.txt"), Written(0)),
         case("artifact path of 4097 bytes", &cat(UPDATE, "--artifact"), Refused(30, "too_long")).arg("p".repeat(4097)),
         case("artifact path with a newline", &cat(UPDATE, "--artifact"), Refused(30, "invalid_value")).arg("two\nlines.txt"),
+        case("artifact path that is not UTF-8 (`$'\\xff'`)", &cat(UPDATE, "--artifact"), Refused(30, "invalid_value")).arg(NOT_UTF8),
         case("artifact kind `Bad Kind`", &cat(UPDATE, "--artifact a.txt --artifact-kind"), Refused(30, "invalid_value")).arg("Bad Kind"),
         case("`--artifact-kind` without `--artifact`", &cat(UPDATE, "--artifact-kind log"), Refused(30, "invalid_value")),
         case("artifact metadata that is not an object", &cat(UPDATE, "--artifact a.txt --artifact-metadata-json 3"), Refused(30, "invalid_payload")),
@@ -219,7 +230,20 @@ fn cases() -> Vec<Case> {
         case("read-only database file: a write", SEND, Refused(50, "storage_error")).on(Setup::ReadOnly),
         // The two tools that do not use the database.
         case("`script` on a file that does not exist", "script nope.inbox", Refused(30, "invalid_value")),
+        case("`script` on a file that never ends (`/dev/zero`): read only to 4 MiB", "script /dev/zero", Refused(30, "too_long")),
     ]
+}
+
+/// Writes the case's stdin, if any, to the child. A reader that stops at
+/// its limit closes the pipe early: that is the behaviour under test, not a
+/// harness failure.
+fn feed(child: &mut std::process::Child, case: &Case) {
+    use std::io::Write as _;
+    if let (Some(bytes), Some(mut stdin)) = (&case.stdin, child.stdin.take())
+        && let Err(e) = stdin.write_all(bytes)
+    {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{}", case.input);
+    }
 }
 
 /// Stands for the one argument that is not UTF-8 (the byte 0xff).
@@ -553,7 +577,8 @@ fn command_cell(case: &Case) -> String {
         shown.push_str(&format!(" --artifact a0.txt … ({artifacts} in all)"));
     }
     if case.stdin.is_some() {
-        shown.push_str(" < latin1");
+        shown.push(' ');
+        shown.push_str(case.stdin_shown);
     }
     format!("`{}`", shown.replace('`', "'").replace('|', "\\|"))
 }
@@ -645,11 +670,7 @@ fn run_case(case: &Case) -> Row {
     if matches!(case.expect, ExecRefused) {
         problems.push("expected the OS to refuse this argument list".into());
     }
-    if let Some(bytes) = &case.stdin {
-        use std::io::Write as _;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(bytes).unwrap();
-    }
+    feed(&mut child, case);
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -742,10 +763,7 @@ fn run_case(case: &Case) -> Row {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = command.spawn().unwrap();
-        if let Some(bytes) = &case.stdin {
-            use std::io::Write as _;
-            child.stdin.take().unwrap().write_all(bytes).unwrap();
-        }
+        feed(&mut child, case);
         let human = child.wait_with_output().unwrap();
         if human.status.code() != Some(exit) || !human.stdout.is_empty() {
             problems.push(format!(

@@ -1,0 +1,137 @@
+//! The command line's own tools, which need no database: `inbox skill`
+//! (print or install the SKILL.md that teaches agents this CLI) and `inbox
+//! script` (run a transition script in memory).
+//!
+//! Both report in the JSON contract with `--json`. Installing the skill
+//! writes into a folder the user names, which may hold things the user did
+//! not create: it never follows a symbolic link there.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use inbox_engine::{EngineError, Response};
+
+use crate::{output, request};
+
+const SKILL: &str = include_str!("../SKILL.md");
+
+/// The largest transition script `inbox script` reads (4 MiB): far above any
+/// protocol worth pinning down, and a stop for `inbox script /dev/zero`.
+const SCRIPT_MAX_BYTES: usize = 4 << 20;
+
+/// `inbox skill`: print SKILL.md, or install it as DIR/inbox/SKILL.md.
+pub(crate) fn skill(install: Option<&Path>, json: bool) -> u8 {
+    let Some(dir) = install else {
+        let out = if json {
+            output::success_json(Some("skill"), serde_json::json!({ "skill": SKILL }))
+        } else {
+            SKILL.to_owned()
+        };
+        return output::deliver(&out, "", 0, || "SKILL.md was not printed".to_owned());
+    };
+    match install_skill(dir) {
+        Ok(target) => {
+            let shown = target.display().to_string();
+            let out = if json {
+                output::success_json(Some("skill"), serde_json::json!({ "installed": shown }))
+            } else {
+                format!("Installed {shown}\n")
+            };
+            output::deliver(&out, "", 0, || format!("SKILL.md was installed as {shown}"))
+        }
+        Err(problem) => fail(
+            "skill",
+            EngineError::InvalidValue {
+                field: "install".into(),
+                problem,
+            },
+            json,
+        ),
+    }
+}
+
+/// Writes SKILL.md into `dir/inbox/`, creating that folder if needed. The
+/// file is written beside its final name and renamed over it, so a
+/// symbolic link planted at `SKILL.md` is replaced, never followed; an
+/// `inbox` folder that is itself a link is refused.
+fn install_skill(dir: &Path) -> Result<PathBuf, String> {
+    let folder = std::path::absolute(dir.join("inbox")).unwrap_or_else(|_| dir.join("inbox"));
+    let shown = folder.display();
+    match std::fs::symlink_metadata(&folder) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(format!(
+                "{shown} is a symbolic link; remove it, or install into a folder of your own"
+            ));
+        }
+        Ok(meta) if !meta.is_dir() => return Err(format!("{shown} exists and is not a folder")),
+        Ok(_) => {}
+        Err(_) => {
+            std::fs::create_dir_all(&folder).map_err(|e| format!("cannot create {shown}: {e}"))?
+        }
+    }
+    let target = folder.join("SKILL.md");
+    let temporary = folder.join(format!(".SKILL.md.{}.tmp", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .and_then(|mut file| {
+            file.write_all(SKILL.as_bytes())
+                .and_then(|()| file.sync_all())
+        })
+        .and_then(|()| std::fs::rename(&temporary, &target));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(format!("cannot write {}: {e}", target.display()));
+    }
+    Ok(target)
+}
+
+/// `inbox script FILE`: run a transition script in memory and print its
+/// transcript. Exit 0 when every expectation held, 1 when one did not, 30
+/// when the script cannot be read or parsed. With `--json`:
+/// `{"ok": true, "command": "script", "transcript": ..., "failures": [...]}`,
+/// or the usual error object.
+pub(crate) fn script(file: &Path, json: bool) -> u8 {
+    let text = match request::read_text("file", "file", file, SCRIPT_MAX_BYTES) {
+        Ok(text) => text,
+        Err(error) => return fail("script", error, json),
+    };
+    let transcript = match inbox_engine::run_script(&text, inbox_engine::MemoryStore::new()) {
+        Ok(transcript) => transcript,
+        Err(e) => {
+            let problem = format!("{} does not parse: {e}", file.display());
+            let error = EngineError::InvalidValue {
+                field: "file".into(),
+                problem,
+            };
+            return fail("script", error, json);
+        }
+    };
+    let exit = if transcript.failures.is_empty() { 0 } else { 1 };
+    let (out, err) = if json {
+        let fields = serde_json::json!({
+            "transcript": transcript.text,
+            "failures": transcript.failures,
+        });
+        (output::success_json(Some("script"), fields), String::new())
+    } else {
+        let failures = transcript
+            .failures
+            .iter()
+            .map(|failure| format!("expectation failed: {failure}\n"))
+            .collect();
+        (transcript.text, failures)
+    };
+    output::deliver(&out, &err, exit, || "the transcript was lost".to_owned())
+}
+
+/// A tool's refusal, in the JSON contract.
+fn fail(command: &str, error: EngineError, json: bool) -> u8 {
+    crate::finish(
+        &Response::failure(Some(command.to_owned()), error),
+        json,
+        None,
+        &[],
+    )
+}
