@@ -14,6 +14,7 @@ mod output;
 mod render;
 mod request;
 mod runner;
+mod terminal;
 mod tools;
 
 use std::ffi::OsString;
@@ -85,7 +86,8 @@ fn usage_error(raw: &[OsString], error: &clap::Error) -> ExitCode {
             );
             (format!("{}\n", response.to_json()), String::new(), 30)
         }
-        (_, false) => (String::new(), text, 30),
+        // A usage error echoes what was typed, which may hold anything.
+        (_, false) => (String::new(), terminal::safe(&text).into_owned(), 30),
     };
     ExitCode::from(output::deliver(&out, &err, exit, || {
         "it was a usage error".to_owned()
@@ -232,7 +234,10 @@ pub(crate) fn finish(
     context: Option<&render::Context>,
     notes: &[String],
 ) -> u8 {
-    let notes: String = notes.iter().map(|note| format!("note: {note}\n")).collect();
+    let notes: String = notes
+        .iter()
+        .map(|note| format!("note: {}\n", terminal::safe(note)))
+        .collect();
     let (out, err) = if json {
         (format!("{}\n", response.to_json()), String::new())
     } else {

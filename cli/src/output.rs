@@ -26,7 +26,7 @@ pub(crate) fn deliver(out: &str, err: &str, exit: u8, lost: impl FnOnce() -> Str
         Err(e) => {
             stderr(&format!(
                 "inbox: the result could not be written to stdout ({e}); {}\n",
-                lost()
+                crate::terminal::safe(&lost())
             ));
             UNDELIVERED
         }

@@ -3,7 +3,8 @@
 //! Lines carry full ids (they are meant to be copied into the next command),
 //! statuses, ages and lease time left. Colour comes from `anstyle` styles and
 //! is stripped by `anstream` when stdout is not a terminal or `NO_COLOR` is
-//! set. `--json` output never comes through here: it is the engine's JSON,
+//! set. Agents' text is made terminal-safe before any of it is formatted.
+//! `--json` output never comes through here: it is the engine's JSON,
 //! byte for byte. This module must never decide anything about threads; it
 //! only renders what the engine returned.
 
@@ -12,6 +13,8 @@ use std::fmt::Write as _;
 use anstyle::{AnsiColor, Style};
 use inbox_engine::wire::{ClaimOutput, MessageOutput, ThreadView, WaitReplyOutput, WatchOutput};
 use inbox_engine::{Lease, Message, Output, Response, Status, Timestamp};
+
+use crate::terminal;
 
 /// What rendering needs besides the response.
 pub(crate) struct Context {
@@ -45,16 +48,19 @@ fn paint(style: Style, text: impl std::fmt::Display) -> String {
 }
 
 /// Renders a response: `(stdout, stderr)`.
+/// Every string the engine returned is made terminal-safe first (see
+/// [`crate::terminal`]), so the renderers below print fields as they are.
 pub(crate) fn human(response: &Response, cx: &Context) -> (String, String) {
     match response {
         Response::Failure { error, .. } => (
             String::new(),
             format!(
-                "{}: {error}\n",
-                paint(ERROR, format!("error[{}]", error.code()))
+                "{}: {}\n",
+                paint(ERROR, format!("error[{}]", error.code())),
+                terminal::safe(&error.to_string())
             ),
         ),
-        Response::Success(output) => (success(output, cx), String::new()),
+        Response::Success(output) => (success(&terminal::safe_output(output), cx), String::new()),
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use inbox_engine::{EngineError, Response};
 
-use crate::{output, request};
+use crate::{output, request, terminal};
 
 const SKILL: &str = include_str!("../SKILL.md");
 
@@ -119,9 +119,9 @@ pub(crate) fn script(file: &Path, json: bool) -> u8 {
         let failures = transcript
             .failures
             .iter()
-            .map(|failure| format!("expectation failed: {failure}\n"))
+            .map(|failure| format!("expectation failed: {}\n", terminal::safe(failure)))
             .collect();
-        (transcript.text, failures)
+        (terminal::safe(&transcript.text).into_owned(), failures)
     };
     output::deliver(&out, &err, exit, || "the transcript was lost".to_owned())
 }

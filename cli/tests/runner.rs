@@ -21,5 +21,6 @@ mod help;
 mod plugin;
 mod same_refusals;
 mod skill_and_script;
+mod terminal;
 mod waits;
 mod worker_loop;

@@ -66,11 +66,11 @@ pub fn required<'a>(
     }
 }
 
-/// An agent name: 1 to 128 bytes, no whitespace or control characters, not
-/// the reserved `inbox`.
+/// An agent name: 1 to 128 bytes of [`AGENT_NAME_CHARS`], starting with a
+/// letter or digit, not the reserved `inbox`.
 pub fn agent<'a>(field: &str, value: &'a Option<String>) -> Result<&'a str, EngineError> {
     let name = required(field, value, "give the agent name, e.g. backend-worker")?;
-    name_like(field, name)?;
+    name_like(field, name, Alphabet::Agent)?;
     if name == SYSTEM_AGENT {
         return Err(EngineError::invalid(
             field,
@@ -93,8 +93,8 @@ pub fn optional_agent<'a>(
     }
 }
 
-/// An optional run or task id: 1 to 128 bytes, no whitespace or control
-/// characters.
+/// An optional run or task id: 1 to 128 bytes of [`ID_NAME_CHARS`],
+/// starting with a letter or digit.
 pub fn optional_name<'a>(
     field: &str,
     value: &'a Option<String>,
@@ -105,11 +105,43 @@ pub fn optional_name<'a>(
             field,
             "leave it out or give a non-empty value",
         )),
-        Some(v) => name_like(field, v).map(Some),
+        Some(v) => name_like(field, v, Alphabet::Id).map(Some),
     }
 }
 
-fn name_like<'a>(field: &str, value: &'a str) -> Result<&'a str, EngineError> {
+/// The characters an agent name may hold after its first, which is an
+/// ASCII letter or digit. Names are printed in terminals and compared by
+/// byte, so only visible ASCII without look-alikes is allowed: no spaces,
+/// controls, invisible or bidirectional characters, no homoglyphs from other
+/// scripts. `:` is kept out for addresses (`role:NAME`).
+pub const AGENT_NAME_CHARS: &str = "ASCII letters, digits, `.`, `_`, `@` and `-`";
+
+/// Run and task ids: as agent names, plus `:` and `/` (`feat/login`).
+pub const ID_NAME_CHARS: &str = "ASCII letters, digits, `.`, `_`, `@`, `:`, `/` and `-`";
+
+/// Which alphabet a name is checked against.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Alphabet {
+    Agent,
+    Id,
+}
+
+impl Alphabet {
+    fn allows(self, c: char) -> bool {
+        c.is_ascii_alphanumeric()
+            || matches!(c, '.' | '_' | '@' | '-')
+            || (self == Alphabet::Id && matches!(c, ':' | '/'))
+    }
+
+    fn described(self) -> &'static str {
+        match self {
+            Alphabet::Agent => AGENT_NAME_CHARS,
+            Alphabet::Id => ID_NAME_CHARS,
+        }
+    }
+}
+
+fn name_like<'a>(field: &str, value: &'a str, alphabet: Alphabet) -> Result<&'a str, EngineError> {
     if value.len() > NAME_MAX_BYTES {
         return Err(EngineError::TooLong {
             field: field.to_owned(),
@@ -118,11 +150,20 @@ fn name_like<'a>(field: &str, value: &'a str) -> Result<&'a str, EngineError> {
             unit: "bytes",
         });
     }
-    if let Some(c) = value.chars().find(|c| c.is_whitespace() || c.is_control()) {
-        return Err(EngineError::invalid(
+    let refuse = |what: String| {
+        EngineError::invalid(
             field,
-            format!("contains {c:?}; names may not contain spaces or control characters"),
-        ));
+            format!(
+                "{what}; a name starts with an ASCII letter or digit and holds only {}",
+                alphabet.described()
+            ),
+        )
+    };
+    if let Some(c) = value.chars().find(|&c| !alphabet.allows(c)) {
+        return Err(refuse(format!("contains {c:?}")));
+    }
+    if !value.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+        return Err(refuse("does not start with a letter or digit".into()));
     }
     Ok(value)
 }

@@ -199,6 +199,11 @@ fn cases() -> Vec<Case> {
         case("summary that looks like a number (`-5% latency`)", "update --agent worker --thread $THREAD --summary", Written(0)).arg("-5% latency"),
         case("agent name of 129 bytes", "fetch --agent", Refused(30, "too_long")).arg("a".repeat(129)),
         case("agent name with a space", "fetch --agent", Refused(30, "invalid_value")).arg("bad name"),
+        case("agent name with a right-to-left override (U+202E)", "fetch --agent", Refused(30, "invalid_value")).arg("lead\u{202e}rekrow"),
+        case("agent name with a Cyrillic look-alike (`lеad`, U+0435)", "fetch --agent", Refused(30, "invalid_value")).arg("l\u{435}ad"),
+        case("agent name with a zero-width space", "fetch --agent", Refused(30, "invalid_value")).arg("le\u{200b}ad"),
+        case("agent name that starts with a dot", "fetch --agent", Refused(30, "invalid_value")).arg(".hidden"),
+        case("task id with a slash and a colon (accepted)", "send --from lead --to worker --subject x --task feat/login:2", Written(0)),
         case("reserved agent name `inbox` (send)", "send --from inbox --to worker --subject x", Refused(30, "invalid_value")),
         case("reserved agent name `inbox` (claim)", "claim --agent inbox --thread $THREAD", Refused(30, "invalid_value")),
         case("argument that is not UTF-8 (`--subject $'\\xff'`)", "send --from lead --to worker --subject", Refused(30, "invalid_request")).arg(NOT_UTF8),
@@ -547,6 +552,21 @@ fn shown_argument(arg: &str) -> String {
             arg.len(),
             arg.chars().take(12).collect::<String>()
         );
+    }
+    // Invisible and non-ASCII characters are shown as bash `$'...'` escapes:
+    // the table is read in browsers, where a raw U+202E would reorder it.
+    if arg.contains(|c: char| !c.is_ascii() || c.is_ascii_control()) {
+        let escaped: String = arg
+            .chars()
+            .map(|c| match c {
+                ' '..='~' if c != '\'' && c != '\\' => c.to_string(),
+                '\n' => "\\n".to_owned(),
+                '\t' => "\\t".to_owned(),
+                _ if u32::from(c) <= 0xffff => format!("\\u{:04x}", u32::from(c)),
+                _ => format!("\\U{:08x}", u32::from(c)),
+            })
+            .collect();
+        return format!("$'{escaped}'");
     }
     if arg.is_empty() || arg.contains(|c: char| c.is_whitespace() || "\"'{}[]$\\|".contains(c)) {
         format!("'{}'", arg.replace('\n', "\\n").replace('\'', r"'\''"))
