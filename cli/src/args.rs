@@ -368,7 +368,7 @@ Examples:
 #[derive(Debug, Args, Default)]
 pub struct ArtifactArgs {
     /// Attach a file, log, patch or URL (repeat for several)
-    #[arg(long = "artifact", value_name = "PATH", allow_hyphen_values = true)]
+    #[arg(long = "artifact", value_name = "PATH", allow_hyphen_values = true, value_parser = text_path())]
     pub paths: Vec<PathBuf>,
     /// Kind of each --artifact, in order; one kind applies to all [default: file]
     #[arg(long = "artifact-kind", value_name = "KIND")]
@@ -382,7 +382,7 @@ pub struct ArtifactArgs {
 #[derive(Debug, Args, Default)]
 pub struct ContentArgs {
     /// The long form, for people and agents reading it
-    #[arg(long, conflicts_with = "body_file", allow_hyphen_values = true)]
+    #[arg(long, conflicts_with = "body_file", allow_hyphen_values = true, value_parser = text())]
     pub body: Option<String>,
     /// Read the body from a UTF-8 file (- for stdin)
     #[arg(long, value_name = "PATH")]
@@ -394,6 +394,45 @@ pub struct ContentArgs {
     /// too large for one command-line argument (128 KiB on Linux)
     #[arg(long, value_name = "PATH")]
     pub payload_file: Option<PathBuf>,
+}
+
+/// Free text (a summary, a body, a subject): it may start with `-` (a diff,
+/// "-5% latency"), but a value that is exactly the shape of a flag
+/// (`--json`, `--thread`) is taken for what it almost surely is, a flag
+/// whose text was forgotten, and refused, so `inbox done --summary --json`
+/// still answers in JSON.
+fn text() -> impl TypedValueParser<Value = String> {
+    clap::builder::StringValueParser::new().try_map(|value: String| {
+        if looks_like_a_flag(&value) {
+            Err(format!(
+                "`{value}` looks like a flag, not text; give the text this option needs before any other flag"
+            ))
+        } else {
+            Ok(value)
+        }
+    })
+}
+
+/// [`text`] for a path (`--artifact`), which may not be UTF-8.
+fn text_path() -> impl TypedValueParser<Value = PathBuf> {
+    clap::builder::PathBufValueParser::new().try_map(|path: PathBuf| {
+        match path.to_str() {
+            Some(value) if looks_like_a_flag(value) => Err(format!(
+                "`{value}` looks like a flag, not a path; give the path this option needs before any other flag"
+            )),
+            _ => Ok(path),
+        }
+    })
+}
+
+/// `--` and then only lowercase letters, digits and dashes: `--json`.
+fn looks_like_a_flag(value: &str) -> bool {
+    value.strip_prefix("--").is_some_and(|name| {
+        name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    })
 }
 
 /// A value of one of the engine's vocabularies: `Status`, `Kind`,
@@ -460,7 +499,7 @@ pub struct SendArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub thread: Option<String>,
     /// One line that says what the work is (new threads)
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
     pub subject: Option<String>,
     /// The orchestration run this belongs to (new threads)
     #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
@@ -472,7 +511,7 @@ pub struct SendArgs {
     #[arg(long, value_parser = one_of::<Kind>())]
     pub kind: Option<Kind>,
     /// One line for this message [default on a new thread: the subject]
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
     pub summary: Option<String>,
     /// Body and payload.
     #[command(flatten)]
@@ -544,7 +583,7 @@ pub struct UpdateArgs {
     #[arg(long, value_parser = one_of::<Status>(), hide_possible_values = true)]
     pub status: Option<Status>,
     /// What happened; when blocked, exactly what is missing
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
     pub summary: Option<String>,
     /// Body and payload.
     #[command(flatten)]
@@ -573,7 +612,7 @@ pub struct ReplyArgs {
     #[arg(long, value_parser = one_of::<Kind>(), hide_possible_values = true)]
     pub kind: Option<Kind>,
     /// One line: the answer itself, or what the message is
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
     pub summary: Option<String>,
     /// Body and payload.
     #[command(flatten)]
@@ -593,7 +632,7 @@ pub struct FinishArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub lease_token: Option<u64>,
     /// One line: the result, or why it failed
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
     pub summary: Option<String>,
     /// Body and payload.
     #[command(flatten)]
@@ -610,7 +649,7 @@ pub struct CancelArgs {
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub thread: Option<String>,
     /// Why, in one line
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
     pub reason: Option<String>,
     /// Attached artifacts.
     #[command(flatten)]

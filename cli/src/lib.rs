@@ -168,8 +168,9 @@ fn run(cli: Cli, name: &str) -> u8 {
     };
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let env_db = std::env::var_os("INBOX_DB").map(PathBuf::from);
-    let (db_path, _) =
-        inbox_host_native::resolve_db_path(global.db.as_deref(), env_db.as_deref(), &cwd);
+    let db = inbox_host_native::resolve_db_path(global.db.as_deref(), env_db.as_deref(), &cwd);
+    notes.extend(db.notes.iter().cloned());
+    let db_path = db.path.clone();
 
     // A wait arms its watch before it opens the database, so that no commit
     // between the first query and the first sleep goes unnoticed.
@@ -199,6 +200,7 @@ fn run(cli: Cli, name: &str) -> u8 {
         agent: global.agent,
         new_thread,
         durability: Some(durability.as_str()),
+        database: Some(database_line(&db, &cwd)),
     };
     finish(&response, json, Some(&context), &notes)
 }
@@ -209,22 +211,24 @@ fn open_store(
     init: Option<Option<Durability>>,
     path: &Path,
 ) -> Result<(SqliteStore, Durability), StoreError> {
-    let (store, durability) = match init {
-        Some(chosen) => {
-            let mut store = open::open_or_create(path)?;
-            inbox_engine::Store::initialize(&mut store)?;
-            let durability = match chosen {
-                Some(chosen) => {
-                    open::set_durability(&store, chosen)?;
-                    chosen
-                }
-                None => open::stored_durability(&store)?,
-            };
-            (store, durability)
-        }
-        _ => open::open_existing(path, None)?,
+    match init {
+        Some(chosen) => open::init(path, chosen),
+        None => open::open_existing(path, None),
+    }
+}
+
+/// Which database a command used and why, for people: shown relative to
+/// the current folder when it is inside it.
+fn database_line(db: &inbox_host_native::DbPath, cwd: &Path) -> String {
+    use inbox_host_native::DbSource;
+    let shown = db.path.strip_prefix(cwd).unwrap_or(&db.path).display();
+    let why = match db.source {
+        DbSource::Flag => "--db",
+        DbSource::Env => "$INBOX_DB",
+        DbSource::Found => "the nearest .agents/coord.db",
+        DbSource::Default => "new in this folder",
     };
-    Ok((store, durability))
+    format!("{shown} ({why})")
 }
 
 /// Delivers a command's response: the JSON contract, or text for people.
@@ -246,6 +250,7 @@ pub(crate) fn finish(
             agent: None,
             new_thread: false,
             durability: None,
+            database: None,
         };
         render::human(response, context.unwrap_or(&fallback))
     };

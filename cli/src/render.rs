@@ -26,6 +26,8 @@ pub(crate) struct Context {
     pub(crate) new_thread: bool,
     /// The database's durability, for `init`.
     pub(crate) durability: Option<&'static str>,
+    /// Which database the command used, and why (told on stderr).
+    pub(crate) database: Option<String>,
 }
 
 const DIM: Style = Style::new().dimmed();
@@ -55,12 +57,21 @@ pub(crate) fn human(response: &Response, cx: &Context) -> (String, String) {
         Response::Failure { error, .. } => (
             String::new(),
             format!(
-                "{}: {}\n",
+                "{}: {}\n{}",
                 paint(ERROR, format!("error[{}]", error.code())),
-                terminal::safe(&error.to_string())
+                terminal::safe(&error.to_string()),
+                used(cx)
             ),
         ),
-        Response::Success(output) => (success(&terminal::safe_output(output), cx), String::new()),
+        Response::Success(output) => (success(&terminal::safe_output(output), cx), used(cx)),
+    }
+}
+
+/// The line that says which database the command used (stderr, dim).
+fn used(cx: &Context) -> String {
+    match &cx.database {
+        Some(database) => paint(DIM, format!("database: {}", terminal::safe(database))) + "\n",
+        None => String::new(),
     }
 }
 
@@ -484,6 +495,7 @@ mod tests {
             agent: None,
             new_thread: false,
             durability: None,
+            database: None,
         };
         let output = Output::Version(VersionOutput {
             engine_version: "1.2.3".into(),

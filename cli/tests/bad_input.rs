@@ -419,6 +419,7 @@ fn a_read_only_database_reads_but_refuses_writes_clearly() {
     exit: 50
     --- stderr ---
     error[storage_error]: $TEST_DIR/.agents/coord.db is read-only for this process; check its permissions (and those of its folder, where SQLite keeps the -wal and -shm files)
+    database: .agents/coord.db (the nearest .agents/coord.db)
     ");
 }
 

@@ -14,6 +14,8 @@ fn init_creates_an_owner_only_database_in_dot_agents() {
     exit: 0
     --- stdout ---
     Initialized $TEST_DIR/.agents/coord.db (schema version 1, durability normal)
+    --- stderr ---
+    database: .agents/coord.db (new in this folder)
     ");
     #[cfg(unix)]
     {

@@ -17,6 +17,7 @@ mod artifacts;
 mod bad_input;
 mod concurrency;
 mod database;
+mod file_safety;
 mod help;
 mod plugin;
 mod same_refusals;

@@ -197,6 +197,7 @@ fn cases() -> Vec<Case> {
         case("empty summary", "update --agent worker --thread $THREAD --summary", Refused(30, "missing_field")).arg(""),
         case("summary that starts with `-` (`- fixed the bug`)", "update --agent worker --thread $THREAD --summary", Written(0)).arg("- fixed the bug"),
         case("summary that looks like a number (`-5% latency`)", "update --agent worker --thread $THREAD --summary", Written(0)).arg("-5% latency"),
+        case("a flag where the summary should be (`--summary --json`)", "update --agent worker --thread $THREAD --summary --lease-token 1", Refused(30, "invalid_request")),
         case("agent name of 129 bytes", "fetch --agent", Refused(30, "too_long")).arg("a".repeat(129)),
         case("agent name with a space", "fetch --agent", Refused(30, "invalid_value")).arg("bad name"),
         case("agent name with a right-to-left override (U+202E)", "fetch --agent", Refused(30, "invalid_value")).arg("lead\u{202e}rekrow"),

@@ -6,6 +6,8 @@
 //! - [`store`]: the engine's `Store` over one connection (portable);
 //! - [`open`]: finding, creating and opening the database file, with the
 //!   connection settings that make one process per command cheap and safe;
+//! - [`file`]: whether a database file can be trusted, and whether it is
+//!   still the file a connection opened;
 //! - [`watch`]: cross-process waiting (inotify on Linux, polling elsewhere);
 //! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds.
 //!
@@ -17,6 +19,8 @@
 #[cfg(feature = "native")]
 pub mod clock;
 #[cfg(feature = "native")]
+pub mod file;
+#[cfg(feature = "native")]
 pub mod open;
 pub mod schema;
 pub mod store;
@@ -27,7 +31,8 @@ pub mod watch;
 pub use clock::{HostClock, host_ids, os_seed};
 #[cfg(feature = "native")]
 pub use open::{
-    DbSource, Durability, Lifetime, open_existing, open_or_create, resolve_db_path, set_lifetime,
+    DbPath, DbSource, Durability, Lifetime, open_existing, open_or_create, resolve_db_path,
+    set_lifetime,
 };
 pub use store::SqliteStore;
 

@@ -19,6 +19,7 @@ use inbox_engine::{StoreError, StoreErrorKind};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
+use crate::file;
 use crate::store::SqliteStore;
 
 /// The default database, relative to a project folder.
@@ -92,26 +93,71 @@ pub enum DbSource {
     Default,
 }
 
-/// Picks the database file: `flag`, else `env`, else the nearest existing
-/// `.agents/coord.db` from `cwd` upwards, else `cwd/.agents/coord.db`.
-pub fn resolve_db_path(flag: Option<&Path>, env: Option<&Path>, cwd: &Path) -> (PathBuf, DbSource) {
+/// The database a command uses: its path (symbolic links followed once,
+/// here, so SQLite, the companion files and a wait's watch all agree), where
+/// the choice came from, and what the user should know about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DbPath {
+    /// The file.
+    pub path: PathBuf,
+    /// Where the choice came from.
+    pub source: DbSource,
+    /// Databases passed over while looking around, and why.
+    pub notes: Vec<String>,
+}
+
+/// Picks the database file: `flag`, else `env`, else the nearest
+/// `.agents/coord.db` from `cwd` upwards that this user owns and nobody else
+/// may write (others are skipped, with a note), else `cwd/.agents/coord.db`.
+pub fn resolve_db_path(flag: Option<&Path>, env: Option<&Path>, cwd: &Path) -> DbPath {
+    let named = |path: &Path, source| DbPath {
+        path: real(cwd.join(path)),
+        source,
+        notes: Vec::new(),
+    };
     if let Some(path) = flag {
-        return (cwd.join(path), DbSource::Flag);
+        return named(path, DbSource::Flag);
     }
     if let Some(path) = env.filter(|p| !p.as_os_str().is_empty()) {
-        return (cwd.join(path), DbSource::Env);
+        return named(path, DbSource::Env);
     }
+    let mut notes = Vec::new();
     for dir in cwd.ancestors() {
         let candidate = dir.join(DEFAULT_DB);
-        if candidate.is_file() {
-            return (candidate, DbSource::Found);
+        if !candidate.is_file() {
+            continue;
+        }
+        match file::untrusted(&candidate) {
+            Some(why) => notes.push(format!(
+                "passed over {}: {why}; name a database with --db to use one anyway",
+                candidate.display()
+            )),
+            None => {
+                return DbPath {
+                    path: real(candidate),
+                    source: DbSource::Found,
+                    notes,
+                };
+            }
         }
     }
-    (cwd.join(DEFAULT_DB), DbSource::Default)
+    DbPath {
+        path: cwd.join(DEFAULT_DB),
+        source: DbSource::Default,
+        notes,
+    }
+}
+
+/// `path` with symbolic links followed, or as it is if it does not exist.
+fn real(path: PathBuf) -> PathBuf {
+    std::fs::canonicalize(&path).unwrap_or(path)
 }
 
 /// Opens an existing inbox database for commands, applying its durability
-/// setting (or `durability`, which overrides it).
+/// setting (or `durability`, which overrides it). Refuses a file that
+/// cannot be one (see [`file::check_database_file`]) or that another user
+/// owns, and records the files' identities so that a long-lived connection
+/// stops before writing if they are replaced.
 pub fn open_existing(
     path: &Path,
     durability: Option<Durability>,
@@ -125,11 +171,8 @@ pub fn open_existing(
             ),
         ));
     }
-    if path.is_dir() {
-        return Err(StoreError::other(format!(
-            "{location} is a folder, not a database file; pass --db with a file path"
-        )));
-    }
+    file::check_database_file(path)?;
+    file::check_owned(path)?;
     let mut store = connect(path, false)?;
     store.ensure_schema()?;
     let durability = match durability {
@@ -137,11 +180,14 @@ pub fn open_existing(
         None => stored_durability(&store)?,
     };
     apply_durability(&store, durability)?;
+    store.guard_files(file::FileIdentity::record(path));
     Ok((store, durability))
 }
 
 /// Creates the database (and its folder) if needed, owner-only, and opens it
 /// for `init`. The schema itself is created by `init` through the engine.
+/// Never follows a symbolic link it did not expect (see
+/// [`file::check_creatable`]).
 pub fn open_or_create(path: &Path) -> Result<SqliteStore, StoreError> {
     let location = path.display().to_string();
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -152,14 +198,87 @@ pub fn open_or_create(path: &Path) -> Result<SqliteStore, StoreError> {
             ))
         })?;
     }
-    if path.is_dir() {
-        return Err(StoreError::other(format!(
-            "{location} is a folder, not a database file; pass --db with a file path"
-        )));
-    }
+    file::check_database_file(path)?;
+    file::check_creatable(path)?;
     create_private_file(path)
         .map_err(|e| StoreError::other(format!("cannot create {location}: {e}")))?;
-    connect(path, true)
+    let mut store = connect(path, true)?;
+    store.guard_files(file::FileIdentity::record(path));
+    Ok(store)
+}
+
+/// `inbox init`: creates or upgrades the database at `path` and records
+/// `durability` (if given), holding a lock on its folder so that any number
+/// of `init`s may run at once: each waits for the one before it, then
+/// finds the database made. Returns the store and the durability in force.
+pub fn init(
+    path: &Path,
+    durability: Option<Durability>,
+) -> Result<(SqliteStore, Durability), StoreError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        create_private_dir(parent).map_err(|e| {
+            StoreError::other(format!(
+                "cannot create the folder {}: {e}",
+                parent.display()
+            ))
+        })?;
+    }
+    let _lock = FolderLock::take(path)?;
+    let mut store = open_or_create(path)?;
+    inbox_engine::Store::initialize(&mut store)?;
+    let durability = match durability {
+        Some(chosen) => {
+            set_durability(&store, chosen)?;
+            chosen
+        }
+        None => stored_durability(&store)?,
+    };
+    store.guard_files(file::FileIdentity::record(path));
+    Ok((store, durability))
+}
+
+/// An exclusive `flock` on the database's folder while `init` runs. On the
+/// folder, not the database: SQLite's own locks are POSIX locks on the
+/// database file, which closing any other descriptor of that file would
+/// drop.
+struct FolderLock {
+    _folder: std::fs::File,
+}
+
+impl FolderLock {
+    fn take(path: &Path) -> Result<FolderLock, StoreError> {
+        use rustix::fs::{FlockOperation, flock};
+        let folder_path = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let shown = folder_path.display();
+        let folder = std::fs::File::open(folder_path)
+            .map_err(|e| StoreError::other(format!("cannot open the folder {shown}: {e}")))?;
+        let started = Instant::now();
+        loop {
+            match flock(&folder, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(FolderLock { _folder: folder }),
+                Err(rustix::io::Errno::WOULDBLOCK) if started.elapsed() < BUSY_BUDGET => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(StoreError::new(
+                        StoreErrorKind::Busy,
+                        format!(
+                            "another `inbox init` held {shown} for {} s; retry",
+                            BUSY_BUDGET.as_secs()
+                        ),
+                    ));
+                }
+                Err(e) => {
+                    return Err(StoreError::other(format!(
+                        "cannot lock the folder {shown}: {e}"
+                    )));
+                }
+            }
+        }
+    }
 }
 
 /// The durability recorded in the database (`normal` if never set).
@@ -353,10 +472,12 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(unix)]
 fn create_private_file(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
+    let no_follow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
     match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
+        .custom_flags(no_follow)
         .open(path)
     {
         Ok(_) => Ok(()),
@@ -375,5 +496,23 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_database_behind_a_link_resolves_to_the_real_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let real = dir.path().join("real.db");
+        std::fs::write(&real, b"").unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&real, dir.path().join("link.db"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let resolved = resolve_db_path(Some(Path::new("link.db")), None, dir.path());
+        let expected = std::fs::canonicalize(&real).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resolved.path, expected);
+        assert_eq!(resolved.source, DbSource::Flag);
     }
 }

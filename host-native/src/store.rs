@@ -35,6 +35,10 @@ pub struct SqliteStore {
     /// The file, for messages ("`:memory:`" for an in-memory database).
     location: String,
     tx: Option<TxMode>,
+    /// The identities of the database's files when they were opened,
+    /// checked before every write (native files only).
+    #[cfg(feature = "native")]
+    files: Option<crate::file::FileIdentity>,
 }
 
 impl SqliteStore {
@@ -63,7 +67,27 @@ impl SqliteStore {
             schema,
             location,
             tx: None,
+            #[cfg(feature = "native")]
+            files: None,
         })
+    }
+
+    /// From now on, checks before every write that the database's files
+    /// are still the ones `files` recorded (see [`crate::file`]).
+    #[cfg(feature = "native")]
+    pub fn guard_files(&mut self, files: crate::file::FileIdentity) {
+        self.files = Some(files);
+    }
+
+    /// Fails if the database's files were deleted, moved or replaced since
+    /// they were opened: a waiter checks on every wake, the store before
+    /// every write.
+    #[cfg(feature = "native")]
+    pub fn check_files(&self) -> Result<(), StoreError> {
+        match &self.files {
+            Some(files) => files.check(),
+            None => Ok(()),
+        }
     }
 
     /// The connection, e.g. to read `PRAGMA data_version` while waiting.
@@ -442,6 +466,16 @@ impl Store for SqliteStore {
             .and_then(|mut s| s.execute([]))
             .map_err(|e| self.error(e))?;
         self.tx = Some(mode);
+        // Holding the write lock, look once more that the files are the
+        // ones opened: writing through a deleted -wal or -shm loses commits
+        // or corrupts the database.
+        #[cfg(feature = "native")]
+        if mode == TxMode::Write
+            && let Err(error) = self.check_files()
+        {
+            let _ = self.rollback();
+            return Err(error);
+        }
         Ok(())
     }
 

@@ -49,6 +49,12 @@ pub fn wait<E: Executor>(
     };
     let mut seen = data_version(store(engine));
     loop {
+        // A wait outlives many commands of other processes: before each
+        // look, make sure the database is still the file it opened.
+        if let Err(error) = store(engine).check_files() {
+            let command = waiter.command().as_str().to_owned();
+            return Response::failure(Some(command), inbox_engine::EngineError::Store(error));
+        }
         match waiter.poll(engine) {
             WaitStep::Finished(response) => return response,
             WaitStep::Pending { until } => {
@@ -138,7 +144,9 @@ impl ChangeWatcher {
                 return;
             }
             let now = Instant::now();
-            if now >= deadline {
+            // The database's files deleted or replaced: back to the caller,
+            // which stops the wait with the reason.
+            if now >= deadline || store.check_files().is_err() {
                 return;
             }
             // A commit whose WAL write came before the watch was armed, but
@@ -232,9 +240,10 @@ mod linux {
     use std::time::Duration;
 
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+    use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
-    /// An inotify watch on the database's folder, filtered to its WAL.
+    /// An inotify watch on the database's folder, filtered to its WAL (and
+    /// to its files going away).
     pub(super) struct Inotify {
         fd: OwnedFd,
         /// The watched folder.
@@ -246,6 +255,9 @@ mod linux {
         /// to the database file (a checkpoint) never carry new data, and
         /// waking on them made the confirmation below overshoot.
         wal: OsString,
+        /// The database's three file names: deleting or moving any of them
+        /// wakes the waiter, which then stops (see `SqliteStore::check_files`).
+        names: [OsString; 3],
     }
 
     impl Inotify {
@@ -254,17 +266,22 @@ mod linux {
                 Some(dir) if !dir.as_os_str().is_empty() => dir,
                 _ => Path::new("."),
             };
-            let mut wal = db_path
+            let name = db_path
                 .file_name()
                 .map(|n| n.to_os_string())
                 .unwrap_or_default();
-            wal.push("-wal");
+            let with = |suffix: &str| {
+                let mut name = name.clone();
+                name.push(suffix);
+                name
+            };
             let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
             let mut inotify = Inotify {
                 fd,
                 dir: dir.to_path_buf(),
                 watch: None,
-                wal,
+                wal: with("-wal"),
+                names: [name.clone(), with("-wal"), with("-shm")],
             };
             inotify.arm()?;
             Ok(inotify)
@@ -276,7 +293,9 @@ mod linux {
                 let flags = WatchFlags::MODIFY
                     | WatchFlags::CREATE
                     | WatchFlags::MOVED_TO
-                    | WatchFlags::CLOSE_WRITE;
+                    | WatchFlags::CLOSE_WRITE
+                    | WatchFlags::DELETE
+                    | WatchFlags::MOVED_FROM;
                 self.watch = Some(inotify::add_watch(&self.fd, &self.dir, flags)?);
             }
             Ok(())
@@ -327,7 +346,12 @@ mod linux {
                 match reader.next() {
                     Ok(event) => {
                         let name = event.file_name().map(|n| n.to_bytes()).unwrap_or_default();
-                        if name == self.wal.as_bytes() {
+                        let gone = event
+                            .events()
+                            .intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM);
+                        if name == self.wal.as_bytes()
+                            || (gone && self.names.iter().any(|n| n.as_bytes() == name))
+                        {
                             relevant = true;
                         }
                     }

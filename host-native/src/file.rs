@@ -1,0 +1,210 @@
+//! The database file as something to trust and to keep track of: who owns
+//! it, whether it is the file it claims to be, and whether it is still the
+//! file this process opened.
+//!
+//! SQLite keeps a database in three files, `coord.db`, `coord.db-wal` and
+//! `coord.db-shm`, found by name. A name that points somewhere else than the
+//! process expects is how data gets lost: a `-shm` deleted under a running
+//! waiter makes two processes use two different WAL indexes and corrupts
+//! the file; a `-wal` deleted loses acknowledged commits; two hard-link
+//! names for one database give it two WALs; a planted symbolic link makes
+//! `init` create the database (and its `-wal`) wherever it points. This
+//! module checks for each of these before anything is written, and says
+//! which it found. It must never open the database itself (SQLite does),
+//! and never hold a descriptor on the database file: closing any descriptor
+//! of a file drops every POSIX lock the process holds on it, SQLite's too.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+use inbox_engine::StoreError;
+
+/// The suffixes of SQLite's companion files in WAL mode.
+pub const COMPANIONS: [&str; 2] = ["-wal", "-shm"];
+
+/// `path` with a companion suffix.
+pub fn companion(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// A file's identity: the device and inode it is stored at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key {
+    dev: u64,
+    ino: u64,
+}
+
+fn key(path: &Path) -> Option<Key> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| Key {
+        dev: m.dev(),
+        ino: m.ino(),
+    })
+}
+
+/// The identities of a database's three files when a connection opened
+/// them, to tell later whether the names still lead to the same files.
+#[derive(Clone, Debug)]
+pub struct FileIdentity {
+    /// Each file and its identity, once seen. A cell, so that a reader
+    /// holding the store immutably (a waiter) can check too.
+    files: Vec<(PathBuf, Cell<Option<Key>>)>,
+}
+
+impl FileIdentity {
+    /// Records what `db` and its companions are now. A companion that does
+    /// not exist yet is recorded the first time it is seen.
+    pub fn record(db: &Path) -> FileIdentity {
+        let mut files = vec![(db.to_path_buf(), Cell::new(key(db)))];
+        files.extend(COMPANIONS.iter().map(|s| {
+            let path = companion(db, s);
+            let key = key(&path);
+            (path, Cell::new(key))
+        }));
+        FileIdentity { files }
+    }
+
+    /// Fails if any of the files was deleted, moved or replaced since it
+    /// was recorded: the process must stop before it writes.
+    pub fn check(&self) -> Result<(), StoreError> {
+        for (path, recorded) in &self.files {
+            let now = key(path);
+            match (recorded.get(), now) {
+                (None, seen) => recorded.set(seen),
+                (Some(was), Some(is)) if was == is => {}
+                (Some(_), now) => {
+                    let what = if now.is_none() {
+                        "was deleted or moved"
+                    } else {
+                        "was replaced by another file"
+                    };
+                    return Err(StoreError::other(format!(
+                        "{} {what} while this process had the database open; it stopped before \
+                         writing, to keep the database intact. Never delete, move or replace an \
+                         inbox database or its -wal and -shm files while agents use it; run the \
+                         command again",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Refuses what cannot be an inbox database file before SQLite opens it:
+/// a device or pipe (`--db /dev/null`), and a file with more than one name
+/// (hard links: SQLite finds the `-wal` by name, so each name would get a
+/// WAL of its own and the two would corrupt the database).
+pub fn check_database_file(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let shown = path.display();
+    if meta.is_dir() {
+        return Err(StoreError::other(format!(
+            "{shown} is a folder, not a database file; pass --db with a file path"
+        )));
+    }
+    if !meta.is_file() {
+        return Err(StoreError::other(format!(
+            "{shown} is not a regular file (a device, pipe or socket) and cannot hold a database; \
+             pass --db with a file path"
+        )));
+    }
+    if meta.nlink() > 1 {
+        return Err(StoreError::other(format!(
+            "{shown} has {} names (hard links); SQLite keeps a database's -wal and -shm files by \
+             name, so two names give it two write-ahead logs and corrupt it. Remove the other \
+             names and use one path",
+            meta.nlink()
+        )));
+    }
+    Ok(())
+}
+
+/// For `init`, which creates files: refuses a database path or companion
+/// that is a symbolic link (init would create the file wherever the link
+/// points, maybe in a folder of another user's choosing) or that another
+/// user owns (a planted `-wal` would hold our commits in their file), and a
+/// folder other users may replace files in.
+pub fn check_creatable(path: &Path) -> Result<(), StoreError> {
+    for candidate in
+        std::iter::once(path.to_path_buf()).chain(COMPANIONS.iter().map(|s| companion(path, s)))
+    {
+        if std::fs::symlink_metadata(&candidate).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(StoreError::other(format!(
+                "{} is a symbolic link; init never follows one, since it would create the database \
+                 wherever the link points. Remove the link, or pass --db with the real path",
+                candidate.display()
+            )));
+        }
+    }
+    check_owned(path)?;
+    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty())
+        && let Some(problem) = writable_by_others(folder)
+    {
+        return Err(StoreError::other(format!(
+            "{} {problem}, so they could replace the database; make it private first (`chmod go-w {}`)",
+            folder.display(),
+            folder.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a database whose file or companion files another user owns:
+/// this process would write its agents' work into a file someone else
+/// controls (and can read).
+pub fn check_owned(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    for candidate in
+        std::iter::once(path.to_path_buf()).chain(COMPANIONS.iter().map(|s| companion(path, s)))
+    {
+        if let Ok(meta) = std::fs::symlink_metadata(&candidate)
+            && meta.uid() != me
+        {
+            return Err(StoreError::other(format!(
+                "{} belongs to another user (uid {}, you are {me}); inbox never writes into a \
+                 database someone else controls. Use a database of your own (`inbox init` in your \
+                 project, or --db)",
+                candidate.display(),
+                meta.uid()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Why a database found by looking around (not named by `--db` or
+/// `$INBOX_DB`) must not be used: it or its companions belong to another
+/// user, or other users may write it or its folder. `None` when it is this
+/// user's own.
+pub fn untrusted(path: &Path) -> Option<String> {
+    if let Err(refused) = check_owned(path) {
+        return Some(refused.message);
+    }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+    for candidate in std::iter::once(path).chain(folder) {
+        if let Some(problem) = writable_by_others(candidate) {
+            return Some(format!("{} {problem}", candidate.display()));
+        }
+    }
+    None
+}
+
+/// Whether users other than the owner may write `path` or, for a folder,
+/// replace what it holds: group or others write permission, unless the
+/// folder is sticky (like `/tmp`, where only a file's owner may remove it).
+fn writable_by_others(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let mode = meta.mode() & 0o7777;
+    let sticky = meta.is_dir() && mode & 0o1000 != 0;
+    (mode & 0o022 != 0 && !sticky)
+        .then(|| format!("can be written by other users (mode {mode:04o})"))
+}
