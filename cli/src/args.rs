@@ -685,9 +685,15 @@ pub struct ShowArgs {
     /// The thread
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
     pub thread: Option<String>,
-    /// Move --agent's read cursor to the newest message
+    /// Move --agent's read cursor to the newest message shown
     #[arg(long)]
     pub mark_read: bool,
+    /// Only messages after this one: the next page of a long thread
+    #[arg(long, value_name = "MESSAGE_ID")]
+    pub after_message: Option<String>,
+    /// At most this many messages [default: 100]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
 }
 
 /// `watch`.

@@ -159,6 +159,19 @@ fn success(output: &Output, cx: &Context) -> String {
                 text.push('\n');
                 text.push_str(&message_block(i + 1, message, cx.now));
             }
+            if let (true, Some(last)) = (out.more, out.messages.last()) {
+                let _ = writeln!(
+                    text,
+                    "\n{}",
+                    paint(
+                        DIM,
+                        format!(
+                            "More messages follow: inbox show --thread {} --after-message {}",
+                            out.thread.thread.thread_id, last.message_id
+                        )
+                    )
+                );
+            }
             if let Some(cursor) = &out.read_cursor {
                 let _ = writeln!(
                     text,

@@ -210,6 +210,8 @@ impl Fields for ShowArgs {
             thread_id: self.thread,
             agent,
             mark_read: self.mark_read,
+            after_message: self.after_message,
+            limit: self.limit,
         })
     }
 }

@@ -234,6 +234,8 @@ pub struct MessageQuery {
     pub thread_id: String,
     /// Only messages written by this agent.
     pub from_agent: Option<String>,
+    /// Only messages recorded after this event (0: from the first).
+    pub after_event: EventId,
     /// Newest first instead of oldest first.
     pub newest_first: bool,
     /// At most this many results.
@@ -244,6 +246,7 @@ impl MessageQuery {
     /// The reference semantics of the filters.
     pub fn matches(&self, message: &Message) -> bool {
         message.thread_id == self.thread_id
+            && message.event_id > self.after_event
             && self
                 .from_agent
                 .as_deref()

@@ -45,6 +45,8 @@ pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 pub const DEFAULT_FETCH_LIMIT: u32 = 20;
 /// `list` results when the request does not say.
 pub const DEFAULT_LIST_LIMIT: u32 = 50;
+/// `show` messages per page when the request does not say.
+pub const DEFAULT_SHOW_LIMIT: u32 = 100;
 /// `watch` events per wake when the request does not say.
 pub const DEFAULT_WATCH_LIMIT: u32 = 100;
 /// Largest `limit` any command accepts.

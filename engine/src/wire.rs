@@ -251,8 +251,12 @@ pub struct ShowRequest {
     pub thread_id: Option<String>,
     /// The reader: whose read cursor to report and, with `mark_read`, move.
     pub agent: Option<String>,
-    /// Move the reader's cursor to the newest message.
+    /// Move the reader's cursor to the newest message shown.
     pub mark_read: bool,
+    /// Cursor: only messages after this one (the next page).
+    pub after_message: Option<String>,
+    /// At most this many messages, oldest first (default 100, at most 1000).
+    pub limit: Option<u32>,
 }
 
 /// `watch`: events on an agent's threads after a cursor.
@@ -431,10 +435,14 @@ impl TryFrom<ClaimWire> for ClaimOutput {
 pub struct ShowOutput {
     /// The thread.
     pub thread: ThreadView,
-    /// Every message, oldest first, each with its artifacts.
+    /// The thread's messages, oldest first, each with its artifacts: from
+    /// the first (or after `after_message`), at most `limit`.
     pub messages: Vec<Message>,
     /// The reader's cursor (after moving it, with `mark_read`), or `null`.
     pub read_cursor: Option<ReadCursor>,
+    /// Whether later messages exist: pass the last message's id as
+    /// `after_message` to read them.
+    pub more: bool,
 }
 
 /// `watch`.

@@ -270,6 +270,7 @@ fn request(op: &Op) -> Option<Request> {
             thread_id: thread_id(thread),
             agent: name(agent),
             mark_read,
+            ..Default::default()
         }),
         Op::Watch { agent, after } => Request::Watch(WatchRequest {
             agent: agent.and_then(name),
@@ -354,6 +355,7 @@ fn snapshot(engine: &mut TestEngine) -> Snapshot {
                 .messages(&MessageQuery {
                     thread_id: t.thread.thread_id.clone(),
                     from_agent: None,
+                    after_event: 0,
                     newest_first: false,
                     limit: usize::MAX,
                 })

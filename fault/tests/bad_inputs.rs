@@ -155,6 +155,7 @@ fn cases() -> Vec<Case> {
         case("payload file that never ends (`/dev/zero`): read only to the limit", &cat(UPDATE, "--payload-file /dev/zero"), Refused(30, "too_long")),
         case("payload nested 200 deep (past the parser's 128)", &cat(UPDATE, "--payload-json"), Refused(30, "invalid_payload")).arg(deep),
         case("payload with a duplicate key", &cat(UPDATE, r#"--payload-json {"a":1,"a":2}"#), Written(0)),
+        case("payload numbers past 64 bits and past a double's range (kept as written)", &cat(UPDATE, r#"--payload-json {"big":123456789012345678901234567890,"tiny":0.1e-400,"huge":1e999}"#), Written(0)),
         // Unknown enum values.
         case("unknown `--kind`", &cat(SEND, "--kind memo"), Refused(30, "invalid_request")),
         case("`--kind result` on send (reserved for done/fail)", "send --from lead --thread $THREAD --kind result --summary x", Refused(30, "invalid_value")),

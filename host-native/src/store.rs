@@ -783,14 +783,18 @@ impl Store for SqliteStore {
             "AND ?2 IS NULL"
         };
         let sql = format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ?1 {from}
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ?1 {from} AND event_id > ?3
              ORDER BY event_id {order} LIMIT {}",
             sql_limit(query.limit)
         );
         let messages = {
             let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
+            let after = sql_int(query.after_event);
             let rows = stmt
-                .query_map(params![query.thread_id, query.from_agent], message_row)
+                .query_map(
+                    params![query.thread_id, query.from_agent, after],
+                    message_row,
+                )
                 .map_err(|e| self.error(e))?;
             rows.collect::<Result<Vec<_>, _>>()
                 .map_err(|e| self.error(e))?

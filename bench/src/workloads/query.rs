@@ -123,6 +123,7 @@ impl Grower {
                         thread_id: Some(thread.clone()),
                         agent: Some(READER.into()),
                         mark_read: true,
+                        ..ShowRequest::default()
                     }),
                 )?;
             }

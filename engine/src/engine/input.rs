@@ -423,6 +423,8 @@ pub(super) struct ShowInput {
     pub(super) thread_id: String,
     pub(super) agent: Option<String>,
     pub(super) mark_read: bool,
+    pub(super) after_message: Option<String>,
+    pub(super) limit: usize,
 }
 
 pub(super) fn show(r: ShowRequest) -> Result<ShowInput, EngineError> {
@@ -438,6 +440,11 @@ pub(super) fn show(r: ShowRequest) -> Result<ShowInput, EngineError> {
         thread_id,
         agent,
         mark_read: r.mark_read,
+        after_message: match &r.after_message {
+            None => None,
+            Some(_) => Some(v::id("after_message", &r.after_message)?.to_owned()),
+        },
+        limit: v::limit(r.limit, v::DEFAULT_SHOW_LIMIT)?,
     })
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use crate::error::EngineError;
 use crate::ids::IdSource;
-use crate::model::{EventId, ReadCursor, Status};
+use crate::model::{EventId, Message, ReadCursor, Status};
 use crate::rules;
 use crate::store::{EventQuery, MessageQuery, Store, ThreadOrder, ThreadQuery, ThreadState};
 use crate::wire::*;
@@ -88,15 +88,24 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             thread_id,
             agent,
             mark_read,
+            after_message,
+            limit,
         } = input;
         let (thread_id, agent) = (thread_id.as_str(), agent.as_deref());
         let state = self.load(thread_id)?;
-        let messages = self.store.messages(&MessageQuery {
+        let after_event = match after_message.as_deref() {
+            None => 0,
+            Some(id) => self.message_in(thread_id, id)?.event_id,
+        };
+        let mut messages = self.store.messages(&MessageQuery {
             thread_id: thread_id.to_owned(),
             from_agent: None,
+            after_event,
             newest_first: false,
-            limit: usize::MAX,
+            limit: limit.saturating_add(1),
         })?;
+        let more = messages.len() > limit;
+        messages.truncate(limit);
         let mut read_cursor = match agent {
             Some(agent) => self.store.read_cursor(thread_id, agent)?,
             None => None,
@@ -121,6 +130,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             thread: self.view(state),
             messages,
             read_cursor,
+            more,
         })
     }
 
@@ -146,6 +156,18 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
+    /// A message of `thread_id` named by the caller (a cursor), or
+    /// `message_not_found`.
+    fn message_in(&mut self, thread_id: &str, message_id: &str) -> Result<Message, EngineError> {
+        match self.store.message(message_id)? {
+            Some(m) if m.thread_id == thread_id => Ok(m),
+            _ => Err(EngineError::MessageNotFound {
+                thread_id: thread_id.to_owned(),
+                message_id: message_id.to_owned(),
+            }),
+        }
+    }
+
     /// Where `wait-reply` starts when the request gives no cursor: after the
     /// waiting agent's own last message in the thread and after its read
     /// cursor, whichever is later, so a reply that arrived between the
@@ -165,6 +187,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             .messages(&MessageQuery {
                 thread_id: thread_id.to_owned(),
                 from_agent: Some(agent.to_owned()),
+                after_event: 0,
                 newest_first: true,
                 limit: 1,
             })?
@@ -188,15 +211,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let latest = self.store.latest_event_id()?;
         let after = match (input.after_event, &input.after_message) {
             (Some(event_id), _) => event_id,
-            (None, Some(message_id)) => match self.store.message(message_id)? {
-                Some(m) if m.thread_id == input.thread_id => m.event_id,
-                _ => {
-                    return Err(EngineError::MessageNotFound {
-                        thread_id: input.thread_id,
-                        message_id: message_id.clone(),
-                    });
-                }
-            },
+            (None, Some(message_id)) => self.message_in(&input.thread_id, message_id)?.event_id,
             (None, None) => {
                 self.default_reply_cursor(&input.thread_id, input.agent.as_deref(), latest)?
             }

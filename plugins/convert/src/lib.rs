@@ -364,6 +364,7 @@ macro_rules! wit_conversions {
                 wit::MessageQuery {
                     thread_id: query.thread_id.clone(),
                     from_agent: query.from_agent.clone(),
+                    after_event: query.after_event,
                     newest_first: query.newest_first,
                     limit: limit_to_wit(query.limit),
                 }
@@ -373,6 +374,7 @@ macro_rules! wit_conversions {
                 MessageQuery {
                     thread_id: query.thread_id,
                     from_agent: query.from_agent,
+                    after_event: query.after_event,
                     newest_first: query.newest_first,
                     limit: limit_from_wit(query.limit),
                 }
