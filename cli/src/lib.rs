@@ -153,7 +153,9 @@ fn run(cli: Cli, name: &str) -> u8 {
             );
         }
     };
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = inbox_host_native::HostClock::ignored_override()
+        .into_iter()
+        .collect();
     let init_durability = match &command {
         Command::Init(args) => Some(args.durability),
         _ => None,

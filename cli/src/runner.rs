@@ -128,4 +128,12 @@ impl Executor for Runner {
             Runner::Component(engine) => Executor::now(engine.as_mut()),
         }
     }
+
+    fn ticks(&mut self) -> u64 {
+        match self {
+            Runner::BuiltIn(engine) => Executor::ticks(engine.as_mut()),
+            #[cfg(feature = "plugin")]
+            Runner::Component(engine) => Executor::ticks(engine.as_mut()),
+        }
+    }
 }

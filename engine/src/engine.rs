@@ -165,7 +165,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     fn sweep(&mut self, _: SweepRequest) -> Result<SweepOutput, EngineError> {
         let now = self.clock.now();
         let lapsed = self.transaction(TxMode::Read, now, |tx| {
-            Ok(!tx.store.lapsed_leases(now, 1)?.is_empty())
+            Ok(!tx.store.lapsed_leases(tx.now, 1)?.is_empty())
         })?;
         let events = if lapsed {
             self.transaction(TxMode::Write, now, |tx| tx.record_lapses())?
@@ -188,6 +188,9 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     ) -> Result<T, EngineError> {
         self.store.begin(mode)?;
         let result = (|| {
+            // A store that keeps one clock for every writer (a database
+            // server) judges time instead of this host (see Store::clock).
+            let now = self.store.clock()?.unwrap_or(now);
             let next_event_id = match mode {
                 TxMode::Write => self.store.latest_event_id()? + 1,
                 TxMode::Read => 0,

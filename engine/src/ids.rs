@@ -52,7 +52,9 @@ pub trait IdSource {
 #[derive(Debug, Clone)]
 pub struct UlidIds {
     rng: fastrand::Rng,
-    last: ulid::Ulid,
+    /// The last id made, `None` before the first: a generator's first id
+    /// always has fresh randomness, even at the clock's epoch.
+    last: Option<ulid::Ulid>,
 }
 
 impl UlidIds {
@@ -61,7 +63,7 @@ impl UlidIds {
     pub fn from_seed(seed: u64) -> UlidIds {
         UlidIds {
             rng: fastrand::Rng::with_seed(seed),
-            last: ulid::Ulid::nil(),
+            last: None,
         }
     }
 }
@@ -69,17 +71,18 @@ impl UlidIds {
 impl IdSource for UlidIds {
     fn next_id(&mut self, kind: IdKind, now: Timestamp) -> String {
         let millis = u64::try_from(now.as_millis()).unwrap_or(0);
-        let next = if millis <= self.last.timestamp_ms() {
-            // Same (or earlier) millisecond: stay monotonic by incrementing.
-            // Overflowing 80 bits within a millisecond would take 2^80 ids;
-            // if it ever happens, fall back to fresh randomness.
-            self.last
-                .increment()
-                .unwrap_or_else(|_| ulid::Ulid::from_parts(millis, self.rng.u128(..)))
-        } else {
-            ulid::Ulid::from_parts(millis, self.rng.u128(..))
+        let fresh = |rng: &mut fastrand::Rng| ulid::Ulid::from_parts(millis, rng.u128(..));
+        let next = match self.last {
+            // Same (or earlier: a clock stepped back) millisecond: stay
+            // monotonic by incrementing. Overflowing 80 bits within a
+            // millisecond would take 2^80 ids; if it ever happens, fall
+            // back to fresh randomness.
+            Some(last) if millis <= last.timestamp_ms() => {
+                last.increment().unwrap_or_else(|_| fresh(&mut self.rng))
+            }
+            _ => fresh(&mut self.rng),
         };
-        self.last = next;
+        self.last = Some(next);
         let mut buf = [0; ulid::ULID_LEN];
         format!("{}{}", kind.prefix(), next.array_to_str(&mut buf))
     }
@@ -127,6 +130,16 @@ mod tests {
         let d = ids.next_id(IdKind::Thread, t.plus_millis(1));
         assert!(a.starts_with("thr_") && a.len() == 4 + 26, "{a}");
         assert!(a < b && b < c && c < d, "{a} {b} {c} {d}");
+    }
+
+    #[test]
+    fn ulid_ids_at_the_epoch_differ_between_generators() {
+        let t = Timestamp::from_millis(0);
+        let a = UlidIds::from_seed(1).next_id(IdKind::Thread, t);
+        let b = UlidIds::from_seed(2).next_id(IdKind::Thread, t);
+        assert_ne!(a, b);
+        let before = UlidIds::from_seed(3).next_id(IdKind::Thread, Timestamp::from_millis(-5));
+        assert_ne!(before, a);
     }
 
     #[test]

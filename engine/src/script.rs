@@ -589,7 +589,9 @@ impl<S: Store> Runner<S> {
                 continue;
             };
             match waiter.poll(&mut self.engine) {
-                WaitStep::Pending { until } => {
+                WaitStep::Pending { within } => {
+                    let millis = i64::try_from(within.as_millis()).unwrap_or(i64::MAX);
+                    let until = self.now().plus_millis(millis);
                     self.wake_at.insert(name, until);
                 }
                 WaitStep::Finished(response) => {

@@ -271,6 +271,17 @@ pub trait Store {
     /// Opens a transaction. Nested transactions are a protocol error.
     fn begin(&mut self, mode: TxMode) -> Result<(), StoreError>;
 
+    /// The store's own clock, if every writer shares it: a database server's
+    /// time (PostgreSQL's `now()`), read inside the transaction just
+    /// opened. The engine then stamps the transaction's records and judges
+    /// lapsed leases by it instead of by the host's clock, so that machines
+    /// whose clocks disagree cannot expire each other's leases early. `None`
+    /// (the default) for stores whose writers all share the host's clock:
+    /// SQLite on one machine, memory.
+    fn clock(&mut self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(None)
+    }
+
     /// Makes the transaction's writes durable and visible.
     fn commit(&mut self) -> Result<(), StoreError>;
 

@@ -222,6 +222,16 @@ pub trait Clock {
     /// The current time. Hosts should return wall-clock time; the engine
     /// tolerates a clock that goes backwards (leases simply last longer).
     fn now(&mut self) -> Timestamp;
+
+    /// Milliseconds on a clock that never goes back, from an arbitrary
+    /// start: what a [`crate::Waiter`] measures deadlines and heartbeats
+    /// on, so that a wall clock stepped back neither stretches a timeout
+    /// nor stops a heartbeat. Hosts return their monotonic clock
+    /// (`Instant`, `performance.now()`); the default reads [`Clock::now`],
+    /// right for clocks that never step (a [`ManualClock`]).
+    fn ticks(&mut self) -> u64 {
+        u64::try_from(self.now().as_millis()).unwrap_or(0)
+    }
 }
 
 /// A clock that only moves when told to: for tests, transition scripts and

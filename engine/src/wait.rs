@@ -14,6 +14,7 @@
 //! only issues [`Request`]s through an [`Executor`].
 
 use std::ops::ControlFlow;
+use std::time::Duration;
 
 use crate::command::{Command, Effect};
 use crate::engine::Engine;
@@ -35,6 +36,8 @@ pub trait Executor {
     fn execute(&mut self, request: Request) -> Response;
     /// The current time, from the same clock the engine uses.
     fn now(&mut self) -> Timestamp;
+    /// The same clock's monotonic milliseconds (see [`Clock::ticks`]).
+    fn ticks(&mut self) -> u64;
 }
 
 impl<S: Store, C: Clock, I: IdSource> Executor for Engine<S, C, I> {
@@ -44,6 +47,10 @@ impl<S: Store, C: Clock, I: IdSource> Executor for Engine<S, C, I> {
 
     fn now(&mut self) -> Timestamp {
         Engine::now(self)
+    }
+
+    fn ticks(&mut self) -> u64 {
+        self.clock_mut().ticks()
     }
 }
 
@@ -56,11 +63,12 @@ pub enum WaitStep {
     /// The wait is over: print this response (it woke, timed out with exit
     /// 10, or failed).
     Finished(Response),
-    /// Nothing yet. Block until the store changes or `until`, whichever is
-    /// first, then call [`Waiter::poll`] again. Waking early is harmless.
+    /// Nothing yet. Block until the store changes or `within` has passed
+    /// (on a monotonic clock), whichever is first, then call
+    /// [`Waiter::poll`] again. Waking early is harmless.
     Pending {
-        /// The latest instant to poll again at.
-        until: Timestamp,
+        /// How long to wait at most before polling again.
+        within: Duration,
     },
 }
 
@@ -72,14 +80,21 @@ enum Wait {
 
 /// One blocking `watch` or `wait-reply` in progress.
 #[derive(Clone, Debug)]
+///
+/// Its schedule (the deadline, the next heartbeat and sweep) is kept in the
+/// executor's monotonic milliseconds ([`Executor::ticks`]), so a wall clock
+/// stepped back or forward moves none of it; instants that come from
+/// records (a lease's expiry) are turned into ticks from the wall clock
+/// once, when they are learned.
 pub struct Waiter {
     wait: Wait,
-    deadline: Option<Timestamp>,
+    /// When the wait times out, in ticks.
+    deadline: Option<u64>,
     /// When the next live lease runs out, as of the last sweep: the waiter
-    /// polls (and so sweeps) again then.
-    sweep_at: Option<Timestamp>,
-    /// When to renew the waiting holder's lease, if it holds one.
-    heartbeat_at: Option<Timestamp>,
+    /// polls (and so sweeps) again then. In ticks.
+    sweep_at: Option<u64>,
+    /// When to renew the waiting holder's lease, if it holds one. In ticks.
+    heartbeat_at: Option<u64>,
     /// Whether the first poll has decided about heartbeats.
     started: bool,
 }
@@ -110,30 +125,36 @@ impl Waiter {
         }
     }
 
-    /// The wait's deadline, once the first poll has set it.
-    pub fn deadline(&self) -> Option<Timestamp> {
+    /// The wait's deadline in the executor's ticks, once the first poll
+    /// has set it.
+    pub fn deadline(&self) -> Option<u64> {
         self.deadline
     }
 
     /// Does everything due now and reports what the host should do next.
     pub fn poll(&mut self, engine: &mut impl Executor) -> WaitStep {
-        let now = engine.now();
+        let clock = Now {
+            wall: engine.now(),
+            ticks: engine.ticks(),
+        };
         let timeout = match &self.wait {
             Wait::Watch(r) => r.timeout_seconds,
             Wait::Reply(r) => r.timeout_seconds,
         }
         .unwrap_or(validate::DEFAULT_TIMEOUT_SECONDS)
         .min(validate::MAX_TIMEOUT_SECONDS);
-        let deadline = *self.deadline.get_or_insert(now.plus_seconds(timeout));
+        let deadline = *self
+            .deadline
+            .get_or_insert(clock.ticks.saturating_add(timeout.saturating_mul(1000)));
 
-        if self.heartbeat_at.is_some_and(|at| now >= at)
-            && let Some(finished) = self.heartbeat(engine, now)
+        if self.heartbeat_at.is_some_and(|at| clock.ticks >= at)
+            && let Some(finished) = self.heartbeat(engine, clock)
         {
             return WaitStep::Finished(finished);
         }
 
         // Look first: a wake must not wait for housekeeping.
-        let mut response = match self.look(engine.execute(self.request())) {
+        let mut response = match self.look(engine.execute(self.request()), clock) {
             ControlFlow::Break(answer) => return WaitStep::Finished(answer),
             ControlFlow::Continue(response) => response,
         };
@@ -145,32 +166,34 @@ impl Waiter {
         // so if anything was recorded, look again.
         let swept = match engine.execute(Request::Sweep(SweepRequest {})) {
             Response::Success(Output::Sweep(out)) => {
-                self.sweep_at = out.next_lease_expiry;
+                self.sweep_at = out.next_lease_expiry.map(|at| clock.ticks_at(at));
                 !out.events.is_empty()
             }
             // Errors surface through the next look, which uses the same store.
             _ => {
-                self.sweep_at = Some(now.plus_millis(1000));
+                self.sweep_at = Some(clock.ticks + 1000);
                 false
             }
         };
         if swept {
-            response = match self.look(engine.execute(self.request())) {
+            response = match self.look(engine.execute(self.request()), clock) {
                 ControlFlow::Break(answer) => return WaitStep::Finished(answer),
                 ControlFlow::Continue(response) => response,
             };
         }
         self.started = true;
-        if now >= deadline {
+        if clock.ticks >= deadline {
             return WaitStep::Finished(response);
         }
-        let until = [Some(deadline), self.sweep_at, self.heartbeat_at]
+        let next = [Some(deadline), self.sweep_at, self.heartbeat_at]
             .into_iter()
             .flatten()
-            .filter(|&t| t > now)
+            .filter(|&t| t > clock.ticks)
             .min()
             .unwrap_or(deadline);
-        WaitStep::Pending { until }
+        WaitStep::Pending {
+            within: Duration::from_millis(next - clock.ticks),
+        }
     }
 
     /// Breaks with the answer that ends the wait, if `response` ends it: the
@@ -178,7 +201,7 @@ impl Waiter {
     /// holder's lease was taken over; else continues with the response.
     /// Moves the cursor past what the response covered and, on the first
     /// look, pins the lease the waiting holder keeps alive.
-    fn look(&mut self, response: Response) -> ControlFlow<Response, Response> {
+    fn look(&mut self, response: Response, clock: Now) -> ControlFlow<Response, Response> {
         let woke = match &response {
             Response::Failure { .. } => true,
             Response::Success(Output::Watch(out)) => {
@@ -192,7 +215,8 @@ impl Waiter {
                     r.after_event = Some(out.next_event_id);
                     r.after_message = None;
                     if !self.started {
-                        self.heartbeat_at = pin_held_lease(r, &out.thread).map(renew_at);
+                        self.heartbeat_at = pin_held_lease(r, &out.thread)
+                            .map(|lease| clock.ticks_at(renew_at(lease)));
                     }
                     if !out.woke
                         && let Some(lost) = taken_over(r, &out.thread)
@@ -220,7 +244,7 @@ impl Waiter {
 
     /// Renews the waiting holder's lease. Returns a response to finish with
     /// when the lease is gone for good.
-    fn heartbeat(&mut self, engine: &mut impl Executor, now: Timestamp) -> Option<Response> {
+    fn heartbeat(&mut self, engine: &mut impl Executor, clock: Now) -> Option<Response> {
         let Wait::Reply(r) = &self.wait else {
             self.heartbeat_at = None;
             return None;
@@ -233,7 +257,7 @@ impl Waiter {
         });
         match engine.execute(renew) {
             Response::Success(Output::Renew(out)) => {
-                self.heartbeat_at = Some(renew_at(&out.lease));
+                self.heartbeat_at = Some(clock.ticks_at(renew_at(&out.lease)));
                 None
             }
             Response::Failure { error, .. } => match error.code() {
@@ -249,7 +273,7 @@ impl Waiter {
                 }
                 // Busy or failing store: try again shortly.
                 _ => {
-                    self.heartbeat_at = Some(now.plus_millis(1000));
+                    self.heartbeat_at = Some(clock.ticks + 1000);
                     None
                 }
             },
@@ -274,6 +298,22 @@ fn does_not_wait(command: Command) -> Response {
             message: format!("`{command}` does not wait; only {} do", waits.join(" and ")),
         },
     )
+}
+
+/// One reading of the executor's two clocks, taken at the start of a poll.
+#[derive(Clone, Copy, Debug)]
+struct Now {
+    wall: Timestamp,
+    ticks: u64,
+}
+
+impl Now {
+    /// The tick at which the wall clock will read `at` (now, if it already
+    /// does): how an instant from a record joins the waiter's schedule.
+    fn ticks_at(self, at: Timestamp) -> u64 {
+        let ahead = at.as_millis().saturating_sub(self.wall.as_millis()).max(0);
+        self.ticks.saturating_add(ahead.unsigned_abs())
+    }
 }
 
 fn holds(request: &WaitReplyRequest, lease: &Lease) -> bool {

@@ -2,7 +2,8 @@
 //! a storage error (exit 50), roll back, and leave the records exactly as they
 //! were. This is what protects a database from half-applied commands when
 //! the disk fills up or a host adapter breaks. The same store logs its calls,
-//! so the statements a command costs are pinned too.
+//! so the statements a command costs are pinned too, and can keep a clock of
+//! its own, as a database server does, which then overrules the host's.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -20,6 +21,8 @@ struct Flaky {
     calls: usize,
     /// Every call, by method name, commit included.
     log: Vec<&'static str>,
+    /// The store's own clock (a server's `now()`), if it keeps one.
+    clock: Option<Timestamp>,
     fail_at: Option<usize>,
     fail_commit: bool,
 }
@@ -45,6 +48,9 @@ impl Store for Flaky {
     fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {
         self.tick("begin")?;
         self.inner.begin(mode)
+    }
+    fn clock(&mut self) -> Result<Option<Timestamp>, StoreError> {
+        Ok(self.clock)
     }
     fn commit(&mut self) -> Result<(), StoreError> {
         self.log.push("commit");
@@ -131,6 +137,7 @@ fn setup() -> Engine<Flaky, ManualClock, SequentialIds> {
             inner: MemoryStore::new(),
             calls: 0,
             log: Vec::new(),
+            clock: None,
             fail_at: None,
             fail_commit: false,
         },
@@ -262,4 +269,27 @@ fn a_claim_scans_for_lapses_once_and_loads_its_thread_once() {
             "{claim}"
         );
     }
+}
+
+/// A store that keeps one clock for every writer judges time: a host whose
+/// own clock is a day ahead neither expires a live lease on its say nor
+/// stamps records with its time.
+#[test]
+fn a_store_clock_overrules_a_host_clock_that_is_wrong() {
+    let mut engine = setup();
+    let server_time = ManualClock::SCRIPT_EPOCH.plus_millis(10_000);
+    engine.store_mut().clock = Some(server_time);
+    engine.clock_mut().advance_millis(86_400_000);
+    let response = engine.execute_json(r#"{"command":"sweep"}"#);
+    assert!(response.is_ok());
+    let shown = engine.execute_json(r#"{"command":"show","thread_id":"thr_000001"}"#);
+    let json: serde_json::Value = serde_json::from_str(&shown.to_json()).unwrap();
+    assert_eq!(
+        json["thread"]["status"], "claimed",
+        "the lease is live by the store's clock"
+    );
+    let sent = engine
+        .execute_json(r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"later"}"#);
+    let json: serde_json::Value = serde_json::from_str(&sent.to_json()).unwrap();
+    assert_eq!(json["thread"]["created_at"], server_time.to_string());
 }

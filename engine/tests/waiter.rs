@@ -95,12 +95,83 @@ fn a_waiting_holder_keeps_its_own_lease_alive() {
     let mut waiter =
         waiter(r#"{"command":"wait-reply","agent":"worker","thread_id":"thr_000001"}"#);
     for _ in 0..10 {
-        let WaitStep::Pending { until } = waiter.poll(&mut engine) else {
+        let WaitStep::Pending { within } = waiter.poll(&mut engine) else {
             panic!("the wait ended early");
         };
-        engine.clock_mut().set(until);
+        engine
+            .clock_mut()
+            .advance_millis(i64::try_from(within.as_millis()).unwrap());
     }
     let lease = lease(&mut engine);
     assert_eq!(lease["lease_token"], 1);
     assert_eq!(lease["agent"], "worker");
+}
+
+/// A wall clock that jumps, with a monotonic clock that does not: the
+/// waiter's schedule follows the monotonic one.
+struct SteppingClock {
+    wall: inbox_engine::Timestamp,
+    ticks: u64,
+}
+
+impl inbox_engine::Clock for SteppingClock {
+    fn now(&mut self) -> inbox_engine::Timestamp {
+        self.wall
+    }
+    fn ticks(&mut self) -> u64 {
+        self.ticks
+    }
+}
+
+/// A wall clock stepped back an hour neither stretches the wait's timeout
+/// by an hour nor stops the waiting holder's heartbeats.
+#[test]
+fn a_wall_clock_stepped_back_moves_no_deadline_and_stops_no_heartbeat() {
+    let clock = SteppingClock {
+        wall: ManualClock::SCRIPT_EPOCH,
+        ticks: 1_000,
+    };
+    let mut engine = Engine::new(MemoryStore::new(), clock, SequentialIds::new());
+    for json in [
+        r#"{"command":"init"}"#,
+        r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s"}"#,
+        r#"{"command":"claim","agent":"worker","thread_id":"thr_000001","lease_seconds":60}"#,
+    ] {
+        assert!(engine.execute_json(json).is_ok(), "{json}");
+    }
+    let mut waiter = waiter(
+        r#"{"command":"wait-reply","agent":"worker","thread_id":"thr_000001","timeout_seconds":120}"#,
+    );
+    let mut waited = 0u64;
+    let mut stepped = false;
+    let finished = loop {
+        match waiter.poll(&mut engine) {
+            WaitStep::Finished(response) => break response,
+            WaitStep::Pending { within } => {
+                let millis = u64::try_from(within.as_millis()).unwrap();
+                waited += millis;
+                let clock = engine.clock_mut();
+                clock.ticks += millis;
+                clock.wall = clock.wall.plus_millis(i64::try_from(millis).unwrap());
+                if !stepped {
+                    clock.wall = clock.wall.plus_millis(-3_600_000);
+                    stepped = true;
+                }
+            }
+        }
+    };
+    assert_eq!(finished.exit_code(), 10, "{}", finished.to_json());
+    assert_eq!(waited, 120_000, "the timeout is 120 s of monotonic time");
+    let watch = engine
+        .execute_json(r#"{"command":"watch","after_event":0,"timeout_seconds":0,"limit":100}"#);
+    let heartbeats = watch
+        .to_json()
+        .matches("\"event_type\":\"lease_renewed\"")
+        .count();
+    // Every 20 s (a third of the 60 s lease) for 120 s, after the step too.
+    assert!(
+        heartbeats >= 5,
+        "{heartbeats} heartbeats: {}",
+        watch.to_json()
+    );
 }

@@ -1,17 +1,26 @@
 //! The native process's clock and id seed.
 //!
-//! [`HostClock`] is the system clock, or, when `INBOX_NOW` names an instant,
-//! a clock that starts there and runs at real speed: tests and demos use it to
-//! place commands at chosen times (a lease "ten minutes later") while waits
-//! and timeouts still elapse normally. This module must never be used by the
-//! engine itself; it is how a host injects time.
+//! [`HostClock`] is the system clock. In test builds only (debug
+//! assertions on, as `cargo test` builds), `INBOX_NOW` starts it at a chosen
+//! instant and lets it run at real speed from there: tests and scripts place
+//! commands at chosen times (a lease "ten minutes later") while waits and
+//! timeouts still elapse normally. A release build never honours it: one
+//! process's invented time would expire every other agent's lease.
+//! Waits measure their deadlines on the monotonic clock ([`Clock::ticks`]).
+//! This module must never be used by the engine itself; it is how a host
+//! injects time.
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use inbox_engine::{Clock, Timestamp, UlidIds};
 
-/// The environment variable that starts [`HostClock`] at a chosen instant.
+/// The environment variable that starts [`HostClock`] at a chosen instant
+/// (test builds only).
 pub const NOW_ENV: &str = "INBOX_NOW";
+
+/// Whether this build honours [`NOW_ENV`]: builds with debug assertions
+/// (the ones `cargo test` makes), never a release build.
+const HONOURS_NOW_ENV: bool = cfg!(debug_assertions);
 
 /// The wall clock, optionally shifted to start at a chosen instant.
 #[derive(Clone, Copy, Debug)]
@@ -32,18 +41,36 @@ impl HostClock {
         }
     }
 
-    /// [`HostClock::starting_at`] the instant in `INBOX_NOW` if it is set,
-    /// else the system clock. A value that does not parse is an error, so a
-    /// typo never silently runs on real time.
+    /// In a test build, [`HostClock::starting_at`] the instant in
+    /// `INBOX_NOW` if it is set (a value that does not parse is an error, so
+    /// a typo never silently runs on real time); otherwise, and always in a
+    /// release build, the system clock.
     pub fn from_env() -> Result<HostClock, inbox_engine::TimestampError> {
         match std::env::var(NOW_ENV) {
-            Ok(text) if !text.is_empty() => Timestamp::parse(&text).map(HostClock::starting_at),
+            Ok(text) if !text.is_empty() && HONOURS_NOW_ENV => {
+                Timestamp::parse(&text).map(HostClock::starting_at)
+            }
             _ => Ok(HostClock::system()),
         }
+    }
+
+    /// What to tell the user when `INBOX_NOW` is set in a build that
+    /// ignores it.
+    pub fn ignored_override() -> Option<String> {
+        (!HONOURS_NOW_ENV && std::env::var_os(NOW_ENV).is_some()).then(|| {
+            format!("{NOW_ENV} is ignored: only test builds of inbox let a process choose its time")
+        })
     }
 }
 
 impl Clock for HostClock {
+    /// Milliseconds since the process first asked, on the monotonic clock.
+    fn ticks(&mut self) -> u64 {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let start = *START.get_or_init(Instant::now);
+        u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn now(&mut self) -> Timestamp {
         match self.start {
             Some((start, at)) => {

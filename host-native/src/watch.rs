@@ -57,13 +57,8 @@ pub fn wait<E: Executor>(
         }
         match waiter.poll(engine) {
             WaitStep::Finished(response) => return response,
-            WaitStep::Pending { until } => {
-                let millis = until
-                    .as_millis()
-                    .saturating_sub(engine.now().as_millis())
-                    .max(0);
-                let deadline = Instant::now() + Duration::from_millis(millis.unsigned_abs());
-                watcher.wait(store(engine), &mut seen, deadline);
+            WaitStep::Pending { within } => {
+                watcher.wait(store(engine), &mut seen, Instant::now() + within);
             }
         }
     }

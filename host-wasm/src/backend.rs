@@ -164,6 +164,14 @@ impl Executor for Backend {
             Backend::Sqlite(engine, _, _) => engine.now(),
         }
     }
+
+    fn ticks(&mut self) -> u64 {
+        match self {
+            Backend::Memory(engine) => Executor::ticks(engine),
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(engine, _, _) => Executor::ticks(engine),
+        }
+    }
 }
 
 /// The engine error for a command on a closed inbox.

@@ -45,6 +45,22 @@ impl JsClock {
 }
 
 impl Clock for JsClock {
+    /// `performance.now()`: monotonic in every browser, worker and Node.
+    fn ticks(&mut self) -> u64 {
+        let global = js_sys::global();
+        let now = js_sys::Reflect::get(&global, &JsValue::from_str("performance"))
+            .ok()
+            .filter(|performance| performance.is_object())
+            .and_then(|performance| {
+                js_sys::Reflect::get(&performance, &JsValue::from_str("now"))
+                    .ok()
+                    .and_then(|now| now.dyn_into::<js_sys::Function>().ok())
+                    .and_then(|now| now.call0(&performance).ok())
+            })
+            .and_then(|value| value.as_f64());
+        now.unwrap_or_else(js_sys::Date::now).max(0.0) as u64
+    }
+
     fn now(&mut self) -> Timestamp {
         let now = js_sys::Date::now();
         match self.start {

@@ -12,7 +12,7 @@
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
-use inbox_engine::{Executor, Response, Timestamp, WaitStep, Waiter};
+use inbox_engine::{Executor, Response, WaitStep, Waiter};
 use js_sys::Function;
 use wasm_bindgen::JsValue;
 
@@ -28,7 +28,8 @@ struct Pending {
     /// The next poll: at the waiter's `until`. Kept while `until` stays the
     /// same, because a replaced timer's callback is never freed (a JS
     /// timer that may still fire must own its closure).
-    timer: Option<(Timestamp, Timer)>,
+    /// The timer and the tick it fires at.
+    timer: Option<(i64, Timer)>,
 }
 
 /// The waits in progress on one `Inbox`.
@@ -104,13 +105,16 @@ pub fn poll(shared: &Rc<RefCell<Shared>>, only: Option<u64>) {
                     let pending = state.waits.pending.swap_remove(index);
                     settled.push(settle(&pending, &response));
                 }
-                WaitStep::Pending { until } => {
+                WaitStep::Pending { within } => {
+                    let within = i64::try_from(within.as_millis()).unwrap_or(i64::MAX);
+                    let until = i64::try_from(backend.ticks())
+                        .unwrap_or(i64::MAX)
+                        .saturating_add(within);
                     if pending.timer.as_ref().is_none_or(|(at, _)| *at != until) {
                         // One millisecond late rather than early: timers and
-                        // Date.now() round differently, and a poll before
+                        // the clock round differently, and a poll before
                         // `until` would only schedule itself again.
-                        let delay = until.as_millis() - backend.now().as_millis() + 1;
-                        let timer = schedule(Rc::downgrade(shared), pending.id, delay);
+                        let timer = schedule(Rc::downgrade(shared), pending.id, within + 1);
                         pending.timer = Some((until, timer));
                     }
                     index += 1;

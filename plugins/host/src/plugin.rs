@@ -501,4 +501,8 @@ impl<S: Store + 'static, C: Clock + 'static> Executor for PluginEngine<S, C> {
     fn now(&mut self) -> Timestamp {
         self.wasm.data_mut().clock.now()
     }
+
+    fn ticks(&mut self) -> u64 {
+        self.wasm.data_mut().clock.ticks()
+    }
 }
