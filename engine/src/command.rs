@@ -66,8 +66,8 @@ macro_rules! for_each_command {
             Cancel = "cancel" cancel(CancelRequest) -> MessageOutput: Write;
             /// List threads by filters, newest first.
             List = "list" list(ListRequest) -> ThreadsOutput: Read;
-            /// One thread with its whole message history (with `mark_read`,
-            /// also moves the reader's cursor).
+            /// One thread and its messages, a page at a time (with
+            /// `mark_read`, also moves the reader's cursor).
             Show = "show" show(ShowRequest) -> ShowOutput: Read (mark_read writes);
             /// Wait for activity on the threads an agent created or is
             /// assigned (the engine looks once; a host blocks until it wakes).
@@ -163,6 +163,12 @@ macro_rules! define_commands {
             /// otherwise (see [`Request::effect`]).
             pub fn effect(self) -> Effect {
                 match self { $(Command::$variant => Effect::$effect,)+ }
+            }
+
+            /// The request field that makes a request of this command a
+            /// write (`show`'s `mark_read`), if there is one.
+            pub fn writes_if(self) -> Option<&'static str> {
+                match self { $(Command::$variant => None $(.or(Some(stringify!($flag))))?,)+ }
             }
 
             /// A request of this command with every field left out.

@@ -15,7 +15,7 @@
 
 use inbox_engine::rules::{TRANSITIONS, Target};
 use inbox_engine::validate as v;
-use inbox_engine::{ErrorCode, EventType, Kind, Priority, Status};
+use inbox_engine::{Command, Effect, ErrorCode, EventType, Kind, Priority, Status};
 
 fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut out = format!(
@@ -136,11 +136,20 @@ fn sections() -> Vec<(&'static str, String)> {
         &["what", "limit"],
         vec![
             vec![
-                "agent names, run ids, task ids".into(),
+                "agent names".into(),
                 format!(
-                    "1 to {} bytes, no whitespace or control characters; `{}` is reserved",
+                    "1 to {} bytes of {}, starting with a letter or digit; `{}` is reserved",
                     v::NAME_MAX_BYTES,
+                    v::AGENT_NAME_CHARS,
                     v::SYSTEM_AGENT
+                ),
+            ],
+            vec![
+                "run ids, task ids".into(),
+                format!(
+                    "1 to {} bytes of {}, starting with a letter or digit",
+                    v::NAME_MAX_BYTES,
+                    v::ID_NAME_CHARS
                 ),
             ],
             vec![
@@ -197,11 +206,12 @@ fn sections() -> Vec<(&'static str, String)> {
             vec![
                 "`limit`".into(),
                 format!(
-                    "1 to {}; default {} (`fetch`), {} (`list`), {} (`watch`)",
+                    "1 to {}; default {} (`fetch`), {} (`list`), {} (`watch`), {} (`show`, messages)",
                     v::MAX_LIMIT,
                     v::DEFAULT_FETCH_LIMIT,
                     v::DEFAULT_LIST_LIMIT,
-                    v::DEFAULT_WATCH_LIMIT
+                    v::DEFAULT_WATCH_LIMIT,
+                    v::DEFAULT_SHOW_LIMIT
                 ),
             ],
             vec![
@@ -214,7 +224,23 @@ fn sections() -> Vec<(&'static str, String)> {
             ],
         ],
     );
+    let commands = table(
+        &["command", "effect", "what it does"],
+        Command::ALL
+            .iter()
+            .map(|c| {
+                let effect = match (c.effect(), c.writes_if()) {
+                    (Effect::Read, Some(flag)) => format!("reads (writes with `{flag}`)"),
+                    (Effect::Read, None) => "reads".to_owned(),
+                    (Effect::Write, _) => "writes".to_owned(),
+                    (Effect::Wait, _) => "waits (the engine reads once; a host blocks)".to_owned(),
+                };
+                vec![code(c.as_str()), effect, c.description().to_owned()]
+            })
+            .collect(),
+    );
     vec![
+        ("commands", commands),
         ("statuses", statuses),
         ("transitions", transitions),
         ("events", events),
