@@ -7,6 +7,13 @@
 //! timeouts still elapse normally. A release build never honours it: one
 //! process's invented time would expire every other agent's lease.
 //! Waits measure their deadlines on the monotonic clock ([`Clock::ticks`]).
+//!
+//! On Linux the system clock is read from the kernel directly (the vDSO,
+//! through rustix), not through the C library: every process on the machine
+//! then shares one clock, the one the database's leases are judged by, and
+//! a time shim preloaded into one process (`faketime`) cannot make that
+//! process expire every other agent's lease. A wrong clock is then the
+//! machine's, shared by every agent, and no process can have one of its own.
 //! This module must never be used by the engine itself; it is how a host
 //! injects time.
 
@@ -77,14 +84,27 @@ impl Clock for HostClock {
                 let elapsed = i64::try_from(at.elapsed().as_millis()).unwrap_or(i64::MAX);
                 start.plus_millis(elapsed)
             }
-            None => {
-                let millis = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-                Timestamp::from_millis(millis)
-            }
+            None => Timestamp::from_millis(kernel_now_millis()),
         }
     }
+}
+
+/// The machine's wall clock in milliseconds since the epoch, from the
+/// kernel (see the module doc for why not through the C library).
+#[cfg(target_os = "linux")]
+fn kernel_now_millis() -> i64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    now.tv_sec
+        .saturating_mul(1000)
+        .saturating_add(now.tv_nsec / 1_000_000)
+}
+
+/// The machine's wall clock in milliseconds since the epoch.
+#[cfg(not(target_os = "linux"))]
+fn kernel_now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// 64 bits that differ between processes and calls: std's `RandomState` keys
