@@ -191,7 +191,10 @@ pub fn untrusted(path: &Path) -> Option<String> {
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
     for candidate in std::iter::once(path).chain(folder) {
         if let Some(problem) = writable_by_others(candidate) {
-            return Some(format!("{} {problem}", candidate.display()));
+            return Some(format!(
+                "{} {problem}; `chmod go-w` it, or name the database with --db to use it anyway",
+                candidate.display()
+            ));
         }
     }
     None

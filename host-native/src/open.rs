@@ -129,7 +129,7 @@ pub fn resolve_db_path(flag: Option<&Path>, env: Option<&Path>, cwd: &Path) -> D
         }
         match file::untrusted(&candidate) {
             Some(why) => notes.push(format!(
-                "passed over {}: {why}; name a database with --db to use one anyway",
+                "passed over {}: {why}",
                 candidate.display()
             )),
             None => {
