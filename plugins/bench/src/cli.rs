@@ -13,13 +13,10 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
-use inbox_engine::Engine;
-use inbox_host_native::{HostClock, host_ids};
+use inbox_bench_kit::rates::{JsonEngine, send_json};
+use inbox_bench_kit::stats::Spread;
+use inbox_bench_kit::stores::{self, AnyStore};
 use serde::Serialize;
-
-use crate::engines::{self, JsonEngine};
-use crate::rates::send_request;
-use crate::stats::Spread;
 
 /// How many processes of each kind.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -80,6 +77,18 @@ struct Invocation {
     cold: bool,
 }
 
+/// The files a measurement uses, as arguments.
+struct Files {
+    /// The database file.
+    db: PathBuf,
+    /// `db` as an argument.
+    db_arg: String,
+    /// The component file as an argument.
+    component_arg: String,
+    /// The compiled-code cache folder as an argument.
+    cache_arg: String,
+}
+
 /// Measures the binary at `binary`, database and cache under `dir`.
 pub(crate) fn measure(
     binary: &Path,
@@ -95,49 +104,79 @@ pub(crate) fn measure(
             ),
         });
     }
-    let db = dir.join("cli.db");
-    engines::remove_database(&db)?;
-    let cache = dir.join("cli-engine-cache");
-    std::fs::create_dir_all(&cache)
-        .with_context(|| format!("cannot create {}", cache.display()))?;
-    let db_arg = db.display().to_string();
-    let component_arg = component.display().to_string();
-    let cache_arg = cache.display().to_string();
-
+    let files = files(dir, component)?;
     let version = run(binary, &["--version".to_owned()], None)
         .map(|out| out.stdout.trim().to_owned())
         .with_context(|| format!("cannot run {}", binary.display()))?;
-    let init = run(binary, &args(&db_arg, None, &["init"]), None)?;
+    fill(binary, &files, sizes.threads)?;
+    if let Some(reason) = refuses_engine(binary, &files)? {
+        return Ok(CliSection::Skipped { reason });
+    }
+    let invocations = invocations(&files);
+    let samples = time_interleaved(binary, &invocations, sizes)?;
+    let rows = rows(&invocations, samples, &files);
+    stores::remove_sqlite(&files.db)?;
+    Ok(CliSection::Measured(CliCosts {
+        binary: binary.display().to_string(),
+        version,
+        threads: sizes.threads,
+        rows,
+    }))
+}
+
+/// A new database and cache folder under `dir`.
+fn files(dir: &Path, component: &Path) -> Result<Files> {
+    let db = dir.join("cli.db");
+    stores::remove_sqlite(&db)?;
+    let cache = dir.join("cli-engine-cache");
+    std::fs::create_dir_all(&cache)
+        .with_context(|| format!("cannot create {}", cache.display()))?;
+    Ok(Files {
+        db_arg: db.display().to_string(),
+        db,
+        component_arg: component.display().to_string(),
+        cache_arg: cache.display().to_string(),
+    })
+}
+
+/// `inbox init`, then the threads `list` will list, sent in process (not
+/// timed).
+fn fill(binary: &Path, files: &Files, threads: u64) -> Result<()> {
+    let init = run(binary, &args(&files.db_arg, None, &["init"]), None)?;
     if init.code != Some(0) {
         bail!("`inbox init` failed: {}{}", init.stdout, init.stderr);
     }
-    // The threads `list` will list, sent in process (not timed).
-    {
-        let store = engines::sqlite_file_existing(&db)?;
-        let mut engine = Engine::new(store, HostClock::system(), host_ids());
-        for seq in 0..sizes.threads {
-            engine.expect_exit(&send_request(seq), 0)?;
-        }
+    let mut engine = AnyStore::Sqlite(stores::open_sqlite(&files.db)?).engine();
+    for seq in 0..threads {
+        engine.expect_exit(&send_json(seq), 0)?;
     }
-    // The first component run compiles into the cache; it also tells a
-    // binary without the `plugin` feature apart (it refuses `--engine`).
+    Ok(())
+}
+
+/// The first component run compiles into the cache; it also tells a
+/// binary without the `plugin` feature apart (it refuses `--engine`): then
+/// the reason to skip the section.
+fn refuses_engine(binary: &Path, files: &Files) -> Result<Option<String>> {
     let probe = run(
         binary,
-        &args(&db_arg, Some(&component_arg), &["list"]),
-        Some(&cache_arg),
+        &args(&files.db_arg, Some(&files.component_arg), &["list"]),
+        Some(&files.cache_arg),
     )?;
-    if probe.code != Some(0) {
-        let said = first_line(&probe.stdout).or_else(|| first_line(&probe.stderr));
-        return Ok(CliSection::Skipped {
-            reason: format!(
-                "`{} --engine <component> list` exited {:?}: {}; build the binary with `cargo build --release -p inbox-cli --features plugin`",
-                binary.display(),
-                probe.code,
-                said.unwrap_or_default()
-            ),
-        });
+    if probe.code == Some(0) {
+        return Ok(None);
     }
+    let said = first_line(&probe.stdout).or_else(|| first_line(&probe.stderr));
+    Ok(Some(format!(
+        "`{} --engine <component> list` exited {:?}: {}; build the binary with `cargo build --release -p inbox-cli --features plugin`",
+        binary.display(),
+        probe.code,
+        said.unwrap_or_default()
+    )))
+}
 
+/// The rows of the section, in report order.
+fn invocations(files: &Files) -> [Invocation; 6] {
+    let (db, component) = (&files.db_arg, Some(files.component_arg.as_str()));
     let send = [
         "send",
         "--from",
@@ -147,44 +186,40 @@ pub(crate) fn measure(
         "--subject",
         "Benchmark task",
     ];
-    let invocations = [
-        Invocation {
-            key: "version",
-            args: vec!["--version".to_owned()],
-            cache: None,
-            cold: false,
-        },
-        Invocation {
-            key: "list-builtin",
-            args: args(&db_arg, None, &["list"]),
-            cache: None,
-            cold: false,
-        },
-        Invocation {
-            key: "list-component",
-            args: args(&db_arg, Some(&component_arg), &["list"]),
-            cache: Some(cache_arg.clone()),
-            cold: false,
-        },
-        Invocation {
-            key: "send-builtin",
-            args: args(&db_arg, None, &send),
-            cache: None,
-            cold: false,
-        },
-        Invocation {
-            key: "send-component",
-            args: args(&db_arg, Some(&component_arg), &send),
-            cache: Some(cache_arg.clone()),
-            cold: false,
-        },
-        Invocation {
-            key: "list-component-cold",
-            args: args(&db_arg, Some(&component_arg), &["list"]),
-            cache: Some("off".to_owned()),
-            cold: true,
-        },
-    ];
+    let row = |key, args, cache: Option<&str>, cold| Invocation {
+        key,
+        args,
+        cache: cache.map(str::to_owned),
+        cold,
+    };
+    let warm = Some(files.cache_arg.as_str());
+    [
+        row("version", vec!["--version".to_owned()], None, false),
+        row("list-builtin", args(db, None, &["list"]), None, false),
+        row(
+            "list-component",
+            args(db, component, &["list"]),
+            warm,
+            false,
+        ),
+        row("send-builtin", args(db, None, &send), None, false),
+        row("send-component", args(db, component, &send), warm, false),
+        row(
+            "list-component-cold",
+            args(db, component, &["list"]),
+            Some("off"),
+            true,
+        ),
+    ]
+}
+
+/// Seconds per process of each invocation, the invocations interleaved
+/// round by round.
+fn time_interleaved(
+    binary: &Path,
+    invocations: &[Invocation],
+    sizes: CliSizes,
+) -> Result<Vec<Vec<f64>>> {
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); invocations.len()];
     for round in 0..sizes.runs {
         for (invocation, slot) in invocations.iter().zip(samples.iter_mut()) {
@@ -206,12 +241,21 @@ pub(crate) fn measure(
             slot.push(seconds);
         }
     }
+    Ok(samples)
+}
+
+/// The report's rows: each invocation's command line, as shown, and its
+/// spread.
+fn rows(invocations: &[Invocation], samples: Vec<Vec<f64>>, files: &Files) -> Vec<CliRow> {
     let mut rows = Vec::new();
     for (invocation, samples) in invocations.iter().zip(samples) {
         let Some(seconds) = Spread::of(&samples) else {
             continue;
         };
-        let mut command = format!("inbox {}", shown(&invocation.args, &db_arg, &component_arg));
+        let mut command = format!(
+            "inbox {}",
+            shown(&invocation.args, &files.db_arg, &files.component_arg)
+        );
         if let Some(cache) = &invocation.cache {
             let cache = if cache == "off" {
                 "off"
@@ -226,13 +270,7 @@ pub(crate) fn measure(
             seconds,
         });
     }
-    engines::remove_database(&db)?;
-    Ok(CliSection::Measured(CliCosts {
-        binary: binary.display().to_string(),
-        version,
-        threads: sizes.threads,
-        rows,
-    }))
+    rows
 }
 
 /// `--db DB [--engine COMPONENT] --json COMMAND...`.

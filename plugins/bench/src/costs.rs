@@ -13,12 +13,14 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
 use inbox_engine::{ManualClock, MemoryStore, Store};
-use inbox_plugin_host::{Limits, Plugin, PluginEngine};
+use inbox_plugin_host::{Limits, Plugin};
 use serde::Serialize;
 
-use crate::engines::{self, JsonEngine};
-use crate::rates::{CLAIM_NEXT, done_request, lease_of, send_request};
-use crate::stats::Spread;
+use inbox_bench_kit::rates::{CLAIM_NEXT_JSON, JsonEngine, done_json, lease_of, send_json};
+use inbox_bench_kit::stats::Spread;
+use inbox_bench_kit::stores;
+
+use crate::engines::Component;
 
 /// Seconds to load the component, three ways, one sample per round.
 #[derive(Clone, Debug, Serialize)]
@@ -122,16 +124,16 @@ pub(crate) fn instantiate(plugin: &Plugin, count: u64) -> Result<InstantiateCost
     let mut alone = Vec::new();
     let mut with_send = Vec::new();
     for i in 0..count {
-        let store = engines::memory()?;
+        let store = stores::memory()?;
         let start = Instant::now();
         let instance = plugin.instantiate(store, clock(), i)?;
         alone.push(start.elapsed().as_secs_f64());
         drop(instance);
 
-        let store = engines::memory()?;
+        let store = stores::memory()?;
         let start = Instant::now();
-        let mut instance = plugin.instantiate(store, clock(), i)?;
-        instance.expect_exit(&send_request(i), 0)?;
+        let mut instance = Component(plugin.instantiate(store, clock(), i)?);
+        instance.expect_exit(&send_json(i), 0)?;
         with_send.push(start.elapsed().as_secs_f64());
         drop(instance);
     }
@@ -161,15 +163,19 @@ pub(crate) fn instance_memory(plugin: &Plugin, count: u64) -> Result<InstanceMem
     if count == 0 {
         bail!("no instances to measure");
     }
-    drop(plugin.instantiate(engines::memory()?, clock(), 0)?);
+    drop(plugin.instantiate(stores::memory()?, clock(), 0)?);
     let before = resident_kib()?;
-    let mut held: Vec<PluginEngine<MemoryStore, ManualClock>> = Vec::new();
+    let mut held: Vec<Component<MemoryStore, ManualClock>> = Vec::new();
     for i in 0..count {
-        held.push(plugin.instantiate(engines::memory()?, clock(), i)?);
+        held.push(Component(plugin.instantiate(
+            stores::memory()?,
+            clock(),
+            i,
+        )?));
     }
     let instantiated = resident_kib()?;
     for (i, instance) in (0..).zip(held.iter_mut()) {
-        instance.expect_exit(&send_request(i), 0)?;
+        instance.expect_exit(&send_json(i), 0)?;
     }
     let after_send = resident_kib()?;
     drop(held);
@@ -229,20 +235,23 @@ pub(crate) struct FuelCosts {
 /// `fuel_used` after each command.
 pub(crate) fn fuel(plugin: &Plugin, dir: &Path, list_threads: u64) -> Result<FuelCosts> {
     let first = fuel_sequence(
-        plugin.instantiate(MemoryStore::new(), clock(), 1)?,
+        Component(plugin.instantiate(MemoryStore::new(), clock(), 1)?),
         list_threads,
     )?;
     let again = fuel_sequence(
-        plugin.instantiate(MemoryStore::new(), clock(), 1)?,
+        Component(plugin.instantiate(MemoryStore::new(), clock(), 1)?),
         list_threads,
     )?;
     let path = dir.join("fuel.db");
-    engines::remove_database(&path)?;
+    stores::remove_sqlite(&path)?;
     // Created empty: the sequence's own `init` initializes it.
     let created = inbox_host_native::open::open_or_create(&path)
         .map_err(|e| anyhow!("cannot create {}: {e}", path.display()))?;
-    let sqlite = fuel_sequence(plugin.instantiate(created, clock(), 1)?, list_threads)?;
-    engines::remove_database(&path)?;
+    let sqlite = fuel_sequence(
+        Component(plugin.instantiate(created, clock(), 1)?),
+        list_threads,
+    )?;
+    stores::remove_sqlite(&path)?;
     let deterministic = first == again;
     let rows = first
         .into_iter()
@@ -262,17 +271,17 @@ pub(crate) fn fuel(plugin: &Plugin, dir: &Path, list_threads: u64) -> Result<Fue
 
 /// The sequence, returning (what ran, fuel) per recorded command.
 fn fuel_sequence<S: Store + 'static>(
-    mut engine: PluginEngine<S, ManualClock>,
+    mut engine: Component<S, ManualClock>,
     list_threads: u64,
 ) -> Result<Vec<(String, u64)>> {
     let mut rows = Vec::new();
-    let mut run = |engine: &mut PluginEngine<S, ManualClock>,
+    let mut run = |engine: &mut Component<S, ManualClock>,
                    label: &str,
                    request: &str,
                    exit: u8|
      -> Result<String> {
         let answer = engine.expect_exit(request, exit)?;
-        rows.push((label.to_owned(), engine.fuel_used()));
+        rows.push((label.to_owned(), engine.0.fuel_used()));
         Ok(answer.json)
     };
     run(
@@ -281,22 +290,22 @@ fn fuel_sequence<S: Store + 'static>(
         r#"{"command":"init"}"#,
         0,
     )?;
-    run(&mut engine, "`send` (a new thread)", &send_request(0), 0)?;
+    run(&mut engine, "`send` (a new thread)", &send_json(0), 0)?;
     run(
         &mut engine,
         "`fetch` (one candidate)",
         r#"{"command":"fetch","agent":"worker"}"#,
         0,
     )?;
-    let claimed = run(&mut engine, "`claim` with `next`", CLAIM_NEXT, 0)?;
-    let (thread_id, token) = lease_of(&claimed)?;
+    let claimed = run(&mut engine, "`claim` with `next`", CLAIM_NEXT_JSON, 0)?;
+    let lease = lease_of(&claimed)?;
     run(
         &mut engine,
         "`show` (a thread of one message)",
-        &format!(r#"{{"command":"show","thread_id":"{thread_id}"}}"#),
+        &format!(r#"{{"command":"show","thread_id":"{}"}}"#, lease.thread_id),
         0,
     )?;
-    run(&mut engine, "`done`", &done_request(&thread_id, token), 0)?;
+    run(&mut engine, "`done`", &done_json(&lease), 0)?;
     run(
         &mut engine,
         "`list` (one thread)",
@@ -304,7 +313,7 @@ fn fuel_sequence<S: Store + 'static>(
         0,
     )?;
     for seq in 1..list_threads {
-        engine.expect_exit(&send_request(seq), 0)?;
+        engine.expect_exit(&send_json(seq), 0)?;
     }
     run(
         &mut engine,

@@ -17,14 +17,17 @@
 //! reports, its raw results and temporary folders it removes.
 //!
 //! - [`options`]: the command line and the sizes of a run;
-//! - [`engines`]: the two engines behind one JSON call, and fresh stores;
-//! - [`rates`]: the `send` and `claim`+`done` workloads;
+//! - [`engines`]: the two engines, each behind the kit's JSON caller;
+//! - [`rates`]: the kit's `send` and `claim`+`done` workloads, in rounds;
 //! - [`costs`]: compiling, instantiating, memory, fuel;
 //! - [`component`]: the component file's size and declared memory;
 //! - [`cli`]: whole `inbox` processes;
 //! - [`machine`]: the machine and versions;
 //! - [`report`]: the raw results and the Markdown report;
-//! - [`stats`]: medians, ranges and number formats.
+//! - [`fmt`]: the report's number formats.
+//!
+//! Statistics, stores, the workloads' loops, the machine's facts and the
+//! Markdown writer come from `inbox-bench-kit`, shared with `inbox-bench`.
 
 // This binary's job is to print progress and its headline figures to the
 // person who ran it; stdout is its interface.
@@ -34,17 +37,18 @@ mod cli;
 mod component;
 mod costs;
 mod engines;
+mod fmt;
 mod machine;
 mod options;
 mod rates;
 mod report;
-mod stats;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
+use inbox_bench_kit::machine::load;
 use inbox_plugin_build::Guest;
 use inbox_plugin_host::{Limits, Plugin};
 
@@ -107,7 +111,7 @@ fn run() -> Result<()> {
         );
     }
     let started = Instant::now();
-    let load_start = machine::load();
+    let load_start = load();
     let root = inbox_plugin_build::workspace_root();
     // The build crate's components go to <target>/plugins; the reports go
     // next to them, in the same target folder.
@@ -134,7 +138,7 @@ fn run() -> Result<()> {
         &outputs.results,
         &(serde_json::to_string_pretty(&results)? + "\n"),
     )?;
-    write(&outputs.report, &(report.markdown + "\n"))?;
+    write(&outputs.report, &report.markdown)?;
     println!(
         "wrote {} (raw figures: {}) in {:.0} s",
         shown(&root, &outputs.report),
@@ -201,14 +205,13 @@ fn measure(
         }
     };
 
-    let sqlite = engines::sqlite_version(tmp.path()).unwrap_or_else(|e| format!("unknown ({e})"));
-    let environment = machine::environment(root, tmp.path(), sqlite);
+    let environment = machine::environment(root, tmp.path());
     Ok(Results {
         quick: options.quick,
         sizes,
         environment,
         load_start,
-        load_end: machine::load(),
+        load_end: load(),
         component,
         compile,
         instantiate,

@@ -8,7 +8,7 @@ use clap::Parser;
 use serde::Serialize;
 
 use crate::cli::CliSizes;
-use crate::rates::RateSizes;
+use inbox_bench_kit::rates::Sizes as RateSizes;
 
 /// Measures the engine component in wasmtime against the built-in engine,
 /// in one run, and writes docs/plugin-benchmarks.md (raw figures:

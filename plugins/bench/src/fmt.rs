@@ -1,67 +1,9 @@
-//! Summaries of measured samples (median and range) and the number formats
-//! the report prints.
+//! The number formats of this report: about three significant digits for
+//! rates, ratios, durations, and exact counts and sizes.
 //!
-//! Every figure in the report goes through here, so a median is computed one
-//! way everywhere (the middle sample, or the mean of the two middle ones).
-//! This module must never measure anything itself or drop samples: the
-//! range is there to show how noisy the machine was.
-
-use serde::Serialize;
-
-/// The median and range of one set of samples, in the samples' unit, with
-/// the samples themselves (in run order) for the raw results.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub(crate) struct Spread {
-    /// The middle sample (the mean of the two middle ones for an even count).
-    pub(crate) median: f64,
-    /// The smallest sample.
-    pub(crate) min: f64,
-    /// The largest sample.
-    pub(crate) max: f64,
-    /// Every sample, in the order they were taken.
-    pub(crate) samples: Vec<f64>,
-}
-
-impl Spread {
-    /// Summarizes `samples` (any order); `None` when there are none, so a
-    /// missing figure can never print as a zero.
-    pub(crate) fn of(samples: &[f64]) -> Option<Spread> {
-        let mut sorted = samples.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let (&min, &max) = (sorted.first()?, sorted.last()?);
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min,
-            max,
-            samples: samples.to_vec(),
-        })
-    }
-
-    /// The gap between the slowest and the fastest sample as a share of the
-    /// median: how much the rounds disagreed.
-    pub(crate) fn gap(&self) -> f64 {
-        if self.median == 0.0 {
-            f64::NAN
-        } else {
-            (self.max - self.min) / self.median
-        }
-    }
-}
-
-/// `value / baseline`, or `None` when either is missing or the baseline is
-/// not a positive number.
-pub(crate) fn ratio(value: Option<f64>, baseline: Option<f64>) -> Option<f64> {
-    match (value, baseline) {
-        (Some(v), Some(b)) if b > 0.0 && v.is_finite() => Some(v / b),
-        _ => None,
-    }
-}
+//! Every figure the report prints goes through here (its statistics come
+//! from the kit's `stats`), so a figure is written one way everywhere. This
+//! module must never compute a statistic: it only formats.
 
 /// A rate with 3 significant digits, thousands as k: `81.2`, `812`, `7731`,
 /// `12.3k`, `435k`.
@@ -146,28 +88,7 @@ fn significant(x: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-
     use super::*;
-
-    #[test]
-    fn median_of_odd_and_even_counts_and_the_range() {
-        let odd = Spread::of(&[5.0, 1.0, 3.0]).unwrap();
-        assert_eq!((odd.median, odd.min, odd.max), (3.0, 1.0, 5.0));
-        assert_eq!(odd.samples, [5.0, 1.0, 3.0], "samples keep run order");
-        let even = Spread::of(&[4.0, 1.0, 3.0, 2.0]).unwrap();
-        assert_eq!(even.median, 2.5);
-        assert!((even.gap() - 1.2).abs() < 1e-12);
-        assert_eq!(Spread::of(&[]), None);
-    }
-
-    #[test]
-    fn ratios_need_both_figures_and_a_positive_baseline() {
-        assert_eq!(ratio(Some(3.0), Some(2.0)), Some(1.5));
-        assert_eq!(ratio(Some(3.0), Some(0.0)), None);
-        assert_eq!(ratio(None, Some(2.0)), None);
-        assert_eq!(ratio(Some(3.0), None), None);
-    }
 
     #[test]
     fn formats() {
