@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use inbox_engine::StoreError;
 
+use crate::writer_lock;
+
 /// The suffixes of SQLite's companion files in WAL mode.
 pub const COMPANIONS: [&str; 2] = ["-wal", "-shm"];
 
@@ -64,6 +66,11 @@ impl FileIdentity {
             (path, Cell::new(key))
         }));
         FileIdentity { files }
+    }
+
+    /// The database file.
+    pub fn database(&self) -> &Path {
+        &self.files[0].0
     }
 
     /// Fails if any of the files was deleted, moved or replaced since it
@@ -210,4 +217,100 @@ fn writable_by_others(path: &Path) -> Option<String> {
     let sticky = meta.is_dir() && mode & 0o1000 != 0;
     (mode & 0o022 != 0 && !sticky)
         .then(|| format!("can be written by other users (mode {mode:04o})"))
+}
+
+/// The writer lock a host without SQLite's locks holds while it
+/// synchronizes with the database (see [`crate::writer_lock`]), as a native
+/// writer looks for it: `None` when no live holder has it.
+pub fn writer_lock_holder(db: &Path) -> Option<Option<writer_lock::Holder>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let path = companion(db, writer_lock::SUFFIX);
+    // The common case, no file: one failed stat.
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    // Only a regular file of this user counts: anything else was not made
+    // by a holder, and must not be able to stop this user's writers.
+    if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
+        return None;
+    }
+    let age_ms = std::time::SystemTime::now()
+        .duration_since(meta.modified().ok()?)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let no_follow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
+    let mut content = Vec::new();
+    if let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(no_follow)
+        .open(&path)
+    {
+        let _ = file.take(4096).read_to_end(&mut content);
+    }
+    match writer_lock::judge(&content, age_ms, &this_process(), process_runs) {
+        writer_lock::Verdict::Held(holder) => Some(holder),
+        writer_lock::Verdict::Stale => None,
+    }
+}
+
+/// This process, as [`writer_lock::judge`] needs it.
+fn this_process() -> writer_lock::Me {
+    writer_lock::Me {
+        pid_ns: std::fs::read_link("/proc/self/ns/pid")
+            .ok()
+            .map(|p| p.to_string_lossy().into_owned()),
+        host: rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned(),
+    }
+}
+
+/// Whether process `pid` of this namespace runs (one we may not signal
+/// runs too).
+fn process_runs(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    !matches!(
+        rustix::process::test_kill_process(pid),
+        Err(rustix::io::Errno::SRCH)
+    )
+}
+
+/// A writer's wait for a writer lock to go, within the busy budget, with a
+/// short jittered pause (a holder keeps it for milliseconds).
+pub struct LockWait {
+    started: std::time::Instant,
+    pauses: u64,
+}
+
+impl LockWait {
+    /// Starts the clock.
+    pub fn start() -> LockWait {
+        LockWait {
+            started: std::time::Instant::now(),
+            pauses: 0,
+        }
+    }
+
+    /// Pauses before the next look, or fails with `storage_busy` once the
+    /// busy budget is spent.
+    pub fn pause(
+        &mut self,
+        db: &str,
+        holder: Option<&writer_lock::Holder>,
+    ) -> Result<(), StoreError> {
+        if self.started.elapsed() > crate::open::BUSY_BUDGET {
+            return Err(StoreError::new(
+                inbox_engine::StoreErrorKind::Busy,
+                writer_lock::still_held(db, holder),
+            ));
+        }
+        self.pauses += 1;
+        let micros = 500 + (self.pauses * 7919 + u64::from(std::process::id())) % 1500;
+        std::thread::sleep(std::time::Duration::from_micros(micros));
+        Ok(())
+    }
 }

@@ -9,12 +9,18 @@
 //! - [`file`]: whether a database file can be trusted, and whether it is
 //!   still the file a connection opened;
 //! - [`watch`]: cross-process waiting (inotify on Linux, polling elsewhere);
-//! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds.
+//! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds;
+//! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
+//! - [`writer_lock`]: the lock file by which a host that cannot take
+//!   SQLite's locks (the wasm package in Node) keeps writers out (portable);
+//! - [`shared_file`]: a database file shared by such a host with SQLite
+//!   processes, synchronized around each transaction (portable).
 //!
 //! Everything here is an adapter: no inbox rule may live in this crate. The
 //! portable modules use only rusqlite, so the wasm host reuses them over
 //! SQLite compiled to wasm: built without the default `native` feature, this
-//! crate is just [`schema`] and [`store`].
+//! crate is just [`schema`], [`store`], [`wal`], [`writer_lock`] and
+//! [`shared_file`].
 
 #[cfg(feature = "native")]
 pub mod clock;
@@ -23,9 +29,12 @@ pub mod file;
 #[cfg(feature = "native")]
 pub mod open;
 pub mod schema;
+pub mod shared_file;
 pub mod store;
+pub mod wal;
 #[cfg(feature = "native")]
 pub mod watch;
+pub mod writer_lock;
 
 #[cfg(feature = "native")]
 pub use clock::{HostClock, host_ids, os_seed};

@@ -128,10 +128,7 @@ pub fn resolve_db_path(flag: Option<&Path>, env: Option<&Path>, cwd: &Path) -> D
             continue;
         }
         match file::untrusted(&candidate) {
-            Some(why) => notes.push(format!(
-                "passed over {}: {why}",
-                candidate.display()
-            )),
+            Some(why) => notes.push(format!("passed over {}: {why}", candidate.display())),
             None => {
                 return DbPath {
                     path: real(candidate),
@@ -374,17 +371,18 @@ pub fn set_lifetime(store: &mut SqliteStore, lifetime: Lifetime) -> Result<(), S
     }
 }
 
-/// WAL frames after which a committing process checkpoints and truncates
-/// the WAL.
+/// WAL frames after which a committing process checkpoints the WAL.
 ///
 /// Every process that opens the database first has to rebuild the WAL index
-/// by reading the whole WAL ("recovery"), and a process that recovered can no
-/// longer restart the WAL from the top, so left alone it only grows and every
-/// command gets slower. Truncating keeps recovery short; each truncation
-/// costs one checkpoint (two fsyncs with `synchronous = NORMAL`). Commands
-/// write 8 to 12 frames, so this truncates every few writes; measured here it
-/// beat 16, 256 and 1000 frames and SQLite's checkpoint-on-close (see
-/// docs/durability-and-speed.md).
+/// by reading the WAL's valid frames ("recovery"), and left alone (with no
+/// checkpoint on close) the WAL only grows, so every command would get
+/// slower. A checkpoint every few writes keeps it short: once every frame is
+/// copied back, the next writer starts the WAL over from its first frame
+/// (new salts make the old frames invalid, so recovery reads only the new
+/// ones). Each checkpoint costs two fsyncs with `synchronous = NORMAL`.
+/// Commands write 8 to 12 frames, so this checkpoints every few writes;
+/// measured here it beat 16, 256 and 1000 frames and SQLite's
+/// checkpoint-on-close (see docs/durability-and-speed.md).
 pub const CHECKPOINT_FRAMES: std::os::raw::c_int = 64;
 
 /// How long a checkpoint waits for readers and writers before giving up. The
@@ -393,15 +391,21 @@ pub const CHECKPOINT_FRAMES: std::os::raw::c_int = 64;
 const CHECKPOINT_BUDGET: Duration = Duration::from_millis(5);
 
 /// Called by SQLite after each commit with the WAL's length in frames.
+///
+/// The checkpoint is PASSIVE: it copies frames back and never truncates or
+/// restarts the WAL itself, so it takes no write lock. Only a writer, which
+/// has looked for the writer lock (see [`crate::writer_lock`]), ever starts
+/// the WAL over; a TRUNCATE checkpoint here could begin just after a host
+/// that appends to the WAL without SQLite's locks looked for writers, and
+/// cut its frames off.
 fn checkpoint_hook(
     wal: &mut rusqlite::hooks::Wal,
     frames: std::os::raw::c_int,
 ) -> rusqlite::Result<()> {
     if frames >= CHECKPOINT_FRAMES {
         IN_CHECKPOINT.with(|flag| flag.set(true));
-        // Busy (a reader on an old snapshot, another writer) is fine: a later
-        // commit retries.
-        let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::TRUNCATE);
+        // Busy (a reader on an old snapshot) is fine: a later commit retries.
+        let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::PASSIVE);
         IN_CHECKPOINT.with(|flag| flag.set(false));
     }
     Ok(())

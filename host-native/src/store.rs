@@ -27,6 +27,24 @@ use crate::schema::{self, SchemaState};
 /// them would accept writes the native CLI refuses.
 pub const PORTABLE_PRAGMAS: &str = "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;";
 
+/// What a host does around each transaction of a store, beyond SQLite's
+/// own locking: a host whose connection is a copy of a shared file in
+/// memory loads the file's state before a transaction and writes a commit
+/// back after it (see [`crate::shared_file`]).
+pub trait TxHooks {
+    /// Before `BEGIN`. May replace the connection's database.
+    fn before_begin(&mut self, conn: &mut Connection, mode: TxMode) -> Result<(), StoreError>;
+    /// After a `COMMIT` succeeded. An error means the commit did not
+    /// happen for anyone: the hook has put the connection back as it was.
+    fn after_commit(&mut self, conn: &mut Connection, mode: TxMode) -> Result<(), StoreError>;
+    /// After every transaction that `before_begin` let start, however it
+    /// ended.
+    fn after_end(&mut self);
+    /// Whether anything outside changed since the last transaction, by a
+    /// cheap look: a host polls it while callers wait.
+    fn outside_changed(&mut self) -> bool;
+}
+
 /// The engine's storage in an SQLite database.
 pub struct SqliteStore {
     conn: Connection,
@@ -35,6 +53,8 @@ pub struct SqliteStore {
     /// The file, for messages ("`:memory:`" for an in-memory database).
     location: String,
     tx: Option<TxMode>,
+    /// What runs around each transaction, if anything.
+    hooks: Option<Box<dyn TxHooks>>,
     /// The identities of the database's files when they were opened,
     /// checked before every write (native files only).
     #[cfg(feature = "native")]
@@ -67,6 +87,7 @@ impl SqliteStore {
             schema,
             location,
             tx: None,
+            hooks: None,
             #[cfg(feature = "native")]
             files: None,
         })
@@ -88,6 +109,54 @@ impl SqliteStore {
             Some(files) => files.check(),
             None => Ok(()),
         }
+    }
+
+    /// Holding SQLite's write lock (a `BEGIN IMMEDIATE` just ran), makes
+    /// sure this write may go ahead: the files must still be the ones
+    /// opened (writing through a deleted -wal or -shm loses commits or
+    /// corrupts the database), and no host without SQLite's locks may be
+    /// synchronizing with the file (see [`crate::writer_lock`]); while one
+    /// is, lets go of the write lock and waits for it, within the busy
+    /// budget. Returns with the write lock held and the transaction open.
+    #[cfg(feature = "native")]
+    fn admit_write(&mut self) -> Result<(), StoreError> {
+        let Some(files) = &self.files else {
+            return Ok(());
+        };
+        let mut wait = crate::file::LockWait::start();
+        loop {
+            files.check()?;
+            let Some(holder) = crate::file::writer_lock_holder(files.database()) else {
+                return Ok(());
+            };
+            self.conn
+                .execute_batch("ROLLBACK")
+                .map_err(|e| self.error(e))?;
+            wait.pause(&self.location, holder.as_ref())?;
+            self.conn
+                .prepare_cached("BEGIN IMMEDIATE")
+                .and_then(|mut s| s.execute([]))
+                .map_err(|e| self.error(e))?;
+        }
+    }
+
+    fn end_hooks(&mut self) {
+        if let Some(hooks) = &mut self.hooks {
+            hooks.after_end();
+        }
+    }
+
+    /// Runs `hooks` around every transaction from now on.
+    pub fn set_hooks(&mut self, hooks: Box<dyn TxHooks>) {
+        self.hooks = Some(hooks);
+    }
+
+    /// Whether anything outside the connection changed since the last
+    /// transaction, for stores with [`TxHooks`] (always `false` otherwise:
+    /// SQLite's own connections see other processes' commits by
+    /// themselves).
+    pub fn outside_changed(&mut self) -> bool {
+        self.hooks.as_mut().is_some_and(|h| h.outside_changed())
     }
 
     /// The connection, e.g. to read `PRAGMA data_version` while waiting.
@@ -457,21 +526,26 @@ impl Store for SqliteStore {
         if self.tx.is_some() {
             return Err(StoreError::other("sqlite store: transaction already open"));
         }
+        if let Some(hooks) = &mut self.hooks {
+            hooks.before_begin(&mut self.conn, mode)?;
+        }
         let sql = match mode {
             TxMode::Read => "BEGIN DEFERRED",
             TxMode::Write => "BEGIN IMMEDIATE",
         };
-        self.conn
+        if let Err(e) = self
+            .conn
             .prepare_cached(sql)
             .and_then(|mut s| s.execute([]))
-            .map_err(|e| self.error(e))?;
+        {
+            let error = self.error(e);
+            self.end_hooks();
+            return Err(error);
+        }
         self.tx = Some(mode);
-        // Holding the write lock, look once more that the files are the
-        // ones opened: writing through a deleted -wal or -shm loses commits
-        // or corrupts the database.
         #[cfg(feature = "native")]
         if mode == TxMode::Write
-            && let Err(error) = self.check_files()
+            && let Err(error) = self.admit_write()
         {
             let _ = self.rollback();
             return Err(error);
@@ -484,19 +558,29 @@ impl Store for SqliteStore {
             .prepare_cached("COMMIT")
             .and_then(|mut s| s.execute([]))
             .map_err(|e| self.error(e))?;
-        self.tx = None;
-        Ok(())
+        let mode = self.tx.take();
+        let written = match (&mut self.hooks, mode) {
+            (Some(hooks), Some(mode)) => hooks.after_commit(&mut self.conn, mode),
+            _ => Ok(()),
+        };
+        self.end_hooks();
+        written
     }
 
     fn rollback(&mut self) -> Result<(), StoreError> {
-        self.tx = None;
-        if self.conn.is_autocommit() {
+        let was_open = self.tx.take().is_some();
+        let rolled_back = if self.conn.is_autocommit() {
             // Nothing open (e.g. SQLite already rolled back after an error).
-            return Ok(());
+            Ok(())
+        } else {
+            self.conn
+                .execute_batch("ROLLBACK")
+                .map_err(|e| self.error(e))
+        };
+        if was_open {
+            self.end_hooks();
         }
-        self.conn
-            .execute_batch("ROLLBACK")
-            .map_err(|e| self.error(e))
+        rolled_back
     }
 
     fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {

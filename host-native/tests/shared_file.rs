@@ -1,0 +1,273 @@
+//! A database file shared by an engine over a copy in memory (the wasm
+//! package's way, `shared_file.rs`, here over `std::fs`) and engines over
+//! the file itself (the CLI's way), writing at the same time: every
+//! acknowledged send of either side is in the file at the end, in one
+//! event sequence, and SQLite finds the file intact. The same runs with
+//! the real CLI and Node in `host-wasm/js/test/shared-file.test.mjs`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use inbox_engine::wire::SendRequest;
+use inbox_engine::{Engine, Request, Response, UlidIds};
+use inbox_host_native::shared_file::{Files, SharedFile, SharedFileHooks, Stat};
+use inbox_host_native::writer_lock::Me;
+use inbox_host_native::{HostClock, SqliteStore, open_existing, open_or_create};
+use rusqlite::Connection;
+
+/// [`Files`] over `std::fs`, as Node's `fs` provides it in the wasm package.
+struct StdFiles {
+    started: Instant,
+    seed: u64,
+}
+
+fn io(path: &str, e: std::io::Error) -> String {
+    format!("{path}: {e}")
+}
+
+impl Files for StdFiles {
+    fn stat(&mut self, path: &str) -> Result<Option<Stat>, String> {
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => Ok(Some(Stat {
+                ino: m.ino(),
+                size: m.size(),
+                mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+                uid: m.uid(),
+                is_file: m.is_file(),
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(path, e)),
+        }
+    }
+    fn read(&mut self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        match std::fs::read(path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(path, e)),
+        }
+    }
+    fn create_new(&mut self, path: &str, bytes: &[u8]) -> Result<bool, String> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+        match file {
+            Ok(file) => file
+                .write_all_at(bytes, 0)
+                .map(|()| true)
+                .map_err(|e| io(path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(io(path, e)),
+        }
+    }
+    fn write_at(&mut self, path: &str, offset: u64, bytes: &[u8]) -> Result<(), String> {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| io(path, e))?;
+        file.write_all_at(bytes, offset).map_err(|e| io(path, e))
+    }
+    fn sync(&mut self, path: &str) -> Result<(), String> {
+        std::fs::File::open(path)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io(path, e))
+    }
+    fn remove(&mut self, path: &str) -> Result<(), String> {
+        std::fs::remove_file(path).map_err(|e| io(path, e))
+    }
+    fn proc_locks(&mut self) -> Option<String> {
+        std::fs::read_to_string("/proc/locks").ok()
+    }
+    fn pause(&mut self, millis: u64) {
+        std::thread::sleep(Duration::from_millis(millis));
+    }
+    fn ticks(&mut self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+    fn now_ns(&mut self) -> i128 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i128
+    }
+    fn me(&mut self) -> (u32, Me, u32) {
+        let me = Me {
+            pid_ns: std::fs::read_link("/proc/self/ns/pid")
+                .ok()
+                .map(|p| p.to_string_lossy().into_owned()),
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        };
+        let uid = std::fs::metadata("/proc/self").unwrap().uid();
+        (std::process::id(), me, uid)
+    }
+    fn process_runs(&mut self, pid: u32) -> bool {
+        Path::new(&format!("/proc/{pid}")).exists()
+    }
+    fn random(&mut self) -> u64 {
+        self.seed = self
+            .seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.seed
+    }
+}
+
+type MemEngine = Engine<SqliteStore, HostClock, UlidIds>;
+
+/// An engine over a copy of `db` in memory, synchronized with the file.
+fn shared_engine(db: &Path) -> MemEngine {
+    let files = StdFiles {
+        started: Instant::now(),
+        seed: 0x1234_5678,
+    };
+    let (shared, image) = SharedFile::open(files, db.to_str().unwrap()).unwrap();
+    let mut conn = Connection::open_in_memory().unwrap();
+    inbox_host_native::shared_file::load(&mut conn, &image.expect("the file exists")).unwrap();
+    conn.execute_batch(inbox_host_native::store::PORTABLE_PRAGMAS)
+        .unwrap();
+    let mut store = SqliteStore::new(conn, db.display().to_string()).unwrap();
+    store.set_hooks(Box::new(SharedFileHooks::new(shared)));
+    Engine::new(store, HostClock::system(), UlidIds::from_seed(7))
+}
+
+fn send(subject: String) -> Request {
+    Request::Send(SendRequest {
+        from_agent: Some("lead".into()),
+        to_agent: Some("worker".into()),
+        subject: Some(subject),
+        ..SendRequest::default()
+    })
+}
+
+fn subjects(db: &Path) -> Vec<String> {
+    let conn = Connection::open(db).unwrap();
+    let ok: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    let mut stmt = conn
+        .prepare("SELECT subject FROM threads ORDER BY subject")
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn sent(response: &Response) -> bool {
+    response.to_json().contains("\"ok\":true")
+}
+
+#[test]
+fn both_sides_writing_at_once_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("team.inbox.db");
+    let mut init = Engine::new(
+        open_or_create(&db).unwrap(),
+        HostClock::system(),
+        UlidIds::from_seed(1),
+    );
+    assert!(sent(
+        &init.execute(Request::from_json(r#"{"command":"init"}"#).unwrap())
+    ));
+    drop(init);
+
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let (store, _) = open_existing(&db, None).unwrap();
+                let mut engine =
+                    Engine::new(store, HostClock::system(), UlidIds::from_seed(100 + w));
+                (0..40)
+                    .filter(|i| sent(&engine.execute(send(format!("native {w} {i:03}")))))
+                    .map(|i| format!("native {w} {i:03}"))
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut shared = shared_engine(&db);
+    let mut acknowledged: Vec<String> = (0..60)
+        .filter(|i| sent(&shared.execute(send(format!("shared {i:03}")))))
+        .map(|i| format!("shared {i:03}"))
+        .collect();
+    for writer in writers {
+        acknowledged.extend(writer.join().unwrap());
+    }
+    assert_eq!(
+        acknowledged.len(),
+        60 + 3 * 40,
+        "every send was acknowledged"
+    );
+
+    // The shared side sees everything too, through its copy.
+    let listed = shared.execute(Request::from_json(r#"{"command":"list","limit":1000}"#).unwrap());
+    assert_eq!(listed.to_json().matches("\"thread_id\"").count(), 180);
+    drop(shared);
+
+    acknowledged.sort();
+    assert_eq!(subjects(&db), acknowledged);
+    assert!(
+        !db.with_file_name("team.inbox.db-lock").exists(),
+        "the lock is gone"
+    );
+}
+
+#[test]
+fn a_native_writer_waits_while_the_lock_is_held_and_goes_on_when_it_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("team.inbox.db");
+    let mut init = Engine::new(
+        open_or_create(&db).unwrap(),
+        HostClock::system(),
+        UlidIds::from_seed(1),
+    );
+    assert!(sent(
+        &init.execute(Request::from_json(r#"{"command":"init"}"#).unwrap())
+    ));
+    drop(init);
+
+    let lock = dir.path().join("team.inbox.db-lock");
+    let mut files = StdFiles {
+        started: Instant::now(),
+        seed: 1,
+    };
+    let (pid, me, _) = files.me();
+    let holder = inbox_host_native::writer_lock::Holder {
+        pid,
+        pid_ns: me.pid_ns,
+        host: me.host,
+        nonce: "test".into(),
+        by: "this test".into(),
+    };
+    std::fs::write(&lock, holder.to_bytes()).unwrap();
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let (store, _) = open_existing(&db, None).unwrap();
+            let mut engine = Engine::new(store, HostClock::system(), UlidIds::from_seed(5));
+            let started = Instant::now();
+            let ok = sent(&engine.execute(send("after the lock".into())));
+            (ok, started.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(subjects(&db).is_empty(), "no write while the lock is held");
+    std::fs::remove_file(&lock).unwrap();
+    let (ok, waited) = writer.join().unwrap();
+    assert!(
+        ok && waited >= Duration::from_millis(250),
+        "{ok} {waited:?}"
+    );
+    assert_eq!(subjects(&db), ["after the lock"]);
+}
