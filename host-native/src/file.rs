@@ -133,6 +133,45 @@ pub fn check_database_file(path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Refuses a database file in rollback-journal mode that has a write-ahead
+/// log beside it: inbox keeps every database in WAL mode, so such a file was
+/// written over by something else (a copy, `writeFileSync` of exported
+/// bytes) while the `-wal` still held frames of the file it replaced, and
+/// SQLite would apply those frames to the new file, mixing two databases.
+/// Returns whether the file is in WAL mode (a file in rollback mode with no
+/// log is a self-contained copy, which the caller switches to WAL).
+pub fn check_log_belongs(path: &Path) -> Result<bool, StoreError> {
+    use std::io::Read as _;
+    let mut header = [0u8; 100];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header));
+    if read.is_err() || !header.starts_with(b"SQLite format 3\0") {
+        // Empty or not SQLite: the schema check says what it is.
+        return Ok(true);
+    }
+    if crate::wal::is_wal_mode(&header) {
+        return Ok(true);
+    }
+    let log = companion(path, "-wal");
+    let mut magic = [0u8; 4];
+    let has_frames = std::fs::File::open(&log)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| matches!(u32::from_be_bytes(magic), 0x377f_0682 | 0x377f_0683))
+        && std::fs::metadata(&log).is_ok_and(|m| m.len() > 32);
+    if has_frames {
+        return Err(StoreError::other(format!(
+            "{} was written over by a copy (it is not in WAL mode, as inbox keeps its databases) \
+             while {} still held commits of the database it replaced; opening it would apply \
+             those to the copy and corrupt it. Nothing was opened. To keep the copy, move {} and \
+             its -shm aside; to share a database with Node, use Inbox.open({{store: \"file\"}}) \
+             or `inbox export`/`inbox import`",
+            path.display(),
+            log.display(),
+            log.display()
+        )));
+    }
+    Ok(false)
+}
+
 /// For `init`, which creates files: refuses a database path or companion
 /// that is a symbolic link (init would create the file wherever the link
 /// points, maybe in a folder of another user's choosing) or that another

@@ -170,7 +170,15 @@ pub fn open_existing(
     }
     file::check_database_file(path)?;
     file::check_owned(path)?;
+    let in_wal_mode = file::check_log_belongs(path)?;
     let mut store = connect(path, false)?;
+    if !in_wal_mode {
+        // A self-contained copy (exported bytes): inbox databases use WAL.
+        let _mode: String = store
+            .connection()
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(|e| crate::store::store_error(e, &location))?;
+    }
     store.ensure_schema()?;
     let durability = match durability {
         Some(d) => d,
@@ -197,6 +205,7 @@ pub fn open_or_create(path: &Path) -> Result<SqliteStore, StoreError> {
     }
     file::check_database_file(path)?;
     file::check_creatable(path)?;
+    file::check_log_belongs(path)?;
     create_private_file(path)
         .map_err(|e| StoreError::other(format!("cannot create {location}: {e}")))?;
     let mut store = connect(path, true)?;

@@ -10,7 +10,10 @@
 //!   VS Code host can persist it through its own storage API;
 //! - `opfs`: the same store persisted to the browser's Origin Private File
 //!   System through the `opfs-sahpool` VFS, which needs synchronous access
-//!   handles and so only runs in a dedicated worker.
+//!   handles and so only runs in a dedicated worker;
+//! - `file` (Node): the same store over a copy of a database file in wasm
+//!   memory, synchronized with the file around every transaction, so that
+//!   the CLI and other processes can use the file at the same time.
 //!
 //! The wasm build has one connection per database: this module must never
 //! open a second one on the same file, and never retries on busy (there is no
@@ -35,6 +38,8 @@ pub enum StoreKind {
     Sqlite,
     /// SQLite persisted to OPFS (dedicated worker only).
     Opfs,
+    /// A database file shared with other processes (Node only).
+    File,
 }
 
 impl StoreKind {
@@ -44,6 +49,7 @@ impl StoreKind {
             StoreKind::Memory => "memory",
             StoreKind::Sqlite => "sqlite",
             StoreKind::Opfs => "opfs",
+            StoreKind::File => "file",
         }
     }
 
@@ -53,6 +59,7 @@ impl StoreKind {
             "memory" => Some(StoreKind::Memory),
             "sqlite" => Some(StoreKind::Sqlite),
             "opfs" => Some(StoreKind::Opfs),
+            "file" => Some(StoreKind::File),
             _ => None,
         }
     }
@@ -63,7 +70,8 @@ impl StoreKind {
 pub struct OpenOptions {
     /// The store.
     pub store: StoreKind,
-    /// The database file name inside the OPFS pool (`opfs` only).
+    /// The database file: its name inside the OPFS pool (`opfs`), or its
+    /// path (`file`).
     pub path: String,
     /// A whole database to start from (`sqlite` only).
     pub bytes: Option<Vec<u8>>,
@@ -117,11 +125,30 @@ impl Backend {
                     Some(file),
                 ))
             }
+            #[cfg(feature = "sqlite")]
+            StoreKind::File => {
+                let store = crate::sqlite::open_file(&options.path)?;
+                Ok(Backend::Sqlite(
+                    Engine::new(store, clock, ids),
+                    StoreKind::File,
+                    None,
+                ))
+            }
             #[cfg(not(feature = "sqlite"))]
-            StoreKind::Sqlite | StoreKind::Opfs => Err(js::invalid(format!(
+            StoreKind::Sqlite | StoreKind::Opfs | StoreKind::File => Err(js::invalid(format!(
                 "store \"{}\" needs SQLite, which this memory-only build leaves out; use the full inbox-wasm package",
                 options.store.as_str()
             ))),
+        }
+    }
+
+    /// Whether a process outside changed the store since this inbox last
+    /// looked (the `file` store; others have no outside): waits poll it.
+    pub fn outside_changed(&mut self) -> bool {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(engine, StoreKind::File, _) => engine.store_mut().outside_changed(),
+            _ => false,
         }
     }
 
@@ -140,7 +167,17 @@ impl Backend {
     pub fn export(&mut self) -> Result<Vec<u8>, JsValue> {
         match self {
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(engine, _, _) => crate::sqlite::export(engine.store_mut()),
+            Backend::Sqlite(engine, kind, _) => {
+                if *kind == StoreKind::File {
+                    // The copy in memory may be behind the file: catch up.
+                    let store = engine.store_mut();
+                    store
+                        .begin(inbox_engine::store::TxMode::Read)
+                        .map_err(js::store_failure)?;
+                    store.commit().map_err(js::store_failure)?;
+                }
+                crate::sqlite::export(engine.store_mut())
+            }
             Backend::Memory(_) => Err(js::invalid(
                 "exportBytes needs an SQLite store; open the inbox with store: \"sqlite\" or \"opfs\"",
             )),

@@ -40,11 +40,15 @@ pub struct Inbox {
 #[wasm_bindgen]
 impl Inbox {
     /// Opens an inbox. `options.store` is `"memory"` (the default),
-    /// `"sqlite"` (SQLite in wasm memory; `options.bytes` starts from a
-    /// database file's bytes) or `"opfs"` (SQLite persisted to the Origin
-    /// Private File System as `options.path`, default `"inbox.db"`; dedicated
-    /// workers only). `options.now` starts the clock at an instant
-    /// (`"2026-01-01T00:00:00Z"`), for tests.
+    /// `"sqlite"` (SQLite in wasm memory; `options.bytes` starts from the
+    /// bytes of `exportBytes()` or `inbox export`), `"opfs"` (SQLite
+    /// persisted to the Origin Private File System as `options.path`,
+    /// default `"inbox.db"`; dedicated workers only) or `"file"` (Node: the
+    /// database file at `options.path`, created if missing, shared safely
+    /// with the `inbox` CLI and other processes using it at the same time;
+    /// every command reads the file's latest state and a write is in the
+    /// file when the method returns). `options.now` starts the clock at an
+    /// instant (`"2026-01-01T00:00:00Z"`), for tests.
     pub async fn open(
         #[wasm_bindgen(unchecked_param_type = "OpenOptions | undefined")] options: JsValue,
     ) -> Result<Inbox, JsValue> {
@@ -58,8 +62,12 @@ impl Inbox {
         })
     }
 
-    /// Which store this inbox uses: `"memory"`, `"sqlite"` or `"opfs"`.
-    #[wasm_bindgen(getter, unchecked_return_type = "\"memory\" | \"sqlite\" | \"opfs\"")]
+    /// Which store this inbox uses: `"memory"`, `"sqlite"`, `"opfs"` or
+    /// `"file"`.
+    #[wasm_bindgen(
+        getter,
+        unchecked_return_type = "\"memory\" | \"sqlite\" | \"opfs\" | \"file\""
+    )]
     pub fn store(&self) -> String {
         self.shared
             .borrow()
@@ -238,16 +246,21 @@ fn open_options(options: &JsValue) -> Result<OpenOptions, JsValue> {
             .and_then(|s| StoreKind::parse(&s))
             .ok_or_else(|| {
                 js::invalid(format!(
-                    "`store` must be \"memory\", \"sqlite\" or \"opfs\", not {}",
+                    "`store` must be \"memory\", \"sqlite\", \"opfs\" or \"file\", not {}",
                     describe(&v)
                 ))
             })?,
     };
     let path = match js::option(options, "path") {
+        v if v.is_undefined() && store == StoreKind::File => {
+            return Err(js::invalid(
+                "store: \"file\" needs `path`, the database file, e.g. \".agents/coord.db\"",
+            ));
+        }
         v if v.is_undefined() => "inbox.db".to_owned(),
-        v if store != StoreKind::Opfs => {
+        v if !matches!(store, StoreKind::Opfs | StoreKind::File) => {
             return Err(js::invalid(format!(
-                "`path` names a file in OPFS and goes with store: \"opfs\", not \"{}\" (got {})",
+                "`path` names a database file and goes with store: \"opfs\" or \"file\", not \"{}\" (got {})",
                 store.as_str(),
                 describe(&v)
             )));

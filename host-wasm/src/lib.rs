@@ -11,8 +11,10 @@
 //!
 //! - [`inbox`]: the `Inbox` class and its open options;
 //! - [`backend`]: the engine over the chosen store;
-//! - [`sqlite`]: SQLite in wasm memory or OPFS (the `sqlite` feature, on by
-//!   default), database bytes in and out;
+//! - [`sqlite`]: SQLite in wasm memory, in OPFS, or as a database file shared
+//!   with the CLI (the `sqlite` feature, on by default), database bytes in
+//!   and out;
+//! - [`node_files`]: Node's `fs` for the shared file;
 //! - [`waits`]: `watch` and `waitReply` as Promises, woken by commits of the
 //!   same instance or by their deadline, never by polling;
 //! - [`js`]: the host side of the engine's interfaces (clock, id seed,
@@ -29,6 +31,8 @@ pub mod backend;
 pub mod inbox;
 #[cfg(target_family = "wasm")]
 pub mod js;
+#[cfg(all(target_family = "wasm", feature = "sqlite"))]
+pub mod node_files;
 #[cfg(target_family = "wasm")]
 pub mod script;
 #[cfg(all(target_family = "wasm", feature = "sqlite"))]

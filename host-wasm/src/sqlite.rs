@@ -10,18 +10,26 @@
 //! another worker (or tab) can take them, and the next open here resumes it.
 //! One `Inbox` per file: a second open of the same file in the same worker
 //! is refused rather than given a second connection.
+//!
+//! The `file` store (Node) keeps a copy of a database file in wasm memory
+//! and synchronizes it with the file around every transaction, so that it
+//! shares the file with the CLI safely (see
+//! [`inbox_host_native::shared_file`] for the protocol).
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use inbox_engine::{Store, StoreError, StoreErrorKind};
 use inbox_host_native::SqliteStore;
+use inbox_host_native::shared_file::{self, SharedFile, SharedFileHooks};
 use inbox_host_native::store::{PORTABLE_PRAGMAS, store_error};
+use inbox_host_native::wal;
 use rusqlite::{Connection, MAIN_DB, OpenFlags};
 use sqlite_wasm_vfs::sahpool::{OpfsSAHError, OpfsSAHPoolCfgBuilder, OpfsSAHPoolUtil, install};
 use wasm_bindgen::JsValue;
 
 use crate::js;
+use crate::node_files::NodeFiles;
 
 /// The VFS name under which the OPFS pool is registered.
 const OPFS_VFS: &str = "inbox-opfs";
@@ -110,6 +118,45 @@ pub async fn open_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
     Ok((store, file))
 }
 
+/// The database file at `path`, shared with the CLI and any other process
+/// (Node only): a copy in wasm memory, synchronized with the file around
+/// every transaction (see [`inbox_host_native::shared_file`]). A file that
+/// does not exist yet is created, owner-only, as a new inbox database.
+pub fn open_file(path: &str) -> Result<SqliteStore, JsValue> {
+    let files = NodeFiles::new().map_err(|e| js::store_failure(StoreError::other(e)))?;
+    let path = files
+        .resolve(path)
+        .map_err(|e| js::store_failure(StoreError::other(e)))?;
+    let (mut shared, image) = SharedFile::open(files, &path).map_err(js::store_failure)?;
+    let error = |e| js::store_failure(store_error(e, &path));
+    let mut conn = Connection::open_in_memory().map_err(error)?;
+    if let Some(image) = &image {
+        shared_file::load(&mut conn, image).map_err(js::store_failure)?;
+    }
+    let mut store = prepare(conn, &path)?;
+    // A new database (schema just created) or an older one (just migrated)
+    // differs from the file: write it before anything else happens.
+    let now = shared_file::save(store.connection_mut()).map_err(js::store_failure)?;
+    match image {
+        None => shared.create(&now).map_err(js::store_failure)?,
+        Some(image) if !same_database(&image, &now) => {
+            shared.before().map_err(js::store_failure)?;
+            let written = shared.after_write(&now);
+            shared.release();
+            written.map_err(js::store_failure)?;
+        }
+        Some(_) => {}
+    }
+    store.set_hooks(Box::new(SharedFileHooks::new(shared)));
+    Ok(store)
+}
+
+/// Whether two images hold the same database, whatever their header says
+/// about the journal mode (bytes 18 and 19).
+fn same_database(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.len() >= 100 && a[..18] == b[..18] && a[20..] == b[20..]
+}
+
 /// The whole database as the bytes of a file the native CLI opens.
 pub fn export(store: &mut SqliteStore) -> Result<Vec<u8>, JsValue> {
     let location = store.location().to_owned();
@@ -119,13 +166,14 @@ pub fn export(store: &mut SqliteStore) -> Result<Vec<u8>, JsValue> {
         .map_err(|e| js::store_failure(store_error(e, &location)))?;
     let mut bytes = data.to_vec();
     // Bytes 18 and 19 of the header are the file format's write and read
-    // versions: 2 means WAL. A database in wasm memory or in the OPFS pool
-    // cannot use WAL (there is no shared memory for its index), but the
-    // native CLI expects an inbox database in WAL mode, so the exported file
-    // says WAL, exactly as `inbox init` would have made it.
+    // versions: 1 is a rollback journal, 2 WAL. The bytes are a
+    // self-contained copy, so they say 1, as `inbox export` and SQLite's
+    // `VACUUM INTO` write: the CLI switches such a file to WAL when it
+    // opens it, and refuses it if it finds it written over a database whose
+    // -wal still holds commits (which would mix the two).
     if bytes.len() >= 100 {
-        bytes[18] = 2;
-        bytes[19] = 2;
+        bytes[18] = 1;
+        bytes[19] = 1;
     }
     Ok(bytes)
 }
@@ -155,12 +203,17 @@ fn import(conn: &mut Connection, bytes: &[u8]) -> Result<(), JsValue> {
             bytes.len()
         ))));
     }
-    let mut bytes = bytes.to_vec();
-    // A database written by the native CLI is in WAL mode (header bytes 18
-    // and 19 are 2), which an in-memory database cannot open; 1 is the
-    // rollback journal. Nothing else in the file depends on it.
-    bytes[18] = 1;
-    bytes[19] = 1;
+    // The bytes of a database file in WAL mode (header bytes 18 and 19 are
+    // 2: every database the CLI uses) are only part of it: its recent
+    // commits are in its -wal, which these bytes lack, and writing a copy
+    // back over the file would lose them. Self-contained copies
+    // (exportBytes, `inbox export`) say 1.
+    if wal::is_wal_mode(bytes) {
+        return Err(js::store_failure(StoreError::other(
+            "these are the bytes of a database file in WAL mode, whose latest commits are in its -wal file, which the bytes leave out (and writing them back over the file would lose those commits). To use a database file the CLI also uses, open it with {store: \"file\", path}; to carry a database elsewhere, pass the bytes of exportBytes() or of `inbox export --sqlite FILE`",
+        )));
+    }
+    let bytes = bytes.to_vec();
     let size = bytes.len();
     conn.deserialize_read_exact(MAIN_DB, bytes.as_slice(), size, false)
         .map_err(|e| js::store_failure(store_error(e, "the imported bytes")))

@@ -41,11 +41,15 @@ export interface InboxError extends Error {
 
 /** Options of `Inbox.open`. */
 export interface OpenOptions {
-  /** "memory" (default), "sqlite" (SQLite in wasm memory) or "opfs" (SQLite in OPFS; dedicated workers only). */
-  store?: "memory" | "sqlite" | "opfs";
-  /** The database file in OPFS (store "opfs"); default "inbox.db". */
+  /**
+   * "memory" (default), "sqlite" (SQLite in wasm memory), "opfs" (SQLite in
+   * OPFS; dedicated workers only) or "file" (Node: a database file shared
+   * safely with the `inbox` CLI and other processes; Linux).
+   */
+  store?: "memory" | "sqlite" | "opfs" | "file";
+  /** The database file: in OPFS (store "opfs"; default "inbox.db"), or on disk (store "file"; required). */
   path?: string;
-  /** A database file's bytes to start from (store "sqlite"), e.g. from `exportBytes()`. */
+  /** A self-contained database to start from (store "sqlite"): the bytes of `exportBytes()` or `inbox export --sqlite FILE`. */
   bytes?: Uint8Array | ArrayBuffer;
   /** Start the clock at this instant instead of the wall clock (tests). */
   now?: string;

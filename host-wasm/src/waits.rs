@@ -1,13 +1,17 @@
 //! `watch` and `waitReply` as Promises.
 //!
-//! The wasm build has a single connection, so nothing outside this `Inbox`
-//! can write to its database: a wait can only be woken by a command of the
-//! same instance or by time (its deadline, a lease running out, its own
-//! heartbeat). So a pending wait is polled again exactly then: after every
-//! command that may have written, and when the engine's [`Waiter`] asks to
-//! be polled at a given instant (one `setTimeout`). It never polls on an
-//! interval. Every decision (cursor, deadline, sweeps, heartbeats) stays in
-//! the engine's `Waiter`; this module only schedules.
+//! For the stores of one connection (`memory`, `sqlite`, `opfs`), nothing
+//! outside this `Inbox` can write to its database: a wait can only be woken
+//! by a command of the same instance or by time (its deadline, a lease
+//! running out, its own heartbeat). So a pending wait is polled again
+//! exactly then: after every command that may have written, and when the
+//! engine's [`Waiter`] asks to be polled at a given instant (one
+//! `setTimeout`). The `file` store shares its file with other processes,
+//! whose commits nothing announces here: while waits are pending, it also
+//! looks every [`OUTSIDE_POLL_MS`] whether the file changed (a few `stat`s,
+//! no lock) and polls the waits when it did. Every decision (cursor,
+//! deadline, sweeps, heartbeats) stays in the engine's `Waiter`; this module
+//! only schedules.
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
@@ -16,7 +20,7 @@ use inbox_engine::{Executor, Response, WaitStep, Waiter};
 use js_sys::Function;
 use wasm_bindgen::JsValue;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, StoreKind};
 use crate::js::{self, Timer};
 
 /// One wait in progress.
@@ -32,11 +36,17 @@ struct Pending {
     timer: Option<(i64, Timer)>,
 }
 
+/// How often a `file` store with pending waits looks for other processes'
+/// commits.
+pub const OUTSIDE_POLL_MS: i64 = 100;
+
 /// The waits in progress on one `Inbox`.
 #[derive(Default)]
 pub struct Waits {
     next_id: u64,
     pending: Vec<Pending>,
+    /// The next look for outside commits (`file` store, waits pending).
+    outside: Option<Timer>,
 }
 
 impl Waits {
@@ -121,9 +131,37 @@ pub fn poll(shared: &Rc<RefCell<Shared>>, only: Option<u64>) {
                 }
             }
         }
+        if state.waits.pending.is_empty() {
+            state.waits.outside = None;
+        } else if state.waits.outside.is_none() && backend.kind() == StoreKind::File {
+            state.waits.outside = Some(look_outside(Rc::downgrade(shared)));
+        }
         settled
     };
     deliver(settled);
+}
+
+/// Looks, after [`OUTSIDE_POLL_MS`], whether another process changed the
+/// file, and polls every wait if it did.
+fn look_outside(shared: Weak<RefCell<Shared>>) -> Timer {
+    Timer::after(OUTSIDE_POLL_MS, move || {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let changed = {
+            let mut state = shared.borrow_mut();
+            state.waits.outside = None;
+            state.backend.as_mut().is_some_and(Backend::outside_changed)
+        };
+        if changed {
+            poll(&shared, None);
+        } else {
+            let mut state = shared.borrow_mut();
+            if !state.waits.pending.is_empty() {
+                state.waits.outside = Some(look_outside(Rc::downgrade(&shared)));
+            }
+        }
+    })
 }
 
 /// Rejects every wait in progress (the inbox is closing).

@@ -36,12 +36,6 @@ async function rejected(promise) {
   assert.fail("expected the promise to reject with an InboxError");
 }
 
-/** Moves everything in a live database's WAL into the file itself, as a
- * user does before copying a database the CLI is using. */
-function checkpoint(db) {
-  execFileSync("python3", ["-c", "import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute('PRAGMA wal_checkpoint(TRUNCATE)')", db]);
-}
-
 /** Every key path of a JSON value, to compare shapes field for field. */
 function shape(value, path = "") {
   if (Array.isArray(value)) {
@@ -205,9 +199,9 @@ for (const store of ["memory", "sqlite"]) {
 describe("open options", () => {
   test("bad options are refused with invalid_request and say what to pass", async () => {
     const cases = [
-      [{ store: "postgres" }, /`store` must be "memory", "sqlite" or "opfs"/],
+      [{ store: "postgres" }, /`store` must be "memory", "sqlite", "opfs" or "file"/],
       [{ stor: "sqlite" }, /unknown option `stor`/],
-      [{ store: "memory", path: "x.db" }, /`path` names a file in OPFS/],
+      [{ store: "memory", path: "x.db" }, /`path` names a database file and goes with store: "opfs" or "file"/],
       [{ store: "sqlite", bytes: "abc" }, /`bytes` must be a Uint8Array/],
       [{ store: "memory", bytes: new Uint8Array(4) }, /goes with store: "sqlite"/],
       [{ now: "yesterday" }, /`now` is not a timestamp/],
@@ -278,23 +272,29 @@ describe("database bytes", () => {
     const inbox = await Inbox.open({ store: "sqlite" });
     const { thread } = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "From wasm" });
     const exported = join(dir, "exported.db");
-    writeFileSync(exported, inbox.exportBytes());
+    const bytes = inbox.exportBytes();
+    // A self-contained copy: rollback-journal header, as `inbox export` writes.
+    assert.deepEqual([bytes[18], bytes[19]], [1, 1]);
+    writeFileSync(exported, bytes, { mode: 0o600 });
     const listed = JSON.parse(execFileSync(cli, ["--db", exported, "--json", "list"], { encoding: "utf8" }));
     assert.equal(listed.threads[0].thread_id, thread.thread_id);
-    // The CLI can go on writing to it, in WAL mode like any inbox database.
+    // The CLI switched it to WAL, like any inbox database, and writes to it.
+    assert.deepEqual([...readFileSync(exported).subarray(18, 20)], [2, 2]);
     execFileSync(cli, ["--db", exported, "--json", "claim", "--agent", "worker", "--thread", thread.thread_id]);
 
+    // A file the CLI is using is opened as a file, not as bytes.
     const native = join(dir, "native.db");
     execFileSync(cli, ["--db", native, "init"]);
     const sent = JSON.parse(
       execFileSync(cli, ["--db", native, "--json", "send", "--from", "lead", "--to", "worker", "--subject", "From the CLI"], { encoding: "utf8" }),
     );
-    checkpoint(native);
-    const imported = await Inbox.open({ store: "sqlite", bytes: readFileSync(native) });
-    assert.equal(imported.show({ thread_id: sent.thread.thread_id }).thread.subject, "From the CLI");
-    checkpoint(exported);
-    const after = await Inbox.open({ store: "sqlite", bytes: readFileSync(exported) });
+    const shared = await Inbox.open({ store: "file", path: native });
+    assert.equal(shared.store, "file");
+    assert.equal(shared.show({ thread_id: sent.thread.thread_id }).thread.subject, "From the CLI");
+    shared.close();
+    const after = await Inbox.open({ store: "file", path: exported });
     assert.equal(after.show({ thread_id: thread.thread_id }).thread.status, "claimed");
+    after.close();
   });
 
   test("responses have the CLI's fields, exactly", { skip: !cli && "INBOX_BIN is not set" }, async () => {
