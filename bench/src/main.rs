@@ -17,17 +17,18 @@
 //! binaries it measures, starts the servers (stopped again by their guards
 //! even on error), runs the workloads and writes the report. It must never
 //! touch the product's code or anything outside the scratch folder and the
-//! report's folder.
+//! report's folder. The file peers are the library half of this package
+//! (`inbox_bench::files`); statistics, the machine's facts, the Markdown
+//! writer and the in-process engine workloads come from `inbox-bench-kit`.
 
 mod ctx;
-mod files;
+mod fmt;
 mod machine;
 mod peers;
 mod proc;
 mod report;
 mod roles;
 mod services;
-mod stats;
 mod svg;
 mod wasm_baseline;
 mod workloads;
@@ -38,36 +39,95 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use inbox_bench_kit::machine::load;
 
 use crate::ctx::{Bins, Ctx};
-use crate::report::Section;
+use crate::report::{Environment, Section};
 use crate::services::{PostgresServer, RedisServer, TempDir};
 
-/// The workloads, in report order.
-const WORKLOADS: [&str; 5] = ["send", "claim", "wake", "roundtrip", "query"];
+/// Benchmarks inbox against the ways agent teams coordinate today (a JSONL
+/// inbox, a JSON array under a lock file, a file-drop folder, Redis lists
+/// and streams, PostgreSQL), side by side in one run, and writes
+/// docs/BENCHMARKS.md and its plots in docs/bench/.
+#[derive(Parser)]
+#[command(
+    name = "inbox-bench",
+    args_conflicts_with_subcommands = true,
+    after_help = "Needs redis-server and PostgreSQL (initdb/postgres); scripts/bench installs them."
+)]
+struct Cli {
+    /// The workloads to run, in any order (default: all); the report keeps
+    /// the other sections as an earlier run measured them
+    #[arg(value_enum, value_name = "WORKLOAD")]
+    workloads: Vec<Choice>,
+    /// Small sizes and few iterations (a smoke run of about 3 minutes); the
+    /// report goes to target/bench-quick/ unless --out is given
+    #[arg(long)]
+    quick: bool,
+    /// Write BENCHMARKS.md to DIR and plots to DIR/bench (default: docs/)
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Do not run `cargo build --release -p inbox-cli -p inbox-bench` first
+    #[arg(long)]
+    no_build: bool,
+    #[command(subcommand)]
+    command: Option<Sub>,
+}
 
-const USAGE: &str = "\
-usage: inbox-bench [all | send | claim | wake | roundtrip | query]... [--quick] [--out DIR] [--no-build]
-       inbox-bench wasm-baseline [--ops N] [--warmup N] [--rounds N]
+/// A workload named on the command line.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Choice {
+    /// Every workload
+    All,
+    /// 1. Send throughput
+    Send,
+    /// 2. Claim and done
+    Claim,
+    /// 3. Wake latency
+    Wake,
+    /// 4. Request/answer round trip
+    Roundtrip,
+    /// 5. Read cost as the store grows
+    Query,
+}
 
-  all         every workload (the default)
-  --quick     small sizes and few iterations (a smoke run of about 3 minutes);
-              the report goes to target/bench-quick/ unless --out is given
-  --out DIR   write BENCHMARKS.md to DIR and plots to DIR/bench (default: docs/)
-  --no-build  do not run `cargo build --release -p inbox-cli -p inbox-bench` first
+#[derive(Subcommand)]
+enum Sub {
+    /// Only the native in-process figures the wasm benchmark compares
+    /// against, as JSON on stdout
+    ///
+    /// Prints one JSON object: every round's sends/s and claim+done pairs/s
+    /// for the native engine over SQLite in a file (normal and full
+    /// durability), SQLite in memory and the in-memory store;
+    /// host-wasm/js/bench/run.mjs runs it. Builds nothing and starts no
+    /// server.
+    WasmBaseline(wasm_baseline::Args),
+    /// The harness's own child processes.
+    #[command(flatten)]
+    Child(roles::Child),
+}
 
-  wasm-baseline  only the native in-process figures the wasm benchmark
-              (host-wasm/js/bench/run.mjs) compares against, as JSON on stdout;
-              builds nothing and starts no server
+/// A workload: its key (the subcommand, the section's file name) and how
+/// to run it. In report order.
+type Workload = (&'static str, Choice, fn(&Ctx) -> Result<Section>);
 
-Needs redis-server and PostgreSQL (initdb/postgres); scripts/bench installs them.";
+const WORKLOADS: [Workload; 5] = [
+    ("send", Choice::Send, workloads::send::run),
+    ("claim", Choice::Claim, workloads::claim::run),
+    ("wake", Choice::Wake, workloads::wake::run),
+    ("roundtrip", Choice::Roundtrip, workloads::roundtrip::run),
+    ("query", Choice::Query, workloads::query::run),
+];
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    if roles::dispatch(&args) {
-        return ExitCode::SUCCESS;
-    }
-    match run(&args[1..]) {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Sub::Child(child)) => return roles::run(child),
+        Some(Sub::WasmBaseline(args)) => wasm_baseline::run(&args),
+        None => run(&cli),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -76,47 +136,13 @@ fn main() -> ExitCode {
     }
 }
 
-struct Options {
-    workloads: Vec<&'static str>,
-    quick: bool,
-    out: Option<PathBuf>,
-    build: bool,
-}
-
-fn parse(args: &[String]) -> Result<Options> {
-    let mut options = Options {
-        workloads: Vec::new(),
-        quick: false,
-        out: None,
-        build: true,
-    };
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--quick" => options.quick = true,
-            "--no-build" => options.build = false,
-            "--out" => {
-                let Some(dir) = args.next() else {
-                    bail!("--out needs a folder\n\n{USAGE}");
-                };
-                options.out = Some(PathBuf::from(dir));
-            }
-            "all" => options.workloads.extend(WORKLOADS),
-            "-h" | "--help" | "help" => {
-                let _ = writeln!(std::io::stdout(), "{USAGE}");
-                std::process::exit(0);
-            }
-            other => match WORKLOADS.iter().find(|w| **w == other) {
-                Some(w) => options.workloads.push(w),
-                None => bail!("unknown workload or flag `{other}`\n\n{USAGE}"),
-            },
-        }
-    }
-    if options.workloads.is_empty() {
-        options.workloads.extend(WORKLOADS);
-    }
-    options.workloads.dedup();
-    Ok(options)
+/// The workloads chosen, in report order.
+fn chosen(cli: &Cli) -> Vec<Workload> {
+    let all = cli.workloads.is_empty() || cli.workloads.contains(&Choice::All);
+    WORKLOADS
+        .into_iter()
+        .filter(|(_, choice, _)| all || cli.workloads.contains(choice))
+        .collect()
 }
 
 /// The workspace root (this crate's parent folder).
@@ -125,102 +151,106 @@ fn workspace_root() -> PathBuf {
     manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
-fn run(args: &[String]) -> Result<()> {
-    if args.first().is_some_and(|a| a == "wasm-baseline") {
-        return wasm_baseline::run(&args[1..]);
-    }
-    let options = parse(args)?;
+/// A full run: the chosen workloads, then the report.
+fn run(cli: &Cli) -> Result<()> {
     let started = Instant::now();
     let root = workspace_root();
-    if options.build {
-        // Measure the binary of the commit being benchmarked, not a stale one.
-        eprintln!("building inbox and the harness (release)");
-        let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .current_dir(&root)
-            .args([
-                "build",
-                "--release",
-                "-q",
-                "-p",
-                "inbox-cli",
-                "-p",
-                "inbox-bench",
-                "--bins",
-            ])
-            .status()
-            .context("cannot run cargo (pass --no-build to use the binaries already built)")?;
-        if !status.success() {
-            bail!("cargo build failed");
-        }
+    if !cli.no_build {
+        build(&root)?;
     }
     let bins = Bins::locate()?;
-    let out = options.out.clone().unwrap_or_else(|| {
-        if options.quick {
-            root.join("target").join("bench-quick")
+    let out = cli.out.clone().unwrap_or_else(|| {
+        root.join(if cli.quick {
+            "target/bench-quick"
         } else {
-            root.join("docs")
-        }
+            "docs"
+        })
     });
     let out_dir = out.join("bench");
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
+    let ctx = start(cli.quick, bins, out_dir)?;
+    let env = machine::environment(&ctx, &root);
+    let fresh = measure(&ctx, &env, &chosen(cli))?;
+    let out_dir = ctx.out_dir.clone();
+    drop(ctx);
 
+    let sections = with_earlier_sections(&fresh, &out_dir);
+    let total = fresh.iter().map(|s| s.seconds).sum();
+    let path = out.join("BENCHMARKS.md");
+    std::fs::write(&path, report::render(&env, &sections, total))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    print_summary(&path, started, &fresh)
+}
+
+/// Builds the binaries measured, so a run measures the commit being
+/// benchmarked, not a stale build.
+fn build(root: &Path) -> Result<()> {
+    eprintln!("building inbox and the harness (release)");
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(root)
+        .args(["build", "--release", "-q", "-p", "inbox-cli"])
+        .args(["-p", "inbox-bench", "--bins"])
+        .status()
+        .context("cannot run cargo (pass --no-build to use the binaries already built)")?;
+    if !status.success() {
+        bail!("cargo build failed");
+    }
+    Ok(())
+}
+
+/// Starts the servers in a new scratch folder.
+fn start(quick: bool, bins: Bins, out_dir: PathBuf) -> Result<Ctx> {
     eprintln!("starting redis-server (x2) and PostgreSQL on 127.0.0.1");
     let tmp = TempDir::new()?;
-    let ctx = Ctx {
-        quick: options.quick,
+    Ok(Ctx {
+        quick,
         redis_normal: RedisServer::start(tmp.path(), false)?,
         redis_full: RedisServer::start(tmp.path(), true)?,
         pg: PostgresServer::start(tmp.path())?,
         bins,
-        out_dir: out_dir.clone(),
+        out_dir,
         tmp,
-    };
-    let env = machine::environment(&ctx, &root);
-    let stamp = format!(
-        "{} on commit {}",
-        &env.date[..16.min(env.date.len())],
-        env.commit
-    );
+    })
+}
 
+/// Runs `workloads`, saving each section as it is measured.
+fn measure(ctx: &Ctx, env: &Environment, workloads: &[Workload]) -> Result<Vec<Section>> {
+    let date = &env.machine.date;
+    let stamp = format!("{} on commit {}", &date[..16.min(date.len())], env.commit);
     let mut fresh = Vec::new();
-    for workload in &options.workloads {
-        eprintln!("== {workload}");
-        let load_before = machine::load();
-        let mut section = match *workload {
-            "send" => workloads::send::run(&ctx),
-            "claim" => workloads::claim::run(&ctx),
-            "wake" => workloads::wake::run(&ctx),
-            "roundtrip" => workloads::roundtrip::run(&ctx),
-            _ => workloads::query::run(&ctx),
-        }
-        .with_context(|| format!("workload `{workload}` failed"))?;
+    for (key, _, run) in workloads {
+        eprintln!("== {key}");
+        let load_before = load();
+        let mut section = run(ctx).with_context(|| format!("workload `{key}` failed"))?;
         section.measured = format!(
             "{stamp}{}; machine load before / after: {load_before} / {}",
-            if options.quick { ", `--quick`" } else { "" },
-            machine::load()
+            if ctx.quick { ", `--quick`" } else { "" },
+            load()
         );
-        section.save(&out_dir)?;
+        section.save(&ctx.out_dir)?;
         fresh.push(section);
     }
-    drop(ctx);
+    Ok(fresh)
+}
 
-    // This run's sections, and earlier runs' for workloads not run now.
-    let sections: Vec<Section> = WORKLOADS
+/// This run's sections, and earlier runs' for workloads not run now.
+fn with_earlier_sections(fresh: &[Section], out_dir: &Path) -> Vec<Section> {
+    WORKLOADS
         .iter()
-        .filter_map(|key| {
+        .filter_map(|(key, _, _)| {
             fresh
                 .iter()
                 .find(|s| s.key == *key)
                 .cloned()
-                .or_else(|| Section::load(&out_dir, key))
+                .or_else(|| Section::load(out_dir, key))
         })
-        .collect();
-    let total = fresh.iter().map(|s| s.seconds).sum();
-    let markdown = report::render(&env, &sections, total);
-    let path = out.join("BENCHMARKS.md");
-    std::fs::write(&path, markdown).with_context(|| format!("cannot write {}", path.display()))?;
+        .collect()
+}
 
+/// Where the report went, the headlines and the targets, for the person
+/// who ran it.
+fn print_summary(path: &Path, started: Instant, fresh: &[Section]) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
@@ -228,12 +258,12 @@ fn run(args: &[String]) -> Result<()> {
         path.display(),
         started.elapsed().as_secs_f64()
     )?;
-    for section in &fresh {
+    for section in fresh {
         for line in &section.headlines {
             writeln!(stdout, "{}: {line}", section.title)?;
         }
     }
-    for section in &fresh {
+    for section in fresh {
         for check in &section.checks {
             writeln!(
                 stdout,
@@ -245,4 +275,50 @@ fn run(args: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::panic)]
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("inbox-bench").chain(args.iter().copied()))
+    }
+
+    fn keys(args: &[&str]) -> Vec<&'static str> {
+        let cli = parse(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        chosen(&cli).into_iter().map(|(key, _, _)| key).collect()
+    }
+
+    #[test]
+    fn workloads_run_in_report_order_and_all_is_the_default() {
+        let every = ["send", "claim", "wake", "roundtrip", "query"];
+        assert_eq!(keys(&[]), every);
+        assert_eq!(keys(&["all", "--quick", "--no-build"]), every);
+        assert_eq!(keys(&["query", "send", "send"]), ["send", "query"]);
+    }
+
+    #[test]
+    fn subcommands_and_child_roles_parse() {
+        let cli = parse(&["wasm-baseline", "--rounds", "1", "--ops", "5"])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(cli.command, Some(Sub::WasmBaseline(_))));
+        let cli = parse(&["__worker", "{}"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(cli.command, Some(Sub::Child(_))));
+    }
+
+    #[test]
+    fn refuses_what_it_does_not_know() {
+        for args in [
+            &["bogus"][..],
+            &["--out"],
+            &["send", "wasm-baseline"],
+            &["wasm-baseline", "--rounds", "0"],
+            &["wasm-baseline", "--ops", "x"],
+        ] {
+            assert!(parse(args).is_err(), "{args:?}");
+        }
+    }
 }

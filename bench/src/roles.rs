@@ -1,8 +1,8 @@
 //! The harness's child-process roles: the same binary, started with a
-//! hidden first argument (`__worker`, `__waiter`, `__responder`) and a JSON
-//! configuration, plays a worker, a blocked waiter or an answering agent in
-//! a process of its own, so that every cross-process figure really crosses
-//! processes.
+//! hidden subcommand (`__worker`, `__waiter`, `__responder`, see [`Child`])
+//! and a JSON configuration, plays a worker, a blocked waiter or an
+//! answering agent in a process of its own, so that every cross-process
+//! figure really crosses processes.
 //!
 //! Protocol on stdout, one line each: `ready` once connected, then `woke`
 //! per wake (waiters) or one JSON result (workers); `error: ...` on failure.
@@ -11,9 +11,11 @@
 //! timestamps wake lines as they arrive.
 
 use std::io::{BufRead, Write};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use clap::Subcommand;
 use serde::{Deserialize, Serialize};
 
 use crate::peers::{Role, Target};
@@ -47,22 +49,45 @@ pub(crate) struct AgentConfig {
     pub(crate) role: Role,
 }
 
-/// Runs a role if `args` names one; returns false otherwise.
-pub(crate) fn dispatch(args: &[String]) -> bool {
-    let (Some(role), Some(config)) = (args.get(1), args.get(2)) else {
-        return false;
+/// The child processes, as hidden subcommands of the harness, each given
+/// its JSON configuration.
+#[derive(Subcommand)]
+pub(crate) enum Child {
+    /// A worker: claims and finishes tasks until the queue is empty.
+    #[command(name = "__worker", hide = true)]
+    Worker {
+        /// A [`WorkerConfig`] as JSON.
+        config: String,
+    },
+    /// A waiter: prints `woke` each time its wait returns with a message.
+    #[command(name = "__waiter", hide = true)]
+    Waiter {
+        /// An [`AgentConfig`] as JSON.
+        config: String,
+    },
+    /// A responder: answers every message from the other agent.
+    #[command(name = "__responder", hide = true)]
+    Responder {
+        /// An [`AgentConfig`] as JSON.
+        config: String,
+    },
+}
+
+/// Plays `child`; a failure is reported on stdout as `error: ...` (the
+/// protocol's last line) with exit code 1.
+pub(crate) fn run(child: Child) -> ExitCode {
+    let result = match child {
+        Child::Worker { config } => worker(&config),
+        Child::Waiter { config } => waiter(&config),
+        Child::Responder { config } => responder(&config),
     };
-    let result = match role.as_str() {
-        "__worker" => worker(config),
-        "__waiter" => waiter(config),
-        "__responder" => responder(config),
-        _ => return false,
-    };
-    if let Err(e) = result {
-        let _ = say(&format!("error: {e:#}"));
-        std::process::exit(1);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = say(&format!("error: {e:#}"));
+            ExitCode::from(1)
+        }
     }
-    true
 }
 
 fn say(line: &str) -> Result<()> {

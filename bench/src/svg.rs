@@ -86,7 +86,7 @@ impl Axis {
 
 fn label(v: f64, unit_us: bool) -> String {
     if unit_us {
-        crate::stats::fmt_us(v)
+        crate::fmt::fmt_us(v)
     } else if v >= 1_000_000.0 {
         format!("{}M", v / 1_000_000.0)
     } else if v >= 1_000.0 {
@@ -122,100 +122,139 @@ fn write(path: &Path, svg: String) -> Result<()> {
     std::fs::write(path, svg).with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// A line chart of `series` against `xs` (placed evenly when `even_x`,
-/// else on a log axis). `y_us` formats the y axis as durations.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn line_chart(
-    path: &Path,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    xs: &[f64],
-    series: &[Series],
-    log_y: bool,
-    y_us: bool,
-) -> Result<()> {
-    let legend_rows = series.len().div_ceil(3) as f64;
-    let plot_h = 300.0;
-    let height = TOP + plot_h + 60.0 + legend_rows * 18.0;
-    let plot_w = W - LEFT - 30.0;
-    let y = Axis::fit(
-        series
-            .iter()
-            .flat_map(|s| s.values.iter().flatten().copied()),
-        log_y,
-    );
-    let x_pos = |i: usize| LEFT + plot_w * (i as f64 + 0.5) / xs.len().max(1) as f64;
-    let y_pos = |v: f64| TOP + plot_h * (1.0 - y.frac(v));
+/// A line chart of `series` against `xs`, placed evenly along the x axis.
+pub(crate) struct LineChart<'a> {
+    pub(crate) title: &'a str,
+    pub(crate) x_label: &'a str,
+    pub(crate) y_label: &'a str,
+    pub(crate) xs: &'a [f64],
+    pub(crate) series: &'a [Series],
+    /// A log10 y axis.
+    pub(crate) log_y: bool,
+    /// Label the y axis as durations (the values are µs).
+    pub(crate) y_us: bool,
+}
 
-    let mut out = String::new();
-    header(&mut out, W, height, title);
-    for t in y.ticks() {
-        let py = y_pos(t);
-        let _ = writeln!(
-            out,
-            r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            LEFT + plot_w,
-            LEFT - 6.0,
-            py + 4.0,
-            escape(&label(t, y_us))
-        );
+/// Where a line chart's plot area is, and how values map into it.
+struct Frame {
+    plot_w: f64,
+    plot_h: f64,
+    points: usize,
+    y: Axis,
+}
+
+impl Frame {
+    fn x(&self, i: usize) -> f64 {
+        LEFT + self.plot_w * (i as f64 + 0.5) / self.points.max(1) as f64
     }
-    for (i, x) in xs.iter().enumerate() {
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + self.plot_h * (1.0 - self.y.frac(v))
+    }
+}
+
+impl LineChart<'_> {
+    /// Writes the chart to `path`.
+    pub(crate) fn write(&self, path: &Path) -> Result<()> {
+        let legend_rows = self.series.len().div_ceil(3) as f64;
+        let frame = Frame {
+            plot_w: W - LEFT - 30.0,
+            plot_h: 300.0,
+            points: self.xs.len(),
+            y: Axis::fit(
+                self.series
+                    .iter()
+                    .flat_map(|s| s.values.iter().flatten().copied()),
+                self.log_y,
+            ),
+        };
+        let height = TOP + frame.plot_h + 60.0 + legend_rows * 18.0;
+        let mut out = String::new();
+        header(&mut out, W, height, self.title);
+        self.axes(&mut out, &frame);
+        for (k, s) in self.series.iter().enumerate() {
+            line(&mut out, &frame, k, s);
+        }
+        out.push_str("</svg>\n");
+        write(path, out)
+    }
+
+    /// The grid, the ticks' labels, the axes' labels and the frame.
+    fn axes(&self, out: &mut String, f: &Frame) {
+        for t in f.y.ticks() {
+            let py = f.y(t);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+                LEFT + f.plot_w,
+                LEFT - 6.0,
+                py + 4.0,
+                escape(&label(t, self.y_us))
+            );
+        }
+        for (i, x) in self.xs.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                f.x(i),
+                TOP + f.plot_h + 18.0,
+                label(*x, false)
+            );
+        }
         let _ = writeln!(
             out,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            x_pos(i),
-            TOP + plot_h + 18.0,
-            label(*x, false)
+            LEFT + f.plot_w / 2.0,
+            TOP + f.plot_h + 36.0,
+            escape(self.x_label)
         );
-    }
-    let _ = writeln!(
-        out,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-        LEFT + plot_w / 2.0,
-        TOP + plot_h + 36.0,
-        escape(x_label)
-    );
-    let _ = writeln!(
-        out,
-        r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        TOP + plot_h / 2.0,
-        escape(y_label)
-    );
-    let _ = writeln!(
-        out,
-        r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w:.1}" height="{plot_h}" fill="none" stroke="#444"/>"##
-    );
-    for (k, s) in series.iter().enumerate() {
-        let color = PALETTE[k % PALETTE.len()];
-        let points: Vec<String> = s
-            .values
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| v.map(|v| format!("{:.1},{:.1}", x_pos(i), y_pos(v))))
-            .collect();
         let _ = writeln!(
             out,
-            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
-            points.join(" ")
+            r#"<text transform="translate(16 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            TOP + f.plot_h / 2.0,
+            escape(self.y_label)
         );
-        for p in &points {
-            let (px, py) = p.split_once(',').unwrap_or(("0", "0"));
-            let _ = writeln!(out, r#"<circle cx="{px}" cy="{py}" r="3" fill="{color}"/>"#);
-        }
-        let lx = LEFT + (k % 3) as f64 * 230.0;
-        let ly = TOP + plot_h + 56.0 + (k / 3) as f64 * 18.0;
         let _ = writeln!(
             out,
-            r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="4" fill="{color}"/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
-            ly - 6.0,
-            lx + 20.0,
-            escape(&s.name)
+            r##"<rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{}" fill="none" stroke="#444"/>"##,
+            f.plot_w, f.plot_h
         );
     }
-    out.push_str("</svg>\n");
-    write(path, out)
+}
+
+/// Series number `k`: its line, its points and its legend entry.
+fn line(out: &mut String, f: &Frame, k: usize, s: &Series) {
+    let color = PALETTE[k % PALETTE.len()];
+    let points: Vec<(f64, f64)> = s
+        .values
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| v.map(|v| (f.x(i), f.y(v))))
+        .collect();
+    let polyline: Vec<String> = points
+        .iter()
+        .map(|(x, y)| format!("{x:.1},{y:.1}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+        polyline.join(" ")
+    );
+    for (x, y) in &points {
+        let _ = writeln!(
+            out,
+            r#"<circle cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"/>"#
+        );
+    }
+    let lx = LEFT + (k % 3) as f64 * 230.0;
+    let ly = TOP + f.plot_h + 56.0 + (k / 3) as f64 * 18.0;
+    let _ = writeln!(
+        out,
+        r#"<rect x="{lx:.1}" y="{:.1}" width="14" height="4" fill="{color}"/><text x="{:.1}" y="{ly:.1}">{}</text>"#,
+        ly - 6.0,
+        lx + 20.0,
+        escape(&s.name)
+    );
 }
 
 /// One bar: a label, the median and the p99 (drawn as a whisker).

@@ -118,13 +118,13 @@ fn is_one(n: &usize) -> bool {
 impl Table {
     /// A table with `caption` and column names, the first column aligned
     /// left and the others right.
-    pub fn new<T: Into<String>>(
+    pub fn new<T: AsRef<str>>(
         caption: impl Into<String>,
         header: impl IntoIterator<Item = T>,
     ) -> Table {
         Table {
             caption: caption.into(),
-            header: header.into_iter().map(Into::into).collect(),
+            header: header.into_iter().map(|h| h.as_ref().to_owned()).collect(),
             rows: Vec::new(),
             left: 1,
         }

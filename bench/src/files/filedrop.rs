@@ -28,17 +28,17 @@ use anyhow::{Context, Result};
 use super::{rename, task_line, write_new};
 
 /// The seed's default poll interval (`AGENTS_FLEET_INBOX_POLL_MS`).
-pub(crate) const POLL: Duration = Duration::from_millis(2000);
+pub const POLL: Duration = Duration::from_millis(2000);
 
 /// One process's view of a set of drop folders.
-pub(crate) struct FileDrop {
+pub struct FileDrop {
     dir: PathBuf,
     fsync: bool,
 }
 
 impl FileDrop {
     /// A client of the drop folders under `dir`.
-    pub(crate) fn new(dir: &Path, fsync: bool) -> FileDrop {
+    pub fn new(dir: &Path, fsync: bool) -> FileDrop {
         FileDrop {
             dir: dir.to_path_buf(),
             fsync,
@@ -46,7 +46,7 @@ impl FileDrop {
     }
 
     /// Creates the drop folders; run once on an empty `dir`.
-    pub(crate) fn prepare(dir: &Path) -> Result<()> {
+    pub fn prepare(dir: &Path) -> Result<()> {
         for member in ["lead", "worker"] {
             std::fs::create_dir_all(dir.join(member))?;
         }
@@ -58,7 +58,7 @@ impl FileDrop {
     }
 
     /// Drops a task descriptor for the worker.
-    pub(crate) fn send(&self, producer: usize, seq: u64) -> Result<()> {
+    pub fn send(&self, producer: usize, seq: u64) -> Result<()> {
         self.drop_into("worker", producer, seq)
     }
 
@@ -93,7 +93,7 @@ impl FileDrop {
     /// Claims the first descriptor another worker has not renamed first.
     /// Returns the claimed name (or `None` when the folder is drained) and
     /// how many renames were lost to other workers.
-    pub(crate) fn claim(&self, worker: usize) -> Result<(Option<String>, u32)> {
+    pub fn claim(&self, worker: usize) -> Result<(Option<String>, u32)> {
         let folder = self.folder("worker");
         let mut conflicts = 0;
         for name in self.pending("worker")? {
@@ -109,7 +109,7 @@ impl FileDrop {
     }
 
     /// Finishes `name` claimed by `worker`: a `.result` and `.processed`.
-    pub(crate) fn done(&self, name: &str, worker: usize) -> Result<()> {
+    pub fn done(&self, name: &str, worker: usize) -> Result<()> {
         let folder = self.folder("worker");
         let result = serde_json::json!({
             "ok": true,
@@ -130,14 +130,14 @@ impl FileDrop {
     }
 
     /// Posts message `seq` to `to` (a request or an answer).
-    pub(crate) fn post(&self, to: &str, seq: u64) -> Result<()> {
+    pub fn post(&self, to: &str, seq: u64) -> Result<()> {
         self.drop_into(to, 0, seq)
     }
 
     /// The seed's poller as `me`: every [`POLL`], take the first pending
     /// descriptor (one per tick), mark it processed and write its result.
     /// True when one was taken, false at `timeout`.
-    pub(crate) fn wait(&self, me: &str, timeout: Duration) -> Result<bool> {
+    pub fn wait(&self, me: &str, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now() + timeout;
         let folder = self.folder(me);
         loop {

@@ -27,7 +27,7 @@ use serde_json::Value;
 use super::{task_id, task_line, write_replace};
 
 /// One process's view of a folder of JSON-array inboxes.
-pub(crate) struct JsonArray {
+pub struct JsonArray {
     dir: PathBuf,
     fsync: bool,
     jitter: u64,
@@ -38,7 +38,7 @@ const LOCK_BUDGET: Duration = Duration::from_secs(30);
 
 impl JsonArray {
     /// A client of the folder `dir`.
-    pub(crate) fn new(dir: &Path, fsync: bool) -> JsonArray {
+    pub fn new(dir: &Path, fsync: bool) -> JsonArray {
         JsonArray {
             dir: dir.to_path_buf(),
             fsync,
@@ -47,7 +47,7 @@ impl JsonArray {
     }
 
     /// Creates the worker's empty inbox; run once on an empty `dir`.
-    pub(crate) fn prepare(dir: &Path) -> Result<()> {
+    pub fn prepare(dir: &Path) -> Result<()> {
         let folder = dir.join("inboxes");
         std::fs::create_dir_all(&folder)?;
         std::fs::write(folder.join("worker.json"), b"[]")?;
@@ -59,7 +59,7 @@ impl JsonArray {
     }
 
     /// Appends a task to the worker's array.
-    pub(crate) fn send(&mut self, producer: usize, seq: u64) -> Result<()> {
+    pub fn send(&mut self, producer: usize, seq: u64) -> Result<()> {
         let mut message: Value = serde_json::from_str(&task_line("lead", "worker", producer, seq))?;
         message["id"] = Value::from(task_id(producer, seq));
         message["status"] = Value::from("pending");
@@ -71,7 +71,7 @@ impl JsonArray {
     }
 
     /// Marks the first pending task claimed by `worker`; `None` if none.
-    pub(crate) fn claim(&mut self, worker: usize) -> Result<Option<String>> {
+    pub fn claim(&mut self, worker: usize) -> Result<Option<String>> {
         self.update(|array| {
             let Some(message) = array.iter_mut().find(|m| m["status"] == "pending") else {
                 return Ok(None);
@@ -83,7 +83,7 @@ impl JsonArray {
     }
 
     /// Marks `task` done.
-    pub(crate) fn done(&mut self, task: &str) -> Result<()> {
+    pub fn done(&mut self, task: &str) -> Result<()> {
         self.update(|array| {
             if let Some(message) = array.iter_mut().find(|m| m["id"] == task) {
                 message["status"] = Value::from("done");

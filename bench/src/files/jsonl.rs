@@ -30,10 +30,10 @@ use rustix::fs::{FlockOperation, flock};
 use super::{append_line, task_line, write_replace};
 
 /// How often a waiting member looks at its inbox.
-pub(crate) const POLL: Duration = Duration::from_secs(1);
+pub const POLL: Duration = Duration::from_secs(1);
 
 /// One process's view of a team folder of JSONL inboxes.
-pub(crate) struct Jsonl {
+pub struct Jsonl {
     dir: PathBuf,
     fsync: bool,
     /// The reader's cursor (lines processed) while waiting.
@@ -44,7 +44,7 @@ pub(crate) struct Jsonl {
 
 impl Jsonl {
     /// A client of the team folder `dir` (members `lead` and `worker`).
-    pub(crate) fn new(dir: &Path, fsync: bool) -> Jsonl {
+    pub fn new(dir: &Path, fsync: bool) -> Jsonl {
         Jsonl {
             dir: dir.to_path_buf(),
             fsync,
@@ -54,7 +54,7 @@ impl Jsonl {
     }
 
     /// Creates the members' folders; run once on an empty `dir`.
-    pub(crate) fn prepare(dir: &Path) -> Result<()> {
+    pub fn prepare(dir: &Path) -> Result<()> {
         for member in ["lead", "worker"] {
             let folder = dir.join("members").join(member);
             std::fs::create_dir_all(&folder)
@@ -69,17 +69,17 @@ impl Jsonl {
     }
 
     /// The line a `send` appends (also used by the `sh -c 'echo >>'` variant).
-    pub(crate) fn line(producer: usize, seq: u64) -> String {
+    pub fn line(producer: usize, seq: u64) -> String {
         task_line("lead", "worker", producer, seq)
     }
 
     /// The worker's inbox file.
-    pub(crate) fn worker_inbox(dir: &Path) -> PathBuf {
+    pub fn worker_inbox(dir: &Path) -> PathBuf {
         dir.join("members").join("worker").join("inbox")
     }
 
     /// Appends a task for `worker`.
-    pub(crate) fn send(&self, producer: usize, seq: u64) -> Result<()> {
+    pub fn send(&self, producer: usize, seq: u64) -> Result<()> {
         append_line(
             &self.member("worker").join("inbox"),
             &Jsonl::line(producer, seq),
@@ -89,7 +89,7 @@ impl Jsonl {
 
     /// Takes the next unprocessed line of `worker`'s inbox under the state
     /// lock and moves the cursor past it; `None` when all are processed.
-    pub(crate) fn claim(&self) -> Result<Option<String>> {
+    pub fn claim(&self) -> Result<Option<String>> {
         let folder = self.member("worker");
         let lock = File::create(folder.join("state.lock"))?;
         flock(&lock, FlockOperation::LockExclusive).context("cannot flock state.lock")?;
@@ -113,7 +113,7 @@ impl Jsonl {
     }
 
     /// Reports `task` done: a `task_completion` line in the lead's inbox.
-    pub(crate) fn done(&self, task: &str) -> Result<()> {
+    pub fn done(&self, task: &str) -> Result<()> {
         let line = serde_json::json!({
             "type": "task_completion",
             "from": "worker",
@@ -129,7 +129,7 @@ impl Jsonl {
     }
 
     /// Posts message `seq` into `to`'s inbox (a request or an answer).
-    pub(crate) fn post(&self, from: &str, to: &str, seq: u64) -> Result<()> {
+    pub fn post(&self, from: &str, to: &str, seq: u64) -> Result<()> {
         append_line(
             &self.member(to).join("inbox"),
             &task_line(from, to, 0, seq),
@@ -138,7 +138,7 @@ impl Jsonl {
     }
 
     /// Starts waiting as `me` from the end of its inbox.
-    pub(crate) fn start_waiting(&mut self, me: &str) -> Result<()> {
+    pub fn start_waiting(&mut self, me: &str) -> Result<()> {
         let inbox = self.member(me).join("inbox");
         let text = std::fs::read_to_string(&inbox).unwrap_or_default();
         self.cursor = text.lines().count();
@@ -148,7 +148,7 @@ impl Jsonl {
 
     /// Polls `me`'s inbox every [`POLL`] until new lines arrive (true) or
     /// `timeout` passes (false); processes them and saves the cursor.
-    pub(crate) fn wait(&mut self, me: &str, timeout: Duration) -> Result<bool> {
+    pub fn wait(&mut self, me: &str, timeout: Duration) -> Result<bool> {
         let folder = self.member(me);
         let inbox = folder.join("inbox");
         let deadline = Instant::now() + timeout;

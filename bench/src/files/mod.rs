@@ -11,14 +11,14 @@
 //!
 //! This module tree depends only on std, serde_json, rustix and anyhow, so
 //! the `inbox-bench-peer` helper binary (one process per message, like the
-//! `inbox` CLI) can include it without linking the Redis and PostgreSQL
-//! clients. It must never import anything else from the harness. `fsync`
+//! `inbox` CLI) links it without the Redis and PostgreSQL clients or the
+//! engine. It must never import anything else from the harness. `fsync`
 //! everywhere means "the full-durability variant": every write is fsynced
 //! (and its folder, when a file is created or renamed) before it returns.
 
-pub(crate) mod filedrop;
-pub(crate) mod json_array;
-pub(crate) mod jsonl;
+pub mod filedrop;
+pub mod json_array;
+pub mod jsonl;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -30,7 +30,7 @@ use anyhow::{Context, Result};
 /// One message as the seed's JSONL protocol writes it (a `task_assignment`
 /// of about 200 bytes); every file peer stores this same line, so the
 /// systems move the same bytes.
-pub(crate) fn task_line(from: &str, to: &str, producer: usize, seq: u64) -> String {
+pub fn task_line(from: &str, to: &str, producer: usize, seq: u64) -> String {
     serde_json::json!({
         "type": "task_assignment",
         "from": from,
@@ -46,14 +46,14 @@ pub(crate) fn task_line(from: &str, to: &str, producer: usize, seq: u64) -> Stri
 }
 
 /// The task id every system uses for message `seq` of `producer`.
-pub(crate) fn task_id(producer: usize, seq: u64) -> String {
+pub fn task_id(producer: usize, seq: u64) -> String {
     format!("t-{producer}-{seq}")
 }
 
 /// Appends `line` and a newline to `path` (created if missing) in one
 /// `write`, like the seed's `echo "$MESSAGE" >> inbox`: open with
 /// `O_APPEND`, write, close. With `fsync`, the data is synced first.
-pub(crate) fn append_line(path: &Path, line: &str, fsync: bool) -> Result<()> {
+pub fn append_line(path: &Path, line: &str, fsync: bool) -> Result<()> {
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -75,7 +75,7 @@ pub(crate) fn append_line(path: &Path, line: &str, fsync: bool) -> Result<()> {
 /// seed's `jq ... > state.json.tmp; mv state.json.tmp state.json`), so a
 /// reader never sees half a file. With `fsync`, the file and then its
 /// folder are synced.
-pub(crate) fn write_replace(path: &Path, bytes: &[u8], fsync: bool) -> Result<()> {
+pub fn write_replace(path: &Path, bytes: &[u8], fsync: bool) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
     let tmp = std::path::PathBuf::from(tmp);
@@ -96,7 +96,7 @@ pub(crate) fn write_replace(path: &Path, bytes: &[u8], fsync: bool) -> Result<()
 }
 
 /// Creates `path` with `bytes`; with `fsync`, syncs it and its folder.
-pub(crate) fn write_new(path: &Path, bytes: &[u8], fsync: bool) -> Result<()> {
+pub fn write_new(path: &Path, bytes: &[u8], fsync: bool) -> Result<()> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -114,14 +114,14 @@ pub(crate) fn write_new(path: &Path, bytes: &[u8], fsync: bool) -> Result<()> {
 }
 
 /// fsyncs a folder, so a file created or renamed in it survives power loss.
-pub(crate) fn fsync_dir(dir: &Path) -> Result<()> {
+pub fn fsync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .with_context(|| format!("cannot fsync the folder {}", dir.display()))
 }
 
 /// Renames `from` to `to`; with `fsync`, syncs the folder after.
-pub(crate) fn rename(from: &Path, to: &Path, fsync: bool) -> std::io::Result<()> {
+pub fn rename(from: &Path, to: &Path, fsync: bool) -> std::io::Result<()> {
     std::fs::rename(from, to)?;
     if fsync && let Some(dir) = to.parent() {
         File::open(dir)?.sync_all()?;
@@ -131,7 +131,7 @@ pub(crate) fn rename(from: &Path, to: &Path, fsync: bool) -> std::io::Result<()>
 
 /// The current time as RFC 3339 UTC with milliseconds, as the seeds write
 /// timestamps.
-pub(crate) fn now_iso() -> String {
+pub fn now_iso() -> String {
     let since = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();

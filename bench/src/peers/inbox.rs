@@ -15,44 +15,32 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
+use inbox_bench_kit::stores;
 use inbox_engine::wire::{
     ClaimRequest, FinishRequest, ReplyRequest, SendRequest, ShowRequest, UpdateRequest,
     WaitReplyRequest, WatchRequest,
 };
-use inbox_engine::{Engine, Kind, Output, Request, Response, Status, Store};
+use inbox_engine::{Engine, Kind, Output, Request, Response, Status};
 use inbox_host_native::watch::{ChangeWatcher, wait};
-use inbox_host_native::{HostClock, NativeEngine, host_ids, open, open_existing, open_or_create};
+use inbox_host_native::{HostClock, NativeEngine, host_ids, open_existing};
 
 use super::{Claimed, Durability, Endpoint, Queue, Role, Task};
 
-/// The agent names every workload uses.
-pub(crate) const LEAD: &str = "lead";
-/// The worker's agent name (shared by all worker processes: inbox tells
-/// them apart by lease token).
-pub(crate) const WORKER: &str = "worker";
+/// The agent names every workload uses (the worker's is shared by all
+/// worker processes: inbox tells them apart by lease token).
+pub(crate) use inbox_bench_kit::rates::{LEAD, WORKER};
 
 /// Creates a fresh database at `path` (removing an old one and its WAL)
 /// with the given durability, as `inbox init --durability` does.
 pub(crate) fn create(path: &Path, durability: Durability) -> Result<()> {
-    for suffix in ["", "-wal", "-shm"] {
-        let mut file = path.as_os_str().to_owned();
-        file.push(suffix);
-        match std::fs::remove_file(&file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).context("cannot remove an old database");
-            }
-            _ => {}
-        }
-    }
-    let mut store = open_or_create(path).map_err(|e| anyhow!("{e}"))?;
-    store.initialize().map_err(|e| anyhow!("{e}"))?;
-    let durability = match durability {
-        Durability::Normal => inbox_host_native::Durability::Normal,
-        Durability::Full => inbox_host_native::Durability::Full,
-    };
-    open::set_durability(&store, durability).map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    stores::create_sqlite(
+        path,
+        match durability {
+            Durability::Normal => inbox_host_native::Durability::Normal,
+            Durability::Full => inbox_host_native::Durability::Full,
+        },
+    )
 }
 
 /// Opens an engine on an existing database for a process that runs many
@@ -60,10 +48,11 @@ pub(crate) fn create(path: &Path, durability: Durability) -> Result<()> {
 /// host would: with the long-lived checkpoint policy, not the CLI's
 /// one-command policy (see docs/durability-and-speed.md).
 pub(crate) fn engine(path: &Path) -> Result<NativeEngine> {
-    let (mut store, _) =
-        open_existing(path, None).map_err(|e| anyhow!("cannot open {}: {e}", path.display()))?;
-    open::set_lifetime(&mut store, open::Lifetime::LongLived).map_err(|e| anyhow!("{e}"))?;
-    Ok(Engine::new(store, HostClock::system(), host_ids()))
+    Ok(Engine::new(
+        stores::open_sqlite(path)?,
+        HostClock::system(),
+        host_ids(),
+    ))
 }
 
 /// An engine set up as one CLI process sets it up (the one-command
@@ -96,7 +85,7 @@ pub(crate) fn send_request(producer: usize, seq: u64) -> Request {
         from_agent: Some(LEAD.into()),
         to_agent: Some(WORKER.into()),
         subject: Some(format!("Implement benchmark task {producer}-{seq}")),
-        task_id: Some(crate::files::task_id(producer, seq)),
+        task_id: Some(inbox_bench::files::task_id(producer, seq)),
         body: Some(format!(
             "Benchmark task {producer}-{seq}: a task assignment of about the size the peers send."
         )),

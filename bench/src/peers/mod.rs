@@ -10,7 +10,7 @@
 //! rebuild the very same client. The systems themselves live in their own
 //! modules, each with a header saying what it models and what it leaves out:
 //! [`inbox`], [`redis_list`], [`redis_stream`], [`postgres`] here, and the
-//! file peers in [`crate::files`]. This module must never measure time; it
+//! file peers in [`inbox_bench::files`]. This module must never measure time; it
 //! only dispatches.
 
 pub(crate) mod inbox;
@@ -22,9 +22,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use inbox_bench::files::{filedrop::FileDrop, json_array::JsonArray, jsonl::Jsonl};
 use serde::{Deserialize, Serialize};
-
-use crate::files::{filedrop::FileDrop, json_array::JsonArray, jsonl::Jsonl};
 
 /// Commit durability, with the same meaning for every system (see the
 /// report's configuration table).

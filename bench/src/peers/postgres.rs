@@ -90,8 +90,8 @@ fn claim_sql(filter: &str) -> String {
 
 impl Queue for PgQueue {
     fn send(&mut self, producer: usize, seq: u64) -> Result<()> {
-        let line = crate::files::task_line("lead", "worker", producer, seq);
-        let task = crate::files::task_id(producer, seq);
+        let line = inbox_bench::files::task_line("lead", "worker", producer, seq);
+        let task = inbox_bench::files::task_id(producer, seq);
         self.client
             .execute(
                 "WITH t AS (INSERT INTO tasks (task_id, body) VALUES ($1, $2) RETURNING id)
@@ -156,7 +156,7 @@ impl PgEndpoint {
 impl Endpoint for PgEndpoint {
     fn post(&mut self, seq: u64) -> Result<()> {
         let to = self.role.other();
-        let line = crate::files::task_line(self.role.me(), to, 0, seq);
+        let line = inbox_bench::files::task_line(self.role.me(), to, 0, seq);
         self.client
             .execute(
                 "WITH m AS (INSERT INTO msgs (to_agent, body) VALUES ($1, $2) RETURNING id)

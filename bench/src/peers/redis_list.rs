@@ -61,7 +61,7 @@ impl RedisListQueue {
 
 impl Queue for RedisListQueue {
     fn send(&mut self, producer: usize, seq: u64) -> Result<()> {
-        let line = crate::files::task_line("lead", "worker", producer, seq);
+        let line = inbox_bench::files::task_line("lead", "worker", producer, seq);
         redis::cmd("LPUSH")
             .arg("tasks")
             .arg(line)
@@ -117,7 +117,7 @@ impl RedisListEndpoint {
 
 impl Endpoint for RedisListEndpoint {
     fn post(&mut self, seq: u64) -> Result<()> {
-        let line = crate::files::task_line(self.role.me(), self.role.other(), 0, seq);
+        let line = inbox_bench::files::task_line(self.role.me(), self.role.other(), 0, seq);
         redis::cmd("LPUSH")
             .arg(format!("to_{}", self.role.other()))
             .arg(line)

@@ -60,7 +60,7 @@ impl RedisStreamQueue {
 
 impl Queue for RedisStreamQueue {
     fn send(&mut self, producer: usize, seq: u64) -> Result<()> {
-        let line = crate::files::task_line("lead", "worker", producer, seq);
+        let line = inbox_bench::files::task_line("lead", "worker", producer, seq);
         redis::cmd("XADD")
             .arg("tasks")
             .arg("*")
@@ -140,7 +140,7 @@ impl RedisStreamEndpoint {
 
 impl Endpoint for RedisStreamEndpoint {
     fn post(&mut self, seq: u64) -> Result<()> {
-        let line = crate::files::task_line(self.role.me(), self.role.other(), 0, seq);
+        let line = inbox_bench::files::task_line(self.role.me(), self.role.other(), 0, seq);
         redis::cmd("XADD")
             .arg(format!("s_to_{}", self.role.other()))
             .arg("*")

@@ -12,9 +12,11 @@ pub(crate) mod roundtrip;
 pub(crate) mod send;
 pub(crate) mod wake;
 
+use inbox_bench_kit::stats::Summary;
+
+use crate::fmt::fmt_us;
 use crate::peers::Durability;
 use crate::report::Check;
-use crate::stats::{Summary, fmt_us};
 
 /// A target check.
 pub(crate) fn check(target: &str, measured: String, pass: bool, shortfall: String) -> Check {

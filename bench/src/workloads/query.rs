@@ -10,9 +10,12 @@
 //! never write into the database behind the engine's back.
 
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use inbox_bench_kit::markdown::Table;
+use inbox_bench_kit::stats::{Summary, ratio};
 use inbox_engine::wire::{
     ClaimRequest, FetchRequest, FinishRequest, ListRequest, SendRequest, ShowRequest,
 };
@@ -21,11 +24,11 @@ use inbox_host_native::NativeEngine;
 
 use super::{check, progress};
 use crate::ctx::Ctx;
+use crate::fmt::{fmt_ratio, fmt_us};
 use crate::peers::{Durability, System, inbox};
 use crate::proc::{Rng, run_checked, us_since};
-use crate::report::{Section, Table};
-use crate::stats::{Summary, fmt_ratio, fmt_us, ratio};
-use crate::svg::{Series, line_chart};
+use crate::report::Section;
+use crate::svg::{LineChart, Series};
 
 /// Worker agents the threads are spread over.
 const AGENTS: u64 = 16;
@@ -45,8 +48,49 @@ struct Grower {
 }
 
 impl Grower {
+    /// An engine on the (prepared) database at `path`.
+    fn open(path: &Path) -> Result<Grower> {
+        let grower = Grower {
+            engine: inbox::engine(path)?,
+            threads: 0,
+            reader_threads: Vec::new(),
+        };
+        // Growing a million messages one transaction at a time would spend
+        // most of its time in the checkpoints' fsyncs; the growing connection
+        // skips them. What is stored is the same; the measured reads use
+        // fresh connections (the CLI) or this one after growth, and reads
+        // never fsync.
+        grower
+            .engine
+            .store()
+            .connection()
+            .pragma_update(None, "synchronous", "OFF")
+            .context("cannot set synchronous=OFF on the growing connection")?;
+        Ok(grower)
+    }
+
+    /// Adds threads until the store holds `size` messages; returns the
+    /// seconds it took.
+    fn grow_to(&mut self, size: u64) -> Result<f64> {
+        progress(&format!("query: growing the store to {size} messages"));
+        let t0 = Instant::now();
+        while self.threads * PER_THREAD < size {
+            self.add_thread()?;
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    }
+
     fn agent(k: u64) -> String {
         format!("w{:02}", k % AGENTS)
+    }
+
+    /// A random thread of the reader's.
+    fn pick(&self, rng: &mut Rng) -> String {
+        let n = self.reader_threads.len().max(1) as u64;
+        self.reader_threads
+            .get((rng.next_u64() % n) as usize)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Adds thread `k`: a task and eight more messages from the lead; three
@@ -56,21 +100,6 @@ impl Grower {
     fn add_thread(&mut self) -> Result<()> {
         let k = self.threads;
         let agent = Grower::agent(k);
-        let out = inbox::run(
-            &mut self.engine,
-            Request::Send(SendRequest {
-                from_agent: Some("lead".into()),
-                to_agent: Some(agent.clone()),
-                subject: Some(format!("Task {k}: implement part {k} of the feature")),
-                task_id: Some(format!("T{k}")),
-                body: Some("Details of the task, as a lead would write them for a worker.".into()),
-                ..SendRequest::default()
-            }),
-        )?;
-        let Output::Send(out) = out else {
-            bail!("send answered with another command")
-        };
-        let thread = out.thread.thread.thread_id;
         let round = k / AGENTS;
         let pending = round.is_multiple_of(4);
         let appends = if pending {
@@ -78,42 +107,9 @@ impl Grower {
         } else {
             PER_THREAD - 2
         };
-        for j in 0..appends {
-            inbox::run(
-                &mut self.engine,
-                Request::Send(SendRequest {
-                    from_agent: Some("lead".into()),
-                    thread_id: Some(thread.clone()),
-                    summary: Some(format!(
-                        "Note {j} on task {k}: one more constraint to respect."
-                    )),
-                    ..SendRequest::default()
-                }),
-            )?;
-        }
+        let thread = self.send_thread(k, &agent, appends)?;
         if !pending {
-            let out = inbox::run(
-                &mut self.engine,
-                Request::Claim(ClaimRequest {
-                    next: false,
-                    agent: Some(agent.clone()),
-                    thread_id: Some(thread.clone()),
-                    lease_seconds: Some(900),
-                }),
-            )?;
-            let Output::Claim(out) = out else {
-                bail!("claim answered with another command")
-            };
-            inbox::run(
-                &mut self.engine,
-                Request::Done(FinishRequest {
-                    agent: Some(agent.clone()),
-                    thread_id: Some(thread.clone()),
-                    lease_token: out.claimed.map(|c| c.lease.lease_token),
-                    summary: Some(format!("Task {k} done.")),
-                    ..FinishRequest::default()
-                }),
-            )?;
+            self.finish(k, &agent, &thread)?;
         }
         if agent == READER {
             if pending && round.is_multiple_of(8) {
@@ -130,6 +126,67 @@ impl Grower {
             self.reader_threads.push(thread);
         }
         self.threads += 1;
+        Ok(())
+    }
+
+    /// The task of thread `k` for `agent` and `appends` notes in it; returns
+    /// the thread's id.
+    fn send_thread(&mut self, k: u64, agent: &str, appends: u64) -> Result<String> {
+        let out = inbox::run(
+            &mut self.engine,
+            Request::Send(SendRequest {
+                from_agent: Some("lead".into()),
+                to_agent: Some(agent.into()),
+                subject: Some(format!("Task {k}: implement part {k} of the feature")),
+                task_id: Some(format!("T{k}")),
+                body: Some("Details of the task, as a lead would write them for a worker.".into()),
+                ..SendRequest::default()
+            }),
+        )?;
+        let Output::Send(out) = out else {
+            bail!("send answered with another command")
+        };
+        let thread = out.thread.thread.thread_id;
+        for j in 0..appends {
+            inbox::run(
+                &mut self.engine,
+                Request::Send(SendRequest {
+                    from_agent: Some("lead".into()),
+                    thread_id: Some(thread.clone()),
+                    summary: Some(format!(
+                        "Note {j} on task {k}: one more constraint to respect."
+                    )),
+                    ..SendRequest::default()
+                }),
+            )?;
+        }
+        Ok(thread)
+    }
+
+    /// `agent` claims `thread` and finishes it.
+    fn finish(&mut self, k: u64, agent: &str, thread: &str) -> Result<()> {
+        let out = inbox::run(
+            &mut self.engine,
+            Request::Claim(ClaimRequest {
+                next: false,
+                agent: Some(agent.into()),
+                thread_id: Some(thread.into()),
+                lease_seconds: Some(900),
+            }),
+        )?;
+        let Output::Claim(out) = out else {
+            bail!("claim answered with another command")
+        };
+        inbox::run(
+            &mut self.engine,
+            Request::Done(FinishRequest {
+                agent: Some(agent.into()),
+                thread_id: Some(thread.into()),
+                lease_token: out.claimed.map(|c| c.lease.lease_token),
+                summary: Some(format!("Task {k} done.")),
+                ..FinishRequest::default()
+            }),
+        )?;
         Ok(())
     }
 }
@@ -169,9 +226,6 @@ fn cli_args(query: &str, thread: &str) -> Vec<String> {
     args
 }
 
-/// Per size: query → (in-process summary, CLI summary, JSONL summary).
-type Measured = Vec<(u64, Vec<(Summary, Summary, Option<Summary>)>)>;
-
 /// What one query of the workload returns, for the report.
 fn rows_returned(query: &str) -> &'static str {
     match query {
@@ -190,37 +244,41 @@ fn rows_count(query: &str) -> f64 {
     }
 }
 
+/// One query's figures at one size: in process, as CLI processes, and the
+/// JSONL peer's version of it.
+#[derive(Clone, Copy)]
+struct Figures {
+    inproc: Summary,
+    cli: Summary,
+    jsonl: Option<Summary>,
+}
+
+/// Per size: the size, and each query's figures (in [`QUERIES`] order).
+type Measured = Vec<(u64, Vec<Figures>)>;
+
+/// How many times each query runs.
+#[derive(Clone, Copy)]
+struct Reps {
+    /// In process.
+    inproc: usize,
+    /// As a CLI process.
+    cli: usize,
+}
+
 /// Runs the workload.
 pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let started = Instant::now();
     let sizes: Vec<u64> = ctx.size(vec![10_000, 100_000, 1_000_000], vec![1_000, 10_000]);
-    let reps: usize = ctx.size(2000, 200);
-    let cli_reps: usize = ctx.size(40, 10);
-    let mut section = Section {
-        key: "query".into(),
-        title: "5. Read cost as the store grows".into(),
-        command: "cargo run -p inbox-bench --release -- query".into(),
-        ..Section::default()
+    let reps = Reps {
+        inproc: ctx.size(2000, 200),
+        cli: ctx.size(40, 10),
     };
+    let mut section = Section::new("query", "5. Read cost as the store grows");
     let target = ctx.target(System::Inbox, Durability::Normal);
     target.prepare()?;
-    let mut grower = Grower {
-        engine: inbox::engine(&target.path)?,
-        threads: 0,
-        reader_threads: Vec::new(),
-    };
-    // Growing a million messages one transaction at a time would spend most
-    // of its time in the checkpoints' fsyncs; the growing connection skips
-    // them. What is stored is the same; the measured reads use fresh
-    // connections (the CLI) or this one after growth, and reads never fsync.
-    grower
-        .engine
-        .store()
-        .connection()
-        .pragma_update(None, "synchronous", "OFF")
-        .context("cannot set synchronous=OFF on the growing connection")?;
+    let mut grower = Grower::open(&target.path)?;
     let floor = Summary::of(
-        &(0..cli_reps * 2)
+        &(0..reps.cli * 2)
             .map(|_| {
                 run_checked(&mut std::process::Command::new(&ctx.bins.noop), &[]).map(|(us, _)| us)
             })
@@ -230,237 +288,24 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let mut grow_seconds = 0.0;
     let mut rng = Rng::new(7);
     for &size in &sizes {
-        progress(&format!("query: growing the store to {size} messages"));
-        let t0 = Instant::now();
-        while grower.threads * PER_THREAD < size {
-            grower.add_thread()?;
-        }
-        grow_seconds += t0.elapsed().as_secs_f64();
-        // Let the last checkpoint settle the WAL, as a store at rest would be.
-        let jsonl_dir = ctx.tmp.fresh("query-jsonl")?;
-        let jsonl_inbox = write_jsonl(&jsonl_dir, size / AGENTS)?;
-        let mut row = Vec::new();
-        for query in QUERIES {
-            progress(&format!("query: {query} at {size} messages"));
-            let pick = |rng: &mut Rng| {
-                let n = grower.reader_threads.len().max(1) as u64;
-                grower
-                    .reader_threads
-                    .get((rng.next_u64() % n) as usize)
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            let mut samples = Vec::with_capacity(reps);
-            for i in 0..reps + 20 {
-                let thread = pick(&mut rng);
-                let t0 = Instant::now();
-                inbox::run(&mut grower.engine, request(query, &thread))?;
-                if i >= 20 {
-                    samples.push(us_since(t0));
-                }
-            }
-            let mut cli = Vec::with_capacity(cli_reps);
-            for _ in 0..cli_reps {
-                let thread = pick(&mut rng);
-                let mut cmd = ctx.inbox(&target.path);
-                cmd.args(cli_args(query, &thread));
-                let (us, _) = run_checked(&mut cmd, &[10])?;
-                cli.push(us);
-            }
-            let jsonl = jsonl_query(query, &jsonl_inbox, size / AGENTS, reps.min(200), &mut rng)?;
-            row.push((Summary::of(&samples), Summary::of(&cli), jsonl));
-        }
+        grow_seconds += grower.grow_to(size)?;
+        let row = measure_size(ctx, &target.path, &mut grower, size, reps, &mut rng)?;
         measured.push((size, row));
     }
-
-    section.intro.push(format!(
-        "One inbox database grows through the engine to {} messages: threads of {PER_THREAD} \
-         messages (a task and notes from the lead; three in four then claimed and finished, \
-         the fourth left pending) spread over {AGENTS} worker agents; the reader `{READER}` marks \
-         half of its pending threads read. Growing took {grow_seconds:.0} s (with \
-         `synchronous=OFF` on the growing connection only, to skip the fsyncs of a million \
-         commits). At each size: \
-         `fetch --agent {READER} --limit 20`, the same with `--unread`, `list --limit 50` (all \
-         threads, newest first) and `show` of a random thread of the reader's (10 \
-         messages), {reps} times in process on a warm engine and {cli_reps} times as a CLI \
-         process. The JSONL peer is read the seed's way from a member inbox holding the \
-         reader's share of the messages (1/{AGENTS}): new lines since a line cursor (read the \
-         whole file, count lines), one task's messages (scan every line), the last 50 lines \
-         (`tail`). Reads never fsync, so this runs under normal durability only.",
-        sizes.last().copied().unwrap_or(0)
-    ));
-
-    let size_label = |s: u64| {
-        if s >= 1_000_000 {
-            format!("{}M", s / 1_000_000)
-        } else {
-            format!("{}k", s / 1_000)
-        }
-    };
-    let first = sizes.first().copied().unwrap_or(0);
-    let last = sizes.last().copied().unwrap_or(0);
-    let mut header = vec!["query (in process)".to_owned()];
-    for s in &sizes {
-        header.push(format!("p50 @ {}", size_label(*s)));
-        header.push(format!("p99 @ {}", size_label(*s)));
-    }
-    header.push(format!("p50 {} ÷ {}", size_label(last), size_label(first)));
-    let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut table = Table::new(
-        format!(
-            "**inbox in process**: one warm engine. Last column: the p50 at {} messages as a \
-             multiple of the p50 at {}.",
-            size_label(last),
-            size_label(first)
-        ),
-        &header_refs,
-    );
-    let mut cli_table = Table::new(
-        format!(
-            "**inbox, one CLI process per query**: median wall time, and at {} as a multiple of \
-             the process-spawn floor ({} measured in this workload).",
-            size_label(last),
-            fmt_us(floor.p50)
-        ),
-        &{
-            let mut h = vec!["query (CLI)".to_owned()];
-            h.extend(sizes.iter().map(|s| format!("p50 @ {}", size_label(*s))));
-            h.push(format!("÷ floor @ {}", size_label(last)));
-            h
-        }
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>(),
-    );
-    let mut jsonl_table = Table::new(
-        format!(
-            "**JSONL peer**: the same questions asked of a member inbox file the seed's way, \
-             median. Last column: JSONL's p50 at {} as a multiple of inbox's in-process p50.",
-            size_label(last)
-        ),
-        &{
-            let mut h = vec!["query (JSONL)".to_owned()];
-            h.extend(sizes.iter().map(|s| format!("p50 @ {}", size_label(*s))));
-            h.push(format!("÷ inbox @ {}", size_label(last)));
-            h
-        }
-        .iter()
-        .map(String::as_str)
-        .collect::<Vec<_>>(),
-    );
-    let mut series = Vec::new();
-    let mut worst_p50: (f64, &str) = (0.0, "");
-    let mut worst_p50_growth = None;
-    let mut worst_growth: (f64, &str) = (0.0, "");
-    for (q, query) in QUERIES.iter().enumerate() {
-        let mut cells = vec![format!("`{query}`")];
-        let mut cli_cells = vec![format!("`inbox {query}`")];
-        let mut jsonl_cells = vec![jsonl_label(query).to_owned()];
-        let mut values = Vec::new();
-        for (_, row) in &measured {
-            let (inproc, cli, jsonl) = &row[q];
-            cells.push(fmt_us(inproc.p50));
-            cells.push(fmt_us(inproc.p99));
-            cli_cells.push(fmt_us(cli.p50));
-            jsonl_cells.push(jsonl.map_or("n/a".into(), |s| fmt_us(s.p50)));
-            values.push(Some(inproc.p50));
-        }
-        let at = |i: usize| measured.get(i).map(|(_, row)| row[q]);
-        let (first_row, last_row) = (at(0), at(measured.len().saturating_sub(1)));
-        let growth = match (first_row, last_row) {
-            (Some(a), Some(b)) => ratio(b.0.p50, a.0.p50),
-            _ => None,
-        };
-        cells.push(fmt_ratio(growth));
-        cli_cells.push(fmt_ratio(last_row.and_then(|r| ratio(r.1.p50, floor.p50))));
-        jsonl_cells.push(fmt_ratio(last_row.and_then(|r| ratio(r.2?.p50, r.0.p50))));
-        table.row(cells);
-        cli_table.row(cli_cells);
-        jsonl_table.row(jsonl_cells);
-        series.push(Series {
-            name: format!("inbox {query}"),
-            values,
-        });
-        if *query != "fetch --unread" {
-            let p50 = last_row.map_or(f64::INFINITY, |r| r.0.p50);
-            if p50 > worst_p50.0 {
-                worst_p50 = (p50, query);
-                worst_p50_growth = growth;
-            }
-            let g = growth.unwrap_or(f64::INFINITY);
-            if g > worst_growth.0 {
-                worst_growth = (g, query);
-            }
-        }
-    }
-    series.push(Series {
-        name: "JSONL new lines since cursor".into(),
-        values: measured
-            .iter()
-            .map(|(_, row)| row[1].2.map(|s| s.p50))
-            .collect(),
-    });
-    section.tables.push(table);
-    section.tables.push(cli_table);
-    section.tables.push(jsonl_table);
-    line_chart(
-        &ctx.out_dir.join("query.svg"),
-        "Read cost against store size (median, in process)",
-        "messages in the store",
-        "median per query",
-        &sizes.iter().map(|s| *s as f64).collect::<Vec<_>>(),
-        &series,
-        true,
-        true,
-    )?;
-    section.plots.push((
-        "query.svg".into(),
-        "Median cost of each read against the number of messages (log scale), inbox in process and the JSONL peer".into(),
-    ));
-    let label = size_label(last);
-    section.checks.push(check(
-        &format!("fetch/list/show at {label} messages: p50 ≤ 50 µs in process"),
-        format!("worst: `{}` {}", worst_p50.1, fmt_us(worst_p50.0)),
-        worst_p50.0 <= 50.0,
-        format!(
-            "`{}` is {} over ({:.1}× the target), and {} its 10k figure: its cost is the {} it \
-             returns, about {} each to read, build and serialize, not the size of the store",
-            worst_p50.1,
-            fmt_us(worst_p50.0 - 50.0),
-            worst_p50.0 / 50.0,
-            fmt_ratio(worst_p50_growth),
-            rows_returned(worst_p50.1),
-            fmt_us(worst_p50.0 / rows_count(worst_p50.1))
-        ),
-    ));
-    section.checks.push(check(
-        &format!(
-            "fetch/list/show at {label}: within 2× of the {} figure",
-            size_label(first)
-        ),
-        format!(
-            "worst: `{}` {}",
-            worst_growth.1,
-            fmt_ratio(Some(worst_growth.0))
-        ),
-        worst_growth.0 <= 2.0,
-        format!(
-            "`{}` grows {} from {} to {label} messages",
-            worst_growth.1,
-            fmt_ratio(Some(worst_growth.0)),
-            size_label(first)
-        ),
-    ));
+    section.intro.push(intro(&sizes, grow_seconds, reps));
+    let worst = tables(ctx, &mut section, &sizes, &measured, floor)?;
+    checks(&mut section, &sizes, &worst);
+    let label = size_label(sizes.last().copied().unwrap_or(0));
     if let Some((_, row)) = measured.last() {
         section.headlines.push(format!(
             "at {label} messages, in process: fetch {}, fetch --unread {}, list {}, show {} (p50); \
              as CLI processes {} to {}",
-            fmt_us(row[0].0.p50),
-            fmt_us(row[1].0.p50),
-            fmt_us(row[2].0.p50),
-            fmt_us(row[3].0.p50),
-            fmt_us(row.iter().map(|r| r.1.p50).fold(f64::INFINITY, f64::min)),
-            fmt_us(row.iter().map(|r| r.1.p50).fold(0.0, f64::max)),
+            fmt_us(row[0].inproc.p50),
+            fmt_us(row[1].inproc.p50),
+            fmt_us(row[2].inproc.p50),
+            fmt_us(row[3].inproc.p50),
+            fmt_us(row.iter().map(|r| r.cli.p50).fold(f64::INFINITY, f64::min)),
+            fmt_us(row.iter().map(|r| r.cli.p50).fold(0.0, f64::max)),
         ));
     }
     let db_size = std::fs::metadata(&target.path).map_or(0, |m| m.len());
@@ -471,6 +316,258 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     ));
     section.seconds = started.elapsed().as_secs_f64();
     Ok(section)
+}
+
+/// Every query at one size: in process on the grower's warm engine, as CLI
+/// processes on the database at `db`, and the JSONL peer's version.
+fn measure_size(
+    ctx: &Ctx,
+    db: &Path,
+    grower: &mut Grower,
+    size: u64,
+    reps: Reps,
+    rng: &mut Rng,
+) -> Result<Vec<Figures>> {
+    let jsonl_dir = ctx.tmp.fresh("query-jsonl")?;
+    let jsonl_inbox = write_jsonl(&jsonl_dir, size / AGENTS)?;
+    let mut row = Vec::new();
+    for query in QUERIES {
+        progress(&format!("query: {query} at {size} messages"));
+        let mut samples = Vec::with_capacity(reps.inproc);
+        for i in 0..reps.inproc + 20 {
+            let thread = grower.pick(rng);
+            let t0 = Instant::now();
+            inbox::run(&mut grower.engine, request(query, &thread))?;
+            if i >= 20 {
+                samples.push(us_since(t0));
+            }
+        }
+        let mut cli = Vec::with_capacity(reps.cli);
+        for _ in 0..reps.cli {
+            let mut cmd = ctx.inbox(db);
+            cmd.args(cli_args(query, &grower.pick(rng)));
+            let (us, _) = run_checked(&mut cmd, &[10])?;
+            cli.push(us);
+        }
+        let jsonl = jsonl_query(
+            query,
+            &jsonl_inbox,
+            size / AGENTS,
+            reps.inproc.min(200),
+            rng,
+        )?;
+        row.push(Figures {
+            inproc: Summary::of(&samples),
+            cli: Summary::of(&cli),
+            jsonl,
+        });
+    }
+    Ok(row)
+}
+
+fn intro(sizes: &[u64], grow_seconds: f64, reps: Reps) -> String {
+    format!(
+        "One inbox database grows through the engine to {} messages: threads of {PER_THREAD} \
+         messages (a task and notes from the lead; three in four then claimed and finished, \
+         the fourth left pending) spread over {AGENTS} worker agents; the reader `{READER}` marks \
+         half of its pending threads read. Growing took {grow_seconds:.0} s (with \
+         `synchronous=OFF` on the growing connection only, to skip the fsyncs of a million \
+         commits). At each size: \
+         `fetch --agent {READER} --limit 20`, the same with `--unread`, `list --limit 50` (all \
+         threads, newest first) and `show` of a random thread of the reader's (10 \
+         messages), {} times in process on a warm engine and {} times as a CLI \
+         process. The JSONL peer is read the seed's way from a member inbox holding the \
+         reader's share of the messages (1/{AGENTS}): new lines since a line cursor (read the \
+         whole file, count lines), one task's messages (scan every line), the last 50 lines \
+         (`tail`). Reads never fsync, so this runs under normal durability only.",
+        sizes.last().copied().unwrap_or(0),
+        reps.inproc,
+        reps.cli
+    )
+}
+
+/// `10k`, `1M`.
+fn size_label(s: u64) -> String {
+    if s >= 1_000_000 {
+        format!("{}M", s / 1_000_000)
+    } else {
+        format!("{}k", s / 1_000)
+    }
+}
+
+/// The slowest query at the largest size and the one that grew most
+/// (`fetch --unread` left out: see the checks).
+#[derive(Default)]
+struct Worst {
+    /// The largest p50 at the largest size, its query, and how it grew.
+    p50: (f64, &'static str, Option<f64>),
+    /// The largest growth from the first size to the last, and its query.
+    growth: (f64, &'static str),
+}
+
+/// The three tables (inbox in process, inbox as CLI processes, JSONL) and
+/// the plot; returns the worst figures.
+fn tables(
+    ctx: &Ctx,
+    section: &mut Section,
+    sizes: &[u64],
+    measured: &Measured,
+    floor: Summary,
+) -> Result<Worst> {
+    let (first, last) = (
+        size_label(sizes.first().copied().unwrap_or(0)),
+        size_label(sizes.last().copied().unwrap_or(0)),
+    );
+    let mut tables = empty_tables(sizes, &first, &last, floor);
+    let mut series = Vec::new();
+    let mut worst = Worst::default();
+    for (q, query) in QUERIES.iter().enumerate() {
+        let at = |i: usize| measured.get(i).map(|(_, row)| row[q]);
+        let (first_row, last_row) = (at(0), at(measured.len().saturating_sub(1)));
+        let growth = match (first_row, last_row) {
+            (Some(a), Some(b)) => ratio(b.inproc.p50, a.inproc.p50),
+            _ => None,
+        };
+        let mut cells = [
+            vec![format!("`{query}`")],
+            vec![format!("`inbox {query}`")],
+            vec![jsonl_label(query).to_owned()],
+        ];
+        for (_, row) in measured {
+            let f = &row[q];
+            cells[0].push(fmt_us(f.inproc.p50));
+            cells[0].push(fmt_us(f.inproc.p99));
+            cells[1].push(fmt_us(f.cli.p50));
+            cells[2].push(f.jsonl.map_or("n/a".into(), |s| fmt_us(s.p50)));
+        }
+        cells[0].push(fmt_ratio(growth));
+        cells[1].push(fmt_ratio(
+            last_row.and_then(|r| ratio(r.cli.p50, floor.p50)),
+        ));
+        cells[2].push(fmt_ratio(
+            last_row.and_then(|r| ratio(r.jsonl?.p50, r.inproc.p50)),
+        ));
+        for (table, cells) in tables.iter_mut().zip(cells) {
+            table.row(cells);
+        }
+        series.push(Series {
+            name: format!("inbox {query}"),
+            values: measured
+                .iter()
+                .map(|(_, row)| Some(row[q].inproc.p50))
+                .collect(),
+        });
+        if *query != "fetch --unread" {
+            let p50 = last_row.map_or(f64::INFINITY, |r| r.inproc.p50);
+            if p50 > worst.p50.0 {
+                worst.p50 = (p50, query, growth);
+            }
+            let g = growth.unwrap_or(f64::INFINITY);
+            if g > worst.growth.0 {
+                worst.growth = (g, query);
+            }
+        }
+    }
+    series.push(Series {
+        name: "JSONL new lines since cursor".into(),
+        values: measured
+            .iter()
+            .map(|(_, row)| row[1].jsonl.map(|s| s.p50))
+            .collect(),
+    });
+    section.tables.extend(tables);
+    plot(ctx, section, sizes, &series)?;
+    Ok(worst)
+}
+
+/// The three tables' captions and headers.
+fn empty_tables(sizes: &[u64], first: &str, last: &str, floor: Summary) -> [Table; 3] {
+    let mut inproc = vec!["query (in process)".to_owned()];
+    for s in sizes {
+        inproc.push(format!("p50 @ {}", size_label(*s)));
+        inproc.push(format!("p99 @ {}", size_label(*s)));
+    }
+    inproc.push(format!("p50 {last} ÷ {first}"));
+    let p50s = |name: &str, last_column: String| {
+        let mut h = vec![name.to_owned()];
+        h.extend(sizes.iter().map(|s| format!("p50 @ {}", size_label(*s))));
+        h.push(last_column);
+        h
+    };
+    [
+        Table::new(
+            format!(
+                "**inbox in process**: one warm engine. Last column: the p50 at {last} messages as a \
+                 multiple of the p50 at {first}."
+            ),
+            inproc,
+        ),
+        Table::new(
+            format!(
+                "**inbox, one CLI process per query**: median wall time, and at {last} as a multiple of \
+                 the process-spawn floor ({} measured in this workload).",
+                fmt_us(floor.p50)
+            ),
+            p50s("query (CLI)", format!("÷ floor @ {last}")),
+        ),
+        Table::new(
+            format!(
+                "**JSONL peer**: the same questions asked of a member inbox file the seed's way, \
+                 median. Last column: JSONL's p50 at {last} as a multiple of inbox's in-process p50."
+            ),
+            p50s("query (JSONL)", format!("÷ inbox @ {last}")),
+        ),
+    ]
+}
+
+fn plot(ctx: &Ctx, section: &mut Section, sizes: &[u64], series: &[Series]) -> Result<()> {
+    LineChart {
+        title: "Read cost against store size (median, in process)",
+        x_label: "messages in the store",
+        y_label: "median per query",
+        xs: &sizes.iter().map(|s| *s as f64).collect::<Vec<_>>(),
+        series,
+        log_y: true,
+        y_us: true,
+    }
+    .write(&ctx.out_dir.join("query.svg"))?;
+    section.plots.push((
+        "query.svg".into(),
+        "Median cost of each read against the number of messages (log scale), inbox in process and the JSONL peer".into(),
+    ));
+    Ok(())
+}
+
+/// The two targets: a fast read at the largest size, and reads that do not
+/// grow with the store.
+fn checks(section: &mut Section, sizes: &[u64], worst: &Worst) {
+    let first = size_label(sizes.first().copied().unwrap_or(0));
+    let label = size_label(sizes.last().copied().unwrap_or(0));
+    let (p50, query, growth) = worst.p50;
+    section.checks.push(check(
+        &format!("fetch/list/show at {label} messages: p50 ≤ 50 µs in process"),
+        format!("worst: `{query}` {}", fmt_us(p50)),
+        p50 <= 50.0,
+        format!(
+            "`{query}` is {} over ({:.1}× the target), and {} its 10k figure: its cost is the {} it \
+             returns, about {} each to read, build and serialize, not the size of the store",
+            fmt_us(p50 - 50.0),
+            p50 / 50.0,
+            fmt_ratio(growth),
+            rows_returned(query),
+            fmt_us(p50 / rows_count(query))
+        ),
+    ));
+    let (g, query) = worst.growth;
+    section.checks.push(check(
+        &format!("fetch/list/show at {label}: within 2× of the {first} figure"),
+        format!("worst: `{query}` {}", fmt_ratio(Some(g))),
+        g <= 2.0,
+        format!(
+            "`{query}` grows {} from {first} to {label} messages",
+            fmt_ratio(Some(g))
+        ),
+    ));
 }
 
 fn jsonl_label(query: &str) -> &'static str {
@@ -487,8 +584,12 @@ fn write_jsonl(dir: &std::path::Path, lines: u64) -> Result<std::path::PathBuf> 
     let path = dir.join("inbox");
     let mut out = BufWriter::new(std::fs::File::create(&path)?);
     for i in 0..lines {
-        let line =
-            crate::files::task_line("lead", READER, (i / PER_THREAD) as usize, i % PER_THREAD);
+        let line = inbox_bench::files::task_line(
+            "lead",
+            READER,
+            (i / PER_THREAD) as usize,
+            i % PER_THREAD,
+        );
         writeln!(out, "{line}")?;
     }
     out.flush()?;

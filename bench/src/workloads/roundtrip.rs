@@ -14,46 +14,48 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use inbox_bench_kit::markdown::Table;
+use inbox_bench_kit::stats::{Summary, ratio};
 
 use super::{check, durability_caption, latency_cells, progress};
 use crate::ctx::Ctx;
+use crate::fmt::{fmt_ratio, fmt_us};
 use crate::peers::{Durability, Role, System, Target};
 use crate::proc::{ChildGuard, run_checked, us_since};
-use crate::report::{Section, Table};
+use crate::report::Section;
 use crate::roles::AgentConfig;
-use crate::stats::{Summary, fmt_ratio, fmt_us, ratio};
 use crate::svg::{Bar, bar_chart};
 
 /// Runs the workload.
 pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let started = Instant::now();
-    let fast_n: usize = ctx.size(300, 40);
-    let cli_n: usize = ctx.size(150, 20);
-    let poll_n: usize = ctx.size(8, 2);
-    let mut section = Section {
-        key: "roundtrip".into(),
-        title: "4. Request/answer round trip".into(),
-        command: "cargo run -p inbox-bench --release -- roundtrip".into(),
-        ..Section::default()
+    let sizes = Sizes {
+        fast: ctx.size(300, 40),
+        cli: ctx.size(150, 20),
+        poll: ctx.size(8, 2),
     };
+    let mut section = Section::new("roundtrip", "4. Request/answer round trip");
     section.intro.push(format!(
         "Two agents, each blocked in a wait in its own process. The worker posts a question \
          (inbox: `update --status blocked`) and waits (`wait-reply`); the lead, blocked in \
          `watch --status blocked`, wakes and answers (`reply --kind answer`); the worker wakes. \
          The figure is the worker's time from posting to holding the answer: two writes and \
-         two cross-process wakes. {fast_n} round trips per long-lived pair, {cli_n} with CLI \
-         processes (four processes per round trip), {poll_n} for the polling peers. Baseline: \
-         Redis lists (LPUSH + BLPOP both ways) in the same run."
+         two cross-process wakes. {} round trips per long-lived pair, {} with CLI \
+         processes (four processes per round trip), {} for the polling peers. Baseline: \
+         Redis lists (LPUSH + BLPOP both ways) in the same run.",
+        sizes.fast, sizes.cli, sizes.poll
     ));
     let mut bars = Vec::new();
-    let mut headline = (Summary::default(), Summary::default(), 0.0);
+    let mut rows_normal = Vec::new();
     for durability in Ctx::DURABILITIES {
+        let rows = measure_pairs(ctx, durability, sizes)?;
+        let baseline = rows.iter().find(|r| r.baseline).map_or(0.0, |r| r.s.p50);
         let mut table = Table::new(
             format!(
                 "**Round trip, {}**. Last column: p50 as a multiple of the Redis list pair's p50 in this table.",
                 durability_caption(durability)
             ),
-            &[
+            [
                 "agents",
                 "round trips",
                 "p50",
@@ -62,64 +64,22 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
                 "p50 ÷ Redis lists",
             ],
         );
-        let mut baseline = 0.0;
-        let systems = [
-            System::RedisList,
-            System::Inbox,
-            System::RedisStream,
-            System::Postgres,
-            System::Jsonl,
-            System::FileDrop,
-        ];
-        let mut rows = Vec::new();
-        for system in systems {
-            let n = if system.polls() { poll_n } else { fast_n };
-            progress(&format!(
-                "round trip: {} ({}), {n}",
-                system.label(),
-                durability.as_str()
-            ));
-            let s = Summary::of(&long_lived(ctx, &ctx.target(system, durability), n)?);
-            if system == System::RedisList {
-                baseline = s.p50;
-            }
-            rows.push((
-                format!("{} (long-lived processes)", system.label()),
-                s,
-                system == System::RedisList,
-            ));
-            if system == System::Inbox {
-                progress(&format!(
-                    "round trip: inbox CLI processes ({}), {cli_n}",
-                    durability.as_str()
-                ));
-                let cli = Summary::of(&with_cli(
-                    ctx,
-                    &ctx.target(System::Inbox, durability),
-                    cli_n,
-                )?);
-                rows.push(("inbox (a CLI process per step)".into(), cli, false));
-                if durability == Durability::Normal {
-                    headline = (s, cli, 0.0);
-                }
-            }
-        }
-        if durability == Durability::Normal {
-            headline.2 = baseline;
-        }
-        for (label, s, is_baseline) in rows {
-            let mut cells = vec![label.clone(), s.n.to_string()];
-            cells.extend(latency_cells(&s));
-            cells.push(fmt_ratio(ratio(s.p50, baseline)));
+        for row in &rows {
+            let mut cells = vec![row.label.clone(), row.s.n.to_string()];
+            cells.extend(latency_cells(&row.s));
+            cells.push(fmt_ratio(ratio(row.s.p50, baseline)));
             table.row(cells);
             bars.push(Bar {
-                label: format!("{label} [{}]", durability.as_str()),
-                p50: s.p50,
-                p99: s.p99,
-                baseline: is_baseline,
+                label: format!("{} [{}]", row.label, durability.as_str()),
+                p50: row.s.p50,
+                p99: row.s.p99,
+                baseline: row.baseline,
             });
         }
         section.tables.push(table);
+        if durability == Durability::Normal {
+            rows_normal = rows;
+        }
     }
     bar_chart(
         &ctx.out_dir.join("roundtrip.svg"),
@@ -131,7 +91,84 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         "roundtrip.svg".into(),
         "Round trip per pair of agents and durability, median with p99 whisker; grey is the Redis list baseline".into(),
     ));
-    let (long, cli, baseline) = headline;
+    headline(&mut section, &rows_normal);
+    section.seconds = started.elapsed().as_secs_f64();
+    Ok(section)
+}
+
+/// How many round trips: per long-lived pair, with CLI processes, for the
+/// polling peers.
+#[derive(Clone, Copy)]
+struct Sizes {
+    fast: usize,
+    cli: usize,
+    poll: usize,
+}
+
+/// One pair of agents' round trips.
+struct Row {
+    label: String,
+    s: Summary,
+    /// The Redis list pair, the table's baseline.
+    baseline: bool,
+    /// inbox as a CLI process per step.
+    cli: bool,
+}
+
+/// Every pair under `durability`, in table order: each system as two
+/// long-lived processes, and inbox also as a CLI process per step.
+fn measure_pairs(ctx: &Ctx, durability: Durability, sizes: Sizes) -> Result<Vec<Row>> {
+    let systems = [
+        System::RedisList,
+        System::Inbox,
+        System::RedisStream,
+        System::Postgres,
+        System::Jsonl,
+        System::FileDrop,
+    ];
+    let mut rows = Vec::new();
+    for system in systems {
+        let n = if system.polls() {
+            sizes.poll
+        } else {
+            sizes.fast
+        };
+        progress(&format!(
+            "round trip: {} ({}), {n}",
+            system.label(),
+            durability.as_str()
+        ));
+        rows.push(Row {
+            label: format!("{} (long-lived processes)", system.label()),
+            s: Summary::of(&long_lived(ctx, &ctx.target(system, durability), n)?),
+            baseline: system == System::RedisList,
+            cli: false,
+        });
+        if system == System::Inbox {
+            progress(&format!(
+                "round trip: inbox CLI processes ({}), {}",
+                durability.as_str(),
+                sizes.cli
+            ));
+            let target = ctx.target(System::Inbox, durability);
+            rows.push(Row {
+                label: "inbox (a CLI process per step)".into(),
+                s: Summary::of(&with_cli(ctx, &target, sizes.cli)?),
+                baseline: false,
+                cli: true,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The headline and the (reference-only) target, from the normal
+/// durability's rows.
+fn headline(section: &mut Section, rows: &[Row]) {
+    let find = |pick: fn(&Row) -> bool| rows.iter().find(|r| pick(r)).map(|r| r.s);
+    let long = find(|r| r.label.starts_with("inbox (long-lived")).unwrap_or_default();
+    let cli = find(|r| r.cli).unwrap_or_default();
+    let baseline = find(|r| r.baseline).map_or(0.0, |s| s.p50);
     section.headlines.push(format!(
         "question → answer between two blocked agents: inbox p50 {} (long-lived), {} with a \
          CLI process per step, Redis lists {} ({})",
@@ -146,8 +183,6 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         true,
         String::new(),
     ));
-    section.seconds = started.elapsed().as_secs_f64();
-    Ok(section)
 }
 
 /// The harness as the worker, a `__responder` child as the lead.
@@ -200,75 +235,10 @@ fn with_cli(ctx: &Ctx, target: &Target, n: usize) -> Result<Vec<f64>> {
         .ok_or_else(|| anyhow!("no channel thread"))?;
     let start_cursor =
         crate::peers::inbox::InboxEndpoint::open(&target.path, &thread, Role::Lead)?.cursor();
-    let warmup = 3;
+    let rounds = n + CLI_WARMUP;
     std::thread::scope(|scope| {
-        let lead = scope.spawn(|| -> Result<()> {
-            let mut cursor = start_cursor;
-            for _ in 0..n + warmup {
-                let mut watch = ctx.inbox(&target.path);
-                watch
-                    .args(["watch", "--agent", "lead", "--status", "blocked"])
-                    .args(["--timeout-seconds", "30", "--json", "--after-event"])
-                    .arg(cursor.to_string());
-                let (_, out) = run_checked(&mut watch, &[])?;
-                cursor = json(&out)?["next_event_id"]
-                    .as_u64()
-                    .ok_or_else(|| anyhow!("watch printed no next_event_id"))?;
-                let mut reply = ctx.inbox(&target.path);
-                reply
-                    .args([
-                        "reply",
-                        "--from",
-                        "lead",
-                        "--kind",
-                        "answer",
-                        "--summary",
-                        "Use the first option.",
-                        "--json",
-                    ])
-                    .arg("--thread")
-                    .arg(&thread);
-                let (_, out) = run_checked(&mut reply, &[])?;
-                // The lead's own events are skipped by its watch; move past them.
-                cursor = cursor.max(json(&out)?["event_id"].as_u64().unwrap_or(0));
-            }
-            Ok(())
-        });
-        let worker = scope.spawn(|| -> Result<Vec<f64>> {
-            let mut samples = Vec::with_capacity(n);
-            for i in 0..n + warmup {
-                let t0 = Instant::now();
-                let mut update = ctx.inbox(&target.path);
-                update
-                    .args([
-                        "update", "--agent", "worker", "--status", "blocked", "--json",
-                    ])
-                    .arg("--summary")
-                    .arg(format!("Question {i}: which option?"))
-                    .arg("--thread")
-                    .arg(&thread);
-                run_checked(&mut update, &[])?;
-                let mut wait = ctx.inbox(&target.path);
-                wait.args([
-                    "wait-reply",
-                    "--agent",
-                    "worker",
-                    "--timeout-seconds",
-                    "30",
-                    "--json",
-                ])
-                .arg("--thread")
-                .arg(&thread);
-                let (_, out) = run_checked(&mut wait, &[])?;
-                if json(&out)?["woke"] != serde_json::Value::Bool(true) {
-                    bail!("wait-reply did not wake");
-                }
-                if i >= warmup {
-                    samples.push(us_since(t0));
-                }
-            }
-            Ok(samples)
-        });
+        let lead = scope.spawn(|| cli_lead(ctx, &target, &thread, start_cursor, rounds));
+        let worker = scope.spawn(|| cli_worker(ctx, &target, &thread, n));
         let samples = worker
             .join()
             .map_err(|_| anyhow!("the worker thread panicked"))?;
@@ -278,4 +248,66 @@ fn with_cli(ctx: &Ctx, target: &Target, n: usize) -> Result<Vec<f64>> {
         lead?;
         samples
     })
+}
+
+/// Round trips of the CLI pair run untimed first.
+const CLI_WARMUP: usize = 3;
+
+/// The lead: `inbox watch --status blocked`, then `inbox reply --kind
+/// answer`, `rounds` times.
+fn cli_lead(ctx: &Ctx, target: &Target, thread: &str, start: u64, rounds: usize) -> Result<()> {
+    let mut cursor = start;
+    for _ in 0..rounds {
+        let mut watch = ctx.inbox(&target.path);
+        watch
+            .args(["watch", "--agent", "lead", "--status", "blocked"])
+            .args(["--timeout-seconds", "30", "--json", "--after-event"])
+            .arg(cursor.to_string());
+        let (_, out) = run_checked(&mut watch, &[])?;
+        cursor = json(&out)?["next_event_id"]
+            .as_u64()
+            .ok_or_else(|| anyhow!("watch printed no next_event_id"))?;
+        let mut reply = ctx.inbox(&target.path);
+        reply
+            .args(["reply", "--from", "lead", "--kind", "answer"])
+            .args(["--summary", "Use the first option.", "--json"])
+            .arg("--thread")
+            .arg(thread);
+        let (_, out) = run_checked(&mut reply, &[])?;
+        // The lead's own events are skipped by its watch; move past them.
+        cursor = cursor.max(json(&out)?["event_id"].as_u64().unwrap_or(0));
+    }
+    Ok(())
+}
+
+/// The worker: `inbox update --status blocked`, then `inbox wait-reply`;
+/// the round trip is the two processes' time, `n` times after the warm-up.
+fn cli_worker(ctx: &Ctx, target: &Target, thread: &str, n: usize) -> Result<Vec<f64>> {
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n + CLI_WARMUP {
+        let t0 = Instant::now();
+        let mut update = ctx.inbox(&target.path);
+        update
+            .args([
+                "update", "--agent", "worker", "--status", "blocked", "--json",
+            ])
+            .arg("--summary")
+            .arg(format!("Question {i}: which option?"))
+            .arg("--thread")
+            .arg(thread);
+        run_checked(&mut update, &[])?;
+        let mut wait = ctx.inbox(&target.path);
+        wait.args(["wait-reply", "--agent", "worker"])
+            .args(["--timeout-seconds", "30", "--json"])
+            .arg("--thread")
+            .arg(thread);
+        let (_, out) = run_checked(&mut wait, &[])?;
+        if json(&out)?["woke"] != serde_json::Value::Bool(true) {
+            bail!("wait-reply did not wake");
+        }
+        if i >= CLI_WARMUP {
+            samples.push(us_since(t0));
+        }
+    }
+    Ok(samples)
 }

@@ -9,20 +9,23 @@
 //! must never reuse a store between configurations: every figure starts
 //! from an empty store.
 
+use std::collections::HashMap;
 use std::process::Command;
 use std::sync::Barrier;
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
+use inbox_bench::files::{jsonl::Jsonl, task_id, task_line};
+use inbox_bench_kit::markdown::Table;
+use inbox_bench_kit::stats::{Summary, ratio};
 
 use super::{check, durability_caption, progress};
 use crate::ctx::Ctx;
-use crate::files::jsonl::Jsonl;
+use crate::fmt::{fmt_rate, fmt_ratio, fmt_us};
 use crate::peers::{Durability, System, Target, inbox};
 use crate::proc::{run_checked, us_since};
-use crate::report::{Section, Table};
-use crate::stats::{Summary, fmt_rate, fmt_ratio, fmt_us, ratio};
-use crate::svg::{Bar, Series, bar_chart, line_chart};
+use crate::report::Section;
+use crate::svg::{Bar, LineChart, Series, bar_chart};
 
 /// The row of the per-process table that starts the inbox binary alone.
 const VERSION_LABEL: &str = "inbox --version (no database)";
@@ -33,17 +36,30 @@ const WARMUP: u64 = 3;
 /// Runs the workload.
 pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let started = Instant::now();
+    let mut section = Section::new("send", "1. Send throughput");
+    let inbox = in_process_tables(ctx, &mut section)?;
+    let cli = per_process_tables(ctx, &mut section)?;
+    conclusions(ctx, &mut section, &inbox, &cli)?;
+    section.seconds = started.elapsed().as_secs_f64();
+    Ok(section)
+}
+
+/// One system's in-process figures: the rate for each number of producers,
+/// and the latencies with one producer.
+struct InProcess {
+    system: System,
+    rates: Vec<f64>,
+    one_producer: Summary,
+}
+
+/// The in-process half: a table and a plot per durability. Returns inbox's
+/// figures.
+fn in_process_tables(ctx: &Ctx, section: &mut Section) -> Result<HashMap<Durability, InProcess>> {
     let producers: Vec<usize> = ctx.size(vec![1, 2, 4, 8, 16], vec![1, 4]);
     let total: u64 = ctx.size(2000, 240);
     // An fsync per message costs milliseconds here: fewer messages keep the
     // full-durability half within the run's budget.
     let total_full: u64 = ctx.size(400, 60);
-    let mut section = Section {
-        key: "send".into(),
-        title: "1. Send throughput".into(),
-        command: "cargo run -p inbox-bench --release -- send".into(),
-        ..Section::default()
-    };
     section.intro.push(format!(
         "Producers send {total} task messages ({total_full} with an fsync per commit; about \
          200 bytes each) to one recipient, \
@@ -53,102 +69,147 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
          the moment all producers start; latencies are per send with one producer.",
         producers.iter().max().copied().unwrap_or(1)
     ));
-
-    // In process.
-    let mut inproc_p1 = std::collections::HashMap::new();
+    let mut inbox = HashMap::new();
     for durability in Ctx::DURABILITIES {
-        let mut header = vec!["system".to_owned()];
-        header.extend(producers.iter().map(|p| format!("{p} prod.")));
-        header.extend(
-            [
-                "p50 send (1 prod.)",
-                "p99 send (1 prod.)",
-                "inbox ÷ system (1 prod.)",
-            ]
-            .map(String::from),
-        );
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        let mut table = Table::new(
-            format!(
-                "**In process, {}**: messages per second by number of producers. \
-                 Last column: inbox's one-producer rate divided by the system's (above 1: inbox is faster).",
-                durability_caption(durability)
-            ),
-            &header,
-        );
-        let mut series = Vec::new();
+        let n = match durability {
+            Durability::Normal => total,
+            Durability::Full => total_full,
+        };
         let mut rows = Vec::new();
         for system in System::ALL {
-            let target = ctx.target(system, durability);
-            let mut rates = Vec::new();
-            let mut p1 = Summary::default();
-            for &p in &producers {
-                progress(&format!(
-                    "send in process: {} ({}), {p} producers",
-                    system.label(),
-                    durability.as_str()
-                ));
-                let n = if durability == Durability::Full {
-                    total_full
-                } else {
-                    total
-                };
-                let (rate, latencies) = in_process(&target, p, n)?;
-                if p == 1 {
-                    p1 = Summary::of(&latencies);
-                }
-                rates.push(rate);
-            }
-            rows.push((system, rates.clone(), p1));
-            series.push(Series {
-                name: system.label().into(),
-                values: rates.iter().map(|r| Some(*r)).collect(),
-            });
+            rows.push(in_process_row(ctx, system, durability, &producers, n)?);
         }
-        let inbox_rate = rows
-            .first()
-            .map_or(0.0, |r| r.1.first().copied().unwrap_or(0.0));
-        for (system, rates, p1) in &rows {
-            let mut cells = vec![system.label().to_owned()];
-            cells.extend(rates.iter().map(|r| fmt_rate(*r)));
-            cells.push(fmt_us(p1.p50));
-            cells.push(fmt_us(p1.p99));
-            cells.push(fmt_ratio(ratio(
-                inbox_rate,
-                rates.first().copied().unwrap_or(0.0),
-            )));
-            table.row(cells);
-            inproc_p1.insert((*system, durability), (rates.clone(), *p1));
+        section
+            .tables
+            .push(in_process_table(durability, &producers, &rows));
+        section
+            .plots
+            .push(in_process_plot(ctx, durability, &producers, &rows)?);
+        if let Some(row) = rows.into_iter().find(|r| r.system == System::Inbox) {
+            inbox.insert(durability, row);
         }
-        section.tables.push(table);
-        let file = format!("send-inproc-{}.svg", durability.as_str());
-        line_chart(
-            &ctx.out_dir.join(&file),
-            &format!(
-                "Send throughput in process, {} durability",
-                durability.as_str()
-            ),
-            "producers",
-            "messages per second",
-            &producers.iter().map(|p| *p as f64).collect::<Vec<_>>(),
-            &series,
-            true,
-            false,
-        )?;
-        section.plots.push((
-            file,
-            format!(
-                "Messages per second against producers, in process, {} durability (log scale)",
-                durability.as_str()
-            ),
-        ));
     }
+    Ok(inbox)
+}
 
-    // One CLI process per message.
-    let cli_producers: Vec<usize> = ctx.size(vec![1, 4, 16], vec![1, 4]);
-    let cli_total: u64 = ctx.size(300, 60);
+/// `n` sends into `system` with each number of producers.
+fn in_process_row(
+    ctx: &Ctx,
+    system: System,
+    durability: Durability,
+    producers: &[usize],
+    n: u64,
+) -> Result<InProcess> {
+    let target = ctx.target(system, durability);
+    let mut row = InProcess {
+        system,
+        rates: Vec::new(),
+        one_producer: Summary::default(),
+    };
+    for &p in producers {
+        progress(&format!(
+            "send in process: {} ({}), {p} producers",
+            system.label(),
+            durability.as_str()
+        ));
+        let (rate, latencies) = in_process(&target, p, n)?;
+        if p == 1 {
+            row.one_producer = Summary::of(&latencies);
+        }
+        row.rates.push(rate);
+    }
+    Ok(row)
+}
+
+/// Messages per second by producers, and the one-producer latencies.
+fn in_process_table(durability: Durability, producers: &[usize], rows: &[InProcess]) -> Table {
+    let mut header = vec!["system".to_owned()];
+    header.extend(producers.iter().map(|p| format!("{p} prod.")));
+    header.extend(
+        [
+            "p50 send (1 prod.)",
+            "p99 send (1 prod.)",
+            "inbox ÷ system (1 prod.)",
+        ]
+        .map(String::from),
+    );
+    let mut table = Table::new(
+        format!(
+            "**In process, {}**: messages per second by number of producers. \
+             Last column: inbox's one-producer rate divided by the system's (above 1: inbox is faster).",
+            durability_caption(durability)
+        ),
+        header,
+    );
+    let first_rate = |row: &InProcess| row.rates.first().copied().unwrap_or(0.0);
+    let inbox_rate = rows
+        .iter()
+        .find(|r| r.system == System::Inbox)
+        .map_or(0.0, first_rate);
+    for row in rows {
+        let mut cells = vec![row.system.label().to_owned()];
+        cells.extend(row.rates.iter().map(|r| fmt_rate(*r)));
+        cells.push(fmt_us(row.one_producer.p50));
+        cells.push(fmt_us(row.one_producer.p99));
+        cells.push(fmt_ratio(ratio(inbox_rate, first_rate(row))));
+        table.row(cells);
+    }
+    table
+}
+
+/// The line chart of the rates; returns its file and caption.
+fn in_process_plot(
+    ctx: &Ctx,
+    durability: Durability,
+    producers: &[usize],
+    rows: &[InProcess],
+) -> Result<(String, String)> {
+    let file = format!("send-inproc-{}.svg", durability.as_str());
+    let series: Vec<Series> = rows
+        .iter()
+        .map(|row| Series {
+            name: row.system.label().into(),
+            values: row.rates.iter().map(|r| Some(*r)).collect(),
+        })
+        .collect();
+    LineChart {
+        title: &format!(
+            "Send throughput in process, {} durability",
+            durability.as_str()
+        ),
+        x_label: "producers",
+        y_label: "messages per second",
+        xs: &producers.iter().map(|p| *p as f64).collect::<Vec<_>>(),
+        series: &series,
+        log_y: true,
+        y_us: false,
+    }
+    .write(&ctx.out_dir.join(&file))?;
+    let caption = format!(
+        "Messages per second against producers, in process, {} durability (log scale)",
+        durability.as_str()
+    );
+    Ok((file, caption))
+}
+
+/// The medians the conclusions are drawn from (normal durability, one
+/// producer).
+#[derive(Default)]
+struct CliFigures {
+    /// The process-spawn floor.
+    floor: f64,
+    /// `inbox send`.
+    inbox: f64,
+    /// `inbox --version`.
+    version: f64,
+}
+
+/// The per-process half: a table per durability and one bar chart.
+fn per_process_tables(ctx: &Ctx, section: &mut Section) -> Result<CliFigures> {
+    let producers: Vec<usize> = ctx.size(vec![1, 4, 16], vec![1, 4]);
+    let total: u64 = ctx.size(300, 60);
     section.intro.push(format!(
-        "**One process per message**: {cli_total} messages per configuration, each sent by \
+        "**One process per message**: {total} messages per configuration, each sent by \
          starting a process, from 1 to {} producer threads starting processes back to back. \
          The baseline is the **process-spawn floor**: `inbox-bench-noop`, a Rust `fn main() {{}}` \
          built like `inbox`, started the same way in the same run. The JSONL peer is measured \
@@ -159,81 +220,30 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
          one-producer figures are sampled round-robin (one process of each command in turn) \
          so that load from other work on the machine affects every command alike; the \
          one-producer rate is the reciprocal of the mean.",
-        cli_producers.iter().max().copied().unwrap_or(1)
+        producers.iter().max().copied().unwrap_or(1)
     ));
     let mut bars = Vec::new();
-    let mut floor_p50 = 0.0;
-    let mut inbox_cli_p50 = 0.0;
-    let mut version_p50 = 0.0;
+    let mut figures = CliFigures::default();
     for durability in Ctx::DURABILITIES {
-        let mut header = vec![
-            "command".to_owned(),
-            "p50 (1 prod.)".into(),
-            "p99 (1 prod.)".into(),
-            "p50 ÷ floor".into(),
-        ];
-        header.extend(cli_producers.iter().map(|p| format!("msg/s, {p} prod.")));
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        let mut table = Table::new(
-            format!(
-                "**One process per message, {}**: wall time per process (spawn to exit) with \
-                 one producer, as a multiple of the process-spawn floor's median, and messages \
-                 per second by producers.",
-                durability_caption(durability)
-            ),
-            &header,
-        );
         let commands = cli_commands(ctx, durability);
-        // One producer: every command's samples are taken round-robin, one
-        // process of each in turn, so that the other load on this shared
-        // machine drifts over all of them alike and the ratios to the floor
-        // stay fair.
-        for (_, system, make) in &commands {
-            if let Some(system) = system {
-                ctx.target(*system, durability).prepare()?;
-            }
-            for i in 0..WARMUP {
-                run_checked(&mut make(0, 1_000_000 + i), &[])?;
-            }
-        }
-        progress(&format!(
-            "send per process: {} commands interleaved, {cli_total} each ({})",
-            commands.len(),
-            durability.as_str()
-        ));
-        let mut samples: Vec<Vec<f64>> =
-            vec![Vec::with_capacity(cli_total as usize); commands.len()];
-        for seq in 0..cli_total {
-            for (i, (_, _, make)) in commands.iter().enumerate() {
-                let (us, _) = run_checked(&mut make(0, seq), &[])?;
-                samples[i].push(us);
-            }
-        }
+        let samples = one_producer_samples(ctx, durability, &commands, total)?;
         let floor = Summary::of(&samples[0]).p50;
-        for ((label, system, make), samples) in commands.iter().zip(&samples) {
+        let mut table = per_process_table(durability, &producers);
+        for (command, samples) in commands.iter().zip(&samples) {
             let p1 = Summary::of(samples);
             let mut rates = vec![samples.len() as f64 * 1e6 / samples.iter().sum::<f64>().max(1.0)];
-            for &p in cli_producers.iter().filter(|p| **p > 1) {
-                progress(&format!(
-                    "send per process: {label} ({}), {p} producers",
-                    durability.as_str()
-                ));
-                let target = system.map(|s| ctx.target(s, durability));
-                if let Some(target) = &target {
-                    target.prepare()?;
-                }
-                let (rate, _) = per_process(&**make, target.as_ref(), p, cli_total)?;
-                rates.push(rate);
+            for &p in producers.iter().filter(|p| **p > 1) {
+                rates.push(many_producers_rate(ctx, durability, command, p, total)?);
             }
-            if label.starts_with("inbox send") && durability == Durability::Normal {
-                inbox_cli_p50 = p1.p50;
-                floor_p50 = floor;
+            if command.label.starts_with("inbox send") && durability == Durability::Normal {
+                figures.inbox = p1.p50;
+                figures.floor = floor;
             }
-            if label == VERSION_LABEL {
-                version_p50 = p1.p50;
+            if command.label == VERSION_LABEL {
+                figures.version = p1.p50;
             }
             let mut cells = vec![
-                label.clone(),
+                command.label.clone(),
                 fmt_us(p1.p50),
                 fmt_us(p1.p99),
                 fmt_ratio(ratio(p1.p50, floor)),
@@ -241,10 +251,10 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
             cells.extend(rates.iter().map(|r| fmt_rate(*r)));
             table.row(cells);
             bars.push(Bar {
-                label: format!("{label} [{}]", durability.as_str()),
+                label: format!("{} [{}]", command.label, durability.as_str()),
                 p50: p1.p50,
                 p99: p1.p99,
-                baseline: label.starts_with("floor"),
+                baseline: command.label.starts_with("floor"),
             });
         }
         section.tables.push(table);
@@ -259,54 +269,113 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         "send-cli.svg".into(),
         "Per-process wall time of a send, median with p99 whisker, against the process-spawn floor (grey)".into(),
     ));
+    Ok(figures)
+}
 
-    // Where an inbox CLI send's time goes, from parts measured apart.
-    let db = ctx.target(System::Inbox, Durability::Normal);
-    let (open_us, one_shot_us) = one_shot_cost(&db, ctx.size(300, 60))?;
-    let inproc_send = inproc_p1
-        .get(&(System::Inbox, Durability::Normal))
-        .map_or(0.0, |(_, s)| s.p50);
-    let cli_ratio = ratio(inbox_cli_p50, floor_p50).unwrap_or(f64::INFINITY);
-    let why = format!(
-        "Of the {} median, the spawn floor is {}; starting the inbox binary (`inbox --version`, \
-         no database: loading a 5 MB executable and building the argument parser) adds {}. \
-         The database work of one command, done in process the way a CLI process does it \
-         (open the file, recover the WAL, read the schema, prepare each statement afresh, the \
-         write transaction, the truncating checkpoint every 64 WAL frames, close), takes {} at \
-         the median, of which opening is {}; a long-lived connection does the same send in {}. \
-         That leaves {} that only a fresh process pays: first-touch page faults on code and \
-         heap, cold caches (measured in process, the first open and send run slower than the \
-         ones after), parsing the arguments, printing the JSON and exiting.",
-        fmt_us(inbox_cli_p50),
-        fmt_us(floor_p50),
-        fmt_us(version_p50 - floor_p50),
-        fmt_us(one_shot_us),
-        fmt_us(open_us),
-        fmt_us(inproc_send),
-        fmt_us(inbox_cli_p50 - version_p50 - one_shot_us)
-    );
+/// The per-process table's header and caption.
+fn per_process_table(durability: Durability, producers: &[usize]) -> Table {
+    let mut header = vec![
+        "command".to_owned(),
+        "p50 (1 prod.)".into(),
+        "p99 (1 prod.)".into(),
+        "p50 ÷ floor".into(),
+    ];
+    header.extend(producers.iter().map(|p| format!("msg/s, {p} prod.")));
+    Table::new(
+        format!(
+            "**One process per message, {}**: wall time per process (spawn to exit) with \
+             one producer, as a multiple of the process-spawn floor's median, and messages \
+             per second by producers.",
+            durability_caption(durability)
+        ),
+        header,
+    )
+}
+
+/// `total` processes of each command with one producer. Every command's
+/// samples are taken round-robin, one process of each in turn, so that the
+/// other load on this shared machine drifts over all of them alike and the
+/// ratios to the floor stay fair.
+fn one_producer_samples(
+    ctx: &Ctx,
+    durability: Durability,
+    commands: &[CliCommand],
+    total: u64,
+) -> Result<Vec<Vec<f64>>> {
+    for command in commands {
+        if let Some(system) = command.system {
+            ctx.target(system, durability).prepare()?;
+        }
+        for i in 0..WARMUP {
+            run_checked(&mut (command.make)(0, 1_000_000 + i), &[])?;
+        }
+    }
+    progress(&format!(
+        "send per process: {} commands interleaved, {total} each ({})",
+        commands.len(),
+        durability.as_str()
+    ));
+    let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(total as usize); commands.len()];
+    for seq in 0..total {
+        for (command, samples) in commands.iter().zip(samples.iter_mut()) {
+            let (us, _) = run_checked(&mut (command.make)(0, seq), &[])?;
+            samples.push(us);
+        }
+    }
+    Ok(samples)
+}
+
+/// Messages per second of `command` started by `producers` threads, into a
+/// fresh store.
+fn many_producers_rate(
+    ctx: &Ctx,
+    durability: Durability,
+    command: &CliCommand,
+    producers: usize,
+    total: u64,
+) -> Result<f64> {
+    progress(&format!(
+        "send per process: {} ({}), {producers} producers",
+        command.label,
+        durability.as_str()
+    ));
+    if let Some(system) = command.system {
+        ctx.target(system, durability).prepare()?;
+    }
+    let (rate, _) = per_process(&*command.make, producers, total)?;
+    Ok(rate)
+}
+
+/// Where an inbox CLI send's time goes, the targets and the headline.
+fn conclusions(
+    ctx: &Ctx,
+    section: &mut Section,
+    inbox: &HashMap<Durability, InProcess>,
+    cli: &CliFigures,
+) -> Result<()> {
+    let normal = inbox.get(&Durability::Normal);
+    let inproc_send = normal.map_or(0.0, |r| r.one_producer.p50);
+    let why = where_time_goes(ctx, cli, inproc_send)?;
     section.notes.push(format!(
         "Where an `inbox send` process's time goes (normal durability): {why}"
     ));
+    let cli_ratio = ratio(cli.inbox, cli.floor).unwrap_or(f64::INFINITY);
     section.checks.push(check(
         "CLI `send` median ≤ 1.5× the process-spawn floor",
         format!(
             "{} vs floor {} = {}",
-            fmt_us(inbox_cli_p50),
-            fmt_us(floor_p50),
+            fmt_us(cli.inbox),
+            fmt_us(cli.floor),
             fmt_ratio(Some(cli_ratio))
         ),
         cli_ratio <= 1.5,
         format!(
             "{} over the 1.5× target ({} too slow). {why}",
             fmt_ratio(Some(cli_ratio / 1.5)),
-            fmt_us(inbox_cli_p50 - 1.5 * floor_p50)
+            fmt_us(cli.inbox - 1.5 * cli.floor)
         ),
     ));
-    let (rates, _) = inproc_p1
-        .get(&(System::Inbox, Durability::Normal))
-        .cloned()
-        .unwrap_or_default();
+    let rates = normal.map_or(&[][..], |r| r.rates.as_slice());
     let one = rates.first().copied().unwrap_or(0.0);
     let best = rates.iter().copied().fold(0.0, f64::max);
     section.checks.push(check(
@@ -321,20 +390,43 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
             fmt_us(1e6 / one.max(1.0))
         ),
     ));
-    let full_one = inproc_p1
-        .get(&(System::Inbox, Durability::Full))
-        .and_then(|(r, _)| r.first().copied())
+    let full_one = inbox
+        .get(&Durability::Full)
+        .and_then(|r| r.rates.first().copied())
         .unwrap_or(0.0);
     section.headlines.push(format!(
         "in process, one producer: inbox {} ({} with fsync per commit); \
          a CLI `send` process takes {} = {} the spawn floor",
         fmt_rate(one),
         fmt_rate(full_one),
-        fmt_us(inbox_cli_p50),
+        fmt_us(cli.inbox),
         fmt_ratio(Some(cli_ratio))
     ));
-    section.seconds = started.elapsed().as_secs_f64();
-    Ok(section)
+    Ok(())
+}
+
+/// Where an inbox CLI send's time goes, from parts measured apart.
+fn where_time_goes(ctx: &Ctx, cli: &CliFigures, inproc_send: f64) -> Result<String> {
+    let db = ctx.target(System::Inbox, Durability::Normal);
+    let (open_us, one_shot_us) = one_shot_cost(&db, ctx.size(300, 60))?;
+    Ok(format!(
+        "Of the {} median, the spawn floor is {}; starting the inbox binary (`inbox --version`, \
+         no database: loading a 5 MB executable and building the argument parser) adds {}. \
+         The database work of one command, done in process the way a CLI process does it \
+         (open the file, recover the WAL, read the schema, prepare each statement afresh, the \
+         write transaction, the truncating checkpoint every 64 WAL frames, close), takes {} at \
+         the median, of which opening is {}; a long-lived connection does the same send in {}. \
+         That leaves {} that only a fresh process pays: first-touch page faults on code and \
+         heap, cold caches (measured in process, the first open and send run slower than the \
+         ones after), parsing the arguments, printing the JSON and exiting.",
+        fmt_us(cli.inbox),
+        fmt_us(cli.floor),
+        fmt_us(cli.version - cli.floor),
+        fmt_us(one_shot_us),
+        fmt_us(open_us),
+        fmt_us(inproc_send),
+        fmt_us(cli.inbox - cli.version - one_shot_us)
+    ))
 }
 
 /// `total` sends from `producers` threads into a fresh store; returns the
@@ -389,145 +481,175 @@ pub(crate) fn in_process(target: &Target, producers: usize, total: u64) -> Resul
 
 type MakeCommand = dyn Fn(usize, u64) -> Command + Sync;
 
-/// The per-process send commands for `durability`: (label, store to
-/// prepare, command for (producer, seq)).
-fn cli_commands(
-    ctx: &Ctx,
-    durability: Durability,
-) -> Vec<(String, Option<System>, Box<MakeCommand>)> {
-    let mut list: Vec<(String, Option<System>, Box<MakeCommand>)> = Vec::new();
+/// One per-process send command.
+struct CliCommand {
+    /// The row's label.
+    label: String,
+    /// The store to prepare before it runs, if any.
+    system: Option<System>,
+    /// The command for (producer, seq).
+    make: Box<MakeCommand>,
+}
+
+impl CliCommand {
+    fn new(
+        label: impl Into<String>,
+        system: Option<System>,
+        make: impl Fn(usize, u64) -> Command + Sync + 'static,
+    ) -> CliCommand {
+        CliCommand {
+            label: label.into(),
+            system,
+            make: Box::new(make),
+        }
+    }
+}
+
+/// The per-process send commands for `durability`, in table order; the
+/// first is the floor.
+fn cli_commands(ctx: &Ctx, durability: Durability) -> Vec<CliCommand> {
+    let mut list = baseline_commands(ctx, durability);
+    list.push(inbox_command(ctx, durability));
+    list.extend(file_commands(ctx, durability));
+    list.extend(server_commands(ctx, durability));
+    list
+}
+
+/// The floor; with normal durability also `/bin/true` and the inbox binary
+/// started alone.
+fn baseline_commands(ctx: &Ctx, durability: Durability) -> Vec<CliCommand> {
     let noop = ctx.bins.noop.clone();
-    list.push((
-        "floor: inbox-bench-noop".into(),
+    let mut list = vec![CliCommand::new(
+        "floor: inbox-bench-noop",
         None,
-        Box::new(move |_, _| Command::new(&noop)),
-    ));
+        move |_, _| Command::new(&noop),
+    )];
     if durability == Durability::Normal {
-        list.push((
-            "/bin/true".into(),
-            None,
-            Box::new(|_, _| Command::new("/bin/true")),
-        ));
+        list.push(CliCommand::new("/bin/true", None, |_, _| {
+            Command::new("/bin/true")
+        }));
         // Starting the inbox binary itself, no database: what its size and
         // argument parser add to the floor.
         let program = ctx.bins.inbox.clone();
-        list.push((
-            VERSION_LABEL.into(),
-            None,
-            Box::new(move |_, _| {
-                let mut cmd = Command::new(&program);
-                cmd.arg("--version");
-                cmd
-            }),
-        ));
-    }
-    let inbox_target = ctx.target(System::Inbox, durability);
-    let inbox_cmd = {
-        let program = ctx.bins.inbox.clone();
-        let db = inbox_target.path.clone();
-        move |p: usize, s: u64| {
+        list.push(CliCommand::new(VERSION_LABEL, None, move |_, _| {
             let mut cmd = Command::new(&program);
-            cmd.env("INBOX_DB", &db)
-                .env_remove("INBOX_AGENT")
-                .env_remove("INBOX_NOW")
-                .args(["send", "--from", "lead", "--to", "worker", "--json"])
-                .arg("--subject")
-                .arg(format!("Implement benchmark task {p}-{s}"))
-                .arg("--task")
-                .arg(crate::files::task_id(p, s))
-                .arg("--body")
-                .arg(format!(
-                    "Benchmark task {p}-{s}: a task assignment of about the size the peers send."
-                ));
+            cmd.arg("--version");
             cmd
-        }
-    };
-    list.push((
-        "inbox send".into(),
-        Some(System::Inbox),
-        Box::new(inbox_cmd),
-    ));
+        }));
+    }
+    list
+}
+
+/// `inbox send`.
+fn inbox_command(ctx: &Ctx, durability: Durability) -> CliCommand {
+    let program = ctx.bins.inbox.clone();
+    let db = ctx.target(System::Inbox, durability).path;
+    CliCommand::new("inbox send", Some(System::Inbox), move |p, s| {
+        let mut cmd = Command::new(&program);
+        cmd.env("INBOX_DB", &db)
+            .env_remove("INBOX_AGENT")
+            .env_remove("INBOX_NOW")
+            .args(["send", "--from", "lead", "--to", "worker", "--json"])
+            .arg("--subject")
+            .arg(format!("Implement benchmark task {p}-{s}"))
+            .arg("--task")
+            .arg(task_id(p, s))
+            .arg("--body")
+            .arg(format!(
+                "Benchmark task {p}-{s}: a task assignment of about the size the peers send."
+            ));
+        cmd
+    })
+}
+
+/// The file peers: the seed's own shell append (normal durability), and
+/// `inbox-bench-peer` for each.
+fn file_commands(ctx: &Ctx, durability: Durability) -> Vec<CliCommand> {
+    let mut list = Vec::new();
     if durability == Durability::Normal {
         let inbox = Jsonl::worker_inbox(&ctx.target(System::Jsonl, durability).path);
-        list.push((
-            "JSONL: sh -c 'echo >> inbox'".into(),
+        list.push(CliCommand::new(
+            "JSONL: sh -c 'echo >> inbox'",
             Some(System::Jsonl),
-            Box::new(move |p, s| {
+            move |p, s| {
                 let mut cmd = Command::new("sh");
                 cmd.arg("-c")
                     .arg(r#"echo "$0" >> "$1""#)
                     .arg(Jsonl::line(p, s))
                     .arg(&inbox);
                 cmd
-            }),
+            },
         ));
     }
     for system in [System::Jsonl, System::JsonArray, System::FileDrop] {
-        let target = ctx.target(system, durability);
-        let base = ctx.peer(&target, "send");
-        let program = base.get_program().to_owned();
-        let args: Vec<_> = base.get_args().map(ToOwned::to_owned).collect();
-        list.push((
+        let base = ctx.peer(&ctx.target(system, durability), "send");
+        let (program, args) = program_and_args(&base);
+        list.push(CliCommand::new(
             format!("{}: inbox-bench-peer", system.label()),
             Some(system),
-            Box::new(move |p, s| {
+            move |p, s| {
                 let mut cmd = Command::new(&program);
                 cmd.args(&args).arg(p.to_string()).arg(s.to_string());
                 cmd
-            }),
+            },
         ));
     }
-    let redis = ctx.redis_cli(durability);
-    let (program, args): (_, Vec<_>) = (
-        redis.get_program().to_owned(),
-        redis.get_args().map(ToOwned::to_owned).collect(),
-    );
-    list.push((
-        "Redis: redis-cli LPUSH".into(),
-        Some(System::RedisList),
-        Box::new(move |p, s| {
-            let mut cmd = Command::new(&program);
-            cmd.args(&args)
-                .arg("LPUSH")
-                .arg("tasks")
-                .arg(crate::files::task_line("lead", "worker", p, s));
-            cmd
-        }),
-    ));
-    let psql = ctx.psql(durability);
-    let (program, args): (_, Vec<_>) = (
-        psql.get_program().to_owned(),
-        psql.get_args().map(ToOwned::to_owned).collect(),
-    );
-    let options = psql
+    list
+}
+
+/// `redis-cli LPUSH` and `psql -c INSERT`.
+fn server_commands(ctx: &Ctx, durability: Durability) -> [CliCommand; 2] {
+    let (redis, redis_args) = program_and_args(&ctx.redis_cli(durability));
+    let psql_cmd = ctx.psql(durability);
+    let (psql, psql_args) = program_and_args(&psql_cmd);
+    let options = psql_cmd
         .get_envs()
         .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned())))
         .collect::<Vec<_>>();
-    list.push((
-        "PostgreSQL: psql -c INSERT".into(),
-        Some(System::Postgres),
-        Box::new(move |p, s| {
-            let mut cmd = Command::new(&program);
-            cmd.args(&args).envs(options.iter().map(|(k, v)| (k, v))).arg("-c").arg(format!(
-                "WITH t AS (INSERT INTO tasks (task_id, body) VALUES ('{}', '{}') RETURNING id) \
-                 SELECT pg_notify('tasks', id::text) FROM t",
-                crate::files::task_id(p, s),
-                crate::files::task_line("lead", "worker", p, s)
-            ));
-            cmd
-        }),
-    ));
-    list
+    [
+        CliCommand::new(
+            "Redis: redis-cli LPUSH",
+            Some(System::RedisList),
+            move |p, s| {
+                let mut cmd = Command::new(&redis);
+                cmd.args(&redis_args)
+                    .arg("LPUSH")
+                    .arg("tasks")
+                    .arg(task_line("lead", "worker", p, s));
+                cmd
+            },
+        ),
+        CliCommand::new(
+            "PostgreSQL: psql -c INSERT",
+            Some(System::Postgres),
+            move |p, s| {
+                let mut cmd = Command::new(&psql);
+                cmd.args(&psql_args)
+                    .envs(options.iter().map(|(k, v)| (k, v)))
+                    .arg("-c")
+                    .arg(format!(
+                        "WITH t AS (INSERT INTO tasks (task_id, body) VALUES ('{}', '{}') RETURNING id) \
+                         SELECT pg_notify('tasks', id::text) FROM t",
+                        task_id(p, s),
+                        task_line("lead", "worker", p, s)
+                    ));
+                cmd
+            },
+        ),
+    ]
+}
+
+/// A command's program and arguments, to build it again per process.
+fn program_and_args(cmd: &Command) -> (std::ffi::OsString, Vec<std::ffi::OsString>) {
+    (
+        cmd.get_program().to_owned(),
+        cmd.get_args().map(ToOwned::to_owned).collect(),
+    )
 }
 
 /// `total` processes from `producers` threads; returns the rate and the
 /// per-process wall times.
-fn per_process(
-    make: &MakeCommand,
-    _target: Option<&Target>,
-    producers: usize,
-    total: u64,
-) -> Result<(f64, Vec<f64>)> {
+fn per_process(make: &MakeCommand, producers: usize, total: u64) -> Result<(f64, Vec<f64>)> {
     let per = (total / producers as u64).max(1);
     let barrier = Barrier::new(producers + 1);
     let (elapsed, results) = std::thread::scope(|scope| {

@@ -17,15 +17,17 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
+use inbox_bench::files::{filedrop, jsonl};
+use inbox_bench_kit::markdown::Table;
+use inbox_bench_kit::stats::{Summary, ratio};
 
 use super::{check, durability_caption, latency_cells, progress};
 use crate::ctx::Ctx;
-use crate::files::{filedrop, jsonl};
-use crate::peers::{Durability, Role, System, Target, inbox::InboxEndpoint};
+use crate::fmt::{fmt_ratio, fmt_us};
+use crate::peers::{Durability, Endpoint, Role, System, Target, inbox::InboxEndpoint};
 use crate::proc::{ChildGuard, Lines, Rng, cpu_nanos, us_between};
-use crate::report::{Section, Table};
+use crate::report::Section;
 use crate::roles::AgentConfig;
-use crate::stats::{Summary, fmt_ratio, fmt_us, ratio};
 use crate::svg::{Bar, bar_chart};
 
 /// The waiters measured.
@@ -94,135 +96,9 @@ const CLI_SETTLE: Duration = Duration::from_millis(40);
 /// Runs the workload.
 pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let started = Instant::now();
-    let fast_n: usize = ctx.size(300, 40);
-    let cli_n: usize = ctx.size(150, 20);
-    let poll_n: usize = ctx.size(16, 3);
-    let mut section = Section {
-        key: "wake".into(),
-        title: "3. Wake latency".into(),
-        command: "cargo run -p inbox-bench --release -- wake".into(),
-        ..Section::default()
-    };
-    section.intro.push(format!(
-        "A waiter blocks in another process; the harness commits a message for it (inbox: the \
-         lead's `reply --kind answer` in the thread the worker waits on) and measures from the \
-         moment its write returned to the moment the waiter's line reached the harness. \
-         {fast_n} wakes per long-lived waiter, {cli_n} per CLI-process waiter (each process \
-         is started and given {} to block first), {poll_n} per polling waiter, after a few \
-         warm-up wakes; commits are spaced by a random gap (5 to 15 ms, or up to one poll \
-         period for pollers). Baseline: Redis BLPOP with a long-lived client, in the same run.",
-        fmt_us(CLI_SETTLE.as_secs_f64() * 1e6)
-    ));
-    let mut bars = Vec::new();
-    let mut checks_data = None;
-    for durability in Ctx::DURABILITIES {
-        let mut table = Table::new(
-            format!(
-                "**Wake latency, {}**: p50/p99/max from the moment the writer called the \
-                 system (its write included) to the waiter's output; \"from return\": from the \
-                 moment the write returned (the commit is done), which can be slightly negative \
-                 when the server wakes the waiter before the writer reads its own reply. Last \
-                 column: p50 (from the write's start) as a multiple of Redis BLPOP's.",
-                durability_caption(durability)
-            ),
-            &[
-                "waiter",
-                "wakes",
-                "p50",
-                "p99",
-                "max",
-                "p50 from return",
-                "p99 from return",
-                "write itself (p50)",
-                "p50 ÷ Redis BLPOP",
-            ],
-        );
-        let mut baseline = 0.0;
-        let mut inbox_long = (Summary::default(), Summary::default());
-        let mut inbox_cli = (Summary::default(), Summary::default());
-        for waiter in WAITERS {
-            let n = match waiter {
-                Waiter::LongLived(s, _) if s.polls() => poll_n,
-                Waiter::InboxCli(_) | Waiter::RedisCli => cli_n,
-                _ => fast_n,
-            };
-            progress(&format!(
-                "wake: {} ({}), {n} wakes",
-                waiter.label(),
-                durability.as_str()
-            ));
-            let (from_start, from_return, write) = measure(ctx, waiter, durability, n)?;
-            let s = Summary::of(&from_start);
-            let r = Summary::of(&from_return);
-            if waiter.is_baseline() {
-                baseline = s.p50;
-            }
-            if waiter == Waiter::LongLived(System::Inbox, Role::Worker) {
-                inbox_long = (s, r);
-            }
-            if waiter == Waiter::InboxCli(Role::Worker) {
-                inbox_cli = (s, r);
-            }
-            let mut cells = vec![waiter.label(), s.n.to_string()];
-            cells.extend(latency_cells(&s));
-            cells.push(fmt_us(r.p50));
-            cells.push(fmt_us(r.p99));
-            cells.push(fmt_us(Summary::of(&write).p50));
-            cells.push(fmt_ratio(ratio(s.p50, baseline)));
-            table.row(cells);
-            bars.push(Bar {
-                label: format!(
-                    "{} [{}]",
-                    waiter.label().replace('`', ""),
-                    durability.as_str()
-                ),
-                p50: s.p50.max(1.0),
-                p99: s.p99.max(1.0),
-                baseline: waiter.is_baseline(),
-            });
-        }
-        section.tables.push(table);
-        if durability == Durability::Normal {
-            checks_data = Some((inbox_long, inbox_cli, baseline));
-        }
-    }
-    bar_chart(
-        &ctx.out_dir.join("wake.svg"),
-        "Wake latency: commit returned → waiter's output (median, p99 whisker)",
-        "latency (log scale)",
-        &bars,
-    )?;
-    section.plots.push((
-        "wake.svg".into(),
-        "Wake latency per waiter and durability, median with p99 whisker; grey is the Redis BLPOP baseline".into(),
-    ));
-
-    // Idle CPU.
-    let idle = Duration::from_secs(ctx.size(20, 4));
-    progress(&format!("wake: idle CPU of every waiter over {idle:?}"));
-    let cpu = idle_cpu(ctx, idle)?;
-    let mut table = Table::new(
-        format!(
-            "**Idle waiter CPU**: CPU time of the waiting process (not of the servers), from \
-             /proc/<pid>/schedstat, over {} s with nothing to wake for, normal durability, as a \
-             percentage of one core.",
-            idle.as_secs()
-        ),
-        &["waiter", "CPU time", "% of a core"],
-    );
-    let mut inbox_cpu: f64 = 0.0;
-    for (waiter, nanos) in &cpu {
-        let pct = *nanos as f64 / idle.as_nanos() as f64 * 100.0;
-        if waiter.system() == System::Inbox {
-            inbox_cpu = inbox_cpu.max(pct);
-        }
-        table.row(vec![
-            waiter.label(),
-            format!("{:.2} ms", *nanos as f64 / 1e6),
-            format!("{pct:.4} %"),
-        ]);
-    }
-    section.tables.push(table);
+    let mut section = Section::new("wake", "3. Wake latency");
+    let normal = latency_tables(ctx, &mut section)?;
+    let inbox_cpu = idle_cpu_table(ctx, &mut section)?;
     section.notes.push(format!(
         "The pollers' latency is set by design: the JSONL waiter looks every {} s (the seed \
          warns against looking more often than every second) and the file-drop poller every \
@@ -237,8 +113,176 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
          harness sees its line."
             .into(),
     );
+    latency_checks(&mut section, &normal);
+    section.checks.push(check(
+        "idle waiter CPU ≤ 0.5 % of a core",
+        format!("{inbox_cpu:.3} % (worst inbox waiter)"),
+        inbox_cpu <= 0.5,
+        format!("{:.3} points over", inbox_cpu - 0.5),
+    ));
+    let (long, long_r, cli_r) = (normal.long.0, normal.long.1, normal.cli.1);
+    section.headlines.push(format!(
+        "commit returned → waiter returned: inbox wait-reply p50 {} / p99 {} in a long-lived \
+         process, {} / {} as a CLI process; from the write's start, inbox {} against Redis \
+         BLPOP {} ({}); idle inbox waiters use {inbox_cpu:.2} % of a core",
+        fmt_us(long_r.p50),
+        fmt_us(long_r.p99),
+        fmt_us(cli_r.p50),
+        fmt_us(cli_r.p99),
+        fmt_us(long.p50),
+        fmt_us(normal.baseline),
+        fmt_ratio(ratio(long.p50, normal.baseline))
+    ));
+    section.seconds = started.elapsed().as_secs_f64();
+    Ok(section)
+}
 
-    let ((long, long_r), (cli, cli_r), baseline) = checks_data.unwrap_or_default();
+/// The figures the targets are checked on.
+#[derive(Clone, Copy, Default)]
+struct Figures {
+    /// inbox `wait-reply` in a long-lived process: from the write's start,
+    /// and from its return.
+    long: (Summary, Summary),
+    /// `inbox wait-reply` as a CLI process: the same two.
+    cli: (Summary, Summary),
+    /// Redis BLPOP's p50 from the write's start: the baseline.
+    baseline: f64,
+}
+
+/// A latency table per durability and one bar chart; returns the normal
+/// durability's figures.
+fn latency_tables(ctx: &Ctx, section: &mut Section) -> Result<Figures> {
+    let fast_n: usize = ctx.size(300, 40);
+    let cli_n: usize = ctx.size(150, 20);
+    let poll_n: usize = ctx.size(16, 3);
+    section.intro.push(format!(
+        "A waiter blocks in another process; the harness commits a message for it (inbox: the \
+         lead's `reply --kind answer` in the thread the worker waits on) and measures from the \
+         moment its write returned to the moment the waiter's line reached the harness. \
+         {fast_n} wakes per long-lived waiter, {cli_n} per CLI-process waiter (each process \
+         is started and given {} to block first), {poll_n} per polling waiter, after a few \
+         warm-up wakes; commits are spaced by a random gap (5 to 15 ms, or up to one poll \
+         period for pollers). Baseline: Redis BLPOP with a long-lived client, in the same run.",
+        fmt_us(CLI_SETTLE.as_secs_f64() * 1e6)
+    ));
+    let mut bars = Vec::new();
+    let mut normal = Figures::default();
+    for durability in Ctx::DURABILITIES {
+        let mut table = latency_table(durability);
+        let mut figures = Figures::default();
+        for waiter in WAITERS {
+            let n = match waiter {
+                Waiter::LongLived(s, _) if s.polls() => poll_n,
+                Waiter::InboxCli(_) | Waiter::RedisCli => cli_n,
+                _ => fast_n,
+            };
+            progress(&format!(
+                "wake: {} ({}), {n} wakes",
+                waiter.label(),
+                durability.as_str()
+            ));
+            let (from_start, from_return, write) = measure(ctx, waiter, durability, n)?;
+            let (s, r) = (Summary::of(&from_start), Summary::of(&from_return));
+            match waiter {
+                _ if waiter.is_baseline() => figures.baseline = s.p50,
+                Waiter::LongLived(System::Inbox, Role::Worker) => figures.long = (s, r),
+                Waiter::InboxCli(Role::Worker) => figures.cli = (s, r),
+                _ => {}
+            }
+            let mut cells = vec![waiter.label(), s.n.to_string()];
+            cells.extend(latency_cells(&s));
+            cells.push(fmt_us(r.p50));
+            cells.push(fmt_us(r.p99));
+            cells.push(fmt_us(Summary::of(&write).p50));
+            cells.push(fmt_ratio(ratio(s.p50, figures.baseline)));
+            table.row(cells);
+            bars.push(Bar {
+                label: format!(
+                    "{} [{}]",
+                    waiter.label().replace('`', ""),
+                    durability.as_str()
+                ),
+                p50: s.p50.max(1.0),
+                p99: s.p99.max(1.0),
+                baseline: waiter.is_baseline(),
+            });
+        }
+        section.tables.push(table);
+        if durability == Durability::Normal {
+            normal = figures;
+        }
+    }
+    bar_chart(
+        &ctx.out_dir.join("wake.svg"),
+        "Wake latency: commit returned → waiter's output (median, p99 whisker)",
+        "latency (log scale)",
+        &bars,
+    )?;
+    section.plots.push((
+        "wake.svg".into(),
+        "Wake latency per waiter and durability, median with p99 whisker; grey is the Redis BLPOP baseline".into(),
+    ));
+    Ok(normal)
+}
+
+fn latency_table(durability: Durability) -> Table {
+    Table::new(
+        format!(
+            "**Wake latency, {}**: p50/p99/max from the moment the writer called the \
+             system (its write included) to the waiter's output; \"from return\": from the \
+             moment the write returned (the commit is done), which can be slightly negative \
+             when the server wakes the waiter before the writer reads its own reply. Last \
+             column: p50 (from the write's start) as a multiple of Redis BLPOP's.",
+            durability_caption(durability)
+        ),
+        [
+            "waiter",
+            "wakes",
+            "p50",
+            "p99",
+            "max",
+            "p50 from return",
+            "p99 from return",
+            "write itself (p50)",
+            "p50 ÷ Redis BLPOP",
+        ],
+    )
+}
+
+/// Every waiter idle at once; returns the worst inbox waiter's share of a
+/// core, in percent.
+fn idle_cpu_table(ctx: &Ctx, section: &mut Section) -> Result<f64> {
+    let idle = Duration::from_secs(ctx.size(20, 4));
+    progress(&format!("wake: idle CPU of every waiter over {idle:?}"));
+    let cpu = idle_cpu(ctx, idle)?;
+    let mut table = Table::new(
+        format!(
+            "**Idle waiter CPU**: CPU time of the waiting process (not of the servers), from \
+             /proc/<pid>/schedstat, over {} s with nothing to wake for, normal durability, as a \
+             percentage of one core.",
+            idle.as_secs()
+        ),
+        ["waiter", "CPU time", "% of a core"],
+    );
+    let mut inbox_cpu: f64 = 0.0;
+    for (waiter, nanos) in &cpu {
+        let pct = *nanos as f64 / idle.as_nanos() as f64 * 100.0;
+        if waiter.system() == System::Inbox {
+            inbox_cpu = inbox_cpu.max(pct);
+        }
+        table.row(vec![
+            waiter.label(),
+            format!("{:.2} ms", *nanos as f64 / 1e6),
+            format!("{pct:.4} %"),
+        ]);
+    }
+    section.tables.push(table);
+    Ok(inbox_cpu)
+}
+
+/// The three latency targets.
+fn latency_checks(section: &mut Section, normal: &Figures) {
+    let ((long, long_r), (_, cli_r), baseline) = (normal.long, normal.cli, normal.baseline);
     let best = if long_r.p50 <= cli_r.p50 {
         long_r
     } else {
@@ -288,27 +332,6 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
             fmt_ratio(ratio(long.p50, baseline))
         ),
     ));
-    section.checks.push(check(
-        "idle waiter CPU ≤ 0.5 % of a core",
-        format!("{inbox_cpu:.3} % (worst inbox waiter)"),
-        inbox_cpu <= 0.5,
-        format!("{:.3} points over", inbox_cpu - 0.5),
-    ));
-    section.headlines.push(format!(
-        "commit returned → waiter returned: inbox wait-reply p50 {} / p99 {} in a long-lived \
-         process, {} / {} as a CLI process; from the write's start, inbox {} against Redis \
-         BLPOP {} ({}); idle inbox waiters use {inbox_cpu:.2} % of a core",
-        fmt_us(long_r.p50),
-        fmt_us(long_r.p99),
-        fmt_us(cli_r.p50),
-        fmt_us(cli_r.p99),
-        fmt_us(long.p50),
-        fmt_us(baseline),
-        fmt_ratio(ratio(long.p50, baseline))
-    ));
-    let _ = cli;
-    section.seconds = started.elapsed().as_secs_f64();
-    Ok(section)
 }
 
 /// Starts a long-lived waiter child on a prepared channel and waits for
@@ -367,27 +390,8 @@ fn measure(
     n: usize,
 ) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
     let target = ctx.target(waiter.system(), durability).prepare_channel()?;
-    let mut committer = target.endpoint(Role::Lead)?;
-    // The inbox CLI waiters need the lead's event cursor.
-    let mut inbox_lead = match waiter {
-        Waiter::InboxCli(_) => Some(InboxEndpoint::open(
-            &target.path,
-            target.thread.as_deref().unwrap_or_default(),
-            Role::Lead,
-        )?),
-        _ => None,
-    };
-    let polls = waiter.system().polls();
-    let (warmup, gap) = if polls {
-        let period = if waiter.system() == System::Jsonl {
-            jsonl::POLL
-        } else {
-            filedrop::POLL
-        };
-        (1, (Duration::ZERO, period))
-    } else {
-        (5, (Duration::from_millis(5), Duration::from_millis(15)))
-    };
+    let mut lead = Lead::open(waiter, &target)?;
+    let (warmup, gap) = pacing(waiter);
     let mut rng = Rng::new(n as u64);
     let mut from_start = Vec::with_capacity(n);
     let mut from_return = Vec::with_capacity(n);
@@ -397,39 +401,27 @@ fn measure(
         _ => None,
     };
     for i in 0..n + warmup {
-        let mut per_wait = None;
-        if long_lived.is_none() {
-            let cursor = inbox_lead.as_ref().map_or(0, InboxEndpoint::cursor);
-            let mut cmd = cli_waiter(ctx, waiter, &target, cursor, 30);
-            cmd.stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null());
-            let mut child = ChildGuard::spawn(&mut cmd, &waiter.label())?;
-            let lines = child.lines()?;
-            std::thread::sleep(CLI_SETTLE + rng.between(Duration::ZERO, Duration::from_millis(10)));
-            per_wait = Some((child, lines));
-        } else {
-            std::thread::sleep(rng.between(gap.0, gap.1));
-        }
+        let per_wait = match long_lived {
+            Some(_) => {
+                std::thread::sleep(rng.between(gap.0, gap.1));
+                None
+            }
+            None => Some(start_cli_waiter(
+                ctx,
+                waiter,
+                &target,
+                lead.cursor(),
+                &mut rng,
+            )?),
+        };
         let t0 = Instant::now();
-        match inbox_lead.as_mut() {
-            Some(lead) => crate::peers::Endpoint::post(lead, i as u64)?,
-            None => committer.post(i as u64)?,
-        }
+        lead.post(i as u64)?;
         let committed = Instant::now();
         let lines = match (&long_lived, &per_wait) {
             (Some((_, lines)), _) | (None, Some((_, lines))) => lines,
             _ => bail!("no waiter"),
         };
-        let timeout = if polls {
-            Duration::from_secs(10)
-        } else {
-            Duration::from_secs(30)
-        };
-        let (at, line) = lines.next(timeout)?;
-        if let Some(error) = line.strip_prefix("error:") {
-            bail!("{}: {}", waiter.label(), error.trim());
-        }
+        let (at, line) = woke(waiter, lines)?;
         if let Some((mut child, _)) = per_wait {
             let code = child.wait_code()?;
             if code != 0 {
@@ -443,6 +435,83 @@ fn measure(
         }
     }
     Ok((from_start, from_return, write))
+}
+
+/// Warm-up wakes, and the range of the random gap before each commit: up
+/// to one poll period for pollers, so they are caught at a random point of
+/// it.
+fn pacing(waiter: Waiter) -> (usize, (Duration, Duration)) {
+    match waiter.system() {
+        System::Jsonl => (1, (Duration::ZERO, jsonl::POLL)),
+        System::FileDrop => (1, (Duration::ZERO, filedrop::POLL)),
+        _ => (5, (Duration::from_millis(5), Duration::from_millis(15))),
+    }
+}
+
+/// The committing agent. The inbox CLI waiters resume after the lead's
+/// event cursor, so for them it posts through an inbox endpoint that keeps
+/// it.
+struct Lead {
+    endpoint: Box<dyn Endpoint>,
+    inbox: Option<InboxEndpoint>,
+}
+
+impl Lead {
+    fn open(waiter: Waiter, target: &Target) -> Result<Lead> {
+        let endpoint = target.endpoint(Role::Lead)?;
+        let inbox = match waiter {
+            Waiter::InboxCli(_) => Some(InboxEndpoint::open(
+                &target.path,
+                target.thread.as_deref().unwrap_or_default(),
+                Role::Lead,
+            )?),
+            _ => None,
+        };
+        Ok(Lead { endpoint, inbox })
+    }
+
+    fn cursor(&self) -> u64 {
+        self.inbox.as_ref().map_or(0, InboxEndpoint::cursor)
+    }
+
+    fn post(&mut self, seq: u64) -> Result<()> {
+        match self.inbox.as_mut() {
+            Some(lead) => lead.post(seq),
+            None => self.endpoint.post(seq),
+        }
+    }
+}
+
+/// Starts one per-wait CLI waiter and gives it time to block.
+fn start_cli_waiter(
+    ctx: &Ctx,
+    waiter: Waiter,
+    target: &Target,
+    cursor: u64,
+    rng: &mut Rng,
+) -> Result<(ChildGuard, Lines)> {
+    let mut cmd = cli_waiter(ctx, waiter, target, cursor, 30);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = ChildGuard::spawn(&mut cmd, &waiter.label())?;
+    let lines = child.lines()?;
+    std::thread::sleep(CLI_SETTLE + rng.between(Duration::ZERO, Duration::from_millis(10)));
+    Ok((child, lines))
+}
+
+/// The waiter's line and when it arrived.
+fn woke(waiter: Waiter, lines: &Lines) -> Result<(Instant, String)> {
+    let timeout = if waiter.system().polls() {
+        Duration::from_secs(10)
+    } else {
+        Duration::from_secs(30)
+    };
+    let (at, line) = lines.next(timeout)?;
+    if let Some(error) = line.strip_prefix("error:") {
+        bail!("{}: {}", waiter.label(), error.trim());
+    }
+    Ok((at, line))
 }
 
 /// Every waiter blocked at once with nothing to wake for; CPU ticks used by
