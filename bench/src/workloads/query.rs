@@ -405,6 +405,21 @@ struct Worst {
     growth: (f64, &'static str),
 }
 
+impl Worst {
+    /// Takes `query`'s p50 at the largest size and its growth into account
+    /// (a missing figure counts as the worst).
+    fn update(&mut self, query: &'static str, p50: Option<f64>, growth: Option<f64>) {
+        let p50 = p50.unwrap_or(f64::INFINITY);
+        if p50 > self.p50.0 {
+            self.p50 = (p50, query, growth);
+        }
+        let g = growth.unwrap_or(f64::INFINITY);
+        if g > self.growth.0 {
+            self.growth = (g, query);
+        }
+    }
+}
+
 /// The three tables (inbox in process, inbox as CLI processes, JSONL) and
 /// the plot; returns the worst figures.
 fn tables(
@@ -458,14 +473,7 @@ fn tables(
                 .collect(),
         });
         if *query != "fetch --unread" {
-            let p50 = last_row.map_or(f64::INFINITY, |r| r.inproc.p50);
-            if p50 > worst.p50.0 {
-                worst.p50 = (p50, query, growth);
-            }
-            let g = growth.unwrap_or(f64::INFINITY);
-            if g > worst.growth.0 {
-                worst.growth = (g, query);
-            }
+            worst.update(query, last_row.map(|r| r.inproc.p50), growth);
         }
     }
     series.push(Series {

@@ -189,13 +189,8 @@ fn latency_tables(ctx: &Ctx, section: &mut Section) -> Result<Figures> {
                 Waiter::InboxCli(Role::Worker) => figures.cli = (s, r),
                 _ => {}
             }
-            let mut cells = vec![waiter.label(), s.n.to_string()];
-            cells.extend(latency_cells(&s));
-            cells.push(fmt_us(r.p50));
-            cells.push(fmt_us(r.p99));
-            cells.push(fmt_us(Summary::of(&write).p50));
-            cells.push(fmt_ratio(ratio(s.p50, figures.baseline)));
-            table.row(cells);
+            let write = Summary::of(&write);
+            table.row(latency_row(waiter, &s, &r, &write, figures.baseline));
             bars.push(Bar {
                 label: format!(
                     "{} [{}]",
@@ -247,6 +242,24 @@ fn latency_table(durability: Durability) -> Table {
             "p50 ÷ Redis BLPOP",
         ],
     )
+}
+
+/// One waiter's row: from the write's start `s`, from its return `r`, the
+/// write itself, and the ratio to the baseline.
+fn latency_row(
+    waiter: Waiter,
+    s: &Summary,
+    r: &Summary,
+    write: &Summary,
+    baseline: f64,
+) -> Vec<String> {
+    let mut cells = vec![waiter.label(), s.n.to_string()];
+    cells.extend(latency_cells(s));
+    cells.push(fmt_us(r.p50));
+    cells.push(fmt_us(r.p99));
+    cells.push(fmt_us(write.p50));
+    cells.push(fmt_ratio(ratio(s.p50, baseline)));
+    cells
 }
 
 /// Every waiter idle at once; returns the worst inbox waiter's share of a
