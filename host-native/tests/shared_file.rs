@@ -168,8 +168,8 @@ fn sent(response: &Response) -> bool {
     response.to_json().contains("\"ok\":true")
 }
 
-#[test]
-fn both_sides_writing_at_once_lose_nothing() {
+/// A new database made by `inbox init`'s code, in a scratch folder.
+fn initialized() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("team.inbox.db");
     let mut init = Engine::new(
@@ -180,7 +180,12 @@ fn both_sides_writing_at_once_lose_nothing() {
     assert!(sent(
         &init.execute(Request::from_json(r#"{"command":"init"}"#).unwrap())
     ));
-    drop(init);
+    (dir, db)
+}
+
+#[test]
+fn both_sides_writing_at_once_lose_nothing() {
+    let (_dir, db) = initialized();
 
     let writers: Vec<_> = (0..3)
         .map(|w| {
@@ -225,17 +230,7 @@ fn both_sides_writing_at_once_lose_nothing() {
 
 #[test]
 fn a_native_writer_waits_while_the_lock_is_held_and_goes_on_when_it_is_released() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("team.inbox.db");
-    let mut init = Engine::new(
-        open_or_create(&db).unwrap(),
-        HostClock::system(),
-        UlidIds::from_seed(1),
-    );
-    assert!(sent(
-        &init.execute(Request::from_json(r#"{"command":"init"}"#).unwrap())
-    ));
-    drop(init);
+    let (dir, db) = initialized();
 
     let lock = dir.path().join("team.inbox.db-lock");
     let mut files = StdFiles {
