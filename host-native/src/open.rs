@@ -380,18 +380,19 @@ pub fn set_lifetime(store: &mut SqliteStore, lifetime: Lifetime) -> Result<(), S
     }
 }
 
-/// WAL frames after which a committing process checkpoints the WAL.
+/// WAL frames after which a committing process checkpoints and truncates
+/// the WAL.
 ///
 /// Every process that opens the database first has to rebuild the WAL index
-/// by reading the WAL's valid frames ("recovery"), and left alone (with no
-/// checkpoint on close) the WAL only grows, so every command would get
-/// slower. A checkpoint every few writes keeps it short: once every frame is
-/// copied back, the next writer starts the WAL over from its first frame
-/// (new salts make the old frames invalid, so recovery reads only the new
-/// ones). Each checkpoint costs two fsyncs with `synchronous = NORMAL`.
-/// Commands write 8 to 12 frames, so this checkpoints every few writes;
-/// measured here it beat 16, 256 and 1000 frames and SQLite's
-/// checkpoint-on-close (see docs/durability-and-speed.md).
+/// by reading the whole WAL ("recovery"), and a process that recovered can no
+/// longer restart the WAL from the top, so left alone it only grows and every
+/// command gets slower. Truncating keeps recovery short; each truncation
+/// costs one checkpoint (two fsyncs with `synchronous = NORMAL`). Commands
+/// write 8 to 12 frames, so this truncates every few writes; measured here it
+/// beat 16, 256 and 1000 frames and SQLite's checkpoint-on-close (see
+/// docs/durability-and-speed.md). (A PASSIVE checkpoint cannot replace it:
+/// with one process per command, each recovery forgets what was copied
+/// back, so the WAL is never started over and grew to 12 MB in 400 sends.)
 pub const CHECKPOINT_FRAMES: std::os::raw::c_int = 64;
 
 /// How long a checkpoint waits for readers and writers before giving up. The
@@ -401,20 +402,20 @@ const CHECKPOINT_BUDGET: Duration = Duration::from_millis(5);
 
 /// Called by SQLite after each commit with the WAL's length in frames.
 ///
-/// The checkpoint is PASSIVE: it copies frames back and never truncates or
-/// restarts the WAL itself, so it takes no write lock. Only a writer, which
-/// has looked for the writer lock (see [`crate::writer_lock`]), ever starts
-/// the WAL over; a TRUNCATE checkpoint here could begin just after a host
-/// that appends to the WAL without SQLite's locks looked for writers, and
-/// cut its frames off.
+/// A host that appends to the WAL without SQLite's locks (see
+/// [`crate::shared_file`]) may have its frames cut off by this truncation
+/// if it began just before that host cleared the WAL index; that host
+/// therefore checks, once no checkpoint runs, that its commit is in the
+/// database, and appends it again if not.
 fn checkpoint_hook(
     wal: &mut rusqlite::hooks::Wal,
     frames: std::os::raw::c_int,
 ) -> rusqlite::Result<()> {
     if frames >= CHECKPOINT_FRAMES {
         IN_CHECKPOINT.with(|flag| flag.set(true));
-        // Busy (a reader on an old snapshot) is fine: a later commit retries.
-        let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::PASSIVE);
+        // Busy (a reader on an old snapshot, another writer) is fine: a later
+        // commit retries.
+        let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::TRUNCATE);
         IN_CHECKPOINT.with(|flag| flag.set(false));
     }
     Ok(())

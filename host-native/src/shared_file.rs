@@ -21,9 +21,10 @@
 //!
 //! The file is never replaced, so running waiters and open connections
 //! carry on. A host that crashes mid-append leaves frames without a commit
-//! frame, which SQLite's recovery ignores. Checkpoints of inbox processes
-//! are PASSIVE (see `open.rs`): they copy frames back but never cut the log
-//! under an append.
+//! frame, which SQLite's recovery ignores. A checkpoint that truncates the
+//! log just as a commit is appended can cut it off; the host reads the file
+//! again once no checkpoint runs and appends the commit again if it is
+//! missing ([`SharedFile::after_write`]).
 //!
 //! This module holds the protocol, over a [`Files`] trait the host
 //! implements (Node's `fs`, or `std::fs` in tests). It must never open the
@@ -88,6 +89,11 @@ pub trait Files {
 /// How long a host waits for the lock, or for SQLite's writers to finish,
 /// before it reports `storage_busy`: the CLI's busy budget.
 const BUSY_BUDGET_MS: u64 = 10_000;
+
+/// How many times a commit is appended again after a checkpoint cut it off
+/// before the host gives up (each needs a checkpoint to begin in the
+/// microseconds before the log index is cleared).
+const APPEND_TRIES: usize = 5;
 
 /// The bytes of SQLite's locks in `-shm` a writer of the log must not run
 /// beside: the write lock, the checkpoint lock and the recovery lock.
@@ -193,13 +199,42 @@ impl<F: Files> SharedFile<F> {
     /// synchronized bytes and `image` (the host's database now) to the log
     /// as one commit. On error nothing counts as written: the host must
     /// load [`SharedFile::base`] again.
+    ///
+    /// A checkpoint of another process that began before the log index was
+    /// cleared works from the old index and may truncate the log, frames
+    /// just appended included; one that begins after it recovers the index
+    /// from the log and copies them. So once no checkpoint runs, the file
+    /// is read again: if the commit is not there, it is appended again
+    /// (the difference to what the file holds, so a second append converges
+    /// on the same database).
     pub fn after_write(&mut self, image: &[u8]) -> Result<(), StoreError> {
         let mut new = image.to_vec();
         set_wal_header(&mut new);
+        for _ in 0..APPEND_TRIES {
+            if !self.append(&new)? {
+                return Ok(());
+            }
+            self.quiesce()?;
+            self.seen = None;
+            self.refresh()?;
+            if self.base == new {
+                return Ok(());
+            }
+        }
+        Err(failure(format!(
+            "the commit to {} was cut off by checkpoints {APPEND_TRIES} times in a row; nothing was written, retry",
+            self.db
+        )))
+    }
+
+    /// Appends the difference between [`SharedFile::base`] and `new` to
+    /// the log, syncs it and clears the log index; `false` if there was
+    /// no difference.
+    fn append(&mut self, new: &[u8]) -> Result<bool, StoreError> {
         let salt = self.files.random();
         let salts = [(salt >> 32) as u32, salt as u32];
-        let Some((offset, bytes)) = self.log.append(&self.base, &new, salts) else {
-            return Ok(());
+        let Some((offset, bytes)) = self.log.append(&self.base, new, salts) else {
+            return Ok(false);
         };
         self.check_hold_limit()?;
         let offset = u64::try_from(offset).unwrap_or(u64::MAX);
@@ -208,9 +243,7 @@ impl<F: Files> SharedFile<F> {
             .map_err(failure)?;
         self.files.sync(&self.wal).map_err(failure)?;
         self.invalidate_index()?;
-        self.base = new;
-        self.seen = None;
-        self.refresh().map(|_| ())
+        Ok(true)
     }
 
     /// The database's bytes as last synchronized (WAL header bytes).

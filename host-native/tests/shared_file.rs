@@ -22,6 +22,19 @@ use rusqlite::Connection;
 struct StdFiles {
     started: Instant,
     seed: u64,
+    /// Runs once, just before the log index is cleared: the moment at
+    /// which another process's checkpoint can still cut off a commit.
+    before_index_clear: Option<Box<dyn FnOnce()>>,
+}
+
+impl StdFiles {
+    fn new(seed: u64) -> StdFiles {
+        StdFiles {
+            started: Instant::now(),
+            seed,
+            before_index_clear: None,
+        }
+    }
 }
 
 fn io(path: &str, e: std::io::Error) -> String {
@@ -65,6 +78,11 @@ impl Files for StdFiles {
         }
     }
     fn write_at(&mut self, path: &str, offset: u64, bytes: &[u8]) -> Result<(), String> {
+        if path.ends_with("-shm")
+            && let Some(hook) = self.before_index_clear.take()
+        {
+            hook();
+        }
         let file = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -126,10 +144,10 @@ type MemEngine = Engine<SqliteStore, HostClock, UlidIds>;
 
 /// An engine over a copy of `db` in memory, synchronized with the file.
 fn shared_engine(db: &Path) -> MemEngine {
-    let files = StdFiles {
-        started: Instant::now(),
-        seed: 0x1234_5678,
-    };
+    shared_engine_with(db, StdFiles::new(0x1234_5678))
+}
+
+fn shared_engine_with(db: &Path, files: StdFiles) -> MemEngine {
     let (shared, image) = SharedFile::open(files, db.to_str().unwrap()).unwrap();
     let mut conn = Connection::open_in_memory().unwrap();
     inbox_host_native::shared_file::load(&mut conn, &image.expect("the file exists")).unwrap();
@@ -233,10 +251,7 @@ fn a_native_writer_waits_while_the_lock_is_held_and_goes_on_when_it_is_released(
     let (dir, db) = initialized();
 
     let lock = dir.path().join("team.inbox.db-lock");
-    let mut files = StdFiles {
-        started: Instant::now(),
-        seed: 1,
-    };
+    let mut files = StdFiles::new(1);
     let (pid, me, _) = files.me();
     let holder = inbox_host_native::writer_lock::Holder {
         pid,
@@ -265,4 +280,34 @@ fn a_native_writer_waits_while_the_lock_is_held_and_goes_on_when_it_is_released(
         "{ok} {waited:?}"
     );
     assert_eq!(subjects(&db), ["after the lock"]);
+}
+
+#[test]
+fn a_commit_cut_off_by_a_truncating_checkpoint_is_appended_again() {
+    let (_dir, db) = initialized();
+    let (store, _) = open_existing(&db, None).unwrap();
+    let mut native = Engine::new(store, HostClock::system(), UlidIds::from_seed(3));
+    assert!(sent(&native.execute(send("native".into()))));
+    // Just after the commit's frames are appended and before the index is
+    // cleared, another process checkpoints from the old index and truncates
+    // the log: the frames are gone.
+    let mut files = StdFiles::new(9);
+    let checkpointer = db.clone();
+    files.before_index_clear = Some(Box::new(move || {
+        let conn = Connection::open(&checkpointer).unwrap();
+        let (busy, log, copied): (i64, i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!((busy, log, copied), (0, 0, 0), "the log was truncated");
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .unwrap();
+    }));
+    let mut shared = shared_engine_with(&db, files);
+    assert!(sent(&shared.execute(send("shared".into()))));
+    assert_eq!(subjects(&db), ["native", "shared"]);
 }
