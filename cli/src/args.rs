@@ -361,6 +361,42 @@ Examples:
   inbox script protocol.inbox"
     )]
     Script(ScriptArgs),
+
+    /// Write a self-contained copy of the database to a file
+    #[command(
+        long_about = "\
+Write a consistent, self-contained copy of the database to FILE: one
+snapshot of every commit, the ones still in its -wal included, with no -wal
+or -shm beside it, created owner-only (0600). Safe while agents run. Use it
+to back up a bus, move it to another machine, or hand it to the wasm package
+(Inbox.open({store: \"sqlite\", bytes})). FILE must not exist unless
+--force is given; a symbolic link at FILE is replaced, never followed.",
+        after_help = "\
+Examples:
+  inbox export --sqlite backup.db
+  inbox --db .agents/coord.db export --sqlite /mnt/usb/team.db --force"
+    )]
+    Export(ExportArgs),
+
+    /// Bring a database file in: into a new or empty database, or --replace
+    #[command(
+        long_about = "\
+Copy the threads, messages, leases, events and read cursors of the database
+in FILE (made by `inbox export`, by the wasm package's exportBytes(), or any
+inbox database, an older schema included) into this database, which is
+created if it does not exist. It is one ordinary write transaction, so
+agents may run meanwhile and the database file is never replaced; FILE is
+only read, after SQLite's integrity check. A database that already holds
+threads is refused unless --replace is given; then its content is first
+saved as <database>.before-import-<time> beside it, and its history is
+replaced: restart waits that were running (their event cursors belong to
+the old history).",
+        after_help = "\
+Examples:
+  inbox --db .agents/coord.db import --sqlite backup.db
+  inbox import --sqlite team.db --replace"
+    )]
+    Import(ImportArgs),
     }
 }
 
@@ -742,6 +778,28 @@ pub struct SkillArgs {
     /// Write it to DIR/inbox/SKILL.md instead of printing it
     #[arg(long, value_name = "DIR")]
     pub install: Option<PathBuf>,
+}
+
+/// `export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The file to write: an SQLite database of its own
+    #[arg(long, value_name = "FILE")]
+    pub sqlite: PathBuf,
+    /// Replace FILE if it exists
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The database file to read
+    #[arg(long, value_name = "FILE")]
+    pub sqlite: PathBuf,
+    /// Replace what the database holds (saved beside it first)
+    #[arg(long)]
+    pub replace: bool,
 }
 
 /// `script`.

@@ -16,6 +16,7 @@ mod request;
 mod runner;
 mod terminal;
 mod tools;
+mod transfer;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -135,6 +136,8 @@ fn run(cli: Cli, name: &str) -> u8 {
     match &command {
         Command::Skill(args) => return tools::skill(args.install.as_deref(), json),
         Command::Script(args) => return tools::script(&args.file, json),
+        Command::Export(args) => return transfer::export(&global, args),
+        Command::Import(args) => return transfer::import(&global, args),
         _ => {}
     }
     let fail = |error: EngineError| Response::failure(Some(name.to_owned()), error);
@@ -168,9 +171,7 @@ fn run(cli: Cli, name: &str) -> u8 {
             return finish(&fail(EngineError::Internal { message }), json, None, &notes);
         }
     };
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let env_db = std::env::var_os("INBOX_DB").map(PathBuf::from);
-    let db = inbox_host_native::resolve_db_path(global.db.as_deref(), env_db.as_deref(), &cwd);
+    let (db, cwd) = resolve_db(&global);
     notes.extend(db.notes.iter().cloned());
     let db_path = db.path.clone();
 
@@ -207,6 +208,15 @@ fn run(cli: Cli, name: &str) -> u8 {
     finish(&response, json, Some(&context), &notes)
 }
 
+/// The database the command line names (`--db`, `$INBOX_DB`, or found),
+/// and the current folder it was resolved from.
+pub(crate) fn resolve_db(global: &args::Global) -> (inbox_host_native::DbPath, PathBuf) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env_db = std::env::var_os("INBOX_DB").map(PathBuf::from);
+    let db = inbox_host_native::resolve_db_path(global.db.as_deref(), env_db.as_deref(), &cwd);
+    (db, cwd)
+}
+
 /// Opens the database: created by `init` (`init` is `Some`, with the
 /// durability to record, if given), otherwise it must already exist.
 fn open_store(
@@ -221,7 +231,7 @@ fn open_store(
 
 /// Which database a command used and why, for people: shown relative to
 /// the current folder when it is inside it.
-fn database_line(db: &inbox_host_native::DbPath, cwd: &Path) -> String {
+pub(crate) fn database_line(db: &inbox_host_native::DbPath, cwd: &Path) -> String {
     use inbox_host_native::DbSource;
     let shown = db.path.strip_prefix(cwd).unwrap_or(&db.path).display();
     let why = match db.source {

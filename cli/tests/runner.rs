@@ -18,6 +18,7 @@ mod bad_input;
 mod clock;
 mod concurrency;
 mod database;
+mod export_import;
 mod file_safety;
 mod help;
 mod plugin;

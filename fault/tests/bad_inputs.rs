@@ -238,6 +238,11 @@ fn cases() -> Vec<Case> {
         // The two tools that do not use the database.
         case("`script` on a file that does not exist", "script nope.inbox", Refused(30, "invalid_value")),
         case("`script` on a file that never ends (`/dev/zero`): read only to 4 MiB", "script /dev/zero", Refused(30, "too_long")),
+        // Moving databases.
+        case("`export` over an existing file (no `--force`)", "export --sqlite nul.txt", Refused(30, "invalid_value")),
+        case("`import` of a file that is not a database", "import --sqlite nul.txt", Refused(30, "invalid_value")),
+        case("`import` of a folder", "import --sqlite .", Refused(30, "invalid_value")),
+        case("`import` of a database that does not exist", "import --sqlite nope.db", Refused(30, "invalid_value")),
     ]
 }
 

@@ -10,6 +10,7 @@
 //!   still the file a connection opened;
 //! - [`watch`]: cross-process waiting (inotify on Linux, polling elsewhere);
 //! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds;
+//! - [`transfer`]: a self-contained copy of a database out, and one in;
 //! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
 //! - [`writer_lock`]: the lock file by which a host that cannot take
 //!   SQLite's locks (the wasm package in Node) keeps writers out (portable);
@@ -31,6 +32,8 @@ pub mod open;
 pub mod schema;
 pub mod shared_file;
 pub mod store;
+#[cfg(feature = "native")]
+pub mod transfer;
 pub mod wal;
 #[cfg(feature = "native")]
 pub mod watch;

@@ -1,0 +1,429 @@
+//! Moving a whole database between files: [`export`] writes a consistent,
+//! self-contained copy (`inbox export --sqlite FILE`), [`import`] brings
+//! one into a live database (`inbox import --sqlite FILE`).
+//!
+//! A copy is one snapshot (`VACUUM INTO`, a read transaction, so it holds
+//! what is still in the `-wal` too) with no `-wal` or `-shm` beside it,
+//! created owner-only without following a link, and never over an existing
+//! file unless asked (then written beside it and renamed over it).
+//!
+//! An import never replaces the database file: agents may be running on it,
+//! and replacing a file under them is how data gets lost. It copies the
+//! source's rows in one ordinary write transaction of the destination's own
+//! connection (the same `BEGIN IMMEDIATE` every command takes, so it waits
+//! for writers and honours the writer lock), and waiters see it as any
+//! commit. The source is first copied and checked (an inbox database,
+//! not newer than this build, intact) and, if older, migrated, in a
+//! temporary file: the file given is only ever read.
+//!
+//! This module must never apply an inbox rule; it moves rows.
+
+use std::path::{Path, PathBuf};
+
+use inbox_engine::store::TxMode;
+use inbox_engine::{Store, StoreError, StoreErrorKind};
+use rusqlite::{Connection, OpenFlags};
+
+use crate::SqliteStore;
+use crate::file::companion;
+use crate::schema::{self, SchemaState};
+use crate::store::store_error;
+
+/// Why a transfer did not happen, by who must act: the file given, the
+/// destination's state, or the store.
+#[derive(Debug)]
+pub enum TransferError {
+    /// The file named is unusable (exists, not a database, corrupt...).
+    File(String),
+    /// The destination holds data and `--replace` was not given.
+    NotEmpty(String),
+    /// The store failed (including `schema_too_new`).
+    Store(StoreError),
+}
+
+impl From<StoreError> for TransferError {
+    fn from(error: StoreError) -> Self {
+        TransferError::Store(error)
+    }
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exported {
+    /// The copy.
+    pub file: PathBuf,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Threads in it.
+    pub threads: u64,
+}
+
+/// What an import brought in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Imported {
+    /// Threads now in the destination.
+    pub threads: u64,
+    /// Messages now in the destination.
+    pub messages: u64,
+    /// Events now in the destination.
+    pub events: u64,
+    /// Where the destination's previous content was saved (`--replace`).
+    pub backup: Option<PathBuf>,
+}
+
+/// The table an import leaves as the destination's: its settings
+/// (durability is a property of where the database runs).
+const KEPT: &str = "settings";
+
+/// Writes a self-contained copy of `store`'s database to `target`.
+pub fn export(store: &SqliteStore, target: &Path, force: bool) -> Result<Exported, TransferError> {
+    let shown = target.display().to_string();
+    let exists = std::fs::symlink_metadata(target).is_ok();
+    if exists && !force {
+        return Err(TransferError::File(format!(
+            "{shown} already exists; pass --force to replace it, or name a new file"
+        )));
+    }
+    if let Some(live) = ["-wal", "-shm"]
+        .iter()
+        .map(|s| companion(target, s))
+        .find(|c| std::fs::symlink_metadata(c).is_ok())
+    {
+        return Err(TransferError::File(format!(
+            "{} is beside {shown}: that is a database in use (or it was), and a copy must not \
+             take its place; name another file",
+            live.display()
+        )));
+    }
+    let temporary = beside(target, "export");
+    create_empty(&temporary)?;
+    let written = vacuum_into(store.connection(), store.location(), &temporary)
+        .and_then(|()| sync(&temporary));
+    let placed = written.and_then(|()| place(&temporary, target, force));
+    if placed.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    placed?;
+    let bytes = std::fs::metadata(target).map(|m| m.len()).unwrap_or(0);
+    let threads = count(store.connection(), "main", "threads").map_err(TransferError::Store)?;
+    Ok(Exported {
+        file: target.to_path_buf(),
+        bytes,
+        threads,
+    })
+}
+
+/// Copies the database in `source` into `store`'s, replacing what it
+/// holds only if `replace` (after saving it beside the database).
+pub fn import(
+    store: &mut SqliteStore,
+    source: &Path,
+    replace: bool,
+    now: &str,
+) -> Result<Imported, TransferError> {
+    let copy = checked_copy(store.location(), source)?;
+    let result = copy_rows(store, &copy, replace, now);
+    let _ = std::fs::remove_file(&copy);
+    result
+}
+
+/// A checked, migrated copy of `source` in a temporary file beside the
+/// destination (same file system, same owner-only folder).
+fn checked_copy(destination: &str, source: &Path) -> Result<PathBuf, TransferError> {
+    let shown = source.display().to_string();
+    let meta = std::fs::metadata(source)
+        .map_err(|e| TransferError::File(format!("{shown} cannot be read: {e}")))?;
+    if !meta.is_file() {
+        return Err(TransferError::File(format!(
+            "{shown} is not a regular file; name an inbox database file"
+        )));
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let reader = Connection::open_with_flags(source, flags)
+        .map_err(|e| TransferError::File(format!("{shown} cannot be opened: {e}")))?;
+    match schema::inspect(&reader, &shown) {
+        Ok(SchemaState::Version(_)) => {}
+        Ok(SchemaState::Empty) => {
+            return Err(TransferError::File(format!(
+                "{shown} holds no inbox database (it is empty); name a file made by `inbox export` or `inbox init`"
+            )));
+        }
+        Err(e) if e.kind == StoreErrorKind::SchemaTooNew => return Err(TransferError::Store(e)),
+        Err(e) => return Err(TransferError::File(not_sqlite(&shown, e.message))),
+    }
+    let copy = beside(Path::new(destination), "import");
+    create_empty(&copy)?;
+    let checked = vacuum_into(&reader, &shown, &copy)
+        .map_err(|e| match e {
+            TransferError::Store(e) => TransferError::File(not_sqlite(&shown, e.message)),
+            other => other,
+        })
+        .and_then(|()| check_and_migrate(&copy, &shown));
+    if checked.is_err() {
+        let _ = std::fs::remove_file(&copy);
+    }
+    checked.map(|()| copy)
+}
+
+fn not_sqlite(shown: &str, problem: String) -> String {
+    if problem.contains("not a database") || problem.contains("is not an SQLite database") {
+        format!(
+            "{shown} is not an SQLite database; name a file made by `inbox export` or `inbox init`"
+        )
+    } else if problem.contains("of another program") {
+        format!(
+            "{shown} is an SQLite database of another program, not an inbox database; nothing was imported"
+        )
+    } else {
+        problem
+    }
+}
+
+/// Checks the copy's integrity and brings its schema up to this build's.
+fn check_and_migrate(copy: &Path, shown: &str) -> Result<(), TransferError> {
+    let conn = Connection::open(copy).map_err(|e| TransferError::Store(store_error(e, shown)))?;
+    let verdict: String = conn
+        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+        .map_err(|e| TransferError::File(format!("{shown} is damaged: {e}")))?;
+    if verdict != "ok" {
+        return Err(TransferError::File(format!(
+            "{shown} is damaged (SQLite's integrity check: {verdict}); nothing was imported"
+        )));
+    }
+    schema::migrate(&conn, shown).map_err(TransferError::Store)?;
+    Ok(())
+}
+
+/// The copy's rows in place of the destination's, in one write transaction.
+fn copy_rows(
+    store: &mut SqliteStore,
+    copy: &Path,
+    replace: bool,
+    now: &str,
+) -> Result<Imported, TransferError> {
+    let location = store.location().to_owned();
+    let error = |e| TransferError::Store(store_error(e, &location));
+    // ATTACH cannot run inside a transaction.
+    store
+        .connection()
+        .execute("ATTACH DATABASE ?1 AS source", [copy.to_string_lossy()])
+        .map_err(error)?;
+    let result = copy_with_backup(store, replace, now);
+    let _ = store.connection().execute_batch("DETACH DATABASE source");
+    result
+}
+
+/// How often an import saves the destination again because a command
+/// wrote between the save and the import's transaction.
+const BACKUP_TRIES: usize = 5;
+
+/// Saves the destination if it holds threads (VACUUM cannot run inside the
+/// import's transaction, so the save comes first and the transaction checks
+/// that no event was written since), then copies in one transaction.
+fn copy_with_backup(
+    store: &mut SqliteStore,
+    replace: bool,
+    now: &str,
+) -> Result<Imported, TransferError> {
+    let location = store.location().to_owned();
+    for _ in 0..BACKUP_TRIES {
+        let held = count(store.connection(), "main", "threads")?;
+        let backup = if held > 0 {
+            if !replace {
+                return Err(not_empty(&location, held));
+            }
+            let target = PathBuf::from(format!("{location}.before-import-{now}"));
+            let _ = std::fs::remove_file(&target);
+            export(store, &target, false)?;
+            Some((target.clone(), latest_event(&target)?))
+        } else {
+            None
+        };
+        store.begin(TxMode::Write)?;
+        let copied = copy_in_transaction(store, backup.as_ref(), replace);
+        match copied {
+            Ok(Some(imported)) => {
+                return store
+                    .commit()
+                    .map(|()| imported)
+                    .map_err(TransferError::Store);
+            }
+            Ok(None) => {
+                // Written to since the save: save again.
+                let _ = store.rollback();
+            }
+            Err(e) => {
+                let _ = store.rollback();
+                return Err(e);
+            }
+        }
+    }
+    Err(TransferError::Store(StoreError::new(
+        StoreErrorKind::Busy,
+        format!(
+            "{location} kept changing while its content was saved; retry when agents are quieter"
+        ),
+    )))
+}
+
+fn not_empty(location: &str, held: u64) -> TransferError {
+    TransferError::NotEmpty(format!(
+        "{location} already holds {held} thread(s); pass --replace to replace them (the current \
+         content is saved beside it first), or import into a new database (--db NEW.db)"
+    ))
+}
+
+/// The newest event id in a saved copy.
+fn latest_event(file: &Path) -> Result<i64, TransferError> {
+    let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| TransferError::Store(store_error(e, &file.display().to_string())))?;
+    conn.query_row("SELECT coalesce(max(event_id), 0) FROM events", [], |row| {
+        row.get(0)
+    })
+    .map_err(|e| TransferError::Store(store_error(e, &file.display().to_string())))
+}
+
+/// Inside the write transaction: `None` if the destination changed since
+/// `backup` was saved (or gained threads without one).
+fn copy_in_transaction(
+    store: &mut SqliteStore,
+    backup: Option<&(PathBuf, i64)>,
+    replace: bool,
+) -> Result<Option<Imported>, TransferError> {
+    let conn = store.connection();
+    let location = store.location().to_owned();
+    let error = |e| TransferError::Store(store_error(e, &location));
+    let latest: i64 = conn
+        .query_row(
+            "SELECT coalesce(max(event_id), 0) FROM main.events",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(error)?;
+    match backup {
+        Some((_, saved)) if *saved != latest => return Ok(None),
+        None if count(conn, "main", "threads")? > 0 => {
+            return if replace {
+                Ok(None)
+            } else {
+                Err(not_empty(&location, 1))
+            };
+        }
+        _ => {}
+    }
+    // Every table of the schema but the settings, whatever the schema
+    // version adds; foreign keys are checked once, at the commit.
+    conn.execute_batch("PRAGMA defer_foreign_keys = ON")
+        .map_err(error)?;
+    let tables = tables(conn).map_err(error)?;
+    for table in &tables {
+        conn.execute(&format!("DELETE FROM main.\"{table}\""), [])
+            .map_err(error)?;
+    }
+    for table in &tables {
+        let columns = columns(conn, table).map_err(error)?;
+        conn.execute(
+            &format!(
+                "INSERT INTO main.\"{table}\" ({columns}) SELECT {columns} FROM source.\"{table}\""
+            ),
+            [],
+        )
+        .map_err(error)?;
+    }
+    let counted = |table| count(conn, "main", table).map_err(TransferError::Store);
+    Ok(Some(Imported {
+        threads: counted("threads")?,
+        messages: counted("messages")?,
+        events: counted("events")?,
+        backup: backup.map(|(path, _)| path.clone()),
+    }))
+}
+
+/// The destination's tables, but for [`KEPT`] and SQLite's own.
+fn tables(conn: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "SELECT name FROM main.sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> ?1 ORDER BY name",
+    )?;
+    stmt.query_map([KEPT], |row| row.get::<_, String>(0))?
+        .collect()
+}
+
+/// The destination table's columns, quoted, in its order.
+fn columns(conn: &Connection, table: &str) -> rusqlite::Result<String> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
+    let names: Vec<String> = stmt
+        .query_map([table], |row| row.get::<_, String>(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(names
+        .iter()
+        .map(|n| format!("\"{}\"", n.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(", "))
+}
+
+fn count(conn: &Connection, schema: &str, table: &str) -> Result<u64, StoreError> {
+    conn.query_row(
+        &format!("SELECT count(*) FROM {schema}.{table}"),
+        [],
+        |row| row.get::<_, i64>(0),
+    )
+    .map(|n| u64::try_from(n).unwrap_or(0))
+    .map_err(|e| store_error(e, schema))
+}
+
+/// `VACUUM INTO` an existing empty file (SQLite accepts an empty target).
+fn vacuum_into(conn: &Connection, shown: &str, target: &Path) -> Result<(), TransferError> {
+    conn.execute("VACUUM INTO ?1", [target.to_string_lossy()])
+        .map(|_| ())
+        .map_err(|e| TransferError::Store(store_error(e, shown)))
+}
+
+/// A temporary file's path beside `path`, unique to this process.
+fn beside(path: &Path, what: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map_or_else(|| "inbox".to_owned(), |n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!(".{name}.{what}-{}.tmp", std::process::id()))
+}
+
+/// Creates `path` empty and owner-only, never through a link.
+fn create_empty(path: &Path) -> Result<(), TransferError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let no_follow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(no_follow)
+        .open(path)
+        .map(|_| ())
+        .map_err(|e| TransferError::File(format!("cannot create {}: {e}", path.display())))
+}
+
+fn sync(path: &Path) -> Result<(), TransferError> {
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| TransferError::File(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Renames the finished copy into place: over an existing file only when
+/// `force` (a link there is replaced, not followed), never over one that
+/// appeared meanwhile otherwise.
+fn place(temporary: &Path, target: &Path, force: bool) -> Result<(), TransferError> {
+    let failed = |e: std::io::Error| {
+        TransferError::File(if e.kind() == std::io::ErrorKind::AlreadyExists {
+            format!(
+                "{} already exists; pass --force to replace it",
+                target.display()
+            )
+        } else {
+            format!("cannot write {}: {e}", target.display())
+        })
+    };
+    if force {
+        return std::fs::rename(temporary, target).map_err(failed);
+    }
+    // A second name, then drop the first: link() never replaces a file.
+    std::fs::hard_link(temporary, target).map_err(failed)?;
+    std::fs::remove_file(temporary).map_err(failed)
+}
