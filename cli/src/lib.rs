@@ -243,6 +243,15 @@ pub(crate) fn database_line(db: &inbox_host_native::DbPath, cwd: &Path) -> Strin
     format!("{shown} ({why})")
 }
 
+/// The notes a command leaves for people on stderr, one `note:` line each,
+/// made safe for a terminal because they may quote agents' text.
+pub(crate) fn note_lines(notes: &[String]) -> String {
+    notes
+        .iter()
+        .map(|note| format!("note: {}\n", terminal::safe(note)))
+        .collect()
+}
+
 /// Delivers a command's response: the JSON contract, or text for people.
 pub(crate) fn finish(
     response: &Response,
@@ -250,10 +259,7 @@ pub(crate) fn finish(
     context: Option<&render::Context>,
     notes: &[String],
 ) -> u8 {
-    let notes: String = notes
-        .iter()
-        .map(|note| format!("note: {}\n", terminal::safe(note)))
-        .collect();
+    let notes = note_lines(notes);
     let (out, err) = if json {
         (format!("{}\n", response.to_json()), String::new())
     } else {

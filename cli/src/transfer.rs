@@ -101,10 +101,7 @@ fn report(
     context: &render::Context,
     notes: &[String],
 ) -> u8 {
-    let notes: String = notes
-        .iter()
-        .map(|note| format!("note: {}\n", terminal::safe(note)))
-        .collect();
+    let notes = crate::note_lines(notes);
     let (out, err) = if json {
         (output::success_json(Some(command), fields), notes)
     } else {
