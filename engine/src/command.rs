@@ -34,7 +34,9 @@ use crate::wire::*;
 ///     output: MessageOutput,        // success fields (crate::wire)
 ///     effect: Write,                // crate::Effect of its requests...
 ///     writes_if: [],                // ...except Write when this bool field is true
-///     transactions: [],             // [own]: the handler opens its own transactions
+///     transactions: [],             // [own]: the handler opens its own transactions;
+///                                   // [preview]: a read that runs in a write
+///                                   // transaction rolled back (orch reads)
 /// }
 /// ```
 ///
@@ -79,6 +81,51 @@ macro_rules! for_each_command {
             Sweep = "sweep" sweep(SweepRequest) -> SweepOutput: Write, own;
             /// Report the engine and wire versions.
             Version = "version" version(VersionRequest) -> VersionOutput: Read, own;
+            /// orch: start a run, the goal a task graph will serve.
+            OrchRunCreate = "orch-run-create" orch_run_create/orchRunCreate(OrchRunCreateRequest) -> RunOutput: Write;
+            /// orch: list runs, newest first, as they are now.
+            OrchRunList = "orch-run-list" orch_run_list/orchRunList(OrchRunListRequest) -> RunsOutput: Read, preview;
+            /// orch: cancel a run, every task of it that has not ended and
+            /// their live threads.
+            OrchRunCancel = "orch-run-cancel" orch_run_cancel/orchRunCancel(OrchRunCancelRequest) -> RunOutput: Write;
+            /// orch: a run at a glance: counts by status, what waits on the
+            /// leader, what is in flight, what waits on what.
+            OrchStatus = "orch-status" orch_status/orchStatus(OrchStatusRequest) -> StatusOutput: Read, preview;
+            /// orch: add one task to a run.
+            OrchTaskAdd = "orch-task-add" orch_task_add/orchTaskAdd(OrchTaskAddRequest) -> TaskOutput: Write;
+            /// orch: add a whole task graph in one transaction.
+            OrchPlan = "orch-plan" orch_plan/orchPlan(OrchPlanRequest) -> PlanOutput: Write;
+            /// orch: one task with its attempts, its thread, what it waits on
+            /// and what needs it.
+            OrchTaskShow = "orch-task-show" orch_task_show/orchTaskShow(OrchTaskShowRequest) -> TaskShowOutput: Read, preview;
+            /// orch: the ready queue: tasks that can start now, by priority
+            /// then the order they were added.
+            OrchReady = "orch-ready" orch_ready/orchReady(OrchReadyRequest) -> TasksOutput: Read, preview;
+            /// orch: start attempts: open each task's inbox thread for its
+            /// assignee.
+            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest) -> DispatchOutput: Write;
+            /// orch: accept a task in review: it is done.
+            OrchAccept = "orch-accept" orch_accept/orchAccept(OrchTaskRequest) -> TaskOutput: Write;
+            /// orch: reject a task in review: a new attempt carries the
+            /// reason and the rejected result.
+            OrchReject = "orch-reject" orch_reject/orchReject(OrchTaskRequest) -> TaskOutput: Write;
+            /// orch: answer a blocked task's question in its thread.
+            OrchAnswer = "orch-answer" orch_answer/orchAnswer(OrchTaskRequest) -> TaskOutput: Write;
+            /// orch: try a failed task again (optionally with another
+            /// assignee); the tasks it skipped come back.
+            OrchRetry = "orch-retry" orch_retry/orchRetry(OrchTaskRequest) -> TaskOutput: Write;
+            /// orch: give a task to another agent; a live attempt's thread is
+            /// cancelled first, so its worker is fenced off.
+            OrchReassign = "orch-reassign" orch_reassign/orchReassign(OrchTaskRequest) -> TaskOutput: Write;
+            /// orch: cancel a task (with `cascade`, skipping the tasks that
+            /// need it).
+            OrchCancel = "orch-cancel" orch_cancel/orchCancel(OrchTaskRequest) -> TaskOutput: Write;
+            /// orch: wait until the run needs the leader (the engine looks
+            /// once; a host blocks until it wakes).
+            OrchWait = "orch-wait" orch_wait/orchWait(OrchWaitRequest) -> OrchWaitOutput: Wait;
+            /// orch: record what the attempts' threads and the clock have made
+            /// true (every orch write does this first).
+            OrchReconcile = "orch-reconcile" orch_reconcile/orchReconcile(OrchReconcileRequest) -> ReconcileOutput: Write;
         }
     };
 }

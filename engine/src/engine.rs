@@ -16,6 +16,8 @@
 //! host's job, helped by [`crate::Waiter`].
 
 mod input;
+mod orch;
+mod orch_steps;
 mod reads;
 mod tx;
 mod writes;
@@ -180,10 +182,37 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         })
     }
 
+    /// Runs a read that must see what writes would record first (orch's
+    /// reads: lapsed leases, then the run reconciled with its threads) in a
+    /// write transaction that is always rolled back: the answer is the
+    /// current truth, and nothing changes by reading.
+    fn preview<T>(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let now = self.clock.now();
+        self.run_in(TxMode::Write, now, false, |tx| {
+            tx.record_lapses()?;
+            f(tx)
+        })
+    }
+
     fn transaction<T>(
         &mut self,
         mode: TxMode,
         now: Timestamp,
+        f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        self.run_in(mode, now, true, f)
+    }
+
+    /// Runs `f` in a transaction of `mode` and commits it when `keep` (and
+    /// `f` succeeded), else rolls it back.
+    fn run_in<T>(
+        &mut self,
+        mode: TxMode,
+        now: Timestamp,
+        keep: bool,
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
         self.store.begin(mode)?;
@@ -204,6 +233,10 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             f(&mut tx)
         })();
         match result {
+            Ok(value) if !keep => {
+                self.store.rollback()?;
+                Ok(value)
+            }
             Ok(value) => match self.store.commit() {
                 Ok(()) => Ok(value),
                 Err(error) => {
@@ -255,6 +288,10 @@ macro_rules! dispatch {
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [own]) => {
         $engine.$handler($request)
     };
+    (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [preview]) => {{
+        let input = input::$handler($request)?;
+        $engine.preview(|tx| tx.$handler(input))
+    }};
 }
 
 crate::for_each_command!(dispatch);

@@ -27,6 +27,19 @@ vocabulary! {
         NotLeaseHolder = "not_lease_holder" : "The caller never held the thread's current lease.",
         ThreadNotFound = "thread_not_found" : "No thread has that id.",
         MessageNotFound = "message_not_found" : "No message with that id exists in that thread.",
+        RunNotFound = "run_not_found" : "No orch run has that id (or no run is active and none was named).",
+        TaskNotFound = "task_not_found" : "The run has no task with that id (as the task asked for, or as a need).",
+        RunExists = "run_exists" : "A run with that id already exists; pick another id.",
+        TaskExists = "task_exists" : "The run (or the plan) already has a task with that id; task ids are unique in a run.",
+        DependencyCycle = "dependency_cycle" : "The needs given would make a task wait, through others, on itself; the message names the cycle.",
+        TaskNotReady = "task_not_ready" : "Only a `ready` task can be dispatched; the message says what it waits on.",
+        TaskNotInReview = "task_not_in_review" : "Only a task in `review` can be accepted or rejected.",
+        TaskNotFailed = "task_not_failed" : "Only a `failed` task can be retried (a live one can be reassigned).",
+        TaskNotBlocked = "task_not_blocked" : "Only a `blocked` task can be answered.",
+        TaskHasDependents = "task_has_dependents" : "Cancelling the task would skip tasks that need it; say --cascade to do that.",
+        TaskInvalidState = "task_invalid_state" : "The command is not allowed in the task's status (e.g. reassigning a task in review).",
+        TaskFinished = "task_finished" : "The task has ended (done, failed, cancelled or skipped) and the command needs one that has not.",
+        RunFinished = "run_finished" : "The run has ended; a succeeded or cancelled run changes no more (start another run).",
         StorageBusy = "storage_busy" : "The store stayed busy past its retry budget; retry.",
         SchemaTooNew = "schema_too_new" : "The store was written by a newer version of inbox; upgrade.",
         NotInitialized = "not_initialized" : "The store has not been initialized; run init.",
@@ -43,15 +56,29 @@ impl ErrorCode {
             ErrorCode::LeaseConflict
             | ErrorCode::LeaseLost
             | ErrorCode::NotLeaseHolder
-            | ErrorCode::ThreadFinished => 20,
+            | ErrorCode::ThreadFinished
+            | ErrorCode::TaskFinished
+            | ErrorCode::RunFinished => 20,
             ErrorCode::InvalidRequest
             | ErrorCode::MissingField
             | ErrorCode::InvalidValue
             | ErrorCode::TooLong
             | ErrorCode::InvalidPayload
             | ErrorCode::InvalidState
-            | ErrorCode::NotAssigned => 30,
-            ErrorCode::ThreadNotFound | ErrorCode::MessageNotFound => 40,
+            | ErrorCode::NotAssigned
+            | ErrorCode::RunExists
+            | ErrorCode::TaskExists
+            | ErrorCode::DependencyCycle
+            | ErrorCode::TaskNotReady
+            | ErrorCode::TaskNotInReview
+            | ErrorCode::TaskNotFailed
+            | ErrorCode::TaskNotBlocked
+            | ErrorCode::TaskHasDependents
+            | ErrorCode::TaskInvalidState => 30,
+            ErrorCode::ThreadNotFound
+            | ErrorCode::MessageNotFound
+            | ErrorCode::RunNotFound
+            | ErrorCode::TaskNotFound => 40,
             ErrorCode::StorageBusy
             | ErrorCode::SchemaTooNew
             | ErrorCode::NotInitialized
@@ -199,6 +226,88 @@ pub enum EngineError {
         /// The id asked for.
         message_id: String,
     },
+    /// See [`ErrorCode::RunNotFound`].
+    #[error("{message}")]
+    RunNotFound {
+        /// The id asked for, if one was.
+        run_id: Option<String>,
+        /// What was not found and what to do.
+        message: String,
+    },
+    /// See [`ErrorCode::TaskNotFound`].
+    #[error("{message}")]
+    TaskNotFound {
+        /// The run searched.
+        run_id: String,
+        /// The id asked for.
+        task_id: String,
+        /// Where it was named and what to do.
+        message: String,
+    },
+    /// See [`ErrorCode::RunExists`].
+    #[error("run {run_id} already exists; pick another id, or leave it out for a new one")]
+    RunExists {
+        /// The id given.
+        run_id: String,
+    },
+    /// See [`ErrorCode::TaskExists`].
+    #[error("{message}")]
+    TaskExists {
+        /// The run.
+        run_id: String,
+        /// The id given twice.
+        task_id: String,
+        /// Where the other one is.
+        message: String,
+    },
+    /// See [`ErrorCode::DependencyCycle`].
+    #[error(
+        "these needs make a cycle: {}; a task cannot wait, through others, on itself: drop one of these needs",
+        cycle.join(" needs ")
+    )]
+    DependencyCycle {
+        /// The run.
+        run_id: String,
+        /// The cycle, first task repeated at the end.
+        cycle: Vec<String>,
+    },
+    /// A command not allowed in a task's status; `code` says which rule.
+    #[error("task {task_id} is {status}: {message}")]
+    TaskState {
+        /// Which of the task-status codes.
+        code: ErrorCode,
+        /// The run.
+        run_id: String,
+        /// The task.
+        task_id: String,
+        /// Its status when the command arrived.
+        status: crate::orch::model::TaskStatus,
+        /// Why, and what would be allowed.
+        message: String,
+    },
+    /// See [`ErrorCode::TaskHasDependents`].
+    #[error(
+        "cancelling task {task_id} would skip the tasks that need it ({}); add --cascade (cascade: true) to cancel it and skip them",
+        dependents.join(", ")
+    )]
+    TaskHasDependents {
+        /// The run.
+        run_id: String,
+        /// The task.
+        task_id: String,
+        /// The tasks that would be skipped, directly or through others.
+        dependents: Vec<String>,
+    },
+    /// See [`ErrorCode::RunFinished`].
+    #[error("run {run_id} is {status}: {message}")]
+    RunFinished {
+        /// The run.
+        run_id: String,
+        /// Its status.
+        status: crate::orch::model::RunStatus,
+        /// What this means for the caller.
+        message: String,
+    },
     /// A store failure; its own code says which.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -238,6 +347,14 @@ impl EngineError {
             EngineError::NotLeaseHolder { .. } => ErrorCode::NotLeaseHolder,
             EngineError::ThreadNotFound { .. } => ErrorCode::ThreadNotFound,
             EngineError::MessageNotFound { .. } => ErrorCode::MessageNotFound,
+            EngineError::RunNotFound { .. } => ErrorCode::RunNotFound,
+            EngineError::TaskNotFound { .. } => ErrorCode::TaskNotFound,
+            EngineError::RunExists { .. } => ErrorCode::RunExists,
+            EngineError::TaskExists { .. } => ErrorCode::TaskExists,
+            EngineError::DependencyCycle { .. } => ErrorCode::DependencyCycle,
+            EngineError::TaskState { code, .. } => *code,
+            EngineError::TaskHasDependents { .. } => ErrorCode::TaskHasDependents,
+            EngineError::RunFinished { .. } => ErrorCode::RunFinished,
             EngineError::Store(error) => error.code(),
             EngineError::Internal { .. } => ErrorCode::InternalError,
             EngineError::Relayed { code, .. } => *code,

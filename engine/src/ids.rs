@@ -22,6 +22,8 @@ pub enum IdKind {
     Message,
     /// `art_`
     Artifact,
+    /// `run_` (an orch run the leader did not name)
+    Run,
 }
 
 impl IdKind {
@@ -31,6 +33,7 @@ impl IdKind {
             IdKind::Thread => "thr_",
             IdKind::Message => "msg_",
             IdKind::Artifact => "art_",
+            IdKind::Run => "run_",
         }
     }
 }
@@ -95,6 +98,7 @@ pub struct SequentialIds {
     threads: u64,
     messages: u64,
     artifacts: u64,
+    runs: u64,
 }
 
 impl SequentialIds {
@@ -110,6 +114,7 @@ impl IdSource for SequentialIds {
             IdKind::Thread => &mut self.threads,
             IdKind::Message => &mut self.messages,
             IdKind::Artifact => &mut self.artifacts,
+            IdKind::Run => &mut self.runs,
         };
         *counter += 1;
         format!("{}{:06}", kind.prefix(), counter)

@@ -18,6 +18,8 @@
 //! - [`wire`]: the JSON contract: `Request` in, `Response` out.
 //! - [`error`]: error codes and exit-code classes.
 //! - [`store`]: the storage trait and its queries; [`memory`]: an in-memory store.
+//! - [`orch`]: the leader's control plane (runs, task graph, dispatch,
+//!   review, retries) in the same store and event sequence.
 //! - [`engine`]: executes one request as one transaction.
 //! - [`wait`]: a sans-IO driver for blocking `watch` / `wait-reply`.
 //! - [`script`]: transition scripts, and the runner that turns one into a transcript.
@@ -50,6 +52,7 @@ pub mod error;
 pub mod ids;
 pub mod memory;
 pub mod model;
+pub mod orch;
 pub mod rules;
 pub mod script;
 pub mod store;

@@ -14,6 +14,8 @@ use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use crate::error::StoreError;
 use crate::model::{Event, EventId, Lease, Message, ReadCursor, Thread};
+use crate::orch::model::{Attempt, OrchEvent, Run, Task};
+use crate::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use crate::store::{EventQuery, MessageQuery, Store, StoreInfo, ThreadQuery, ThreadState, TxMode};
 use crate::time::Timestamp;
 
@@ -40,11 +42,20 @@ struct Data {
     messages: Vec<Message>,
     message_index: Index<usize>,
     thread_messages: Index<Vec<usize>>,
-    /// Event `n` is at index `n - 1`.
+    /// inbox's events in id order (ids skip those of orch events).
     events: Vec<Event>,
     /// Each thread's events, as indexes into `events`, in order.
     thread_events: Index<Vec<usize>>,
     cursors: BTreeMap<(String, String), ReadCursor>,
+    /// The highest event id written, of either kind.
+    last_event_id: EventId,
+    runs: BTreeMap<String, Run>,
+    /// By (run, task).
+    tasks: BTreeMap<(String, String), Task>,
+    /// By (run, task, attempt).
+    attempts: BTreeMap<(String, String, u32), Attempt>,
+    /// orch's events in id order.
+    orch_events: Vec<OrchEvent>,
 }
 
 /// How to take back one write.
@@ -56,6 +67,12 @@ enum Undo {
     InsertMessage,
     InsertEvent,
     PutCursor((String, String), Option<ReadCursor>),
+    /// The event id counter before an insert.
+    LastEvent(EventId),
+    PutRun(String, Option<Run>),
+    PutTask((String, String), Option<Task>),
+    PutAttempt((String, String, u32), Option<Attempt>),
+    InsertOrchEvent,
 }
 
 impl MemoryStore {
@@ -85,6 +102,20 @@ impl MemoryStore {
                 "memory store written outside a write transaction",
             )),
         }
+    }
+
+    /// Checks that `id` comes after every event id so far and moves the
+    /// counter to it.
+    fn next_event_id(&mut self, id: EventId) -> Result<(), StoreError> {
+        if id <= self.data.last_event_id {
+            return Err(StoreError::other(format!(
+                "event id {id} out of sequence; the last was {}",
+                self.data.last_event_id
+            )));
+        }
+        self.undo.push(Undo::LastEvent(self.data.last_event_id));
+        self.data.last_event_id = id;
+        Ok(())
     }
 
     fn state(&self, thread: &Thread) -> ThreadState {
@@ -167,14 +198,14 @@ impl Store for MemoryStore {
                         }
                     }
                 }
-                Undo::PutCursor(key, old) => match old {
-                    Some(old) => {
-                        data.cursors.insert(key, old);
-                    }
-                    None => {
-                        data.cursors.remove(&key);
-                    }
-                },
+                Undo::PutCursor(key, old) => restore(&mut data.cursors, key, old),
+                Undo::LastEvent(id) => data.last_event_id = id,
+                Undo::PutRun(key, old) => restore(&mut data.runs, key, old),
+                Undo::PutTask(key, old) => restore(&mut data.tasks, key, old),
+                Undo::PutAttempt(key, old) => restore(&mut data.attempts, key, old),
+                Undo::InsertOrchEvent => {
+                    data.orch_events.pop();
+                }
             }
         }
         self.tx = None;
@@ -329,18 +360,12 @@ impl Store for MemoryStore {
 
     fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
         self.reading()?;
-        Ok(self.data.events.len() as EventId)
+        Ok(self.data.last_event_id)
     }
 
     fn insert_event(&mut self, event: &Event) -> Result<(), StoreError> {
         self.writing()?;
-        let expected = self.data.events.len() as EventId + 1;
-        if event.event_id != expected {
-            return Err(StoreError::other(format!(
-                "event id {} out of sequence; expected {expected}",
-                event.event_id
-            )));
-        }
+        self.next_event_id(event.event_id)?;
         self.data
             .thread_events
             .entry(event.thread_id.clone())
@@ -353,9 +378,10 @@ impl Store for MemoryStore {
 
     fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
         self.reading()?;
-        let start = usize::try_from(query.after_event)
-            .unwrap_or(usize::MAX)
-            .min(self.data.events.len());
+        let start = self
+            .data
+            .events
+            .partition_point(|e| e.event_id <= query.after_event);
         let candidates: Box<dyn Iterator<Item = &Event>> = match &query.thread_id {
             // Thread-scoped queries (fencing checks, reply waits) walk only
             // that thread's events.
@@ -402,4 +428,150 @@ impl Store for MemoryStore {
         self.undo.push(Undo::PutCursor(key, old));
         Ok(())
     }
+
+    fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        self.reading()?;
+        Ok(self.data.runs.get(run_id).cloned())
+    }
+
+    fn runs(&mut self, query: &RunQuery) -> Result<Vec<Run>, StoreError> {
+        self.reading()?;
+        let mut runs: Vec<Run> = (self.data.runs.values())
+            .filter(|r| query.matches(r))
+            .cloned()
+            .collect();
+        runs.sort_by(RunQuery::compare);
+        runs.truncate(query.limit);
+        Ok(runs)
+    }
+
+    fn insert_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.writing()?;
+        if self.data.runs.contains_key(&run.run_id) {
+            return Err(StoreError::other(format!("run {} already exists", run.run_id)));
+        }
+        self.put_run(run);
+        Ok(())
+    }
+
+    fn update_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.writing()?;
+        if !self.data.runs.contains_key(&run.run_id) {
+            return Err(StoreError::other(format!("run {} does not exist", run.run_id)));
+        }
+        self.put_run(run);
+        Ok(())
+    }
+
+    fn task(&mut self, run_id: &str, task_id: &str) -> Result<Option<Task>, StoreError> {
+        self.reading()?;
+        Ok(self
+            .data
+            .tasks
+            .get(&(run_id.to_owned(), task_id.to_owned()))
+            .cloned())
+    }
+
+    fn tasks(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
+        self.reading()?;
+        let run = query.run_id.clone();
+        let mut tasks: Vec<Task> = self
+            .data
+            .tasks
+            .range((run.clone(), String::new())..)
+            .take_while(|((r, _), _)| *r == run)
+            .map(|(_, t)| t)
+            .filter(|t| query.matches(t))
+            .cloned()
+            .collect();
+        tasks.sort_by(|a, b| query.compare(a, b));
+        tasks.truncate(query.limit);
+        Ok(tasks)
+    }
+
+    fn insert_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.writing()?;
+        let key = (task.run_id.clone(), task.task_id.clone());
+        if self.data.tasks.contains_key(&key) {
+            return Err(StoreError::other(format!("task {} already exists", task.task_id)));
+        }
+        self.put_task(key, task);
+        Ok(())
+    }
+
+    fn update_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.writing()?;
+        let key = (task.run_id.clone(), task.task_id.clone());
+        if !self.data.tasks.contains_key(&key) {
+            return Err(StoreError::other(format!("task {} does not exist", task.task_id)));
+        }
+        self.put_task(key, task);
+        Ok(())
+    }
+
+    fn attempts(&mut self, run_id: &str, task_id: &str) -> Result<Vec<Attempt>, StoreError> {
+        self.reading()?;
+        let (run, task) = (run_id.to_owned(), task_id.to_owned());
+        Ok(self
+            .data
+            .attempts
+            .range((run.clone(), task.clone(), 0)..)
+            .take_while(|((r, t, _), _)| *r == run && *t == task)
+            .map(|(_, a)| a.clone())
+            .collect())
+    }
+
+    fn put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError> {
+        self.writing()?;
+        let key = (
+            attempt.run_id.clone(),
+            attempt.task_id.clone(),
+            attempt.attempt,
+        );
+        let old = self.data.attempts.insert(key.clone(), attempt.clone());
+        self.undo.push(Undo::PutAttempt(key, old));
+        Ok(())
+    }
+
+    fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
+        self.writing()?;
+        self.next_event_id(event.event_id)?;
+        self.data.orch_events.push(event.clone());
+        self.undo.push(Undo::InsertOrchEvent);
+        Ok(())
+    }
+
+    fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {
+        self.reading()?;
+        let start = self
+            .data
+            .orch_events
+            .partition_point(|e| e.event_id <= query.after_event);
+        Ok(self.data.orch_events[start..]
+            .iter()
+            .filter(|e| query.matches(e))
+            .take(query.limit)
+            .cloned()
+            .collect())
+    }
+}
+
+impl MemoryStore {
+    fn put_run(&mut self, run: &Run) {
+        let old = self.data.runs.insert(run.run_id.clone(), run.clone());
+        self.undo.push(Undo::PutRun(run.run_id.clone(), old));
+    }
+
+    fn put_task(&mut self, key: (String, String), task: &Task) {
+        let old = self.data.tasks.insert(key.clone(), task.clone());
+        self.undo.push(Undo::PutTask(key, old));
+    }
+}
+
+/// Puts back what a key held before a write: the old value, or nothing.
+fn restore<K: Ord, V>(map: &mut BTreeMap<K, V>, key: K, old: Option<V>) {
+    match old {
+        Some(old) => map.insert(key, old),
+        None => map.remove(&key),
+    };
 }

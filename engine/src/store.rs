@@ -1,6 +1,6 @@
 //! The storage boundary: the [`Store`] trait every host implements, and the
-//! query descriptions ([`ThreadQuery`], [`EventQuery`], [`MessageQuery`]) it
-//! answers.
+//! query descriptions ([`ThreadQuery`], [`EventQuery`], [`MessageQuery`]; for
+//! orch's records, those in [`crate::orch::query`]) it answers.
 //!
 //! A store keeps records and answers indexed queries; it never decides
 //! anything. Which thread may be claimed, what a lapsed lease means, which
@@ -25,11 +25,15 @@
 //! [`Store::latest_event_id`] and counts up from there. Because write
 //! transactions are serialized, event ids become visible in increasing order,
 //! which is what lets a waiter resume from "after event N" without missing
-//! anything. A store must report the highest id ever written, even if
+//! anything. inbox's events and orch's events share the one sequence (one
+//! cursor orders both), so either kind's ids may skip the other's. A store
+//! must report the highest id ever written, of either kind, even if
 //! retention later deletes events.
 
 use crate::error::StoreError;
 use crate::model::{Event, EventId, EventType, Kind, Lease, Message, ReadCursor, Status, Thread};
+use crate::orch::model::{Attempt, OrchEvent, Run, Task};
+use crate::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use crate::time::Timestamp;
 
 /// What [`Store::initialize`] reports.
@@ -320,10 +324,10 @@ pub trait Store {
     /// Messages of one thread with their artifacts, ordered by event id.
     fn messages(&mut self, query: &MessageQuery) -> Result<Vec<Message>, StoreError>;
 
-    /// The highest event id ever written; 0 if none.
+    /// The highest event id ever written, inbox's or orch's; 0 if none.
     fn latest_event_id(&mut self) -> Result<EventId, StoreError>;
 
-    /// Stores an event. Its id is exactly one more than the previous one.
+    /// Stores an event. Its id is greater than every event id before it.
     fn insert_event(&mut self, event: &Event) -> Result<(), StoreError>;
 
     /// Events matching `query`, oldest first, at most `query.limit`.
@@ -338,4 +342,41 @@ pub trait Store {
 
     /// Stores a read cursor, replacing the agent's previous one on the thread.
     fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError>;
+
+    /// One run.
+    fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError>;
+
+    /// Runs matching `query`, newest first, at most `query.limit`.
+    fn runs(&mut self, query: &RunQuery) -> Result<Vec<Run>, StoreError>;
+
+    /// Stores a new run. Its id is new.
+    fn insert_run(&mut self, run: &Run) -> Result<(), StoreError>;
+
+    /// Replaces a stored run (same `run_id`).
+    fn update_run(&mut self, run: &Run) -> Result<(), StoreError>;
+
+    /// One task of one run.
+    fn task(&mut self, run_id: &str, task_id: &str) -> Result<Option<Task>, StoreError>;
+
+    /// Tasks matching `query`, in its order, at most `query.limit`.
+    fn tasks(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError>;
+
+    /// Stores a new task (its `(run_id, task_id)` is new), with its needs.
+    fn insert_task(&mut self, task: &Task) -> Result<(), StoreError>;
+
+    /// Replaces a stored task (same run and task id; `needs` never change).
+    fn update_task(&mut self, task: &Task) -> Result<(), StoreError>;
+
+    /// One task's attempts, first first.
+    fn attempts(&mut self, run_id: &str, task_id: &str) -> Result<Vec<Attempt>, StoreError>;
+
+    /// Stores an attempt, replacing the one with the same run, task and
+    /// attempt number.
+    fn put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError>;
+
+    /// Stores an orch event. Its id is greater than every event id before it.
+    fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError>;
+
+    /// Orch events matching `query`, oldest first, at most `query.limit`.
+    fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError>;
 }

@@ -15,6 +15,11 @@ use crate::wire::ArtifactInput;
 /// Agents may not use it.
 pub const SYSTEM_AGENT: &str = "inbox";
 
+/// The agent name orch writes as when it records what a thread or the clock
+/// did (an attempt that failed, a retry after its backoff). Agents may not
+/// use it either.
+pub const ORCH_AGENT: &str = "orch";
+
 /// Agent names, run ids and task ids: at most this many bytes.
 pub const NAME_MAX_BYTES: usize = 128;
 /// Thread subjects: at most this many characters, one line.
@@ -73,12 +78,10 @@ pub fn required<'a>(
 pub fn agent<'a>(field: &str, value: &'a Option<String>) -> Result<&'a str, EngineError> {
     let name = required(field, value, "give the agent name, e.g. backend-worker")?;
     name_like(field, name, Alphabet::Agent)?;
-    if name == SYSTEM_AGENT {
+    if name == SYSTEM_AGENT || name == ORCH_AGENT {
         return Err(EngineError::invalid(
             field,
-            format!(
-                "`{SYSTEM_AGENT}` is reserved for the engine's own messages; pick another agent name"
-            ),
+            format!("`{name}` is reserved for the engine's own messages; pick another agent name"),
         ));
     }
     Ok(name)
@@ -109,6 +112,12 @@ pub fn optional_name<'a>(
         )),
         Some(v) => name_like(field, v, Alphabet::Id).map(Some),
     }
+}
+
+/// A required run or task id: 1 to 128 bytes of [`ID_NAME_CHARS`],
+/// starting with a letter or digit.
+pub fn name<'a>(field: &str, value: &'a Option<String>, hint: &str) -> Result<&'a str, EngineError> {
+    name_like(field, required(field, value, hint)?, Alphabet::Id)
 }
 
 /// The characters an agent name may hold after its first, which is an

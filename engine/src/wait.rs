@@ -1,5 +1,5 @@
-//! [`Waiter`]: the sans-IO state machine behind blocking `watch` and
-//! `wait-reply`.
+//! [`Waiter`]: the sans-IO state machine behind blocking `watch`,
+//! `wait-reply` and `orch-wait`.
 //!
 //! The engine answers a wait request with one poll. A host that wants to
 //! block creates a [`Waiter`], calls [`Waiter::poll`], and while it returns
@@ -7,8 +7,10 @@
 //! notifier, a poll of `PRAGMA data_version`) or the `until` instant, then
 //! polls again. The waiter decides everything else, identically on every
 //! host: the cursor, the deadline, when to record lapsed leases (so waiters
-//! learn of a dead worker on time), and when to renew the lease of a holder
-//! that is waiting for an answer (the waiting process is the heartbeat).
+//! learn of a dead worker on time), when to renew the lease of a holder
+//! that is waiting for an answer (the waiting process is the heartbeat),
+//! and for `orch-wait`, when to reconcile the run (so a worker's `done`, a
+//! lapsed lease or a retry's backoff becomes an event the leader wakes on).
 //!
 //! It never sleeps, reads a clock of its own or touches storage directly: it
 //! only issues [`Request`]s through an [`Executor`].
@@ -25,8 +27,8 @@ use crate::store::Store;
 use crate::time::{Clock, Timestamp};
 use crate::validate;
 use crate::wire::{
-    Output, RenewRequest, Request, Response, SweepRequest, ThreadView, WaitReplyRequest,
-    WatchRequest,
+    OrchReconcileRequest, OrchWaitRequest, Output, RenewRequest, Request, Response,
+    SweepRequest, ThreadView, WaitReplyRequest, WatchRequest,
 };
 
 /// Anything that executes requests and tells the time: an [`Engine`], or a
@@ -76,9 +78,10 @@ pub enum WaitStep {
 enum Wait {
     Watch(WatchRequest),
     Reply(WaitReplyRequest),
+    Orch(OrchWaitRequest),
 }
 
-/// One blocking `watch` or `wait-reply` in progress.
+/// One blocking `watch`, `wait-reply` or `orch-wait` in progress.
 #[derive(Clone, Debug)]
 ///
 /// Its schedule (the deadline, the next heartbeat and sweep) is kept in the
@@ -100,12 +103,13 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    /// A waiter for a `watch` or `wait-reply` request; any other command is
-    /// refused with the response to return.
+    /// A waiter for a `watch`, `wait-reply` or `orch-wait` request; any
+    /// other command is refused with the response to return.
     pub fn new(request: Request) -> Result<Waiter, Box<Response>> {
         let wait = match request {
             Request::Watch(r) => Wait::Watch(r),
             Request::WaitReply(r) => Wait::Reply(r),
+            Request::OrchWait(r) => Wait::Orch(r),
             other => return Err(Box::new(does_not_wait(other.command()))),
         };
         Ok(Waiter {
@@ -117,11 +121,12 @@ impl Waiter {
         })
     }
 
-    /// The command being waited on: `watch` or `wait-reply`.
+    /// The command being waited on.
     pub fn command(&self) -> Command {
         match self.wait {
             Wait::Watch(_) => Command::Watch,
             Wait::Reply(_) => Command::WaitReply,
+            Wait::Orch(_) => Command::OrchWait,
         }
     }
 
@@ -140,6 +145,7 @@ impl Waiter {
         let timeout = match &self.wait {
             Wait::Watch(r) => r.timeout_seconds,
             Wait::Reply(r) => r.timeout_seconds,
+            Wait::Orch(r) => r.timeout_seconds,
         }
         .unwrap_or(validate::DEFAULT_TIMEOUT_SECONDS)
         .min(validate::MAX_TIMEOUT_SECONDS);
@@ -151,6 +157,10 @@ impl Waiter {
             && let Some(finished) = self.heartbeat(engine, clock)
         {
             return WaitStep::Finished(finished);
+        }
+
+        if let Wait::Orch(r) = &self.wait {
+            return self.poll_orch(engine, clock, deadline, r.run_id.clone());
         }
 
         // Look first: a wake must not wait for housekeeping.
@@ -196,6 +206,44 @@ impl Waiter {
         }
     }
 
+    /// `orch-wait`: reconcile the run first (a write that records lapsed
+    /// leases and what the attempts' threads did, and dispatches retries
+    /// whose backoff ended), so the events the leader wakes on exist, then
+    /// look. Polls again when the next retry or lease is due.
+    fn poll_orch(
+        &mut self,
+        engine: &mut impl Executor,
+        clock: Now,
+        deadline: u64,
+        run_id: Option<String>,
+    ) -> WaitStep {
+        let reconcile = Request::OrchReconcile(OrchReconcileRequest { run_id });
+        self.sweep_at = match engine.execute(reconcile) {
+            Response::Success(Output::OrchReconcile(out)) => {
+                out.next_due.map(|at| clock.ticks_at(at))
+            }
+            // Errors surface through the look, which uses the same store.
+            _ => Some(clock.ticks + 1000),
+        };
+        let response = match self.look(engine.execute(self.request()), clock) {
+            ControlFlow::Break(answer) => return WaitStep::Finished(answer),
+            ControlFlow::Continue(response) => response,
+        };
+        self.started = true;
+        if clock.ticks >= deadline {
+            return WaitStep::Finished(response);
+        }
+        let next = [Some(deadline), self.sweep_at]
+            .into_iter()
+            .flatten()
+            .filter(|&t| t > clock.ticks)
+            .min()
+            .unwrap_or(deadline);
+        WaitStep::Pending {
+            within: Duration::from_millis(next - clock.ticks),
+        }
+    }
+
     /// Breaks with the answer that ends the wait, if `response` ends it: the
     /// response itself when it woke or failed, `lease_lost` when the waiting
     /// holder's lease was taken over; else continues with the response.
@@ -226,6 +274,12 @@ impl Waiter {
                 }
                 out.woke
             }
+            Response::Success(Output::OrchWait(out)) => {
+                if let Wait::Orch(r) = &mut self.wait {
+                    r.after_event = Some(out.next_event_id);
+                }
+                out.woke
+            }
             Response::Success(_) => true,
         };
         if woke {
@@ -239,6 +293,7 @@ impl Waiter {
         match &self.wait {
             Wait::Watch(r) => Request::Watch(r.clone()),
             Wait::Reply(r) => Request::WaitReply(r.clone()),
+            Wait::Orch(r) => Request::OrchWait(r.clone()),
         }
     }
 

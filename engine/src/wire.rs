@@ -19,6 +19,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 pub use crate::command::{Output, Request};
+pub use crate::orch::wire::*;
 use crate::error::{EngineError, ErrorCode};
 use crate::model::{
     Event, EventId, Kind, Lease, LeaseToken, Message, Priority, ReadCursor, Status, Thread,

@@ -13,6 +13,8 @@
     clippy::disallowed_methods
 )]
 
+use inbox_engine::orch::model::{OrchEventType, RunStatus, TaskStatus};
+use inbox_engine::orch::rules::{self as orch_rules, TASK_TRANSITIONS};
 use inbox_engine::rules::{TRANSITIONS, Target};
 use inbox_engine::validate as v;
 use inbox_engine::{Command, Effect, ErrorCode, EventType, Kind, Priority, Status};
@@ -138,10 +140,11 @@ fn sections() -> Vec<(&'static str, String)> {
             vec![
                 "agent names".into(),
                 format!(
-                    "1 to {} bytes of {}, starting with a letter or digit; `{}` is reserved",
+                    "1 to {} bytes of {}, starting with a letter or digit; `{}` and `{}` are reserved",
                     v::NAME_MAX_BYTES,
                     v::AGENT_NAME_CHARS,
-                    v::SYSTEM_AGENT
+                    v::SYSTEM_AGENT,
+                    v::ORCH_AGENT
                 ),
             ],
             vec![
@@ -239,7 +242,7 @@ fn sections() -> Vec<(&'static str, String)> {
             })
             .collect(),
     );
-    vec![
+    let mut all = vec![
         ("commands", commands),
         ("statuses", statuses),
         ("transitions", transitions),
@@ -249,6 +252,91 @@ fn sections() -> Vec<(&'static str, String)> {
         ("exit-codes", exit_codes),
         ("errors", errors),
         ("limits", limits),
+    ];
+    all.extend(orch_sections());
+    all
+}
+
+/// The orch reference: task and run statuses, the task transition table,
+/// orch's events and its retry defaults, for `docs/orch.md`.
+fn orch_sections() -> Vec<(&'static str, String)> {
+    let yes_no = |b: bool| if b { "yes".to_owned() } else { "no".to_owned() };
+    let task_statuses = table(
+        &["status", "ended", "needs the leader", "meaning"],
+        TaskStatus::ALL
+            .iter()
+            .map(|s| {
+                vec![
+                    code(s.as_str()),
+                    yes_no(s.is_terminal()),
+                    yes_no(TaskStatus::ACTIONABLE.contains(s)),
+                    s.description().into(),
+                ]
+            })
+            .collect(),
+    );
+    let run_statuses = table(
+        &["status", "meaning"],
+        RunStatus::ALL
+            .iter()
+            .map(|s| vec![code(s.as_str()), s.description().into()])
+            .collect(),
+    );
+    let transitions = table(
+        &["trigger", "from", "to", "effect"],
+        TASK_TRANSITIONS
+            .iter()
+            .map(|t| {
+                let from = if t.from.is_empty() {
+                    "(new task)".to_owned()
+                } else {
+                    t.from.iter().map(|s| code(s.as_str())).collect::<Vec<_>>().join(", ")
+                };
+                let to = match t.to {
+                    orch_rules::Target::To(s) => code(s.as_str()),
+                    orch_rules::Target::FromNeeds => {
+                        "`ready` if every need is done, `skipped` if one failed, was cancelled or skipped, else `pending`".into()
+                    }
+                    orch_rules::Target::ReviewOrDone => "`review` if the task asks for review, else `done`".into(),
+                    orch_rules::Target::RetryOrFail => "`retry_wait` while attempts remain, else `failed`".into(),
+                };
+                vec![t.trigger.to_owned(), from, to, t.effect.to_owned()]
+            })
+            .collect(),
+    );
+    let events = table(
+        &["event_type", "wakes `orch wait`", "meaning"],
+        OrchEventType::ALL
+            .iter()
+            .map(|e| {
+                vec![
+                    code(e.as_str()),
+                    yes_no(OrchEventType::ACTIONABLE.contains(e)),
+                    e.description().into(),
+                ]
+            })
+            .collect(),
+    );
+    let d = orch_rules::DEFAULT_RETRY;
+    let limits = table(
+        &["what", "limit"],
+        vec![
+            vec!["`max_attempts`".into(), format!("1 to {}; default {}", v::MAX_ATTEMPTS_LIMIT, d.max_attempts)],
+            vec!["`backoff_seconds`".into(), format!("0 to {}; default {}", orch_rules::MAX_BACKOFF_SECONDS, d.backoff_seconds)],
+            vec!["`backoff_factor`".into(), format!("1 to {}; default {}", orch_rules::MAX_BACKOFF_FACTOR, d.backoff_factor)],
+            vec!["`max_backoff_seconds`".into(), format!("0 to {}; default {}", orch_rules::MAX_BACKOFF_SECONDS, d.max_backoff_seconds)],
+            vec!["`needs` per task".into(), orch_rules::MAX_NEEDS.to_string()],
+            vec!["`acceptance` criteria per task".into(), orch_rules::MAX_ACCEPTANCE.to_string()],
+            vec!["tasks per `orch plan`".into(), orch_rules::MAX_PLAN_TASKS.to_string()],
+            vec!["`title`, `goal`".into(), format!("1 to {} characters, one line", v::SUBJECT_MAX_CHARS)],
+        ],
+    );
+    vec![
+        ("orch-task-statuses", task_statuses),
+        ("orch-run-statuses", run_statuses),
+        ("orch-transitions", transitions),
+        ("orch-events", events),
+        ("orch-limits", limits),
     ]
 }
 
@@ -286,6 +374,20 @@ fn check(file: &str, required: &[&str]) {
     }
     panic!(
         "{file} is out of date with the code; refresh it with\n  INBOX_UPDATE_DOCS=1 cargo test -p inbox-engine --test reference_docs"
+    );
+}
+
+#[test]
+fn orch_doc_matches_the_code() {
+    check(
+        "docs/orch.md",
+        &[
+            "orch-task-statuses",
+            "orch-run-statuses",
+            "orch-transitions",
+            "orch-events",
+            "orch-limits",
+        ],
     );
 }
 

@@ -11,6 +11,8 @@ use std::fmt::Write as _;
 use crate::engine::Engine;
 use crate::ids::SequentialIds;
 use crate::model::{EventId, Thread};
+use crate::orch::model::OrchEvent;
+use crate::orch::query::OrchEventQuery;
 use crate::store::{EventQuery, Store, ThreadOrder, ThreadQuery, ThreadState, TxMode};
 use crate::time::{ManualClock, Timestamp};
 use crate::wait::{WaitStep, Waiter};
@@ -320,7 +322,7 @@ impl<S: Store> Runner<S> {
     /// Prints threads whose stored record changed and events written since
     /// the last call. The first call only records the starting state.
     fn snapshot_changes(&mut self, first: bool) -> Result<(), String> {
-        let (mut threads, events, cursors) = self.read_everything()?;
+        let (mut threads, (events, orch_events), cursors) = self.read_everything()?;
         threads.sort_by(|a, b| a.thread.thread_id.cmp(&b.thread.thread_id));
         let mut lines = Vec::new();
         for state in &threads {
@@ -331,17 +333,26 @@ impl<S: Store> Runner<S> {
                 lines.push(format!("  {line}"));
             }
         }
-        for event in &events {
-            self.seen_event = self.seen_event.max(event.event_id);
-            lines.push(format!(
-                "  event {} {} {} by {} -> {}: {}",
-                event.event_id,
-                event.event_type,
-                event.thread_id,
-                event.source,
-                event.status,
-                event.summary
-            ));
+        let mut described: Vec<(u64, String)> = events
+            .iter()
+            .map(|event| {
+                let line = format!(
+                    "  event {} {} {} by {} -> {}: {}",
+                    event.event_id,
+                    event.event_type,
+                    event.thread_id,
+                    event.source,
+                    event.status,
+                    event.summary
+                );
+                (event.event_id, line)
+            })
+            .collect();
+        described.extend(orch_events.iter().map(|event| (event.event_id, describe_orch_event(event))));
+        described.sort_by_key(|(id, _)| *id);
+        for (id, line) in described {
+            self.seen_event = self.seen_event.max(id);
+            lines.push(line);
         }
         for cursor in &cursors {
             let key = (cursor.thread_id.clone(), cursor.agent.clone());
@@ -368,7 +379,14 @@ impl<S: Store> Runner<S> {
     #[allow(clippy::type_complexity)]
     fn read_everything(
         &mut self,
-    ) -> Result<(Vec<ThreadState>, Vec<crate::Event>, Vec<crate::ReadCursor>), String> {
+    ) -> Result<
+        (
+            Vec<ThreadState>,
+            (Vec<crate::Event>, Vec<OrchEvent>),
+            Vec<crate::ReadCursor>,
+        ),
+        String,
+    > {
         let seen = self.seen_event;
         let store = self.engine.store_mut();
         store.begin(TxMode::Read).map_err(|e| e.to_string())?;
@@ -376,6 +394,12 @@ impl<S: Store> Runner<S> {
         let read = (|| {
             let threads = store.threads(&ThreadQuery::all(ThreadOrder::NewestFirst, usize::MAX))?;
             let events = store.events(&EventQuery::after_event(seen, usize::MAX))?;
+            let orch_events = store.orch_events(&OrchEventQuery {
+                after_event: seen,
+                run_id: None,
+                event_types: Vec::new(),
+                limit: usize::MAX,
+            })?;
             let mut cursors = Vec::new();
             for state in &threads {
                 for agent in agents {
@@ -384,7 +408,7 @@ impl<S: Store> Runner<S> {
                     }
                 }
             }
-            Ok::<_, crate::StoreError>((threads, events, cursors))
+            Ok::<_, crate::StoreError>((threads, (events, orch_events), cursors))
         })();
         let _ = store.commit();
         read.map_err(|e| e.to_string())
@@ -401,6 +425,20 @@ impl<S: Store> Runner<S> {
             self.out.push('\n');
         }
     }
+}
+
+fn describe_orch_event(event: &OrchEvent) -> String {
+    let subject = match &event.task_id {
+        Some(task) => format!("{}/{task}", event.run_id),
+        None => event.run_id.clone(),
+    };
+    let status = event
+        .task_status
+        .map_or_else(|| event.run_status.to_string(), |s| s.to_string());
+    format!(
+        "  event {} {} {subject} by {} -> {status}: {}",
+        event.event_id, event.event_type, event.source, event.summary
+    )
 }
 
 fn describe_thread(state: &ThreadState) -> String {

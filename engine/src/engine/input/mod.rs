@@ -5,7 +5,8 @@
 //! [`crate::validate`] for the limits); nothing may read the store, so a
 //! request that fails here costs no transaction at all. Checks take the
 //! request by value and move its text into the checked input: a body of a
-//! megabyte is never copied on its way to the store.
+//! megabyte is never copied on its way to the store. The orch commands'
+//! checks are in `orch`.
 
 use crate::error::EngineError;
 use crate::model::{EventId, JsonObject, Kind, LeaseToken, Priority, Status};
@@ -501,3 +502,6 @@ pub(super) fn wait_reply(r: WaitReplyRequest) -> Result<WaitReplyInput, EngineEr
         kinds,
     })
 }
+
+mod orch;
+pub(super) use orch::*;

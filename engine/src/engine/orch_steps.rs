@@ -1,0 +1,677 @@
+//! The steps every orch handler is made of, over the transaction context
+//! [`Tx`]: finding the run, moving a task through the state machine (the
+//! one place a task's status changes, its counts move and its event is
+//! written), starting and ending attempts as inbox threads, unlocking,
+//! skipping and un-skipping dependents, settling the run's outcome, and
+//! reconciling the run with its attempts' threads.
+//!
+//! Threads are only ever touched through the engine's own inbox handlers
+//! (`send`, `reply`, `cancel`), so every inbox rule and event applies to
+//! them unchanged. Nothing here commits, rolls back or reads a clock.
+
+use crate::error::{EngineError, ErrorCode};
+use crate::ids::IdSource;
+use crate::model::{JsonObject, Kind, Message, Status};
+use crate::orch::model::{
+    Attempt, AttemptStatus, OrchEvent, OrchEventType, Run, RunStatus, Task, TaskStatus,
+};
+use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
+use crate::orch::rules::{self, TaskAction};
+use crate::store::Store;
+use crate::time::Timestamp;
+use crate::validate::{self as v, ORCH_AGENT};
+
+use super::input::{AppendInput, CancelInput, MessageDraft, NewThread, SendInput};
+use super::tx::Tx;
+
+/// One orch write (or preview) in progress on one run: the run record,
+/// loaded once and written once at the end, and what the command changed.
+pub(super) struct RunChange {
+    pub(super) run: Run,
+    /// The events recorded, in order.
+    pub(super) events: Vec<OrchEvent>,
+    /// Tasks changed as a consequence (dependents unlocked or skipped).
+    pub(super) affected: Vec<Task>,
+}
+
+impl RunChange {
+    /// The newest event recorded, or 0.
+    pub(super) fn last_event_id(&self) -> u64 {
+        self.events.last().map_or(0, |e| e.event_id)
+    }
+}
+
+/// What a new attempt's thread says about the attempt before it.
+pub(super) struct Previous {
+    /// "was rejected", "failed", ...
+    pub(super) outcome: &'static str,
+    /// Why, in one line.
+    pub(super) reason: String,
+    /// More words from the leader (a rejection's body).
+    pub(super) details: String,
+    /// The attempt before.
+    pub(super) attempt: u32,
+    /// Its last message (the result, or the failure).
+    pub(super) result: Option<Message>,
+}
+
+impl<S: Store, I: IdSource> Tx<'_, S, I> {
+    /// The run named, or the only active one.
+    pub(super) fn find_run(&mut self, run_id: Option<&str>) -> Result<Run, EngineError> {
+        if let Some(run_id) = run_id {
+            return self.store.run(run_id)?.ok_or_else(|| EngineError::RunNotFound {
+                run_id: Some(run_id.to_owned()),
+                message: format!("run {run_id} not found; `orch run list` shows the runs"),
+            });
+        }
+        let query = RunQuery {
+            created_by: None,
+            statuses: vec![RunStatus::Active],
+            limit: 2,
+        };
+        let mut active = self.store.runs(&query)?;
+        match active.len() {
+            1 => Ok(active.remove(0)),
+            0 => Err(EngineError::RunNotFound {
+                run_id: None,
+                message: "no run is active; create one with `orch run create --goal ...`, or name a finished one with --run".into(),
+            }),
+            _ => {
+                let listed: Vec<String> = active.iter().map(|r| r.run_id.clone()).collect();
+                Err(EngineError::missing(
+                    "run_id",
+                    format!(
+                        "several runs are active ({}, ...); name one with --run (`orch run list` shows them)",
+                        listed.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// The run, reconciled, for a command that changes it: refused once it
+    /// has ended (a failed run too, unless `reopens`: only `orch retry` and
+    /// `orch run cancel` take one).
+    pub(super) fn open_run(
+        &mut self,
+        run_id: Option<&str>,
+        reopens: bool,
+    ) -> Result<RunChange, EngineError> {
+        let run = self.find_run(run_id)?;
+        let mut change = RunChange {
+            run,
+            events: Vec::new(),
+            affected: Vec::new(),
+        };
+        self.reconcile(&mut change, true)?;
+        let run = &change.run;
+        let allowed = run.status == RunStatus::Active || (reopens && run.status == RunStatus::Failed);
+        if !allowed {
+            let run = change.run;
+            let message = match run.status {
+                RunStatus::Failed => "retry a failed task (`orch retry`) to reopen it, or start another run",
+                _ => "it changes no more; start another run with `orch run create`",
+            };
+            return Err(EngineError::RunFinished {
+                run_id: run.run_id,
+                status: run.status,
+                message: message.into(),
+            });
+        }
+        Ok(change)
+    }
+
+    /// A task of the run.
+    pub(super) fn task_of(&mut self, run: &Run, task_id: &str) -> Result<Task, EngineError> {
+        self.store
+            .task(&run.run_id, task_id)?
+            .ok_or_else(|| task_not_found(&run.run_id, task_id, None))
+    }
+
+    /// Writes the run record as the command left it.
+    pub(super) fn save_run(&mut self, change: &RunChange) -> Result<(), EngineError> {
+        Ok(self.store.update_run(&change.run)?)
+    }
+
+    /// Records one orch event about the run (and `task`).
+    pub(super) fn emit(
+        &mut self,
+        change: &mut RunChange,
+        task: Option<&Task>,
+        event_type: OrchEventType,
+        source: &str,
+        summary: String,
+        payload: JsonObject,
+    ) -> Result<u64, EngineError> {
+        let event_id = self.next_event_id;
+        self.next_event_id += 1;
+        change.run.last_event_id = event_id;
+        change.run.updated_at = self.now;
+        let event = OrchEvent {
+            event_id,
+            run_id: change.run.run_id.clone(),
+            task_id: task.map(|t| t.task_id.clone()),
+            event_type,
+            source: source.to_owned(),
+            task_status: task.map(|t| t.status),
+            run_status: change.run.status,
+            attempt: task.filter(|t| t.attempts > 0).map(|t| t.attempts),
+            thread_id: task.and_then(|t| t.thread_id.clone()),
+            summary,
+            payload,
+            created_at: self.now,
+        };
+        self.store.insert_orch_event(&event)?;
+        change.events.push(event);
+        Ok(event_id)
+    }
+
+    /// The one way a task's status changes: checked against the state
+    /// machine, counted on the run, written with its event.
+    pub(super) fn move_task(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        action: TaskAction,
+        to: TaskStatus,
+        (source, summary): (&str, String),
+    ) -> Result<(), EngineError> {
+        let allowed = rules::transition(task.status, action).is_some_and(|t| rules::reaches(t, to));
+        if !allowed {
+            return Err(EngineError::internal(format!(
+                "task {} cannot go from {} to {to} by {action:?}",
+                task.task_id, task.status
+            )));
+        }
+        let counts = &mut change.run.counts;
+        *counts.of_mut(task.status) = counts.of(task.status).saturating_sub(1);
+        *counts.of_mut(to) += 1;
+        task.status = to;
+        if to != TaskStatus::RetryWait {
+            task.retry_at = None;
+        }
+        task.updated_at = self.now;
+        task.last_event_id = self.emit(
+            change,
+            Some(task),
+            OrchEventType::entering(to),
+            source,
+            summary,
+            JsonObject::new(),
+        )?;
+        self.store.update_task(task)?;
+        Ok(())
+    }
+
+    /// Opens the next attempt's thread for the task's assignee, records the
+    /// attempt and moves the task to `dispatched` by `action`.
+    pub(super) fn start_attempt(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        action: TaskAction,
+        source: &str,
+        previous: Option<Previous>,
+    ) -> Result<Attempt, EngineError> {
+        let number = task.attempts + 1;
+        let draft = attempt_message(task, number, previous);
+        let sent = self.send(SendInput::New {
+            from: change.run.created_by.clone(),
+            thread: NewThread {
+                to: task.assignee.clone(),
+                subject: task.title.clone(),
+                run_id: Some(task.run_id.clone()),
+                task_id: Some(task.task_id.clone()),
+                priority: task.priority,
+                // One claim per attempt: a lapsed lease fails the attempt,
+                // and orch's retry policy (with its backoff) decides what
+                // follows, not inbox's.
+                max_attempts: 1,
+            },
+            draft,
+        })?;
+        let attempt = Attempt {
+            run_id: task.run_id.clone(),
+            task_id: task.task_id.clone(),
+            attempt: number,
+            thread_id: sent.thread.thread.thread_id.clone(),
+            assignee: task.assignee.clone(),
+            status: AttemptStatus::Live,
+            reason: None,
+            started_at: self.now,
+            ended_at: None,
+        };
+        self.store.put_attempt(&attempt)?;
+        task.attempts = number;
+        task.thread_id = Some(attempt.thread_id.clone());
+        task.reason = None;
+        let summary = format!(
+            "{}: attempt {number} dispatched to {} as {}",
+            task.task_id, task.assignee, attempt.thread_id
+        );
+        self.move_task(change, task, action, TaskStatus::Dispatched, (source, summary))?;
+        Ok(attempt)
+    }
+
+    /// Marks the task's current attempt as ended.
+    pub(super) fn end_attempt(
+        &mut self,
+        task: &Task,
+        status: AttemptStatus,
+        reason: Option<String>,
+    ) -> Result<(), EngineError> {
+        let attempts = self.store.attempts(&task.run_id, &task.task_id)?;
+        let Some(mut attempt) = attempts.into_iter().find(|a| a.attempt == task.attempts) else {
+            return Err(EngineError::internal(format!(
+                "task {} has no record of attempt {}",
+                task.task_id, task.attempts
+            )));
+        };
+        attempt.status = status;
+        attempt.reason = reason;
+        attempt.ended_at.get_or_insert(self.now);
+        Ok(self.store.put_attempt(&attempt)?)
+    }
+
+    /// The last message of the task's current attempt's thread.
+    pub(super) fn attempt_result(&mut self, task: &Task) -> Result<Option<Message>, EngineError> {
+        let Some(thread_id) = &task.thread_id else {
+            return Ok(None);
+        };
+        let state = self.load(thread_id)?;
+        match state.thread.latest_message_id {
+            Some(id) => Ok(self.store.message(&id)?),
+            None => Ok(None),
+        }
+    }
+
+    /// Cancels the task's live attempt's thread as `agent`, so its worker
+    /// is fenced off (its next command is refused), and ends the attempt.
+    pub(super) fn cancel_attempt(
+        &mut self,
+        task: &Task,
+        agent: &str,
+        reason: String,
+    ) -> Result<(), EngineError> {
+        let Some(thread_id) = task.thread_id.clone() else {
+            return Ok(());
+        };
+        let state = self.load(&thread_id)?;
+        if !self.effective(&state).is_terminal() {
+            self.cancel(CancelInput {
+                agent: agent.to_owned(),
+                thread_id,
+                reason: reason.clone(),
+                artifacts: Vec::new(),
+            })?;
+        }
+        self.end_attempt(task, AttemptStatus::Cancelled, Some(reason))
+    }
+
+    /// Writes an answer into the blocked attempt's thread.
+    pub(super) fn answer_attempt(
+        &mut self,
+        task: &Task,
+        agent: &str,
+        summary: String,
+        body: String,
+    ) -> Result<Message, EngineError> {
+        let thread_id = task.thread_id.clone().ok_or_else(|| {
+            EngineError::internal(format!("blocked task {} has no thread", task.task_id))
+        })?;
+        let out = self.reply(AppendInput {
+            from: agent.to_owned(),
+            to: None,
+            thread_id,
+            lease_token: None,
+            draft: MessageDraft {
+                kind: Kind::Answer,
+                summary,
+                body,
+                payload: JsonObject::new(),
+                artifacts: Vec::new(),
+            },
+        })?;
+        Ok(out.message)
+    }
+
+    /// The statuses of `task`'s needs, as stored now.
+    pub(super) fn need_statuses(&mut self, task: &Task) -> Result<Vec<(String, TaskStatus)>, EngineError> {
+        let mut statuses = Vec::with_capacity(task.needs.len());
+        for need in &task.needs {
+            let status = self.store.task(&task.run_id, need)?.map_or(TaskStatus::Pending, |t| t.status);
+            statuses.push((need.clone(), status));
+        }
+        Ok(statuses)
+    }
+
+    /// After `done` became done: each pending dependent whose needs are now
+    /// all done becomes ready.
+    pub(super) fn unlock_dependents(
+        &mut self,
+        change: &mut RunChange,
+        done: &Task,
+    ) -> Result<(), EngineError> {
+        let query = TaskQuery::dependents(&done.run_id, &done.task_id);
+        for mut dependent in self.store.tasks(&query)? {
+            if dependent.status != TaskStatus::Pending {
+                continue;
+            }
+            let needs = self.need_statuses(&dependent)?;
+            if needs.iter().all(|(_, s)| *s == TaskStatus::Done) {
+                let summary = format!("{}: every need is done", dependent.task_id);
+                self.move_task(change, &mut dependent, TaskAction::NeedsMet, TaskStatus::Ready, (ORCH_AGENT, summary))?;
+                change.affected.push(dependent);
+            }
+        }
+        Ok(())
+    }
+
+    /// After `root` failed or was cancelled: every task that needs it,
+    /// directly or through others, and has not started is skipped, naming
+    /// the task that caused it.
+    pub(super) fn skip_dependents(
+        &mut self,
+        change: &mut RunChange,
+        root: &Task,
+    ) -> Result<(), EngineError> {
+        let mut work = vec![root.task_id.clone()];
+        while let Some(cause) = work.pop() {
+            let query = TaskQuery::dependents(&root.run_id, &cause);
+            for mut dependent in self.store.tasks(&query)? {
+                if dependent.status != TaskStatus::Pending {
+                    continue;
+                }
+                dependent.reason = Some(format!("needs {cause}, which is {}", if cause == root.task_id { root.status } else { TaskStatus::Skipped }));
+                let summary = format!("{}: skipped, {}", dependent.task_id, dependent.reason.as_deref().unwrap_or(""));
+                self.move_task(change, &mut dependent, TaskAction::Skip, TaskStatus::Skipped, (ORCH_AGENT, summary))?;
+                work.push(dependent.task_id.clone());
+                change.affected.push(dependent);
+            }
+        }
+        Ok(())
+    }
+
+    /// After `root` was retried: the tasks skipped because of it come back
+    /// to `pending`, unless another of their needs still keeps them skipped.
+    pub(super) fn unskip_dependents(
+        &mut self,
+        change: &mut RunChange,
+        root: &Task,
+    ) -> Result<(), EngineError> {
+        let mut work = vec![root.task_id.clone()];
+        while let Some(back) = work.pop() {
+            let query = TaskQuery::dependents(&root.run_id, &back);
+            for mut dependent in self.store.tasks(&query)? {
+                if dependent.status != TaskStatus::Skipped {
+                    continue;
+                }
+                let needs = self.need_statuses(&dependent)?;
+                if rules::from_needs(needs.iter().map(|(_, s)| *s)) == TaskStatus::Skipped {
+                    continue;
+                }
+                dependent.reason = None;
+                let summary = format!("{}: back to pending, {back} is being retried", dependent.task_id);
+                self.move_task(change, &mut dependent, TaskAction::Unskip, TaskStatus::Pending, (ORCH_AGENT, summary))?;
+                work.push(dependent.task_id.clone());
+                change.affected.push(dependent);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the run when every task has ended.
+    pub(super) fn settle_run(&mut self, change: &mut RunChange, source: &str) -> Result<(), EngineError> {
+        if change.run.status != RunStatus::Active {
+            return Ok(());
+        }
+        let Some(outcome) = rules::run_outcome(&change.run.counts) else {
+            return Ok(());
+        };
+        change.run.status = outcome;
+        change.run.finished_at = Some(self.now);
+        let counts = &change.run.counts;
+        let (event, summary) = match outcome {
+            RunStatus::Succeeded => (OrchEventType::RunSucceeded, format!("run {} succeeded: {} tasks done", change.run.run_id, counts.done)),
+            _ => (OrchEventType::RunFailed, format!("run {} failed: {} failed, {} skipped, {} done", change.run.run_id, counts.failed, counts.skipped, counts.done)),
+        };
+        self.emit(change, None, event, source, summary, JsonObject::new())?;
+        Ok(())
+    }
+
+    /// Records what the run's attempts' threads and the clock have made
+    /// true: each live task follows its thread; with `dispatch_due`, each
+    /// retry whose backoff has ended is dispatched. Idempotent. Returns when
+    /// the next retry is due.
+    pub(super) fn reconcile(
+        &mut self,
+        change: &mut RunChange,
+        dispatch_due: bool,
+    ) -> Result<Option<Timestamp>, EngineError> {
+        if change.run.status != RunStatus::Active {
+            return Ok(None);
+        }
+        let run_id = change.run.run_id.clone();
+        let live = [TaskStatus::Dispatched, TaskStatus::Running, TaskStatus::Blocked];
+        for mut task in self.store.tasks(&TaskQuery::in_statuses(&run_id, &live, TaskOrder::Added))? {
+            self.follow_thread(change, &mut task)?;
+        }
+        let mut next_due: Option<Timestamp> = None;
+        let waiting = TaskQuery::in_statuses(&run_id, &[TaskStatus::RetryWait], TaskOrder::Added);
+        for mut task in self.store.tasks(&waiting)? {
+            let due = task.retry_at.unwrap_or(self.now);
+            if due <= self.now && dispatch_due {
+                let previous = self.previous_failure(&task)?;
+                self.start_attempt(change, &mut task, TaskAction::Redispatch, ORCH_AGENT, previous)?;
+            } else {
+                next_due = Some(next_due.map_or(due, |d| d.min(due)));
+            }
+        }
+        self.settle_run(change, ORCH_AGENT)?;
+        Ok(next_due)
+    }
+
+    /// Moves one task with a live attempt to where its thread says it is.
+    fn follow_thread(&mut self, change: &mut RunChange, task: &mut Task) -> Result<(), EngineError> {
+        let thread_id = task.thread_id.clone().ok_or_else(|| {
+            EngineError::internal(format!("task {} is {} without a thread", task.task_id, task.status))
+        })?;
+        let state = self.load(&thread_id)?;
+        let status = self.effective(&state);
+        let claims_left = state.thread.attempts < state.thread.max_attempts;
+        let Some(action) = rules::follow_thread(task.status, status, claims_left) else {
+            return Ok(());
+        };
+        let last = self.attempt_result(task)?;
+        let mut said = last.as_ref().map_or(String::new(), |m| m.summary.clone());
+        if status == Status::Pending {
+            // Unclaimable: take it out of the worker's queue before the
+            // next attempt opens a thread of its own.
+            said = "its worker's lease ran out and no claim is left".into();
+            self.cancel(CancelInput {
+                agent: ORCH_AGENT.to_owned(),
+                thread_id: thread_id.clone(),
+                reason: format!("attempt {} failed: {said}", task.attempts),
+                artifacts: Vec::new(),
+            })?;
+        }
+        let id = task.task_id.clone();
+        match action {
+            TaskAction::ThreadQueued => {
+                let summary = format!("{id}: waiting for a worker again");
+                self.move_task(change, task, action, TaskStatus::Dispatched, (ORCH_AGENT, summary))
+            }
+            TaskAction::ThreadHeld => {
+                let holder = state.lease.map_or(state.thread.assigned_to.clone(), |l| l.agent);
+                let summary = format!("{id}: {holder} is working on attempt {}", task.attempts);
+                self.move_task(change, task, action, TaskStatus::Running, (ORCH_AGENT, summary))
+            }
+            TaskAction::ThreadBlocked => {
+                let summary = format!("{id} asks: {said}");
+                self.move_task(change, task, action, TaskStatus::Blocked, (ORCH_AGENT, summary))
+            }
+            TaskAction::ThreadDone => self.attempt_succeeded(change, task, said),
+            TaskAction::ThreadFailed => self.attempt_failed(change, task, said),
+            _ => {
+                self.end_attempt(task, AttemptStatus::Cancelled, Some("its thread was cancelled".into()))?;
+                task.reason = Some(format!("thread {thread_id} was cancelled: {said}"));
+                let summary = format!("{id}: cancelled with its thread: {said}");
+                self.move_task(change, task, TaskAction::ThreadCancelled, TaskStatus::Cancelled, (ORCH_AGENT, summary))?;
+                self.skip_dependents(change, task)
+            }
+        }
+    }
+
+    fn attempt_succeeded(&mut self, change: &mut RunChange, task: &mut Task, said: String) -> Result<(), EngineError> {
+        self.end_attempt(task, AttemptStatus::Succeeded, None)?;
+        let (to, summary) = if task.review {
+            (TaskStatus::Review, format!("{} is ready for review: {said}", task.task_id))
+        } else {
+            (TaskStatus::Done, format!("{} is done: {said}", task.task_id))
+        };
+        self.move_task(change, task, TaskAction::ThreadDone, to, (ORCH_AGENT, summary))?;
+        if to == TaskStatus::Done {
+            self.unlock_dependents(change, task)?;
+        }
+        Ok(())
+    }
+
+    fn attempt_failed(&mut self, change: &mut RunChange, task: &mut Task, said: String) -> Result<(), EngineError> {
+        self.end_attempt(task, AttemptStatus::Failed, Some(said.clone()))?;
+        task.reason = Some(said.clone());
+        if rules::retries_left(&task.retry, task.attempts) {
+            let wait = rules::backoff_millis(&task.retry, task.attempts);
+            task.retry_at = Some(self.now.plus_millis(wait));
+            let summary = format!(
+                "{}: attempt {} of {} failed ({said}); the next starts in {} s",
+                task.task_id, task.attempts, task.retry.max_attempts, wait / 1000
+            );
+            self.move_task(change, task, TaskAction::ThreadFailed, TaskStatus::RetryWait, (ORCH_AGENT, summary))
+        } else {
+            let summary = format!("{} failed after {} attempts: {said}", task.task_id, task.attempts);
+            self.move_task(change, task, TaskAction::ThreadFailed, TaskStatus::Failed, (ORCH_AGENT, summary))?;
+            self.skip_dependents(change, task)
+        }
+    }
+
+    /// What the next attempt's thread says about the failed one.
+    pub(super) fn previous_failure(&mut self, task: &Task) -> Result<Option<Previous>, EngineError> {
+        if task.attempts == 0 {
+            return Ok(None);
+        }
+        let result = self.attempt_result(task)?;
+        Ok(Some(Previous {
+            outcome: "failed",
+            reason: task.reason.clone().unwrap_or_default(),
+            details: String::new(),
+            attempt: task.attempts,
+            result,
+        }))
+    }
+
+    /// Refuses a command on a task in the wrong status.
+    pub(super) fn expect_status(
+        task: &Task,
+        allowed: &[TaskStatus],
+        code: ErrorCode,
+        message: impl FnOnce(&Task) -> String,
+    ) -> Result<(), EngineError> {
+        if allowed.contains(&task.status) {
+            return Ok(());
+        }
+        let code = if task.status.is_terminal() && code == ErrorCode::TaskInvalidState {
+            ErrorCode::TaskFinished
+        } else {
+            code
+        };
+        Err(EngineError::TaskState {
+            code,
+            run_id: task.run_id.clone(),
+            task_id: task.task_id.clone(),
+            status: task.status,
+            message: message(task),
+        })
+    }
+}
+
+/// The error for a task id the run does not have; `named_in` says where the
+/// id was given when it was not the task asked for (a need in a plan).
+pub(super) fn task_not_found(run_id: &str, task_id: &str, named_in: Option<&str>) -> EngineError {
+    let message = match named_in {
+        Some(path) => format!(
+            "{path} names task {task_id}, which is neither in run {run_id} nor in this plan; add it first or fix the id"
+        ),
+        None => format!("run {run_id} has no task {task_id}; `orch status --run {run_id}` lists its tasks"),
+    };
+    EngineError::TaskNotFound {
+        run_id: run_id.to_owned(),
+        task_id: task_id.to_owned(),
+        message,
+    }
+}
+
+/// The first message of an attempt's thread: the task's text, its
+/// acceptance criteria, and what happened to the attempt before, in the
+/// body for people and in the payload for programs.
+fn attempt_message(task: &Task, number: u32, previous: Option<Previous>) -> MessageDraft {
+    let mut body = task.body.clone();
+    if !task.acceptance.is_empty() {
+        body.push_str(if body.is_empty() { "" } else { "\n\n" });
+        body.push_str("Acceptance criteria:\n");
+        for criterion in &task.acceptance {
+            body.push_str(&format!("- {criterion}\n"));
+        }
+    }
+    let mut payload = JsonObject::new();
+    payload.insert("run_id".into(), task.run_id.clone().into());
+    payload.insert("task_id".into(), task.task_id.clone().into());
+    payload.insert("attempt".into(), number.into());
+    payload.insert("acceptance".into(), task.acceptance.clone().into());
+    if let Some(previous) = previous {
+        body.push_str(&format!(
+            "\n\nAttempt {number}. Attempt {} {}: {}\n",
+            previous.attempt, previous.outcome, previous.reason
+        ));
+        if !previous.details.is_empty() {
+            body.push_str(&previous.details);
+            body.push('\n');
+        }
+        let mut note = JsonObject::new();
+        note.insert("attempt".into(), previous.attempt.into());
+        note.insert("outcome".into(), previous.outcome.into());
+        note.insert("reason".into(), previous.reason.into());
+        if let Some(result) = previous.result {
+            body.push_str(&format!("Its last message ({}): {}\n", result.kind, result.summary));
+            let mut said = JsonObject::new();
+            said.insert("message_id".into(), result.message_id.into());
+            said.insert("kind".into(), result.kind.as_str().into());
+            said.insert("summary".into(), result.summary.into());
+            said.insert("payload".into(), result.payload.into());
+            note.insert("result".into(), said.into());
+        }
+        payload.insert("previous".into(), note.into());
+    }
+    truncate_body(&mut body);
+    MessageDraft {
+        kind: Kind::Task,
+        summary: task.title.clone(),
+        body,
+        payload,
+        artifacts: Vec::new(),
+    }
+}
+
+/// Keeps a composed body within the documented limit (the task's own body
+/// may already be at it), cutting at a character boundary.
+fn truncate_body(body: &mut String) {
+    const MARK: &str = "\n[truncated]";
+    if body.len() <= v::BODY_MAX_BYTES {
+        return;
+    }
+    let mut end = v::BODY_MAX_BYTES - MARK.len();
+    while !body.is_char_boundary(end) {
+        end -= 1;
+    }
+    body.truncate(end);
+    body.push_str(MARK);
+}

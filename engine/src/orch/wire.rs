@@ -1,0 +1,366 @@
+//! orch's part of the wire format: the request and output record of every
+//! orch command (the rows themselves are in [`crate::command`]). Re-exported
+//! by [`crate::wire`], so every host speaks them with no extra work.
+//!
+//! As in [`crate::wire`], required text fields are `Option`s so that a
+//! missing one comes back as `missing_field` with a hint. `run_id` may be
+//! left out wherever the leader has exactly one active run. Shapes only:
+//! the rules are in [`super::rules`] and the engine.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{EventId, Message, Priority};
+use crate::time::Timestamp;
+use crate::wire::ThreadView;
+
+use super::model::{Attempt, OrchEvent, Run, RunStatus, Task};
+
+/// `orch-run-create`: start a run.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchRunCreateRequest {
+    /// The leader (required).
+    pub agent: Option<String>,
+    /// An id of your choosing; `run_...` if absent.
+    pub run_id: Option<String>,
+    /// What the run is for, one line (required).
+    pub goal: Option<String>,
+}
+
+/// `orch-run-list`: runs, newest first.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchRunListRequest {
+    /// Only runs this leader created.
+    pub agent: Option<String>,
+    /// Only runs in these statuses (empty: any).
+    pub status: Vec<RunStatus>,
+    /// At most this many (default 50, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// `orch-run-cancel`: stop a run and every task that has not ended.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchRunCancelRequest {
+    /// The leader (required).
+    pub agent: Option<String>,
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// Why, one line; written to every cancelled thread.
+    pub reason: Option<String>,
+}
+
+/// `orch-status`: a run at a glance.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchStatusRequest {
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// At most this many tasks in each list (default 50, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// A task as the leader describes it: one entry of `orch-plan`'s `tasks`,
+/// or `orch-task-add`'s `task`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskSpec {
+    /// Unique in the run (required).
+    pub task_id: Option<String>,
+    /// One line (required).
+    pub title: Option<String>,
+    /// The long form.
+    pub body: Option<String>,
+    /// What the result must satisfy, one criterion each.
+    pub acceptance: Vec<String>,
+    /// Who does it (required).
+    pub assignee: Option<String>,
+    /// Defaults to `normal`.
+    pub priority: Option<Priority>,
+    /// Tasks of the run that must be done first.
+    pub needs: Vec<String>,
+    /// Attempts in all (default 3, 1 to 100).
+    pub max_attempts: Option<u32>,
+    /// Wait before the second attempt (default 30).
+    pub backoff_seconds: Option<u64>,
+    /// Each later wait is the one before times this (default 2, 1 to 10).
+    pub backoff_factor: Option<f64>,
+    /// Longest wait (default 600, at most 86400).
+    pub max_backoff_seconds: Option<u64>,
+    /// Whether a finished attempt waits for `orch accept` (default false).
+    pub review: Option<bool>,
+}
+
+/// `orch-task-add`: add one task.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchTaskAddRequest {
+    /// The leader (required).
+    pub agent: Option<String>,
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// The task (required).
+    pub task: Option<TaskSpec>,
+}
+
+/// `orch-plan`: add a whole graph in one transaction.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchPlanRequest {
+    /// The leader (required).
+    pub agent: Option<String>,
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// The tasks, in any order; `needs` may name tasks of the plan or of
+    /// the run (at least one task).
+    pub tasks: Vec<TaskSpec>,
+}
+
+/// `orch-ready`: what can start now.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchReadyRequest {
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// At most this many (default 50, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// `orch-dispatch`: start attempts.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchDispatchRequest {
+    /// The leader (required).
+    pub agent: Option<String>,
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// The task to dispatch; give this or `all_ready`.
+    pub task_id: Option<String>,
+    /// Dispatch every ready task instead, in `orch-ready` order.
+    pub all_ready: bool,
+    /// With `all_ready`: at most this many (default and most 1000).
+    pub limit: Option<u32>,
+}
+
+/// `orch-task-show`: one task, its attempts and the run it is in.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchTaskShowRequest {
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// The task (required).
+    pub task_id: Option<String>,
+}
+
+/// The leader's decisions about one task: `orch-accept`, `orch-reject`,
+/// `orch-answer`, `orch-retry`, `orch-reassign`, `orch-cancel`. Each command
+/// says which fields it takes.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchTaskRequest {
+    /// The leader (required).
+    pub agent: Option<String>,
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// The task (required).
+    pub task_id: Option<String>,
+    /// One line: the answer (`orch-answer`, required), the reason
+    /// (`orch-reject`, required; `orch-cancel`), a note (`orch-accept`).
+    pub summary: Option<String>,
+    /// The long form (`orch-answer`, `orch-reject`).
+    pub body: Option<String>,
+    /// The new assignee (`orch-reassign`, required; `orch-retry`).
+    pub to: Option<String>,
+    /// `orch-cancel`: also skip the tasks that need it (required when any do).
+    pub cascade: bool,
+}
+
+/// `orch-wait`: block until the run needs the leader.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchWaitRequest {
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// Wake on actionable events after this one (from the last wait's
+    /// `next_event_id`). Without it, the wait returns at once if a task
+    /// already needs the leader, and otherwise waits for the next event.
+    pub after_event: Option<EventId>,
+    /// Give up after this long (default 300, at most 86400): exit 10.
+    pub timeout_seconds: Option<u64>,
+    /// At most this many events (default 100, at most 1000).
+    pub limit: Option<u32>,
+}
+
+/// `orch-reconcile`: record what the attempts' threads and the clock have
+/// made true (every orch write does this first; `orch wait` does it while
+/// it waits). Changes nothing when there is nothing to record.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchReconcileRequest {
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+}
+
+/// A run and its tasks' counts.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunOutput {
+    /// The run after the command.
+    pub run: Run,
+    /// The newest event the command recorded (0 if none).
+    pub event_id: EventId,
+}
+
+/// `orch-run-list`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunsOutput {
+    /// The runs, newest first.
+    pub runs: Vec<Run>,
+}
+
+/// A task in a list: the task, and what keeps a pending one waiting.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskView {
+    /// The task as it is now.
+    #[serde(flatten)]
+    pub task: Task,
+    /// The needs not done yet (for `pending`; empty otherwise).
+    pub waiting_on: Vec<String>,
+}
+
+/// `orch-status`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusOutput {
+    /// The run, with its counts by task status.
+    pub run: Run,
+    /// Tasks that wait on the leader: ready, blocked, in review, failed.
+    pub actionable: Vec<TaskView>,
+    /// Tasks being worked on: dispatched, running, waiting to retry.
+    pub in_flight: Vec<TaskView>,
+    /// Tasks waiting on others, with what they wait on.
+    pub waiting: Vec<TaskView>,
+}
+
+/// `orch-ready`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TasksOutput {
+    /// The tasks, highest priority first, then in the order added.
+    pub tasks: Vec<TaskView>,
+}
+
+/// One task after a command, with the attempt it started, if any.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskOutput {
+    /// The run after the command.
+    pub run: Run,
+    /// The task after the command.
+    pub task: Task,
+    /// The attempt the command started, or `null`.
+    pub attempt: Option<Attempt>,
+    /// The message the command wrote into an attempt's thread, or `null`.
+    pub message: Option<Message>,
+    /// Other tasks the command changed (skipped, back to pending, ready).
+    pub affected: Vec<Task>,
+    /// The newest event the command recorded.
+    pub event_id: EventId,
+}
+
+/// `orch-plan`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanOutput {
+    /// The run after the plan.
+    pub run: Run,
+    /// The tasks added, in the plan's order.
+    pub tasks: Vec<Task>,
+    /// The newest event recorded.
+    pub event_id: EventId,
+}
+
+/// `orch-dispatch`: the attempts started.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DispatchOutput {
+    /// The run after the dispatch.
+    pub run: Run,
+    /// One per task dispatched, in dispatch order.
+    pub dispatched: Vec<Dispatched>,
+    /// The newest event recorded (0 if nothing was ready).
+    pub event_id: EventId,
+}
+
+/// One attempt started by `orch-dispatch`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Dispatched {
+    /// The task, now `dispatched`.
+    pub task: Task,
+    /// The attempt and its thread.
+    pub attempt: Attempt,
+}
+
+/// `orch-task-show`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskShowOutput {
+    /// The run.
+    pub run: Run,
+    /// The task, with what it waits on.
+    pub task: TaskView,
+    /// Every attempt, first first.
+    pub attempts: Vec<Attempt>,
+    /// The current attempt's thread, or `null` before the first dispatch.
+    pub thread: Option<ThreadView>,
+    /// Tasks that need this one.
+    pub needed_by: Vec<String>,
+}
+
+/// `orch-wait`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrchWaitOutput {
+    /// Whether something needs the leader.
+    pub woke: bool,
+    /// Resume from here: pass it as `after_event` to the next wait.
+    pub next_event_id: EventId,
+    /// The actionable events after the cursor, oldest first.
+    pub events: Vec<OrchEvent>,
+    /// The run now, with its counts.
+    pub run: Run,
+    /// Tasks that wait on the leader now, whatever the cursor: a leader
+    /// that missed a wake-up finds its work here.
+    pub actionable: Vec<TaskView>,
+}
+
+/// `orch-reconcile`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReconcileOutput {
+    /// The run now.
+    pub run: Run,
+    /// The events recorded (none when everything was already recorded).
+    pub events: Vec<OrchEvent>,
+    /// When something is next due by the clock (a retry's backoff ends, a
+    /// lease runs out), or `null`: a waiting host reconciles again then.
+    pub next_due: Option<Timestamp>,
+}
+
