@@ -543,6 +543,9 @@ impl Response {
             Response::Success(Output::Claim(out)) if out.claimed.is_none() => 10,
             Response::Success(Output::Watch(out)) if !out.woke => 10,
             Response::Success(Output::WaitReply(out)) if !out.woke => 10,
+            Response::Success(Output::OrchReady(out)) if out.tasks.is_empty() => 10,
+            Response::Success(Output::OrchDispatch(out)) if out.dispatched.is_empty() => 10,
+            Response::Success(Output::OrchWait(out)) if !out.woke => 10,
             Response::Success(_) => 0,
             Response::Failure { error, .. } => error.exit_code(),
         }

@@ -102,7 +102,7 @@ fn sections() -> Vec<(&'static str, String)> {
     );
     let mut exits = vec![
         vec!["0".into(), "success".into()],
-        vec!["10".into(), "no matching work: empty `fetch`, nothing for `claim --next`, a `watch` or `wait-reply` that did not wake (`ok` is still `true`)".into()],
+        vec!["10".into(), "no matching work: empty `fetch`, nothing for `claim --next`, a `watch`, `wait-reply` or `orch wait` that did not wake, an empty `orch ready`, nothing for `orch dispatch --all-ready` (`ok` is still `true`)".into()],
     ];
     for (exit, meaning) in [
         (20, "conflict"),

@@ -356,7 +356,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     /// The run and task a decision is about, after reconciling the run.
     fn decide(&mut self, input: &Decision, reopens: bool) -> Result<(RunChange, Task), EngineError> {
-        let mut change = self.open_run(input.leader.run_id.as_deref(), reopens)?;
+        let change = self.open_run(input.leader.run_id.as_deref(), reopens)?;
         let task = self.task_of(&change.run, &input.task_id)?;
         Ok((change, task))
     }
@@ -450,10 +450,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// cycles, then adds every task in dependency order, each starting as
     /// its needs say.
     fn add_tasks(&mut self, input: PlanInput) -> Result<(RunChange, Vec<Task>), EngineError> {
-        let PlanInput { leader, tasks } = input;
+        let PlanInput { leader, tasks, single } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), false)?;
         let run_id = change.run.run_id.clone();
-        let order = self.plan_order(&run_id, &tasks, tasks.len() == 1)?;
+        let order = self.plan_order(&run_id, &tasks, single)?;
         let mut added: Vec<Option<Task>> = vec![None; tasks.len()];
         let mut statuses: BTreeMap<String, TaskStatus> = BTreeMap::new();
         let mut specs: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();

@@ -56,7 +56,8 @@ pub(super) struct Previous {
 }
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
-    /// The run named, or the only active one.
+    /// The run named; else the only active one; else, when none is active,
+    /// the newest.
     pub(super) fn find_run(&mut self, run_id: Option<&str>) -> Result<Run, EngineError> {
         if let Some(run_id) = run_id {
             return self.store.run(run_id)?.ok_or_else(|| EngineError::RunNotFound {
@@ -72,10 +73,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let mut active = self.store.runs(&query)?;
         match active.len() {
             1 => Ok(active.remove(0)),
-            0 => Err(EngineError::RunNotFound {
-                run_id: None,
-                message: "no run is active; create one with `orch run create --goal ...`, or name a finished one with --run".into(),
-            }),
+            0 => {
+                // None active: the run the leader worked on last, so that
+                // `orch status` or `orch retry` after a run ended needs no id.
+                let newest = RunQuery { created_by: None, statuses: Vec::new(), limit: 1 };
+                self.store.runs(&newest)?.pop().ok_or_else(|| EngineError::RunNotFound {
+                    run_id: None,
+                    message: "there is no run yet; create one with `orch run create --goal ...`".into(),
+                })
+            }
             _ => {
                 let listed: Vec<String> = active.iter().map(|r| r.run_id.clone()).collect();
                 Err(EngineError::missing(
@@ -104,6 +110,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             affected: Vec::new(),
         };
         self.reconcile(&mut change, true)?;
+        // What reconciling changed is recorded in its events; a command's
+        // `affected` lists only what the command itself caused.
+        change.affected.clear();
         let run = &change.run;
         let allowed = run.status == RunStatus::Active || (reopens && run.status == RunStatus::Failed);
         if !allowed {

@@ -4,7 +4,8 @@
 //!
 //! As in [`crate::wire`], required text fields are `Option`s so that a
 //! missing one comes back as `missing_field` with a hint. `run_id` may be
-//! left out wherever the leader has exactly one active run. Shapes only:
+//! left out: the only active run is meant (the newest run when none is
+//! active; several active runs must be named). Shapes only:
 //! the rules are in [`super::rules`] and the engine.
 
 use serde::{Deserialize, Serialize};

@@ -214,6 +214,8 @@ fn at_path(error: EngineError, path: &str) -> EngineError {
 pub(in crate::engine) struct PlanInput {
     pub(in crate::engine) leader: Leader,
     pub(in crate::engine) tasks: Vec<NewTask>,
+    /// `orch-task-add`: its one task is at `task`, not `tasks[0]`.
+    pub(in crate::engine) single: bool,
 }
 
 pub(in crate::engine) fn orch_task_add(r: OrchTaskAddRequest) -> Result<PlanInput, EngineError> {
@@ -227,6 +229,7 @@ pub(in crate::engine) fn orch_task_add(r: OrchTaskAddRequest) -> Result<PlanInpu
     Ok(PlanInput {
         leader,
         tasks: vec![new_task(spec, "task")?],
+        single: true,
     })
 }
 
@@ -254,7 +257,11 @@ pub(in crate::engine) fn orch_plan(r: OrchPlanRequest) -> Result<PlanInput, Engi
         .enumerate()
         .map(|(i, spec)| new_task(spec, &format!("tasks[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(PlanInput { leader, tasks })
+    Ok(PlanInput {
+        leader,
+        tasks,
+        single: false,
+    })
 }
 
 pub(in crate::engine) struct DispatchInput {
