@@ -448,7 +448,10 @@ impl Store for MemoryStore {
     fn insert_run(&mut self, run: &Run) -> Result<(), StoreError> {
         self.writing()?;
         if self.data.runs.contains_key(&run.run_id) {
-            return Err(StoreError::other(format!("run {} already exists", run.run_id)));
+            return Err(StoreError::other(format!(
+                "run {} already exists",
+                run.run_id
+            )));
         }
         self.put_run(run);
         Ok(())
@@ -457,7 +460,10 @@ impl Store for MemoryStore {
     fn update_run(&mut self, run: &Run) -> Result<(), StoreError> {
         self.writing()?;
         if !self.data.runs.contains_key(&run.run_id) {
-            return Err(StoreError::other(format!("run {} does not exist", run.run_id)));
+            return Err(StoreError::other(format!(
+                "run {} does not exist",
+                run.run_id
+            )));
         }
         self.put_run(run);
         Ok(())
@@ -493,7 +499,10 @@ impl Store for MemoryStore {
         self.writing()?;
         let key = (task.run_id.clone(), task.task_id.clone());
         if self.data.tasks.contains_key(&key) {
-            return Err(StoreError::other(format!("task {} already exists", task.task_id)));
+            return Err(StoreError::other(format!(
+                "task {} already exists",
+                task.task_id
+            )));
         }
         self.put_task(key, task);
         Ok(())
@@ -503,7 +512,10 @@ impl Store for MemoryStore {
         self.writing()?;
         let key = (task.run_id.clone(), task.task_id.clone());
         if !self.data.tasks.contains_key(&key) {
-            return Err(StoreError::other(format!("task {} does not exist", task.task_id)));
+            return Err(StoreError::other(format!(
+                "task {} does not exist",
+                task.task_id
+            )));
         }
         self.put_task(key, task);
         Ok(())

@@ -27,8 +27,8 @@ use crate::store::Store;
 use crate::time::{Clock, Timestamp};
 use crate::validate;
 use crate::wire::{
-    OrchReconcileRequest, OrchWaitRequest, Output, RenewRequest, Request, Response,
-    SweepRequest, ThreadView, WaitReplyRequest, WatchRequest,
+    OrchReconcileRequest, OrchWaitRequest, Output, RenewRequest, Request, Response, SweepRequest,
+    ThreadView, WaitReplyRequest, WatchRequest,
 };
 
 /// Anything that executes requests and tells the time: an [`Engine`], or a

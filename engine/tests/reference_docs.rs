@@ -321,14 +321,47 @@ fn orch_sections() -> Vec<(&'static str, String)> {
     let limits = table(
         &["what", "limit"],
         vec![
-            vec!["`max_attempts`".into(), format!("1 to {}; default {}", v::MAX_ATTEMPTS_LIMIT, d.max_attempts)],
-            vec!["`backoff_seconds`".into(), format!("0 to {}; default {}", orch_rules::MAX_BACKOFF_SECONDS, d.backoff_seconds)],
-            vec!["`backoff_factor`".into(), format!("1 to {}; default {}", orch_rules::MAX_BACKOFF_FACTOR, d.backoff_factor)],
-            vec!["`max_backoff_seconds`".into(), format!("0 to {}; default {}", orch_rules::MAX_BACKOFF_SECONDS, d.max_backoff_seconds)],
+            vec![
+                "`max_attempts`".into(),
+                format!("1 to {}; default {}", v::MAX_ATTEMPTS_LIMIT, d.max_attempts),
+            ],
+            vec![
+                "`backoff_seconds`".into(),
+                format!(
+                    "0 to {}; default {}",
+                    orch_rules::MAX_BACKOFF_SECONDS,
+                    d.backoff_seconds
+                ),
+            ],
+            vec![
+                "`backoff_factor`".into(),
+                format!(
+                    "1 to {}; default {}",
+                    orch_rules::MAX_BACKOFF_FACTOR,
+                    d.backoff_factor
+                ),
+            ],
+            vec![
+                "`max_backoff_seconds`".into(),
+                format!(
+                    "0 to {}; default {}",
+                    orch_rules::MAX_BACKOFF_SECONDS,
+                    d.max_backoff_seconds
+                ),
+            ],
             vec!["`needs` per task".into(), orch_rules::MAX_NEEDS.to_string()],
-            vec!["`acceptance` criteria per task".into(), orch_rules::MAX_ACCEPTANCE.to_string()],
-            vec!["tasks per `orch plan`".into(), orch_rules::MAX_PLAN_TASKS.to_string()],
-            vec!["`title`, `goal`".into(), format!("1 to {} characters, one line", v::SUBJECT_MAX_CHARS)],
+            vec![
+                "`acceptance` criteria per task".into(),
+                orch_rules::MAX_ACCEPTANCE.to_string(),
+            ],
+            vec![
+                "tasks per `orch plan`".into(),
+                orch_rules::MAX_PLAN_TASKS.to_string(),
+            ],
+            vec![
+                "`title`, `goal`".into(),
+                format!("1 to {} characters, one line", v::SUBJECT_MAX_CHARS),
+            ],
         ],
     );
     vec![

@@ -25,9 +25,14 @@ use super::tx::Tx;
 use TaskStatus::{Blocked, Dispatched, Failed, Pending, Ready, RetryWait, Review, Running};
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
-    pub(super) fn orch_run_create(&mut self, input: RunCreateInput) -> Result<RunOutput, EngineError> {
+    pub(super) fn orch_run_create(
+        &mut self,
+        input: RunCreateInput,
+    ) -> Result<RunOutput, EngineError> {
         let run_id = match input.run_id {
-            Some(id) if self.store.run(&id)?.is_some() => return Err(EngineError::RunExists { run_id: id }),
+            Some(id) if self.store.run(&id)?.is_some() => {
+                return Err(EngineError::RunExists { run_id: id });
+            }
             Some(id) => id,
             None => self.ids.next_id(IdKind::Run, self.now),
         };
@@ -48,16 +53,34 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             affected: Vec::new(),
         };
         let summary = format!("run {} created: {}", change.run.run_id, change.run.goal);
-        self.emit(&mut change, None, OrchEventType::RunCreated, &input.agent, summary, JsonObject::new())?;
+        self.emit(
+            &mut change,
+            None,
+            OrchEventType::RunCreated,
+            &input.agent,
+            summary,
+            JsonObject::new(),
+        )?;
         self.store.insert_run(&change.run)?;
-        Ok(RunOutput { event_id: change.last_event_id(), run: change.run })
+        Ok(RunOutput {
+            event_id: change.last_event_id(),
+            run: change.run,
+        })
     }
 
     pub(super) fn orch_run_list(&mut self, input: RunListInput) -> Result<RunsOutput, EngineError> {
-        let query = RunQuery { created_by: input.agent, statuses: input.statuses, limit: input.limit };
+        let query = RunQuery {
+            created_by: input.agent,
+            statuses: input.statuses,
+            limit: input.limit,
+        };
         let mut runs = Vec::new();
         for run in self.store.runs(&query)? {
-            let mut change = RunChange { run, events: Vec::new(), affected: Vec::new() };
+            let mut change = RunChange {
+                run,
+                events: Vec::new(),
+                affected: Vec::new(),
+            };
             self.reconcile(&mut change, false)?;
             runs.push(change.run);
         }
@@ -67,10 +90,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Ok(RunsOutput { runs })
     }
 
-    pub(super) fn orch_run_cancel(&mut self, input: RunCancelInput) -> Result<RunOutput, EngineError> {
+    pub(super) fn orch_run_cancel(
+        &mut self,
+        input: RunCancelInput,
+    ) -> Result<RunOutput, EngineError> {
         let RunCancelInput { leader, reason } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), true)?;
-        let open = [Pending, Ready, Dispatched, Running, Blocked, Review, RetryWait];
+        let open = [
+            Pending, Ready, Dispatched, Running, Blocked, Review, RetryWait,
+        ];
         let query = TaskQuery::in_statuses(&change.run.run_id, &open, TaskOrder::Added);
         for mut task in self.store.tasks(&query)? {
             if task.status.has_live_attempt() {
@@ -78,32 +106,70 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             }
             task.reason = Some(reason.clone());
             let summary = format!("{}: cancelled with the run", task.task_id);
-            self.move_task(&mut change, &mut task, TaskAction::Cancel, TaskStatus::Cancelled, (&leader.agent, summary))?;
+            self.move_task(
+                &mut change,
+                &mut task,
+                TaskAction::Cancel,
+                TaskStatus::Cancelled,
+                (&leader.agent, summary),
+            )?;
         }
         change.run.status = RunStatus::Cancelled;
         change.run.finished_at = Some(self.now);
         let summary = format!("run {} cancelled: {reason}", change.run.run_id);
-        self.emit(&mut change, None, OrchEventType::RunCancelled, &leader.agent, summary, JsonObject::new())?;
+        self.emit(
+            &mut change,
+            None,
+            OrchEventType::RunCancelled,
+            &leader.agent,
+            summary,
+            JsonObject::new(),
+        )?;
         self.save_run(&change)?;
-        Ok(RunOutput { event_id: change.last_event_id(), run: change.run })
+        Ok(RunOutput {
+            event_id: change.last_event_id(),
+            run: change.run,
+        })
     }
 
     pub(super) fn orch_status(&mut self, input: RunRead) -> Result<StatusOutput, EngineError> {
         let run = self.current_run(input.run_id.as_deref())?;
         let id = run.run_id.clone();
-        let actionable = self.task_views(&TaskQuery { limit: input.limit, ..TaskQuery::in_statuses(&id, TaskStatus::ACTIONABLE, TaskOrder::Queue) })?;
-        let in_flight = self.task_views(&TaskQuery { limit: input.limit, ..TaskQuery::in_statuses(&id, &[Dispatched, Running, RetryWait], TaskOrder::Added) })?;
-        let waiting = self.task_views(&TaskQuery { limit: input.limit, ..TaskQuery::in_statuses(&id, &[Pending], TaskOrder::Added) })?;
-        Ok(StatusOutput { run, actionable, in_flight, waiting })
+        let actionable = self.task_views(&TaskQuery {
+            limit: input.limit,
+            ..TaskQuery::in_statuses(&id, TaskStatus::ACTIONABLE, TaskOrder::Queue)
+        })?;
+        let in_flight = self.task_views(&TaskQuery {
+            limit: input.limit,
+            ..TaskQuery::in_statuses(&id, &[Dispatched, Running, RetryWait], TaskOrder::Added)
+        })?;
+        let waiting = self.task_views(&TaskQuery {
+            limit: input.limit,
+            ..TaskQuery::in_statuses(&id, &[Pending], TaskOrder::Added)
+        })?;
+        Ok(StatusOutput {
+            run,
+            actionable,
+            in_flight,
+            waiting,
+        })
     }
 
     pub(super) fn orch_ready(&mut self, input: RunRead) -> Result<TasksOutput, EngineError> {
         let run = self.current_run(input.run_id.as_deref())?;
-        let query = TaskQuery { limit: input.limit, ..TaskQuery::in_statuses(&run.run_id, &[Ready], TaskOrder::Queue) };
-        Ok(TasksOutput { tasks: self.task_views(&query)? })
+        let query = TaskQuery {
+            limit: input.limit,
+            ..TaskQuery::in_statuses(&run.run_id, &[Ready], TaskOrder::Queue)
+        };
+        Ok(TasksOutput {
+            tasks: self.task_views(&query)?,
+        })
     }
 
-    pub(super) fn orch_task_show(&mut self, input: TaskRead) -> Result<TaskShowOutput, EngineError> {
+    pub(super) fn orch_task_show(
+        &mut self,
+        input: TaskRead,
+    ) -> Result<TaskShowOutput, EngineError> {
         let run = self.current_run(input.run_id.as_deref())?;
         let task = self.task_of(&run, &input.task_id)?;
         let attempts = self.store.attempts(&run.run_id, &task.task_id)?;
@@ -121,12 +187,20 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             .map(|t| t.task_id)
             .collect();
         let task = self.task_view(task)?;
-        Ok(TaskShowOutput { run, task, attempts, thread, needed_by })
+        Ok(TaskShowOutput {
+            run,
+            task,
+            attempts,
+            thread,
+            needed_by,
+        })
     }
 
     pub(super) fn orch_task_add(&mut self, input: PlanInput) -> Result<TaskOutput, EngineError> {
         let (change, mut tasks) = self.add_tasks(input)?;
-        let task = tasks.pop().ok_or_else(|| EngineError::internal("task add added nothing"))?;
+        let task = tasks
+            .pop()
+            .ok_or_else(|| EngineError::internal("task add added nothing"))?;
         Ok(TaskOutput {
             event_id: change.last_event_id(),
             run: change.run,
@@ -139,11 +213,22 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     pub(super) fn orch_plan(&mut self, input: PlanInput) -> Result<PlanOutput, EngineError> {
         let (change, tasks) = self.add_tasks(input)?;
-        Ok(PlanOutput { event_id: change.last_event_id(), run: change.run, tasks })
+        Ok(PlanOutput {
+            event_id: change.last_event_id(),
+            run: change.run,
+            tasks,
+        })
     }
 
-    pub(super) fn orch_dispatch(&mut self, input: DispatchInput) -> Result<DispatchOutput, EngineError> {
-        let DispatchInput { leader, task_id, limit } = input;
+    pub(super) fn orch_dispatch(
+        &mut self,
+        input: DispatchInput,
+    ) -> Result<DispatchOutput, EngineError> {
+        let DispatchInput {
+            leader,
+            task_id,
+            limit,
+        } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), false)?;
         let tasks = match task_id {
             Some(id) => {
@@ -152,17 +237,30 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 vec![task]
             }
             None => {
-                let query = TaskQuery { limit, ..TaskQuery::in_statuses(&change.run.run_id, &[Ready], TaskOrder::Queue) };
+                let query = TaskQuery {
+                    limit,
+                    ..TaskQuery::in_statuses(&change.run.run_id, &[Ready], TaskOrder::Queue)
+                };
                 self.store.tasks(&query)?
             }
         };
         let mut dispatched = Vec::with_capacity(tasks.len());
         for mut task in tasks {
-            let attempt = self.start_attempt(&mut change, &mut task, TaskAction::Dispatch, &leader.agent, None)?;
+            let attempt = self.start_attempt(
+                &mut change,
+                &mut task,
+                TaskAction::Dispatch,
+                &leader.agent,
+                None,
+            )?;
             dispatched.push(crate::wire::Dispatched { task, attempt });
         }
         self.save_run(&change)?;
-        Ok(DispatchOutput { event_id: change.last_event_id(), run: change.run, dispatched })
+        Ok(DispatchOutput {
+            event_id: change.last_event_id(),
+            run: change.run,
+            dispatched,
+        })
     }
 
     pub(super) fn orch_accept(&mut self, input: Decision) -> Result<TaskOutput, EngineError> {
@@ -170,9 +268,16 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Self::expect_status(&task, &[Review], ErrorCode::TaskNotInReview, |t| {
             format!("only a task in review can be accepted; {}", what_now(t))
         })?;
+        task.reason = None;
         let note = input.summary.clone().unwrap_or_else(|| "accepted".into());
         let summary = format!("{} accepted: {note}", task.task_id);
-        self.move_task(&mut change, &mut task, TaskAction::Accept, TaskStatus::Done, (&input.leader.agent, summary))?;
+        self.move_task(
+            &mut change,
+            &mut task,
+            TaskAction::Accept,
+            TaskStatus::Done,
+            (&input.leader.agent, summary),
+        )?;
         self.unlock_dependents(&mut change, &task)?;
         self.finish_decision(change, task, None, None)
     }
@@ -191,7 +296,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             attempt: task.attempts,
             result: self.attempt_result(&task)?,
         };
-        let attempt = self.start_attempt(&mut change, &mut task, TaskAction::Reject, &input.leader.agent, Some(previous))?;
+        let attempt = self.start_attempt(
+            &mut change,
+            &mut task,
+            TaskAction::Reject,
+            &input.leader.agent,
+            Some(previous),
+        )?;
         self.finish_decision(change, task, Some(attempt), None)
     }
 
@@ -201,7 +312,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             format!("only a blocked task can be answered; {}", what_now(t))
         })?;
         let summary = input.summary.clone().unwrap_or_default();
-        let message = self.answer_attempt(&task, &input.leader.agent, summary, input.body.clone())?;
+        let message =
+            self.answer_attempt(&task, &input.leader.agent, summary, input.body.clone())?;
         // The answer unblocked the thread: the task follows it now.
         self.reconcile_task(&mut change, &mut task)?;
         self.finish_decision(change, task, None, Some(message))
@@ -215,14 +327,30 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         if change.run.status == RunStatus::Failed {
             change.run.status = RunStatus::Active;
             change.run.finished_at = None;
-            let summary = format!("run {} reopened to retry {}", change.run.run_id, task.task_id);
-            self.emit(&mut change, None, OrchEventType::RunReopened, &input.leader.agent, summary, JsonObject::new())?;
+            let summary = format!(
+                "run {} reopened to retry {}",
+                change.run.run_id, task.task_id
+            );
+            self.emit(
+                &mut change,
+                None,
+                OrchEventType::RunReopened,
+                &input.leader.agent,
+                summary,
+                JsonObject::new(),
+            )?;
         }
         if let Some(to) = &input.to {
             task.assignee = to.clone();
         }
         let previous = self.previous_failure(&task)?;
-        let attempt = self.start_attempt(&mut change, &mut task, TaskAction::Retry, &input.leader.agent, previous)?;
+        let attempt = self.start_attempt(
+            &mut change,
+            &mut task,
+            TaskAction::Retry,
+            &input.leader.agent,
+            previous,
+        )?;
         self.unskip_dependents(&mut change, &task)?;
         self.finish_decision(change, task, Some(attempt), None)
     }
@@ -230,16 +358,34 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     pub(super) fn orch_reassign(&mut self, input: Decision) -> Result<TaskOutput, EngineError> {
         let (mut change, mut task) = self.decide(&input, false)?;
         let to = input.to.clone().unwrap_or_default();
-        Self::expect_status(&task, &[Pending, Ready, Dispatched, Running, Blocked, RetryWait], ErrorCode::TaskInvalidState, |t| match t.status {
-            Review => "its work is finished: accept it, or reject it and reassign the new attempt".into(),
-            Failed => format!("retry it with a new assignee instead: orch retry {} --to {to}", t.task_id),
-            _ => format!("it has ended; {}", what_now(t)),
-        })?;
+        Self::expect_status(
+            &task,
+            &[Pending, Ready, Dispatched, Running, Blocked, RetryWait],
+            ErrorCode::TaskInvalidState,
+            |t| match t.status {
+                Review => {
+                    "its work is finished: accept it, or reject it and reassign the new attempt"
+                        .into()
+                }
+                Failed => format!(
+                    "retry it with a new assignee instead: orch retry {} --to {to}",
+                    t.task_id
+                ),
+                _ => format!("it has ended; {}", what_now(t)),
+            },
+        )?;
         let from = std::mem::replace(&mut task.assignee, to.clone());
         if !task.status.has_live_attempt() {
             self.store.update_task(&task)?;
             let summary = format!("{} reassigned from {from} to {to}", task.task_id);
-            task.last_event_id = self.emit(&mut change, Some(&task), OrchEventType::TaskReassigned, &input.leader.agent, summary, JsonObject::new())?;
+            task.last_event_id = self.emit(
+                &mut change,
+                Some(&task),
+                OrchEventType::TaskReassigned,
+                &input.leader.agent,
+                summary,
+                JsonObject::new(),
+            )?;
             self.store.update_task(&task)?;
             return self.finish_decision(change, task, None, None);
         }
@@ -251,15 +397,26 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             attempt: task.attempts,
             result: self.attempt_result(&task)?,
         };
-        let attempt = self.start_attempt(&mut change, &mut task, TaskAction::Reassign, &input.leader.agent, Some(previous))?;
+        let attempt = self.start_attempt(
+            &mut change,
+            &mut task,
+            TaskAction::Reassign,
+            &input.leader.agent,
+            Some(previous),
+        )?;
         self.finish_decision(change, task, Some(attempt), None)
     }
 
     pub(super) fn orch_cancel(&mut self, input: Decision) -> Result<TaskOutput, EngineError> {
         let (mut change, mut task) = self.decide(&input, false)?;
-        Self::expect_status(&task, &[Pending, Ready, Dispatched, Running, Blocked, Review, RetryWait], ErrorCode::TaskFinished, |t| {
-            format!("it has ended; {}", what_now(t))
-        })?;
+        Self::expect_status(
+            &task,
+            &[
+                Pending, Ready, Dispatched, Running, Blocked, Review, RetryWait,
+            ],
+            ErrorCode::TaskFinished,
+            |t| format!("it has ended; {}", what_now(t)),
+        )?;
         let dependents = self.waiting_dependents(&task)?;
         if !dependents.is_empty() && !input.cascade {
             return Err(EngineError::TaskHasDependents {
@@ -268,18 +425,30 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 dependents,
             });
         }
-        let reason = input.summary.clone().unwrap_or_else(|| "cancelled by the leader".into());
+        let reason = input
+            .summary
+            .clone()
+            .unwrap_or_else(|| "cancelled by the leader".into());
         if task.status.has_live_attempt() {
             self.cancel_attempt(&task, &input.leader.agent, reason.clone())?;
         }
         task.reason = Some(reason.clone());
         let summary = format!("{} cancelled: {reason}", task.task_id);
-        self.move_task(&mut change, &mut task, TaskAction::Cancel, TaskStatus::Cancelled, (&input.leader.agent, summary))?;
+        self.move_task(
+            &mut change,
+            &mut task,
+            TaskAction::Cancel,
+            TaskStatus::Cancelled,
+            (&input.leader.agent, summary),
+        )?;
         self.skip_dependents(&mut change, &task)?;
         self.finish_decision(change, task, None, None)
     }
 
-    pub(super) fn orch_wait(&mut self, input: OrchWaitInput) -> Result<OrchWaitOutput, EngineError> {
+    pub(super) fn orch_wait(
+        &mut self,
+        input: OrchWaitInput,
+    ) -> Result<OrchWaitOutput, EngineError> {
         let run = self.find_run(input.run_id.as_deref())?;
         let latest = self.store.latest_event_id()?;
         let events = match input.after_event {
@@ -295,17 +464,33 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             Some(last) if events.len() == input.limit => last.event_id,
             _ => latest.max(input.after_event.unwrap_or(0)),
         };
-        let query = TaskQuery { limit: v_limit(), ..TaskQuery::in_statuses(&run.run_id, TaskStatus::ACTIONABLE, TaskOrder::Queue) };
+        let query = TaskQuery {
+            limit: v_limit(),
+            ..TaskQuery::in_statuses(&run.run_id, TaskStatus::ACTIONABLE, TaskOrder::Queue)
+        };
         let actionable = self.task_views(&query)?;
         let woke = !events.is_empty()
             || run.status != RunStatus::Active
             || (input.after_event.is_none() && !actionable.is_empty());
-        Ok(OrchWaitOutput { woke, next_event_id, events, run, actionable })
+        Ok(OrchWaitOutput {
+            woke,
+            next_event_id,
+            events,
+            run,
+            actionable,
+        })
     }
 
-    pub(super) fn orch_reconcile(&mut self, run_id: Option<String>) -> Result<ReconcileOutput, EngineError> {
+    pub(super) fn orch_reconcile(
+        &mut self,
+        run_id: Option<String>,
+    ) -> Result<ReconcileOutput, EngineError> {
         let run = self.find_run(run_id.as_deref())?;
-        let mut change = RunChange { run, events: Vec::new(), affected: Vec::new() };
+        let mut change = RunChange {
+            run,
+            events: Vec::new(),
+            affected: Vec::new(),
+        };
         let retry_due = self.reconcile(&mut change, true)?;
         if !change.events.is_empty() {
             self.save_run(&change)?;
@@ -315,7 +500,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        Ok(ReconcileOutput { run: change.run, events: change.events, next_due })
+        Ok(ReconcileOutput {
+            run: change.run,
+            events: change.events,
+            next_due,
+        })
     }
 }
 
@@ -332,12 +521,17 @@ fn what_now(task: &Task) -> String {
         Ready => format!("it is ready: `orch dispatch --task {id}`"),
         Dispatched | Running => "its attempt is under way; `orch wait` says when it changes".into(),
         Blocked => format!("its worker asked a question: `orch answer {id} --summary ...`"),
-        Review => format!("it waits for review: `orch accept {id}` or `orch reject {id} --reason ...`"),
+        Review => {
+            format!("it waits for review: `orch accept {id}` or `orch reject {id} --reason ...`")
+        }
         RetryWait => "it will be retried when its backoff ends".into(),
         TaskStatus::Done => "it is done".into(),
         Failed => format!("it failed: `orch retry {id}`"),
         TaskStatus::Cancelled => "it was cancelled".into(),
-        TaskStatus::Skipped => format!("it was skipped ({})", task.reason.as_deref().unwrap_or("a need did not finish")),
+        TaskStatus::Skipped => format!(
+            "it was skipped ({})",
+            task.reason.as_deref().unwrap_or("a need did not finish")
+        ),
     }
 }
 
@@ -346,7 +540,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// transaction is a preview, rolled back after).
     fn current_run(&mut self, run_id: Option<&str>) -> Result<Run, EngineError> {
         let run = self.find_run(run_id)?;
-        let mut change = RunChange { run, events: Vec::new(), affected: Vec::new() };
+        let mut change = RunChange {
+            run,
+            events: Vec::new(),
+            affected: Vec::new(),
+        };
         self.reconcile(&mut change, false)?;
         if !change.events.is_empty() {
             self.save_run(&change)?;
@@ -355,7 +553,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// The run and task a decision is about, after reconciling the run.
-    fn decide(&mut self, input: &Decision, reopens: bool) -> Result<(RunChange, Task), EngineError> {
+    fn decide(
+        &mut self,
+        input: &Decision,
+        reopens: bool,
+    ) -> Result<(RunChange, Task), EngineError> {
         let change = self.open_run(input.leader.run_id.as_deref(), reopens)?;
         let task = self.task_of(&change.run, &input.task_id)?;
         Ok((change, task))
@@ -368,7 +570,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         attempt: Option<crate::orch::model::Attempt>,
         message: Option<crate::model::Message>,
     ) -> Result<TaskOutput, EngineError> {
-        let source = change.events.last().map_or_else(|| crate::validate::ORCH_AGENT.to_owned(), |e| e.source.clone());
+        let source = change.events.last().map_or_else(
+            || crate::validate::ORCH_AGENT.to_owned(),
+            |e| e.source.clone(),
+        );
         self.settle_run(&mut change, &source)?;
         self.save_run(&change)?;
         Ok(TaskOutput {
@@ -382,7 +587,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// Follows one task's thread right away (after `orch answer`).
-    fn reconcile_task(&mut self, change: &mut RunChange, task: &mut Task) -> Result<(), EngineError> {
+    fn reconcile_task(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+    ) -> Result<(), EngineError> {
         self.reconcile(change, false)?;
         *task = self.task_of(&change.run, &task.task_id)?;
         Ok(())
@@ -399,7 +608,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 .filter(|(_, s)| *s != TaskStatus::Done)
                 .map(|(id, s)| format!("{id} ({s})"))
                 .collect();
-            format!("it waits on {}; `orch ready` lists what can start now", waiting.join(", "))
+            format!(
+                "it waits on {}; `orch ready` lists what can start now",
+                waiting.join(", ")
+            )
         } else {
             format!("only a ready task can be dispatched; {}", what_now(task))
         };
@@ -418,7 +630,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let mut found: Vec<String> = Vec::new();
         let mut work = vec![task.task_id.clone()];
         while let Some(id) = work.pop() {
-            for dependent in self.store.tasks(&TaskQuery::dependents(&task.run_id, &id))? {
+            for dependent in self
+                .store
+                .tasks(&TaskQuery::dependents(&task.run_id, &id))?
+            {
                 if dependent.status == Pending && !found.contains(&dependent.task_id) {
                     found.push(dependent.task_id.clone());
                     work.push(dependent.task_id);
@@ -450,7 +665,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// cycles, then adds every task in dependency order, each starting as
     /// its needs say.
     fn add_tasks(&mut self, input: PlanInput) -> Result<(RunChange, Vec<Task>), EngineError> {
-        let PlanInput { leader, tasks, single } = input;
+        let PlanInput {
+            leader,
+            tasks,
+            single,
+        } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), false)?;
         let run_id = change.run.run_id.clone();
         let order = self.plan_order(&run_id, &tasks, single)?;
@@ -458,7 +677,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let mut statuses: BTreeMap<String, TaskStatus> = BTreeMap::new();
         let mut specs: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();
         for index in order {
-            let Some(spec) = specs[index].take() else { continue };
+            let Some(spec) = specs[index].take() else {
+                continue;
+            };
             let task = self.add_task(&mut change, spec, &mut statuses, &leader.agent)?;
             added[index] = Some(task);
         }
@@ -469,22 +690,42 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     /// The order to add a plan's tasks in (needs first), after checking that
     /// ids are new and unique, needs exist, and no needs make a cycle.
-    fn plan_order(&mut self, run_id: &str, tasks: &[NewTask], single: bool) -> Result<Vec<usize>, EngineError> {
-        let path = |i: usize| if single { "task".to_owned() } else { format!("tasks[{i}]") };
+    fn plan_order(
+        &mut self,
+        run_id: &str,
+        tasks: &[NewTask],
+        single: bool,
+    ) -> Result<Vec<usize>, EngineError> {
+        let path = |i: usize| {
+            if single {
+                "task".to_owned()
+            } else {
+                format!("tasks[{i}]")
+            }
+        };
         let mut index: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, task) in tasks.iter().enumerate() {
             if let Some(first) = index.insert(&task.task_id, i) {
                 return Err(EngineError::TaskExists {
                     run_id: run_id.to_owned(),
                     task_id: task.task_id.clone(),
-                    message: format!("{}.task_id: task {} is also {}; task ids are unique in a run", path(i), task.task_id, path(first)),
+                    message: format!(
+                        "{}.task_id: task {} is also {}; task ids are unique in a run",
+                        path(i),
+                        task.task_id,
+                        path(first)
+                    ),
                 });
             }
             if self.store.task(run_id, &task.task_id)?.is_some() {
                 return Err(EngineError::TaskExists {
                     run_id: run_id.to_owned(),
                     task_id: task.task_id.clone(),
-                    message: format!("{}.task_id: run {run_id} already has a task {}; pick another id", path(i), task.task_id),
+                    message: format!(
+                        "{}.task_id: run {run_id} already has a task {}; pick another id",
+                        path(i),
+                        task.task_id
+                    ),
                 });
             }
         }
@@ -492,14 +733,26 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         for (i, task) in tasks.iter().enumerate() {
             for (n, need) in task.needs.iter().enumerate() {
                 if !index.contains_key(need.as_str()) && self.store.task(run_id, need)?.is_none() {
-                    return Err(task_not_found(run_id, need, Some(&format!("{}.needs[{n}]", path(i)))));
+                    return Err(task_not_found(
+                        run_id,
+                        need,
+                        Some(&format!("{}.needs[{n}]", path(i))),
+                    ));
                 }
             }
-            let in_plan = task.needs.iter().map(String::as_str).filter(|n| index.contains_key(n)).collect();
+            let in_plan = task
+                .needs
+                .iter()
+                .map(String::as_str)
+                .filter(|n| index.contains_key(n))
+                .collect();
             graph.insert(&task.task_id, in_plan);
         }
         if let Some(cycle) = rules::find_cycle(&graph) {
-            return Err(EngineError::DependencyCycle { run_id: run_id.to_owned(), cycle });
+            return Err(EngineError::DependencyCycle {
+                run_id: run_id.to_owned(),
+                cycle,
+            });
         }
         // Needs first: a depth-first post-order over the (acyclic) graph.
         let mut order = Vec::with_capacity(tasks.len());
@@ -540,13 +793,18 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         for need in &spec.needs {
             let status = match statuses.get(need) {
                 Some(s) => *s,
-                None => self.store.task(&change.run.run_id, need)?.map_or(Pending, |t| t.status),
+                None => self
+                    .store
+                    .task(&change.run.run_id, need)?
+                    .map_or(Pending, |t| t.status),
             };
             needs.push((need.clone(), status));
         }
         let status = rules::from_needs(needs.iter().map(|(_, s)| *s));
         let reason = (status == TaskStatus::Skipped).then(|| {
-            let cause = needs.iter().find(|(_, s)| matches!(s, Failed | TaskStatus::Cancelled | TaskStatus::Skipped));
+            let cause = needs
+                .iter()
+                .find(|(_, s)| matches!(s, Failed | TaskStatus::Cancelled | TaskStatus::Skipped));
             cause.map_or_else(String::new, |(id, s)| format!("needs {id}, which is {s}"))
         });
         change.run.tasks_added += 1;
@@ -574,13 +832,27 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         *change.run.counts.of_mut(status) += 1;
         statuses.insert(task.task_id.clone(), status);
         let summary = format!("{} added: {}", task.task_id, task.title);
-        task.last_event_id = self.emit(change, Some(&task), OrchEventType::TaskAdded, agent, summary, JsonObject::new())?;
+        task.last_event_id = self.emit(
+            change,
+            Some(&task),
+            OrchEventType::TaskAdded,
+            agent,
+            summary,
+            JsonObject::new(),
+        )?;
         if status != Pending {
             let summary = match &task.reason {
                 Some(reason) => format!("{}: skipped, {reason}", task.task_id),
                 None => format!("{} is ready", task.task_id),
             };
-            task.last_event_id = self.emit(change, Some(&task), OrchEventType::entering(status), agent, summary, JsonObject::new())?;
+            task.last_event_id = self.emit(
+                change,
+                Some(&task),
+                OrchEventType::entering(status),
+                agent,
+                summary,
+                JsonObject::new(),
+            )?;
         }
         self.store.insert_task(&task)?;
         Ok(task)

@@ -60,10 +60,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// the newest.
     pub(super) fn find_run(&mut self, run_id: Option<&str>) -> Result<Run, EngineError> {
         if let Some(run_id) = run_id {
-            return self.store.run(run_id)?.ok_or_else(|| EngineError::RunNotFound {
-                run_id: Some(run_id.to_owned()),
-                message: format!("run {run_id} not found; `orch run list` shows the runs"),
-            });
+            return self
+                .store
+                .run(run_id)?
+                .ok_or_else(|| EngineError::RunNotFound {
+                    run_id: Some(run_id.to_owned()),
+                    message: format!("run {run_id} not found; `orch run list` shows the runs"),
+                });
         }
         let query = RunQuery {
             created_by: None,
@@ -76,11 +79,20 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             0 => {
                 // None active: the run the leader worked on last, so that
                 // `orch status` or `orch retry` after a run ended needs no id.
-                let newest = RunQuery { created_by: None, statuses: Vec::new(), limit: 1 };
-                self.store.runs(&newest)?.pop().ok_or_else(|| EngineError::RunNotFound {
-                    run_id: None,
-                    message: "there is no run yet; create one with `orch run create --goal ...`".into(),
-                })
+                let newest = RunQuery {
+                    created_by: None,
+                    statuses: Vec::new(),
+                    limit: 1,
+                };
+                self.store
+                    .runs(&newest)?
+                    .pop()
+                    .ok_or_else(|| EngineError::RunNotFound {
+                        run_id: None,
+                        message:
+                            "there is no run yet; create one with `orch run create --goal ...`"
+                                .into(),
+                    })
             }
             _ => {
                 let listed: Vec<String> = active.iter().map(|r| r.run_id.clone()).collect();
@@ -114,11 +126,14 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         // `affected` lists only what the command itself caused.
         change.affected.clear();
         let run = &change.run;
-        let allowed = run.status == RunStatus::Active || (reopens && run.status == RunStatus::Failed);
+        let allowed =
+            run.status == RunStatus::Active || (reopens && run.status == RunStatus::Failed);
         if !allowed {
             let run = change.run;
             let message = match run.status {
-                RunStatus::Failed => "retry a failed task (`orch retry`) to reopen it, or start another run",
+                RunStatus::Failed => {
+                    "retry a failed task (`orch retry`) to reopen it, or start another run"
+                }
                 _ => "it changes no more; start another run with `orch run create`",
             };
             return Err(EngineError::RunFinished {
@@ -258,7 +273,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             "{}: attempt {number} dispatched to {} as {}",
             task.task_id, task.assignee, attempt.thread_id
         );
-        self.move_task(change, task, action, TaskStatus::Dispatched, (source, summary))?;
+        self.move_task(
+            change,
+            task,
+            action,
+            TaskStatus::Dispatched,
+            (source, summary),
+        )?;
         Ok(attempt)
     }
 
@@ -345,10 +366,16 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// The statuses of `task`'s needs, as stored now.
-    pub(super) fn need_statuses(&mut self, task: &Task) -> Result<Vec<(String, TaskStatus)>, EngineError> {
+    pub(super) fn need_statuses(
+        &mut self,
+        task: &Task,
+    ) -> Result<Vec<(String, TaskStatus)>, EngineError> {
         let mut statuses = Vec::with_capacity(task.needs.len());
         for need in &task.needs {
-            let status = self.store.task(&task.run_id, need)?.map_or(TaskStatus::Pending, |t| t.status);
+            let status = self
+                .store
+                .task(&task.run_id, need)?
+                .map_or(TaskStatus::Pending, |t| t.status);
             statuses.push((need.clone(), status));
         }
         Ok(statuses)
@@ -369,7 +396,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             let needs = self.need_statuses(&dependent)?;
             if needs.iter().all(|(_, s)| *s == TaskStatus::Done) {
                 let summary = format!("{}: every need is done", dependent.task_id);
-                self.move_task(change, &mut dependent, TaskAction::NeedsMet, TaskStatus::Ready, (ORCH_AGENT, summary))?;
+                self.move_task(
+                    change,
+                    &mut dependent,
+                    TaskAction::NeedsMet,
+                    TaskStatus::Ready,
+                    (ORCH_AGENT, summary),
+                )?;
                 change.affected.push(dependent);
             }
         }
@@ -391,9 +424,26 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 if dependent.status != TaskStatus::Pending {
                     continue;
                 }
-                dependent.reason = Some(format!("needs {cause}, which is {}", if cause == root.task_id { root.status } else { TaskStatus::Skipped }));
-                let summary = format!("{}: skipped, {}", dependent.task_id, dependent.reason.as_deref().unwrap_or(""));
-                self.move_task(change, &mut dependent, TaskAction::Skip, TaskStatus::Skipped, (ORCH_AGENT, summary))?;
+                dependent.reason = Some(format!(
+                    "needs {cause}, which is {}",
+                    if cause == root.task_id {
+                        root.status
+                    } else {
+                        TaskStatus::Skipped
+                    }
+                ));
+                let summary = format!(
+                    "{}: skipped, {}",
+                    dependent.task_id,
+                    dependent.reason.as_deref().unwrap_or("")
+                );
+                self.move_task(
+                    change,
+                    &mut dependent,
+                    TaskAction::Skip,
+                    TaskStatus::Skipped,
+                    (ORCH_AGENT, summary),
+                )?;
                 work.push(dependent.task_id.clone());
                 change.affected.push(dependent);
             }
@@ -420,8 +470,17 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                     continue;
                 }
                 dependent.reason = None;
-                let summary = format!("{}: back to pending, {back} is being retried", dependent.task_id);
-                self.move_task(change, &mut dependent, TaskAction::Unskip, TaskStatus::Pending, (ORCH_AGENT, summary))?;
+                let summary = format!(
+                    "{}: back to pending, {back} is being retried",
+                    dependent.task_id
+                );
+                self.move_task(
+                    change,
+                    &mut dependent,
+                    TaskAction::Unskip,
+                    TaskStatus::Pending,
+                    (ORCH_AGENT, summary),
+                )?;
                 work.push(dependent.task_id.clone());
                 change.affected.push(dependent);
             }
@@ -430,7 +489,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// Ends the run when every task has ended.
-    pub(super) fn settle_run(&mut self, change: &mut RunChange, source: &str) -> Result<(), EngineError> {
+    pub(super) fn settle_run(
+        &mut self,
+        change: &mut RunChange,
+        source: &str,
+    ) -> Result<(), EngineError> {
         if change.run.status != RunStatus::Active {
             return Ok(());
         }
@@ -441,8 +504,20 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         change.run.finished_at = Some(self.now);
         let counts = &change.run.counts;
         let (event, summary) = match outcome {
-            RunStatus::Succeeded => (OrchEventType::RunSucceeded, format!("run {} succeeded: {} tasks done", change.run.run_id, counts.done)),
-            _ => (OrchEventType::RunFailed, format!("run {} failed: {} failed, {} skipped, {} done", change.run.run_id, counts.failed, counts.skipped, counts.done)),
+            RunStatus::Succeeded => (
+                OrchEventType::RunSucceeded,
+                format!(
+                    "run {} succeeded: {} tasks done",
+                    change.run.run_id, counts.done
+                ),
+            ),
+            _ => (
+                OrchEventType::RunFailed,
+                format!(
+                    "run {} failed: {} failed, {} skipped, {} done",
+                    change.run.run_id, counts.failed, counts.skipped, counts.done
+                ),
+            ),
         };
         self.emit(change, None, event, source, summary, JsonObject::new())?;
         Ok(())
@@ -461,8 +536,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             return Ok(None);
         }
         let run_id = change.run.run_id.clone();
-        let live = [TaskStatus::Dispatched, TaskStatus::Running, TaskStatus::Blocked];
-        for mut task in self.store.tasks(&TaskQuery::in_statuses(&run_id, &live, TaskOrder::Added))? {
+        let live = [
+            TaskStatus::Dispatched,
+            TaskStatus::Running,
+            TaskStatus::Blocked,
+        ];
+        for mut task in
+            self.store
+                .tasks(&TaskQuery::in_statuses(&run_id, &live, TaskOrder::Added))?
+        {
             self.follow_thread(change, &mut task)?;
         }
         let mut next_due: Option<Timestamp> = None;
@@ -471,7 +553,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             let due = task.retry_at.unwrap_or(self.now);
             if due <= self.now && dispatch_due {
                 let previous = self.previous_failure(&task)?;
-                self.start_attempt(change, &mut task, TaskAction::Redispatch, ORCH_AGENT, previous)?;
+                self.start_attempt(
+                    change,
+                    &mut task,
+                    TaskAction::Redispatch,
+                    ORCH_AGENT,
+                    previous,
+                )?;
             } else {
                 next_due = Some(next_due.map_or(due, |d| d.min(due)));
             }
@@ -481,9 +569,16 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// Moves one task with a live attempt to where its thread says it is.
-    fn follow_thread(&mut self, change: &mut RunChange, task: &mut Task) -> Result<(), EngineError> {
+    fn follow_thread(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+    ) -> Result<(), EngineError> {
         let thread_id = task.thread_id.clone().ok_or_else(|| {
-            EngineError::internal(format!("task {} is {} without a thread", task.task_id, task.status))
+            EngineError::internal(format!(
+                "task {} is {} without a thread",
+                task.task_id, task.status
+            ))
         })?;
         let state = self.load(&thread_id)?;
         let status = self.effective(&state);
@@ -507,45 +602,101 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let id = task.task_id.clone();
         match action {
             TaskAction::ThreadQueued => {
+                task.reason = None;
                 let summary = format!("{id}: waiting for a worker again");
-                self.move_task(change, task, action, TaskStatus::Dispatched, (ORCH_AGENT, summary))
+                self.move_task(
+                    change,
+                    task,
+                    action,
+                    TaskStatus::Dispatched,
+                    (ORCH_AGENT, summary),
+                )
             }
             TaskAction::ThreadHeld => {
-                let holder = state.lease.map_or(state.thread.assigned_to.clone(), |l| l.agent);
+                task.reason = None;
+                let holder = state
+                    .lease
+                    .map_or(state.thread.assigned_to.clone(), |l| l.agent);
                 let summary = format!("{id}: {holder} is working on attempt {}", task.attempts);
-                self.move_task(change, task, action, TaskStatus::Running, (ORCH_AGENT, summary))
+                self.move_task(
+                    change,
+                    task,
+                    action,
+                    TaskStatus::Running,
+                    (ORCH_AGENT, summary),
+                )
             }
             TaskAction::ThreadBlocked => {
+                task.reason = Some(said.clone());
                 let summary = format!("{id} asks: {said}");
-                self.move_task(change, task, action, TaskStatus::Blocked, (ORCH_AGENT, summary))
+                self.move_task(
+                    change,
+                    task,
+                    action,
+                    TaskStatus::Blocked,
+                    (ORCH_AGENT, summary),
+                )
             }
             TaskAction::ThreadDone => self.attempt_succeeded(change, task, said),
             TaskAction::ThreadFailed => self.attempt_failed(change, task, said),
             _ => {
-                self.end_attempt(task, AttemptStatus::Cancelled, Some("its thread was cancelled".into()))?;
+                self.end_attempt(
+                    task,
+                    AttemptStatus::Cancelled,
+                    Some("its thread was cancelled".into()),
+                )?;
                 task.reason = Some(format!("thread {thread_id} was cancelled: {said}"));
                 let summary = format!("{id}: cancelled with its thread: {said}");
-                self.move_task(change, task, TaskAction::ThreadCancelled, TaskStatus::Cancelled, (ORCH_AGENT, summary))?;
+                self.move_task(
+                    change,
+                    task,
+                    TaskAction::ThreadCancelled,
+                    TaskStatus::Cancelled,
+                    (ORCH_AGENT, summary),
+                )?;
                 self.skip_dependents(change, task)
             }
         }
     }
 
-    fn attempt_succeeded(&mut self, change: &mut RunChange, task: &mut Task, said: String) -> Result<(), EngineError> {
+    fn attempt_succeeded(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        said: String,
+    ) -> Result<(), EngineError> {
         self.end_attempt(task, AttemptStatus::Succeeded, None)?;
         let (to, summary) = if task.review {
-            (TaskStatus::Review, format!("{} is ready for review: {said}", task.task_id))
+            task.reason = Some(said.clone());
+            (
+                TaskStatus::Review,
+                format!("{} is ready for review: {said}", task.task_id),
+            )
         } else {
-            (TaskStatus::Done, format!("{} is done: {said}", task.task_id))
+            (
+                TaskStatus::Done,
+                format!("{} is done: {said}", task.task_id),
+            )
         };
-        self.move_task(change, task, TaskAction::ThreadDone, to, (ORCH_AGENT, summary))?;
+        self.move_task(
+            change,
+            task,
+            TaskAction::ThreadDone,
+            to,
+            (ORCH_AGENT, summary),
+        )?;
         if to == TaskStatus::Done {
             self.unlock_dependents(change, task)?;
         }
         Ok(())
     }
 
-    fn attempt_failed(&mut self, change: &mut RunChange, task: &mut Task, said: String) -> Result<(), EngineError> {
+    fn attempt_failed(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        said: String,
+    ) -> Result<(), EngineError> {
         self.end_attempt(task, AttemptStatus::Failed, Some(said.clone()))?;
         task.reason = Some(said.clone());
         if rules::retries_left(&task.retry, task.attempts) {
@@ -553,18 +704,39 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             task.retry_at = Some(self.now.plus_millis(wait));
             let summary = format!(
                 "{}: attempt {} of {} failed ({said}); the next starts in {} s",
-                task.task_id, task.attempts, task.retry.max_attempts, wait / 1000
+                task.task_id,
+                task.attempts,
+                task.retry.max_attempts,
+                wait / 1000
             );
-            self.move_task(change, task, TaskAction::ThreadFailed, TaskStatus::RetryWait, (ORCH_AGENT, summary))
+            self.move_task(
+                change,
+                task,
+                TaskAction::ThreadFailed,
+                TaskStatus::RetryWait,
+                (ORCH_AGENT, summary),
+            )
         } else {
-            let summary = format!("{} failed after {} attempts: {said}", task.task_id, task.attempts);
-            self.move_task(change, task, TaskAction::ThreadFailed, TaskStatus::Failed, (ORCH_AGENT, summary))?;
+            let summary = format!(
+                "{} failed after {} attempts: {said}",
+                task.task_id, task.attempts
+            );
+            self.move_task(
+                change,
+                task,
+                TaskAction::ThreadFailed,
+                TaskStatus::Failed,
+                (ORCH_AGENT, summary),
+            )?;
             self.skip_dependents(change, task)
         }
     }
 
     /// What the next attempt's thread says about the failed one.
-    pub(super) fn previous_failure(&mut self, task: &Task) -> Result<Option<Previous>, EngineError> {
+    pub(super) fn previous_failure(
+        &mut self,
+        task: &Task,
+    ) -> Result<Option<Previous>, EngineError> {
         if task.attempts == 0 {
             return Ok(None);
         }
@@ -610,7 +782,9 @@ pub(super) fn task_not_found(run_id: &str, task_id: &str, named_in: Option<&str>
         Some(path) => format!(
             "{path} names task {task_id}, which is neither in run {run_id} nor in this plan; add it first or fix the id"
         ),
-        None => format!("run {run_id} has no task {task_id}; `orch status --run {run_id}` lists its tasks"),
+        None => format!(
+            "run {run_id} has no task {task_id}; `orch status --run {run_id}` lists its tasks"
+        ),
     };
     EngineError::TaskNotFound {
         run_id: run_id.to_owned(),
@@ -650,7 +824,10 @@ fn attempt_message(task: &Task, number: u32, previous: Option<Previous>) -> Mess
         note.insert("outcome".into(), previous.outcome.into());
         note.insert("reason".into(), previous.reason.into());
         if let Some(result) = previous.result {
-            body.push_str(&format!("Its last message ({}): {}\n", result.kind, result.summary));
+            body.push_str(&format!(
+                "Its last message ({}): {}\n",
+                result.kind, result.summary
+            ));
             let mut said = JsonObject::new();
             said.insert("message_id".into(), result.message_id.into());
             said.insert("kind".into(), result.kind.as_str().into());

@@ -284,8 +284,9 @@ pub struct Task {
     pub review: bool,
     /// Where it is.
     pub status: TaskStatus,
-    /// Why it is where it is, when that needs saying: the failure, the
-    /// rejection, or for `skipped` the task that caused it.
+    /// Why it is where it is, when that needs saying: the question
+    /// (`blocked`), the result to review (`review`), the failure
+    /// (`retry_wait`, `failed`), the cause (`skipped`, `cancelled`).
     pub reason: Option<String>,
     /// Attempts started.
     pub attempts: u32,

@@ -364,4 +364,3 @@ pub struct ReconcileOutput {
     /// lease runs out), or `null`: a waiting host reconciles again then.
     pub next_due: Option<Timestamp>,
 }
-

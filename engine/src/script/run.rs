@@ -348,7 +348,11 @@ impl<S: Store> Runner<S> {
                 (event.event_id, line)
             })
             .collect();
-        described.extend(orch_events.iter().map(|event| (event.event_id, describe_orch_event(event))));
+        described.extend(
+            orch_events
+                .iter()
+                .map(|event| (event.event_id, describe_orch_event(event))),
+        );
         described.sort_by_key(|(id, _)| *id);
         for (id, line) in described {
             self.seen_event = self.seen_event.max(id);

@@ -29,7 +29,12 @@ fn run(run_id: &Option<String>) -> Result<Option<String>, EngineError> {
 }
 
 fn task_name(field: &str, value: &Option<String>) -> Result<String, EngineError> {
-    Ok(v::name(field, value, "give the task id, as in the plan, e.g. api-login")?.to_owned())
+    Ok(v::name(
+        field,
+        value,
+        "give the task id, as in the plan, e.g. api-login",
+    )?
+    .to_owned())
 }
 
 pub(in crate::engine) struct RunCreateInput {
@@ -72,7 +77,9 @@ pub(in crate::engine) struct RunCancelInput {
 pub(in crate::engine) fn orch_run_cancel(
     r: OrchRunCancelRequest,
 ) -> Result<RunCancelInput, EngineError> {
-    let reason = r.reason.unwrap_or_else(|| "the run was cancelled".to_owned());
+    let reason = r
+        .reason
+        .unwrap_or_else(|| "the run was cancelled".to_owned());
     v::line("reason", &reason, v::SUMMARY_MAX_CHARS)?;
     Ok(RunCancelInput {
         leader: Leader::check(&r.agent, &r.run_id)?,
@@ -120,23 +127,39 @@ fn new_task(spec: TaskSpec, at: &str) -> Result<NewTask, EngineError> {
     let field = |name: &str| format!("{at}.{name}");
     let task_id = task_name(&field("task_id"), &spec.task_id)?;
     let retry = retry_policy(&spec, at)?;
-    let title = v::required(&field("title"), &spec.title, "say in one line what the work is")?;
+    let title = v::required(
+        &field("title"),
+        &spec.title,
+        "say in one line what the work is",
+    )?;
     v::line(&field("title"), title, v::SUBJECT_MAX_CHARS)?;
     let body = v::body(spec.body).map_err(|e| at_path(e, &field("body")))?;
     if spec.acceptance.len() > rules::MAX_ACCEPTANCE {
         return Err(EngineError::invalid(
             field("acceptance"),
-            format!("has {} criteria; at most {}", spec.acceptance.len(), rules::MAX_ACCEPTANCE),
+            format!(
+                "has {} criteria; at most {}",
+                spec.acceptance.len(),
+                rules::MAX_ACCEPTANCE
+            ),
         ));
     }
     for (i, criterion) in spec.acceptance.iter().enumerate() {
-        v::line(&format!("{at}.acceptance[{i}]"), criterion, v::SUMMARY_MAX_CHARS)?;
+        v::line(
+            &format!("{at}.acceptance[{i}]"),
+            criterion,
+            v::SUMMARY_MAX_CHARS,
+        )?;
     }
     let assignee = v::agent(&field("assignee"), &spec.assignee)?.to_owned();
     if spec.needs.len() > rules::MAX_NEEDS {
         return Err(EngineError::invalid(
             field("needs"),
-            format!("has {} needs; at most {}", spec.needs.len(), rules::MAX_NEEDS),
+            format!(
+                "has {} needs; at most {}",
+                spec.needs.len(),
+                rules::MAX_NEEDS
+            ),
         ));
     }
     let mut needs: Vec<String> = Vec::with_capacity(spec.needs.len());
@@ -171,7 +194,10 @@ fn retry_policy(spec: &TaskSpec, at: &str) -> Result<RetryPolicy, EngineError> {
         Some(s) if s <= rules::MAX_BACKOFF_SECONDS => Ok(s),
         Some(s) => Err(EngineError::invalid(
             format!("{at}.{name}"),
-            format!("is {s}; it must be between 0 and {}", rules::MAX_BACKOFF_SECONDS),
+            format!(
+                "is {s}; it must be between 0 and {}",
+                rules::MAX_BACKOFF_SECONDS
+            ),
         )),
     };
     let backoff_factor = spec.backoff_factor.unwrap_or(DEFAULT_RETRY.backoff_factor);
@@ -186,7 +212,11 @@ fn retry_policy(spec: &TaskSpec, at: &str) -> Result<RetryPolicy, EngineError> {
     }
     Ok(RetryPolicy {
         max_attempts: u32::try_from(max_attempts).unwrap_or(v::MAX_ATTEMPTS_LIMIT),
-        backoff_seconds: seconds("backoff_seconds", spec.backoff_seconds, DEFAULT_RETRY.backoff_seconds)?,
+        backoff_seconds: seconds(
+            "backoff_seconds",
+            spec.backoff_seconds,
+            DEFAULT_RETRY.backoff_seconds,
+        )?,
         backoff_factor,
         max_backoff_seconds: seconds(
             "max_backoff_seconds",
@@ -200,7 +230,10 @@ fn retry_policy(spec: &TaskSpec, at: &str) -> Result<RetryPolicy, EngineError> {
 fn at_path(error: EngineError, path: &str) -> EngineError {
     match error {
         EngineError::TooLong {
-            actual, limit, unit, ..
+            actual,
+            limit,
+            unit,
+            ..
         } => EngineError::TooLong {
             field: path.to_owned(),
             actual,
@@ -292,10 +325,7 @@ pub(in crate::engine) fn orch_dispatch(
         (None, true) => None,
     };
     if task_id.is_some() && r.limit.is_some() {
-        return Err(EngineError::invalid(
-            "limit",
-            "only applies with all_ready",
-        ));
+        return Err(EngineError::invalid("limit", "only applies with all_ready"));
     }
     Ok(DispatchInput {
         leader,
@@ -344,9 +374,8 @@ enum Need {
 fn decision(r: OrchTaskRequest, takes: Takes) -> Result<Decision, EngineError> {
     let leader = Leader::check(&r.agent, &r.run_id)?;
     let task_id = task_name("task_id", &r.task_id)?;
-    let refuse = |field: &str| {
-        EngineError::invalid(field, "is not taken by this command; leave it out")
-    };
+    let refuse =
+        |field: &str| EngineError::invalid(field, "is not taken by this command; leave it out");
     let summary = match (&takes.summary, &r.summary) {
         (Need::No, Some(_)) => return Err(refuse("summary")),
         (Need::Required(hint), None) => return Err(EngineError::missing("summary", *hint)),
@@ -379,35 +408,65 @@ fn decision(r: OrchTaskRequest, takes: Takes) -> Result<Decision, EngineError> {
 }
 
 pub(in crate::engine) fn orch_accept(r: OrchTaskRequest) -> Result<Decision, EngineError> {
-    let takes = Takes { summary: Need::Optional, body: false, to: Need::No, cascade: false };
+    let takes = Takes {
+        summary: Need::Optional,
+        body: false,
+        to: Need::No,
+        cascade: false,
+    };
     decision(r, takes)
 }
 
 pub(in crate::engine) fn orch_reject(r: OrchTaskRequest) -> Result<Decision, EngineError> {
     let hint = "say in one line why the result is not accepted; the next attempt's worker reads it";
-    let takes = Takes { summary: Need::Required(hint), body: true, to: Need::No, cascade: false };
+    let takes = Takes {
+        summary: Need::Required(hint),
+        body: true,
+        to: Need::No,
+        cascade: false,
+    };
     decision(r, takes)
 }
 
 pub(in crate::engine) fn orch_answer(r: OrchTaskRequest) -> Result<Decision, EngineError> {
     let hint = "write the answer in one line (details in body)";
-    let takes = Takes { summary: Need::Required(hint), body: true, to: Need::No, cascade: false };
+    let takes = Takes {
+        summary: Need::Required(hint),
+        body: true,
+        to: Need::No,
+        cascade: false,
+    };
     decision(r, takes)
 }
 
 pub(in crate::engine) fn orch_retry(r: OrchTaskRequest) -> Result<Decision, EngineError> {
-    let takes = Takes { summary: Need::Optional, body: false, to: Need::Optional, cascade: false };
+    let takes = Takes {
+        summary: Need::Optional,
+        body: false,
+        to: Need::Optional,
+        cascade: false,
+    };
     decision(r, takes)
 }
 
 pub(in crate::engine) fn orch_reassign(r: OrchTaskRequest) -> Result<Decision, EngineError> {
     let hint = "name the agent who takes the task over";
-    let takes = Takes { summary: Need::Optional, body: false, to: Need::Required(hint), cascade: false };
+    let takes = Takes {
+        summary: Need::Optional,
+        body: false,
+        to: Need::Required(hint),
+        cascade: false,
+    };
     decision(r, takes)
 }
 
 pub(in crate::engine) fn orch_cancel(r: OrchTaskRequest) -> Result<Decision, EngineError> {
-    let takes = Takes { summary: Need::Optional, body: false, to: Need::No, cascade: true };
+    let takes = Takes {
+        summary: Need::Optional,
+        body: false,
+        to: Need::No,
+        cascade: true,
+    };
     decision(r, takes)
 }
 
