@@ -17,7 +17,7 @@ pub const APPLICATION_ID: i32 = 0x696E_6278;
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// Version 1: the tables of the specification's draft, extended with what
 /// the engine needs, and an index for every query the store makes.
@@ -132,6 +132,62 @@ CREATE TABLE settings (
     key   TEXT PRIMARY KEY NOT NULL,
     value TEXT NOT NULL
 ) WITHOUT ROWID;
+"#;
+
+/// Version 2: orch's records. Each row keeps its record as JSON (the
+/// engine's serde shape, so the store cannot drift from the model) beside
+/// the columns its queries filter and order by, each served by an index.
+const V2: &str = r#"
+CREATE TABLE runs (
+    run_id      TEXT PRIMARY KEY NOT NULL,
+    created_by  TEXT NOT NULL,
+    status      TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    record_json TEXT NOT NULL
+) WITHOUT ROWID;
+-- orch run list: newest first, optionally by status or leader.
+CREATE INDEX runs_newest ON runs (created_at DESC, run_id DESC);
+CREATE INDEX runs_status ON runs (status, created_at DESC, run_id DESC);
+CREATE INDEX runs_created_by ON runs (created_by, created_at DESC, run_id DESC);
+
+CREATE TABLE tasks (
+    run_id        TEXT NOT NULL,
+    task_id       TEXT NOT NULL,
+    status        TEXT NOT NULL,
+    priority_rank INTEGER NOT NULL,
+    seq           INTEGER NOT NULL,
+    record_json   TEXT NOT NULL,
+    PRIMARY KEY (run_id, task_id)
+) WITHOUT ROWID;
+-- The ready queue (priority, then the order added) and every status list.
+CREATE INDEX tasks_queue ON tasks (run_id, status, priority_rank DESC, seq);
+CREATE INDEX tasks_added ON tasks (run_id, status, seq);
+CREATE INDEX tasks_seq ON tasks (run_id, seq);
+
+-- A task's needs, keyed for the reverse question: who needs this task.
+CREATE TABLE task_needs (
+    run_id        TEXT NOT NULL,
+    needs_task_id TEXT NOT NULL,
+    task_id       TEXT NOT NULL,
+    PRIMARY KEY (run_id, needs_task_id, task_id)
+) WITHOUT ROWID;
+
+CREATE TABLE attempts (
+    run_id      TEXT NOT NULL,
+    task_id     TEXT NOT NULL,
+    attempt     INTEGER NOT NULL,
+    record_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, task_id, attempt)
+) WITHOUT ROWID;
+
+-- In the same id sequence as `events`.
+CREATE TABLE orch_events (
+    event_id    INTEGER PRIMARY KEY NOT NULL,
+    run_id      TEXT NOT NULL,
+    event_type  TEXT NOT NULL,
+    record_json TEXT NOT NULL
+);
+CREATE INDEX orch_events_run ON orch_events (run_id, event_id);
 "#;
 
 /// What a connection found when it looked at its file.

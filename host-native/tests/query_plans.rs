@@ -52,6 +52,14 @@ fn allowed(sql: &str, step: &str) -> Option<&'static str> {
     if step == "USE TEMP B-TREE FOR ORDER BY" && sql.starts_with("WITH picked") {
         return Some("orders the merged result of two limited scans");
     }
+    if step == "SCAN runs USING INDEX runs_newest" && sql.contains(" LIMIT ") {
+        return Some("reads the newest runs in index order and stops at the LIMIT");
+    }
+    if step == "SCAN CONSTANT ROW" {
+        return Some(
+            "a SELECT with no table: its scalar subqueries are planned (and checked) apart",
+        );
+    }
     if step == "SCAN leases USING INDEX leases_unreleased" {
         return Some("walks unreleased leases in expiry order and stops at the first live one");
     }

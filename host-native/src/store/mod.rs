@@ -20,6 +20,10 @@ use rusqlite::types::{Type, Value};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params, params_from_iter};
 
 use crate::schema::{self, SchemaState};
+use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
+use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
+
+mod orch;
 
 /// Settings every host applies to a connection before handing it to
 /// [`SqliteStore::new`], whatever the platform: the schema's foreign keys are
@@ -887,13 +891,8 @@ impl Store for SqliteStore {
     }
 
     fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
-        // The largest rowid: one step down the right edge of the B-tree.
-        let max: Option<i64> = self
-            .conn
-            .prepare_cached("SELECT max(event_id) FROM events")
-            .and_then(|mut s| s.query_row([], |row| row.get(0)))
-            .map_err(|e| self.error(e))?;
-        Ok(max.map_or(0, |m| u64::try_from(m).unwrap_or(0)))
+        // inbox's and orch's events share one sequence.
+        self.orch_latest_event_id()
     }
 
     fn insert_event(&mut self, e: &Event) -> Result<(), StoreError> {
@@ -1032,5 +1031,53 @@ impl Store for SqliteStore {
             })
             .map(drop)
             .map_err(|e| self.error(e))
+    }
+
+    fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        self.orch_run(run_id)
+    }
+
+    fn runs(&mut self, query: &RunQuery) -> Result<Vec<Run>, StoreError> {
+        self.orch_runs(query)
+    }
+
+    fn insert_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.orch_put_run(run, true)
+    }
+
+    fn update_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.orch_put_run(run, false)
+    }
+
+    fn task(&mut self, run_id: &str, task_id: &str) -> Result<Option<Task>, StoreError> {
+        self.orch_task(run_id, task_id)
+    }
+
+    fn tasks(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
+        self.orch_tasks(query)
+    }
+
+    fn insert_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.orch_put_task(task, true)
+    }
+
+    fn update_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.orch_put_task(task, false)
+    }
+
+    fn attempts(&mut self, run_id: &str, task_id: &str) -> Result<Vec<Attempt>, StoreError> {
+        self.orch_attempts(run_id, task_id)
+    }
+
+    fn put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError> {
+        self.orch_put_attempt(attempt)
+    }
+
+    fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
+        self.orch_insert_event(event)
+    }
+
+    fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {
+        self.orch_events_after(query)
     }
 }
