@@ -437,7 +437,7 @@ pub struct ContentArgs {
 /// (`--json`, `--thread`) is taken for what it almost surely is, a flag
 /// whose text was forgotten, and refused, so `inbox done --summary --json`
 /// still answers in JSON.
-fn text() -> impl TypedValueParser<Value = String> {
+pub(crate) fn text() -> impl TypedValueParser<Value = String> {
     clap::builder::StringValueParser::new().try_map(|value: String| {
         if looks_like_a_flag(&value) {
             Err(format!(
@@ -475,7 +475,7 @@ fn looks_like_a_flag(value: &str) -> bool {
 /// `Priority`, `Durability`. It offers every value the vocabulary has and
 /// refuses only spellings outside it, in the engine's words; whether a
 /// command allows a value is the engine's to say.
-fn one_of<V: Vocabulary + Send + Sync>() -> VocabularyParser<V> {
+pub(crate) fn one_of<V: Vocabulary + Send + Sync>() -> VocabularyParser<V> {
     VocabularyParser(std::marker::PhantomData)
 }
 

@@ -1,6 +1,7 @@
-//! The `inbox` command line as a library: the binary in `main.rs` only calls
-//! [`main`], so that tests (argument fuzzing, benchmarks) can drive the same
-//! parser and the same code paths in process.
+//! The `inbox` and `orch` command lines as a library: the binaries only call
+//! [`main`] and [`orch_main`], so that tests (argument fuzzing, benchmarks)
+//! can drive the same parsers and the same code paths in process. Both share
+//! everything after parsing: discovery, the engine call, waits, output.
 //!
 //! One invocation is one process and one engine call: parse the arguments,
 //! open the SQLite database, build the request, execute it (or, for `watch`
@@ -10,8 +11,10 @@
 //! apply an inbox rule of its own.
 
 pub mod args;
+pub mod orch_args;
 mod output;
 mod render;
+mod render_orch;
 mod request;
 mod runner;
 mod terminal;
@@ -27,25 +30,177 @@ use clap::{CommandFactory, FromArgMatches};
 use inbox_engine::{Effect, EngineError, Executor, Request, Response, StoreError};
 use inbox_host_native::{Durability, HostClock, SqliteStore, open, watch};
 
-use args::{Cli, Command};
+use args::{Cli, Command, Global};
+use orch_args::{OrchCli, OrchCommand};
 
 /// Runs `inbox` with the process's arguments and returns its exit code.
 pub fn main() -> ExitCode {
+    run_binary(Binary::Inbox)
+}
+
+/// Runs `orch` with the process's arguments and returns its exit code.
+pub fn orch_main() -> ExitCode {
+    run_binary(Binary::Orch)
+}
+
+/// Which command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Binary {
+    Inbox,
+    Orch,
+}
+
+/// A parsed command line: the global flags, the command's name (as the
+/// JSON contract spells it) and what to do.
+struct Invocation {
+    global: Global,
+    name: String,
+    action: Action,
+}
+
+// One per process, moved once: boxing the request would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum Action {
+    /// A tool that runs in the CLI alone.
+    Tool(Box<dyn FnOnce(&Global) -> u8>),
+    /// An engine request (or the reason it could not be built); for `init`,
+    /// the durability to record.
+    Engine {
+        request: Result<Request, EngineError>,
+        init: Option<Option<Durability>>,
+        notes: Vec<String>,
+    },
+}
+
+impl Binary {
+    fn name(self) -> &'static str {
+        match self {
+            Binary::Inbox => "inbox",
+            Binary::Orch => "orch",
+        }
+    }
+
+    fn command(self) -> clap::Command {
+        match self {
+            Binary::Inbox => Cli::command(),
+            Binary::Orch => OrchCli::command(),
+        }
+    }
+
+    fn invocation(self, matches: &clap::ArgMatches) -> Result<Invocation, clap::Error> {
+        let name = self.subcommand_name(matches);
+        match self {
+            Binary::Inbox => Cli::from_arg_matches(matches).map(|cli| inbox_invocation(cli, name)),
+            Binary::Orch => {
+                OrchCli::from_arg_matches(matches).map(|cli| orch_invocation(cli, name))
+            }
+        }
+    }
+
+    /// The command's name in the JSON contract: the subcommand for inbox,
+    /// `orch-` and the subcommand path for orch (`orch-run-create`).
+    fn subcommand_name(self, matches: &clap::ArgMatches) -> String {
+        let mut path = Vec::new();
+        let mut at = matches;
+        while let Some((name, sub)) = at.subcommand() {
+            path.push(name.to_owned());
+            at = sub;
+        }
+        self.joined(&path)
+    }
+
+    fn joined(self, path: &[String]) -> String {
+        match self {
+            Binary::Inbox => path.first().cloned().unwrap_or_default(),
+            Binary::Orch => format!("orch-{}", path.join("-")),
+        }
+    }
+}
+
+fn inbox_invocation(cli: Cli, name: String) -> Invocation {
+    let Cli { global, command } = cli;
+    let action = match command {
+        Command::Skill(args) => Action::Tool(Box::new(move |g: &Global| {
+            tools::skill(&tools::INBOX_SKILL, args.install.as_deref(), g.json)
+        })),
+        Command::Script(args) => Action::Tool(Box::new(move |g: &Global| {
+            tools::script(&args.file, g.json)
+        })),
+        Command::Export(args) => {
+            Action::Tool(Box::new(move |g: &Global| transfer::export(g, &args)))
+        }
+        Command::Import(args) => {
+            Action::Tool(Box::new(move |g: &Global| transfer::import(g, &args)))
+        }
+        command => {
+            let init = match &command {
+                Command::Init(args) => Some(args.durability),
+                _ => None,
+            };
+            let mut notes = Vec::new();
+            let request = command
+                .request(global.agent.clone(), &mut notes)
+                .unwrap_or_else(|| Err(not_an_engine_command(&name)));
+            Action::Engine {
+                request,
+                init,
+                notes,
+            }
+        }
+    };
+    Invocation {
+        global,
+        name,
+        action,
+    }
+}
+
+fn orch_invocation(cli: OrchCli, name: String) -> Invocation {
+    let OrchCli { global, command } = cli;
+    let action = match command {
+        OrchCommand::Skill(args) => Action::Tool(Box::new(move |g: &Global| {
+            tools::skill(&tools::ORCH_SKILL, args.install.as_deref(), g.json)
+        })),
+        command => {
+            let mut notes = Vec::new();
+            let request = command
+                .request(global.agent.clone(), &mut notes)
+                .unwrap_or_else(|| Err(not_an_engine_command(&name)));
+            Action::Engine {
+                request,
+                init: None,
+                notes,
+            }
+        }
+    };
+    Invocation {
+        global,
+        name,
+        action,
+    }
+}
+
+fn not_an_engine_command(name: &str) -> EngineError {
+    EngineError::Internal {
+        message: format!("`{name}` does not go through the engine"),
+    }
+}
+
+/// Parses the process's arguments as `binary` and runs the command.
+fn run_binary(binary: Binary) -> ExitCode {
     let raw: Vec<OsString> = std::env::args_os().collect();
     if let Some(error) = environment_problem() {
         let json = raw.iter().any(|a| a == "--json");
-        let response = Response::failure(subcommand_in(&raw), error);
+        let response = Response::failure(subcommand_in(binary, &raw), error);
         return ExitCode::from(finish(&response, json, None, &[]));
     }
-    let parsed = Cli::command()
+    let parsed = binary
+        .command()
         .try_get_matches_from(&raw)
-        .and_then(|matches| {
-            let name = matches.subcommand_name().unwrap_or_default().to_owned();
-            Cli::from_arg_matches(&matches).map(|cli| (cli, name))
-        });
+        .and_then(|matches| binary.invocation(&matches));
     match parsed {
-        Ok((cli, name)) => ExitCode::from(run(cli, &name)),
-        Err(error) => usage_error(&raw, &error),
+        Ok(invocation) => ExitCode::from(run(invocation)),
+        Err(error) => usage_error(binary, &raw, &error),
     }
 }
 
@@ -53,9 +208,9 @@ pub fn main() -> ExitCode {
 /// `--json`, as one JSON object: `{"ok": true, "command": ..., "help": ...}`
 /// and the engine's `version` response); everything else is a usage error:
 /// exit 30, and with `--json` still one JSON object.
-fn usage_error(raw: &[OsString], error: &clap::Error) -> ExitCode {
+fn usage_error(binary: Binary, raw: &[OsString], error: &clap::Error) -> ExitCode {
     let json = raw.iter().any(|a| a == "--json");
-    let command = subcommand_in(raw);
+    let command = subcommand_in(binary, raw);
     let text = error.render().to_string();
     let (out, err, exit) = match (error.kind(), json) {
         (ErrorKind::DisplayHelp, false) | (ErrorKind::DisplayVersion, false) => {
@@ -75,9 +230,10 @@ fn usage_error(raw: &[OsString], error: &clap::Error) -> ExitCode {
         (_, true) => {
             let first = text.lines().next().unwrap_or("invalid arguments");
             let message = first.strip_prefix("error: ").unwrap_or(first);
-            let hint = match &command {
-                Some(command) => format!("; see `inbox {command} --help`"),
-                None => "; see `inbox --help`".to_owned(),
+            let bin = binary.name();
+            let hint = match subcommand_words(binary, raw) {
+                Some(words) => format!("; see `{bin} {words} --help`"),
+                None => format!("; see `{bin} --help`"),
             };
             let response = Response::failure(
                 command,
@@ -109,14 +265,30 @@ fn environment_problem() -> Option<EngineError> {
     })
 }
 
-/// The subcommand the raw arguments name, if any.
-fn subcommand_in(raw: &[OsString]) -> Option<String> {
-    let command_line = Cli::command();
-    raw.iter()
-        .skip(1)
-        .filter_map(|a| a.to_str())
-        .find(|a| command_line.find_subcommand(a).is_some())
-        .map(str::to_owned)
+/// The command the raw arguments name, if any, as the JSON contract
+/// spells it.
+fn subcommand_in(binary: Binary, raw: &[OsString]) -> Option<String> {
+    let words = subcommand_path(binary, raw);
+    (!words.is_empty()).then(|| binary.joined(&words))
+}
+
+/// The subcommand words the raw arguments name, as typed (`run create`).
+fn subcommand_words(binary: Binary, raw: &[OsString]) -> Option<String> {
+    let words = subcommand_path(binary, raw);
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// The subcommands named in the raw arguments, outermost first.
+fn subcommand_path(binary: Binary, raw: &[OsString]) -> Vec<String> {
+    let mut at = binary.command();
+    let mut path = Vec::new();
+    for arg in raw.iter().skip(1).filter_map(|a| a.to_str()) {
+        if let Some(sub) = at.find_subcommand(arg) {
+            path.push(arg.to_owned());
+            at = sub.clone();
+        }
+    }
+    path
 }
 
 /// The engine's `version` response (`inbox --version --json`).
@@ -129,18 +301,23 @@ fn version() -> Response {
     engine.execute(Request::Version(inbox_engine::wire::VersionRequest {}))
 }
 
-/// Runs the command `name` (as the command line spelled it).
-fn run(cli: Cli, name: &str) -> u8 {
-    let Cli { global, command } = cli;
+/// Runs a parsed command.
+fn run(invocation: Invocation) -> u8 {
+    let Invocation {
+        global,
+        name,
+        action,
+    } = invocation;
+    let (request, init_durability, mut notes) = match action {
+        Action::Tool(tool) => return tool(&global),
+        Action::Engine {
+            request,
+            init,
+            notes,
+        } => (request, init, notes),
+    };
     let json = global.json;
-    match &command {
-        Command::Skill(args) => return tools::skill(args.install.as_deref(), json),
-        Command::Script(args) => return tools::script(&args.file, json),
-        Command::Export(args) => return transfer::export(&global, args),
-        Command::Import(args) => return transfer::import(&global, args),
-        _ => {}
-    }
-    let fail = |error: EngineError| Response::failure(Some(name.to_owned()), error);
+    let fail = |error: EngineError| Response::failure(Some(name.clone()), error);
 
     let clock = match HostClock::from_env() {
         Ok(clock) => clock,
@@ -156,20 +333,10 @@ fn run(cli: Cli, name: &str) -> u8 {
             );
         }
     };
-    let mut notes: Vec<String> = inbox_host_native::HostClock::ignored_override()
-        .into_iter()
-        .collect();
-    let init_durability = match &command {
-        Command::Init(args) => Some(args.durability),
-        _ => None,
-    };
-    let request = match command.request(global.agent.clone(), &mut notes) {
-        Some(Ok(request)) => request,
-        Some(Err(error)) => return finish(&fail(error), json, None, &notes),
-        None => {
-            let message = format!("`{name}` does not go through the engine");
-            return finish(&fail(EngineError::Internal { message }), json, None, &notes);
-        }
+    notes.extend(inbox_host_native::HostClock::ignored_override());
+    let request = match request {
+        Ok(request) => request,
+        Err(error) => return finish(&fail(error), json, None, &notes),
     };
     let (db, cwd) = resolve_db(&global);
     notes.extend(db.notes.iter().cloned());

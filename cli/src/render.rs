@@ -194,7 +194,7 @@ fn success(output: &Output, cx: &Context) -> String {
         // A command with no rendering of its own: its fields as indented
         // JSON (which escapes every control character), so a new command
         // prints something readable before anyone writes a renderer for it.
-        other => fields(other),
+        other => crate::render_orch::success(other, cx.now).unwrap_or_else(|| fields(other)),
     }
 }
 

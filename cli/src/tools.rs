@@ -1,6 +1,6 @@
-//! The command line's own tools, which need no database: `inbox skill`
-//! (print or install the SKILL.md that teaches agents this CLI) and `inbox
-//! script` (run a transition script in memory).
+//! The command line's own tools, which need no database: `inbox skill` and
+//! `orch skill` (print or install the SKILL.md that teaches agents the CLI)
+//! and `inbox script` (run a transition script in memory).
 //!
 //! Both report in the JSON contract with `--json`. Installing the skill
 //! writes into a folder the user names, which may hold things the user did
@@ -13,34 +13,62 @@ use inbox_engine::{EngineError, Response};
 
 use crate::{output, request, terminal};
 
-const SKILL: &str = include_str!("../SKILL.md");
+/// A SKILL.md a binary prints and installs.
+pub(crate) struct Skill {
+    /// The command it teaches (`inbox`, `orch`): its folder, and the
+    /// `command` of its JSON answer (`skill`, `orch-skill`).
+    folder: &'static str,
+    command: &'static str,
+    text: &'static str,
+}
+
+/// The worker's skill: the inbox commands.
+pub(crate) const INBOX_SKILL: Skill = Skill {
+    folder: "inbox",
+    command: "skill",
+    text: include_str!("../SKILL.md"),
+};
+
+/// The leader's skill: the orch commands.
+pub(crate) const ORCH_SKILL: Skill = Skill {
+    folder: "orch",
+    command: "orch-skill",
+    text: include_str!("../ORCH-SKILL.md"),
+};
 
 /// The largest transition script `inbox script` reads (4 MiB): far above any
 /// protocol worth pinning down, and a stop for `inbox script /dev/zero`.
 const SCRIPT_MAX_BYTES: usize = 4 << 20;
 
-/// `inbox skill`: print SKILL.md, or install it as DIR/inbox/SKILL.md.
-pub(crate) fn skill(install: Option<&Path>, json: bool) -> u8 {
+/// `inbox skill` / `orch skill`: print the SKILL.md, or install it as
+/// DIR/<folder>/SKILL.md.
+pub(crate) fn skill(skill: &Skill, install: Option<&Path>, json: bool) -> u8 {
     let Some(dir) = install else {
         let out = if json {
-            output::success_json(Some("skill"), serde_json::json!({ "skill": SKILL }))
+            output::success_json(
+                Some(skill.command),
+                serde_json::json!({ "skill": skill.text }),
+            )
         } else {
-            SKILL.to_owned()
+            skill.text.to_owned()
         };
         return output::deliver(&out, "", 0, || "SKILL.md was not printed".to_owned());
     };
-    match install_skill(dir) {
+    match install_skill(skill, dir) {
         Ok(target) => {
             let shown = target.display().to_string();
             let out = if json {
-                output::success_json(Some("skill"), serde_json::json!({ "installed": shown }))
+                output::success_json(
+                    Some(skill.command),
+                    serde_json::json!({ "installed": shown }),
+                )
             } else {
                 format!("Installed {shown}\n")
             };
             output::deliver(&out, "", 0, || format!("SKILL.md was installed as {shown}"))
         }
         Err(problem) => fail(
-            "skill",
+            skill.command,
             EngineError::InvalidValue {
                 field: "install".into(),
                 problem,
@@ -50,12 +78,13 @@ pub(crate) fn skill(install: Option<&Path>, json: bool) -> u8 {
     }
 }
 
-/// Writes SKILL.md into `dir/inbox/`, creating that folder if needed. The
+/// Writes SKILL.md into `dir/<folder>/`, creating that folder if needed. The
 /// file is written beside its final name and renamed over it, so a
-/// symbolic link planted at `SKILL.md` is replaced, never followed; an
-/// `inbox` folder that is itself a link is refused.
-fn install_skill(dir: &Path) -> Result<PathBuf, String> {
-    let folder = std::path::absolute(dir.join("inbox")).unwrap_or_else(|_| dir.join("inbox"));
+/// symbolic link planted at `SKILL.md` is replaced, never followed; a
+/// folder that is itself a link is refused.
+fn install_skill(skill: &Skill, dir: &Path) -> Result<PathBuf, String> {
+    let named = dir.join(skill.folder);
+    let folder = std::path::absolute(&named).unwrap_or(named);
     let shown = folder.display();
     match std::fs::symlink_metadata(&folder) {
         Ok(meta) if meta.file_type().is_symlink() => {
@@ -76,7 +105,7 @@ fn install_skill(dir: &Path) -> Result<PathBuf, String> {
         .create_new(true)
         .open(&temporary)
         .and_then(|mut file| {
-            file.write_all(SKILL.as_bytes())
+            file.write_all(skill.text.as_bytes())
                 .and_then(|()| file.sync_all())
         })
         .and_then(|()| std::fs::rename(&temporary, &target));

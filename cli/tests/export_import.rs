@@ -94,6 +94,19 @@ fn busy_project() -> (TestEnv, String) {
 #[test]
 fn a_round_trip_keeps_every_row_including_those_still_in_the_wal() {
     let (env, _) = busy_project();
+    // orch's tables too: a run whose task has an attempt and needs another.
+    let lead = ["--agent", "lead"];
+    env.orch_json(
+        &[&lead[..], &["run", "create", "--goal", "Move", "--id", "r"]].concat(),
+        0,
+    );
+    std::fs::write(
+        env.dir().join("plan.json"),
+        r#"[{"task_id": "a", "title": "A", "assignee": "w"}, {"task_id": "b", "title": "B", "assignee": "w", "needs": ["a"]}]"#,
+    )
+    .unwrap();
+    env.orch_json(&[&lead[..], &["plan", "--file", "plan.json"]].concat(), 0);
+    env.orch_json(&[&lead[..], &["dispatch", "--all-ready"]].concat(), 0);
     let wal = env.dir().join(".agents/coord.db-wal");
     assert!(
         std::fs::metadata(&wal).unwrap().len() > 32,
@@ -101,7 +114,7 @@ fn a_round_trip_keeps_every_row_including_those_still_in_the_wal() {
     );
     let copy = env.dir().join("copy.db");
     let exported = env.json(&["export", "--sqlite", "copy.db"], 0);
-    assert_eq!(exported["threads"], 2);
+    assert_eq!(exported["threads"], 3);
     assert_eq!(
         std::fs::metadata(&copy).unwrap().permissions().mode() & 0o777,
         0o600
@@ -114,7 +127,7 @@ fn a_round_trip_keeps_every_row_including_those_still_in_the_wal() {
     );
     assert_eq!(
         (imported["threads"].as_u64(), imported["backup"].is_null()),
-        (Some(2), true)
+        (Some(3), true)
     );
     let original = rows(&env.db());
     assert!(

@@ -116,7 +116,11 @@ pub fn optional_name<'a>(
 
 /// A required run or task id: 1 to 128 bytes of [`ID_NAME_CHARS`],
 /// starting with a letter or digit.
-pub fn name<'a>(field: &str, value: &'a Option<String>, hint: &str) -> Result<&'a str, EngineError> {
+pub fn name<'a>(
+    field: &str,
+    value: &'a Option<String>,
+    hint: &str,
+) -> Result<&'a str, EngineError> {
     name_like(field, required(field, value, hint)?, Alphabet::Id)
 }
 

@@ -19,11 +19,11 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 pub use crate::command::{Output, Request};
-pub use crate::orch::wire::*;
 use crate::error::{EngineError, ErrorCode};
 use crate::model::{
     Event, EventId, Kind, Lease, LeaseToken, Message, Priority, ReadCursor, Status, Thread,
 };
+pub use crate::orch::wire::*;
 
 /// The version of this wire format. Bumped only for incompatible changes;
 /// adding an optional request field or a response field is compatible.

@@ -8,6 +8,8 @@
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
+use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use inbox_engine::store::{EventQuery, MessageQuery, Store, ThreadQuery, ThreadState, TxMode};
 use inbox_engine::{
     Engine, Event, EventId, Lease, ManualClock, MemoryStore, Message, ReadCursor, Request,
@@ -128,6 +130,54 @@ impl Store for Flaky {
     fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError> {
         self.tick("put_read_cursor")?;
         self.inner.put_read_cursor(cursor)
+    }
+    fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        self.tick("run")?;
+        self.inner.run(run_id)
+    }
+    fn runs(&mut self, query: &RunQuery) -> Result<Vec<Run>, StoreError> {
+        self.tick("runs")?;
+        self.inner.runs(query)
+    }
+    fn insert_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.tick("insert_run")?;
+        self.inner.insert_run(run)
+    }
+    fn update_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.tick("update_run")?;
+        self.inner.update_run(run)
+    }
+    fn task(&mut self, run_id: &str, task_id: &str) -> Result<Option<Task>, StoreError> {
+        self.tick("task")?;
+        self.inner.task(run_id, task_id)
+    }
+    fn tasks(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
+        self.tick("tasks")?;
+        self.inner.tasks(query)
+    }
+    fn insert_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.tick("insert_task")?;
+        self.inner.insert_task(task)
+    }
+    fn update_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.tick("update_task")?;
+        self.inner.update_task(task)
+    }
+    fn attempts(&mut self, run_id: &str, task_id: &str) -> Result<Vec<Attempt>, StoreError> {
+        self.tick("attempts")?;
+        self.inner.attempts(run_id, task_id)
+    }
+    fn put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError> {
+        self.tick("put_attempt")?;
+        self.inner.put_attempt(attempt)
+    }
+    fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
+        self.tick("insert_orch_event")?;
+        self.inner.insert_orch_event(event)
+    }
+    fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {
+        self.tick("orch_events")?;
+        self.inner.orch_events(query)
     }
 }
 

@@ -30,6 +30,11 @@ pub fn inbox_bin() -> &'static str {
     env!("CARGO_BIN_EXE_inbox")
 }
 
+/// The `orch` binary under test.
+pub fn orch_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_orch")
+}
+
 /// A temporary project folder with its own database.
 pub struct TestEnv {
     dir: tempfile::TempDir,
@@ -114,7 +119,48 @@ impl TestEnv {
 
     /// A `Command` for `inbox args...` in the folder, with a clean environment.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(inbox_bin());
+        self.command_of(inbox_bin(), args)
+    }
+
+    /// A `Command` for `orch args...`, as [`TestEnv::command`].
+    pub fn orch_command(&self, args: &[&str]) -> Command {
+        self.command_of(orch_bin(), args)
+    }
+
+    /// Runs `orch args...` to completion.
+    pub fn orch(&self, args: &[&str]) -> Run {
+        self.run_command(self.orch_command(args))
+    }
+
+    /// Runs `orch args... --json`, as [`TestEnv::json`].
+    pub fn orch_json(&self, args: &[&str], status: i32) -> serde_json::Value {
+        let mut all: Vec<&str> = args.to_vec();
+        all.push("--json");
+        let output = self.orch_command(&all).output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(status),
+            "orch {}\nstdout: {stdout}\nstderr: {}",
+            all.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+    }
+
+    /// Runs `orch args` and appends `$ orch ARGS` and what it printed to
+    /// `transcript`, as [`TestEnv::step`].
+    pub fn orch_step(&self, transcript: &mut String, args: &[&str]) -> Run {
+        let run = self.orch(args);
+        transcript.push_str(&format!(
+            "$ orch {}\n{run}\n",
+            self.normalize(&args.join(" "))
+        ));
+        run
+    }
+
+    fn command_of(&self, binary: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(binary);
         command
             .args(args)
             .current_dir(self.dir())
@@ -175,7 +221,7 @@ impl TestEnv {
     pub fn normalize(&self, text: &str) -> String {
         let dir = self.dir().display().to_string();
         let text = text.replace(&dir, "$TEST_DIR");
-        let ids = regex::Regex::new(r"\b(thr|msg|art)_[0-9A-HJKMNP-TV-Z]{26}\b").unwrap();
+        let ids = regex::Regex::new(r"\b(thr|msg|art|run)_[0-9A-HJKMNP-TV-Z]{26}\b").unwrap();
         let text = ids
             .replace_all(&text, |caps: &regex::Captures<'_>| {
                 self.stable_id(&caps[0], &caps[1])

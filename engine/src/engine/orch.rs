@@ -371,7 +371,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                     "retry it with a new assignee instead: orch retry {} --to {to}",
                     t.task_id
                 ),
-                _ => format!("it has ended; {}", what_now(t)),
+                _ => "only a task that has not ended can be reassigned".to_owned(),
             },
         )?;
         let from = std::mem::replace(&mut task.assignee, to.clone());
@@ -415,7 +415,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 Pending, Ready, Dispatched, Running, Blocked, Review, RetryWait,
             ],
             ErrorCode::TaskFinished,
-            |t| format!("it has ended; {}", what_now(t)),
+            |_| "only a task that has not ended can be cancelled".to_owned(),
         )?;
         let dependents = self.waiting_dependents(&task)?;
         if !dependents.is_empty() && !input.cascade {

@@ -3,9 +3,13 @@
 //! `compare`), which [`crate::MemoryStore`] answers with directly and a SQL
 //! store translates into indexed `WHERE` clauses.
 //!
-//! Descriptions only: a query never decides anything.
+//! Descriptions only: a query never decides anything. They serialize, so a
+//! host across a boundary (the WebAssembly component's store) can receive
+//! them as JSON.
 
 use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
 
 use crate::model::EventId;
 
@@ -13,7 +17,7 @@ use super::model::{OrchEvent, OrchEventType, Run, RunStatus, Task, TaskStatus};
 
 /// A filter over runs, newest first (`created_at` descending, then
 /// `run_id` descending).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunQuery {
     /// Only runs this leader created.
     pub created_by: Option<String>,
@@ -41,7 +45,8 @@ impl RunQuery {
 }
 
 /// The order [`TaskQuery`] returns tasks in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TaskOrder {
     /// The order they were added (`seq`).
     Added,
@@ -50,7 +55,7 @@ pub enum TaskOrder {
 }
 
 /// A filter over one run's tasks.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskQuery {
     /// The run.
     pub run_id: String,
@@ -111,7 +116,7 @@ impl TaskQuery {
 }
 
 /// A filter over orch events with id greater than `after_event`, oldest first.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrchEventQuery {
     /// Only events with a greater id.
     pub after_event: EventId,

@@ -10,8 +10,9 @@
 //! functions in the calling module. Field for field, no logic; this crate
 //! must never hold an inbox rule.
 //!
-//! JSON objects (payloads, metadata) cross as text. Text that is not a JSON
-//! object becomes a [`StoreError`](https://docs.rs/inbox-engine) naming the
+//! JSON objects (payloads, metadata) cross as text, and so do orch's records
+//! (runs, tasks, attempts, orch events, their queries: the engine's JSON, as
+//! the SQLite store keeps them). Text that does not decode becomes a [`StoreError`](https://docs.rs/inbox-engine) naming the
 //! field, never a panic: each side checks what the other sent.
 //!
 //! Written as a macro rather than generic code because the generated types
@@ -379,10 +380,47 @@ macro_rules! wit_conversions {
                     limit: limit_from_wit(query.limit),
                 }
             }
+
+            $crate::__json_records! {
+                run: ::inbox_engine::orch::model::Run,
+                task: ::inbox_engine::orch::model::Task,
+                attempt: ::inbox_engine::orch::model::Attempt,
+                orch_event: ::inbox_engine::orch::model::OrchEvent,
+                run_query: ::inbox_engine::orch::query::RunQuery,
+                task_query: ::inbox_engine::orch::query::TaskQuery,
+                orch_event_query: ::inbox_engine::orch::query::OrchEventQuery,
+            }
         }
         #[allow(unused_imports)]
         pub(crate) use wit_conversions_impl::*;
     };
+}
+
+/// orch's records and queries cross the boundary as the engine's JSON (the
+/// shape the SQLite store keeps them in): a module per record with
+/// `to_json` and `from_json`, the latter reporting text that does not
+/// decode as a [`StoreError`](https://docs.rs/inbox-engine) rather than
+/// panicking. Used by [`wit_conversions!`] only.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __json_records {
+    ($($name:ident: $type:ty,)+) => { $(
+        pub mod $name {
+            pub fn to_json(value: &$type) -> String {
+                // Records of plain data always serialize.
+                ::serde_json::to_string(value).unwrap_or_default()
+            }
+
+            pub fn from_json(text: &str) -> Result<$type, ::inbox_engine::StoreError> {
+                ::serde_json::from_str(text).map_err(|e| {
+                    ::inbox_engine::StoreError::other(format!(
+                        concat!("a ", stringify!($name), " record across the plugin boundary does not decode: {}"),
+                        e
+                    ))
+                })
+            }
+        }
+    )+ };
 }
 
 /// One vocabulary enum both ways, as the two named functions. The variants

@@ -1,8 +1,10 @@
 //! The engine's [`Store`] trait over the host's `store` import: every call
 //! crosses the sandbox boundary once, with the records converted field for
-//! field. The host decides where the data lives; this side keeps nothing
-//! between calls.
+//! field (orch's records as the engine's JSON). The host decides where the
+//! data lives; this side keeps nothing between calls.
 
+use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
+use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use inbox_engine::store::{EventQuery, MessageQuery, ThreadQuery};
 use inbox_engine::{
     Event, EventId, Lease, Message, ReadCursor, Store, StoreError, StoreInfo, Thread, ThreadState,
@@ -125,5 +127,70 @@ impl Store for HostStore {
     fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError> {
         host::put_read_cursor(&convert::read_cursor_to_wit(cursor))
             .map_err(convert::store_error_from_wit)
+    }
+
+    fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        let text = host::get_run(run_id).map_err(convert::store_error_from_wit)?;
+        text.map(|t| convert::run::from_json(&t)).transpose()
+    }
+
+    fn runs(&mut self, query: &RunQuery) -> Result<Vec<Run>, StoreError> {
+        let texts = host::runs(&convert::run_query::to_json(query))
+            .map_err(convert::store_error_from_wit)?;
+        texts.iter().map(|t| convert::run::from_json(t)).collect()
+    }
+
+    fn insert_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        host::insert_run(&convert::run::to_json(run)).map_err(convert::store_error_from_wit)
+    }
+
+    fn update_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        host::update_run(&convert::run::to_json(run)).map_err(convert::store_error_from_wit)
+    }
+
+    fn task(&mut self, run_id: &str, task_id: &str) -> Result<Option<Task>, StoreError> {
+        let text = host::get_task(run_id, task_id).map_err(convert::store_error_from_wit)?;
+        text.map(|t| convert::task::from_json(&t)).transpose()
+    }
+
+    fn tasks(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
+        let texts = host::tasks(&convert::task_query::to_json(query))
+            .map_err(convert::store_error_from_wit)?;
+        texts.iter().map(|t| convert::task::from_json(t)).collect()
+    }
+
+    fn insert_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        host::insert_task(&convert::task::to_json(task)).map_err(convert::store_error_from_wit)
+    }
+
+    fn update_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        host::update_task(&convert::task::to_json(task)).map_err(convert::store_error_from_wit)
+    }
+
+    fn attempts(&mut self, run_id: &str, task_id: &str) -> Result<Vec<Attempt>, StoreError> {
+        let texts = host::attempts(run_id, task_id).map_err(convert::store_error_from_wit)?;
+        texts
+            .iter()
+            .map(|t| convert::attempt::from_json(t))
+            .collect()
+    }
+
+    fn put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError> {
+        host::put_attempt(&convert::attempt::to_json(attempt))
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
+        host::insert_orch_event(&convert::orch_event::to_json(event))
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {
+        let texts = host::orch_events(&convert::orch_event_query::to_json(query))
+            .map_err(convert::store_error_from_wit)?;
+        texts
+            .iter()
+            .map(|t| convert::orch_event::from_json(t))
+            .collect()
     }
 }

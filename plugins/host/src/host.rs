@@ -218,6 +218,89 @@ impl<S: Store, C: Clock> store::Host for HostState<S, C> {
             .store
             .put_read_cursor(&convert::read_cursor_from_wit(cursor)))
     }
+
+    fn get_run(&mut self, run_id: String) -> Result<Option<String>, wit::StoreError> {
+        self.reading()?;
+        let run = out(self.store.run(&run_id))?;
+        Ok(run.as_ref().map(convert::run::to_json))
+    }
+
+    fn runs(&mut self, query: String) -> Result<Vec<String>, wit::StoreError> {
+        self.reading()?;
+        let query = out(convert::run_query::from_json(&query))?;
+        let runs = out(self.store.runs(&query))?;
+        Ok(runs.iter().map(convert::run::to_json).collect())
+    }
+
+    fn insert_run(&mut self, run: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let run = out(convert::run::from_json(&run))?;
+        out(self.store.insert_run(&run))
+    }
+
+    fn update_run(&mut self, run: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let run = out(convert::run::from_json(&run))?;
+        out(self.store.update_run(&run))
+    }
+
+    fn get_task(
+        &mut self,
+        run_id: String,
+        task_id: String,
+    ) -> Result<Option<String>, wit::StoreError> {
+        self.reading()?;
+        let task = out(self.store.task(&run_id, &task_id))?;
+        Ok(task.as_ref().map(convert::task::to_json))
+    }
+
+    fn tasks(&mut self, query: String) -> Result<Vec<String>, wit::StoreError> {
+        self.reading()?;
+        let query = out(convert::task_query::from_json(&query))?;
+        let tasks = out(self.store.tasks(&query))?;
+        Ok(tasks.iter().map(convert::task::to_json).collect())
+    }
+
+    fn insert_task(&mut self, task: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let task = out(convert::task::from_json(&task))?;
+        out(self.store.insert_task(&task))
+    }
+
+    fn update_task(&mut self, task: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let task = out(convert::task::from_json(&task))?;
+        out(self.store.update_task(&task))
+    }
+
+    fn attempts(
+        &mut self,
+        run_id: String,
+        task_id: String,
+    ) -> Result<Vec<String>, wit::StoreError> {
+        self.reading()?;
+        let attempts = out(self.store.attempts(&run_id, &task_id))?;
+        Ok(attempts.iter().map(convert::attempt::to_json).collect())
+    }
+
+    fn put_attempt(&mut self, attempt: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let attempt = out(convert::attempt::from_json(&attempt))?;
+        out(self.store.put_attempt(&attempt))
+    }
+
+    fn insert_orch_event(&mut self, event: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let event = out(convert::orch_event::from_json(&event))?;
+        out(self.store.insert_orch_event(&event))
+    }
+
+    fn orch_events(&mut self, query: String) -> Result<Vec<String>, wit::StoreError> {
+        self.reading()?;
+        let query = out(convert::orch_event_query::from_json(&query))?;
+        let events = out(self.store.orch_events(&query))?;
+        Ok(events.iter().map(convert::orch_event::to_json).collect())
+    }
 }
 
 impl<S, C: Clock> clock::Host for HostState<S, C> {

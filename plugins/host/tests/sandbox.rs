@@ -8,6 +8,8 @@
 
 mod common;
 
+use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
+use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use std::path::Path;
 
 use inbox_engine::store::{EventQuery, MessageQuery, ThreadQuery};
@@ -223,6 +225,42 @@ impl Store for BrokenWrites {
     fn put_read_cursor(&mut self, cursor: &inbox_engine::ReadCursor) -> Result<(), StoreError> {
         self.0.put_read_cursor(cursor)
     }
+    fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        self.0.run(run_id)
+    }
+    fn runs(&mut self, query: &RunQuery) -> Result<Vec<Run>, StoreError> {
+        self.0.runs(query)
+    }
+    fn insert_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.0.insert_run(run)
+    }
+    fn update_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.0.update_run(run)
+    }
+    fn task(&mut self, run_id: &str, task_id: &str) -> Result<Option<Task>, StoreError> {
+        self.0.task(run_id, task_id)
+    }
+    fn tasks(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
+        self.0.tasks(query)
+    }
+    fn insert_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.0.insert_task(task)
+    }
+    fn update_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.0.update_task(task)
+    }
+    fn attempts(&mut self, run_id: &str, task_id: &str) -> Result<Vec<Attempt>, StoreError> {
+        self.0.attempts(run_id, task_id)
+    }
+    fn put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError> {
+        self.0.put_attempt(attempt)
+    }
+    fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
+        self.0.insert_orch_event(event)
+    }
+    fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {
+        self.0.orch_events(query)
+    }
 }
 
 #[test]
@@ -283,7 +321,7 @@ fn a_component_of_another_world_is_refused_when_loaded() {
     let error = inbox_plugin_host::Plugin::from_bytes(empty, Limits::default()).unwrap_err();
     assert_eq!(error.code(), "plugin_incompatible", "{error}");
     assert!(
-        error.to_string().contains("inbox:engine/engine@0.2.0"),
+        error.to_string().contains("inbox:engine/engine@0.3.0"),
         "{error}"
     );
 }

@@ -1,0 +1,749 @@
+//! The `orch` command line: every command, flag and help text of the
+//! leader's control plane, and how each turns into the engine's request.
+//!
+//! `orch` shares the `inbox` binary's global flags (`--db`, `--json`,
+//! `--agent`), database discovery, JSON envelope and exit codes; its
+//! subcommands are the engine's `orch-*` commands, grouped as people say
+//! them (`orch run create` is `orch-run-create`). Flags are named like the
+//! JSON fields they set (`--run` answers to `--run-id` too). Reading a plan
+//! file is the host's share of input handling; whether a plan is valid is
+//! the engine's to say. This module must never touch the database.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use inbox_engine::orch::model::RunStatus;
+use inbox_engine::wire::*;
+use inbox_engine::{EngineError, Priority, Request};
+
+use crate::args::{Global, one_of, text};
+use crate::request::{Notes, read_text};
+
+const ROOT_HELP: &str = "\
+orch is the leader's control plane over the same database as inbox: a run
+holds a task graph; orch says what is ready, dispatches each attempt as an
+inbox thread for its assignee, follows the thread (claimed, blocked, done,
+failed), and applies review, retries with backoff, skipping and
+cancellation. Workers never use orch: they use inbox on the threads it opens.
+
+The leader's loop:
+  orch run create --goal \"Ship the login page\"
+  orch plan --file plan.json                   the whole task graph at once
+  orch dispatch --all-ready                    one inbox thread per ready task
+  orch wait                                    sleep until something needs you, then:
+    orch answer T --summary \"...\"              a worker asked (blocked)
+    orch accept T | orch reject T --reason ...   a task waits for review
+    orch dispatch --all-ready                    tasks became ready
+    orch retry T [--to AGENT]                    a task failed
+  orch wait --after-event N                    resume from the cursor it printed
+  orch status                                  the run at a glance
+
+--run may be left out: the only active run is meant (or, when none is
+active, the newest). Output is for people unless --json is given: then
+stdout is exactly one JSON object, as with inbox. Exit codes: 0 done, 10
+nothing to do (wait timed out, nothing ready), 20 conflict (the task or run
+has ended), 30 invalid input or transition, 40 not found, 50 storage error.
+
+The database is --db, else $INBOX_DB, else the nearest .agents/coord.db
+above the current folder; the leader is --agent, else $INBOX_AGENT.";
+
+/// The `orch` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "orch",
+    version,
+    about = "The leader's control plane for AI agent teams: runs, task graphs, dispatch, review",
+    long_about = ROOT_HELP,
+    disable_help_subcommand = true,
+    max_term_width = 100
+)]
+pub struct OrchCli {
+    /// Flags every command takes.
+    #[command(flatten)]
+    pub global: Global,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: OrchCommand,
+}
+
+/// Every `orch` command.
+#[derive(Debug, Subcommand)]
+pub enum OrchCommand {
+    /// Runs: create, list, cancel
+    #[command(subcommand)]
+    Run(RunCommand),
+    /// Tasks one at a time: add, show
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Add a whole task graph from a JSON file, in one transaction
+    #[command(
+        long_about = "\
+Add every task of a plan file to the run in one transaction: all or
+nothing. The file is {\"tasks\": [...]} or just the array; each task has a
+task_id, a title and an assignee, and optionally body, acceptance (a list of
+criteria), needs (task ids of the run or the plan), priority, review (true:
+the leader accepts each result) and a retry policy (max_attempts,
+backoff_seconds, backoff_factor, max_backoff_seconds). Tasks may come in any
+order. A plan with an unknown need, a repeated id or a cycle is refused as a
+whole, naming the JSON path of the problem or the cycle.",
+        after_help = "\
+Examples:
+  orch plan --file plan.json
+  orch plan --run login --file - < plan.json
+
+A plan file:
+  {\"tasks\": [
+    {\"task_id\": \"schema\", \"title\": \"Users table\", \"assignee\": \"db-worker\",
+     \"acceptance\": [\"the migration runs twice\"]},
+    {\"task_id\": \"api\", \"title\": \"Login API\", \"assignee\": \"backend\",
+     \"needs\": [\"schema\"], \"review\": true}
+  ]}"
+    )]
+    Plan(PlanArgs),
+    /// The run at a glance: counts, what needs you, what is in flight
+    #[command(
+        long_about = "\
+Show the run at a glance: its status and task counts, the tasks that need
+the leader (ready, blocked, in review, failed), those in flight (dispatched,
+running, waiting to retry) and those waiting on others, with what they wait
+on. Always the current truth: what workers did since the last orch command
+is taken into account, and nothing is changed by looking.",
+        after_help = "\
+Examples:
+  orch status
+  orch status --run login --json"
+    )]
+    Status(StatusArgs),
+    /// List the tasks that can start now (priority, then age)
+    #[command(
+        long_about = "\
+List the tasks whose needs are all done and that wait to be dispatched,
+highest priority first, then in the order they were added. Exits 10 when
+nothing is ready.",
+        after_help = "\
+Examples:
+  orch ready
+  orch ready --run login --json"
+    )]
+    Ready(ReadyArgs),
+    /// Start attempts: open an inbox thread for each task's assignee
+    #[command(
+        long_about = "\
+Start an attempt at one ready task (--task) or at every ready task
+(--all-ready, in `orch ready` order, at most --limit): each opens an inbox
+thread assigned to the task's assignee, with the task's title as subject and
+its text, acceptance criteria, attempt number, run and task ids in the first
+message. Workers find it with inbox fetch or claim --next. All or nothing.
+Exits 10 when --all-ready finds nothing ready.",
+        after_help = "\
+Examples:
+  orch dispatch --all-ready
+  orch dispatch --task api --json"
+    )]
+    Dispatch(DispatchArgs),
+    /// Accept a task in review: it is done
+    #[command(after_help = "\
+Examples:
+  orch accept api
+  orch accept api --summary \"Looks good\"")]
+    Accept(AcceptArgs),
+    /// Reject a task in review: a new attempt carries the reason
+    #[command(
+        long_about = "\
+Reject the result of a task in review: its attempt is marked rejected and a
+new attempt is dispatched to the same assignee; its thread carries the
+reason (--reason, one line; details in --body) and the rejected result.",
+        after_help = "\
+Examples:
+  orch reject api --reason \"Missing rate limiting\" --body \"Limit logins to 5 per minute per IP.\""
+    )]
+    Reject(RejectArgs),
+    /// Answer a blocked task's question (its worker wakes)
+    #[command(
+        long_about = "\
+Answer the question of a blocked task: the answer goes into its attempt's
+thread, where the worker waiting in inbox wait-reply wakes, and the task
+is running again.",
+        after_help = "\
+Examples:
+  orch answer api --summary \"Use email and password for the MVP\""
+    )]
+    Answer(AnswerArgs),
+    /// Try a failed task again (optionally with another assignee)
+    #[command(
+        long_about = "\
+Start a new attempt at a failed task, now, whatever its retry policy says
+(automatic retries have run out when a task is failed). The tasks skipped
+because of it come back to pending, and a failed run is active again.",
+        after_help = "\
+Examples:
+  orch retry api
+  orch retry api --to backend-2"
+    )]
+    Retry(RetryArgs),
+    /// Give a task to another agent; a live attempt is cancelled first
+    #[command(
+        long_about = "\
+Give a task to another agent. If an attempt is under way, its thread is
+cancelled first (the old worker's next command is refused) and a new
+attempt is dispatched to the new assignee; otherwise the task just changes
+hands.",
+        after_help = "\
+Examples:
+  orch reassign api --to backend-2"
+    )]
+    Reassign(ReassignArgs),
+    /// Cancel a task (--cascade: and skip the tasks that need it)
+    #[command(
+        long_about = "\
+Cancel a task that has not ended: a live attempt's thread is cancelled (its
+worker is fenced off). The tasks that need it, directly or through others,
+are skipped; when there are any, say --cascade.",
+        after_help = "\
+Examples:
+  orch cancel docs --reason \"Not needed after all\"
+  orch cancel schema --cascade"
+    )]
+    Cancel(CancelTaskArgs),
+    /// Wait until the run needs you (the leader's loop)
+    #[command(
+        long_about = "\
+Block, without polling, until something in the run needs the leader: a task
+ready, blocked or in review, an attempt or task failed, tasks skipped, the
+run ended. Prints those events, the tasks that need the leader now, and
+next_event_id: pass it as --after-event to the next wait. Without
+--after-event it returns at once when a task already needs the leader. While
+it waits it records what workers did and dispatches retries whose backoff
+ended. Exits 10 on timeout.",
+        after_help = "\
+Examples:
+  orch wait --timeout-seconds 600
+  orch wait --after-event 42 --json"
+    )]
+    Wait(WaitArgs),
+    /// Record what workers and the clock did (every orch write does this)
+    #[command(after_help = "\
+Examples:
+  orch reconcile --run login")]
+    Reconcile(ReconcileArgs),
+    /// Print (or install) the SKILL.md that teaches a leader orch
+    #[command(after_help = "\
+Examples:
+  orch skill
+  orch skill --install ~/.claude/skills")]
+    Skill(OrchSkillArgs),
+}
+
+/// `orch skill`.
+#[derive(Debug, Args)]
+pub struct OrchSkillArgs {
+    /// Write it to DIR/orch/SKILL.md instead of printing it
+    #[arg(long, value_name = "DIR")]
+    pub install: Option<PathBuf>,
+}
+
+/// `orch run ...`.
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Start a run: the goal a task graph will serve
+    #[command(after_help = "\
+Examples:
+  orch run create --goal \"Ship the login page\"
+  orch run create --goal \"Ship the login page\" --id login --json")]
+    Create(RunCreateArgs),
+    /// List runs, newest first
+    #[command(after_help = "\
+Examples:
+  orch run list
+  orch run list --status active --json")]
+    List(RunListArgs),
+    /// Cancel a run and every task of it that has not ended
+    #[command(after_help = "\
+Examples:
+  orch run cancel --run login --reason \"Priorities changed\"")]
+    Cancel(RunCancelArgs),
+}
+
+/// `orch task ...`.
+// Parsed once per process; boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Add one task to the run
+    #[command(after_help = "\
+Examples:
+  orch task add --task api --title \"Login API\" --assignee backend --needs schema --review
+  orch task add --task docs --title \"Document login\" --assignee writer --body-file docs.md \\
+      --acceptance \"covers password reset\" --max-attempts 2")]
+    Add(TaskAddArgs),
+    /// One task: its attempts, its thread, what it waits on
+    #[command(after_help = "\
+Examples:
+  orch task show api
+  orch task show api --json")]
+    Show(TaskShowArgs),
+}
+
+/// `--run`.
+#[derive(Debug, Args, Default)]
+pub struct RunArg {
+    /// The run [default: the only active run, else the newest]
+    #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
+    pub run: Option<String>,
+}
+
+/// `orch run create`.
+#[derive(Debug, Args)]
+pub struct RunCreateArgs {
+    /// What the run is for, one line
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub goal: Option<String>,
+    /// An id of your choosing [default: a new run_... id]
+    #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
+    pub id: Option<String>,
+}
+
+/// `orch run list`.
+#[derive(Debug, Args)]
+pub struct RunListArgs {
+    /// Only runs in these statuses, comma-separated
+    #[arg(long, value_delimiter = ',', value_parser = one_of::<RunStatus>())]
+    pub status: Vec<RunStatus>,
+    /// Only runs this leader created (the global --agent is not a filter here)
+    #[arg(long, value_name = "AGENT")]
+    pub created_by: Option<String>,
+    /// At most this many [default: 50]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+}
+
+/// `orch run cancel`.
+#[derive(Debug, Args)]
+pub struct RunCancelArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+    /// Why, one line; written to every cancelled thread
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub reason: Option<String>,
+}
+
+/// A task's description, as `orch task add` takes it (a plan file has the
+/// same fields).
+#[derive(Debug, Args)]
+pub struct TaskAddArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+    /// The task's id, unique in the run
+    #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
+    pub task: Option<String>,
+    /// One line that says what the work is
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub title: Option<String>,
+    /// The long form, sent to the worker
+    #[arg(long, conflicts_with = "body_file", allow_hyphen_values = true, value_parser = text())]
+    pub body: Option<String>,
+    /// Read the body from a UTF-8 file (- for stdin)
+    #[arg(long, value_name = "PATH")]
+    pub body_file: Option<PathBuf>,
+    /// A criterion the result must meet (repeat for several)
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub acceptance: Vec<String>,
+    /// Who does it: the agent its threads are assigned to
+    #[arg(long, value_name = "AGENT")]
+    pub assignee: Option<String>,
+    /// Queue order [default: normal]
+    #[arg(long, value_parser = one_of::<Priority>())]
+    pub priority: Option<Priority>,
+    /// Tasks that must be done first (comma-separated or repeated)
+    #[arg(long, value_delimiter = ',', value_name = "TASK_ID")]
+    pub needs: Vec<String>,
+    /// Attempts in all, the first included [default: 3]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_attempts: Option<u32>,
+    /// Wait before the second attempt [default: 30]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub backoff_seconds: Option<u64>,
+    /// Each later wait is the one before times this [default: 2]
+    #[arg(long, value_name = "FACTOR", allow_negative_numbers = true)]
+    pub backoff_factor: Option<f64>,
+    /// Longest wait between attempts [default: 600]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub max_backoff_seconds: Option<u64>,
+    /// A finished attempt waits for orch accept
+    #[arg(long)]
+    pub review: bool,
+}
+
+/// `orch task show`.
+#[derive(Debug, Args)]
+pub struct TaskShowArgs {
+    /// The task
+    #[arg(value_name = "TASK_ID")]
+    pub task: Option<String>,
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+}
+
+/// `orch plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+    /// The plan: a JSON file (- for stdin)
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+/// `orch status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+    /// At most this many tasks in each list [default: 50]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+}
+
+/// `orch ready`.
+#[derive(Debug, Args)]
+pub struct ReadyArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+    /// At most this many [default: 50]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+}
+
+/// `orch dispatch`.
+#[derive(Debug, Args)]
+pub struct DispatchArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+    /// The ready task to dispatch
+    #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
+    pub task: Option<String>,
+    /// Dispatch every ready task instead
+    #[arg(long)]
+    pub all_ready: bool,
+    /// With --all-ready: at most this many [default: 1000]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+}
+
+/// The task a decision is about, and its run.
+#[derive(Debug, Args)]
+pub struct TaskTarget {
+    /// The task
+    #[arg(value_name = "TASK_ID")]
+    pub task: Option<String>,
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+}
+
+/// `orch accept`.
+#[derive(Debug, Args)]
+pub struct AcceptArgs {
+    /// The task and its run.
+    #[command(flatten)]
+    pub target: TaskTarget,
+    /// A note for the record, one line
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub summary: Option<String>,
+}
+
+/// `orch reject`.
+#[derive(Debug, Args)]
+pub struct RejectArgs {
+    /// The task and its run.
+    #[command(flatten)]
+    pub target: TaskTarget,
+    /// Why the result is not accepted, one line (the next attempt reads it)
+    #[arg(long, visible_alias = "summary", allow_hyphen_values = true, value_parser = text())]
+    pub reason: Option<String>,
+    /// Details for the next attempt
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub body: Option<String>,
+}
+
+/// `orch answer`.
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    /// The task and its run.
+    #[command(flatten)]
+    pub target: TaskTarget,
+    /// The answer, one line
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub summary: Option<String>,
+    /// The long form
+    #[arg(long, conflicts_with = "body_file", allow_hyphen_values = true, value_parser = text())]
+    pub body: Option<String>,
+    /// Read the body from a UTF-8 file (- for stdin)
+    #[arg(long, value_name = "PATH")]
+    pub body_file: Option<PathBuf>,
+}
+
+/// `orch retry`.
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The task and its run.
+    #[command(flatten)]
+    pub target: TaskTarget,
+    /// Give the new attempt to this agent
+    #[arg(long, value_name = "AGENT")]
+    pub to: Option<String>,
+}
+
+/// `orch reassign`.
+#[derive(Debug, Args)]
+pub struct ReassignArgs {
+    /// The task and its run.
+    #[command(flatten)]
+    pub target: TaskTarget,
+    /// The new assignee
+    #[arg(long, value_name = "AGENT")]
+    pub to: Option<String>,
+}
+
+/// `orch cancel`.
+#[derive(Debug, Args)]
+pub struct CancelTaskArgs {
+    /// The task and its run.
+    #[command(flatten)]
+    pub target: TaskTarget,
+    /// Why, one line
+    #[arg(long, visible_alias = "summary", allow_hyphen_values = true, value_parser = text())]
+    pub reason: Option<String>,
+    /// Also skip the tasks that need it
+    #[arg(long)]
+    pub cascade: bool,
+}
+
+/// `orch wait`.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+    /// Wake on actionable events after this one (the last wait's next_event_id)
+    #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
+    pub after_event: Option<u64>,
+    /// Give up after this long; exit 10 [default: 300]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub timeout_seconds: Option<u64>,
+    /// At most this many events [default: 100]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+}
+
+/// `orch reconcile`.
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+}
+
+/// The largest plan file `orch plan` reads (64 MiB): ten thousand tasks
+/// with long bodies, and a stop for `--file /dev/zero`.
+const PLAN_MAX_BYTES: usize = 64 << 20;
+
+impl OrchCommand {
+    /// The engine request these arguments make, or `None` for `skill`.
+    pub(crate) fn request(
+        self,
+        agent: Option<String>,
+        _notes: &mut Notes,
+    ) -> Option<Result<Request, EngineError>> {
+        let decide = |target: TaskTarget, agent: Option<String>| OrchTaskRequest {
+            agent,
+            run_id: target.run.run,
+            task_id: target.task,
+            ..OrchTaskRequest::default()
+        };
+        let request = match self {
+            OrchCommand::Skill(_) => return None,
+            OrchCommand::Run(RunCommand::Create(a)) => {
+                Ok(Request::OrchRunCreate(OrchRunCreateRequest {
+                    agent,
+                    run_id: a.id,
+                    goal: a.goal,
+                }))
+            }
+            OrchCommand::Run(RunCommand::List(a)) => Ok(Request::OrchRunList(OrchRunListRequest {
+                agent: a.created_by,
+                status: a.status,
+                limit: a.limit,
+            })),
+            OrchCommand::Run(RunCommand::Cancel(a)) => {
+                Ok(Request::OrchRunCancel(OrchRunCancelRequest {
+                    agent,
+                    run_id: a.run.run,
+                    reason: a.reason,
+                }))
+            }
+            OrchCommand::Task(TaskCommand::Add(a)) => task_add(a, agent),
+            OrchCommand::Task(TaskCommand::Show(a)) => {
+                Ok(Request::OrchTaskShow(OrchTaskShowRequest {
+                    run_id: a.run.run,
+                    task_id: a.task,
+                }))
+            }
+            OrchCommand::Plan(a) => plan(a, agent),
+            OrchCommand::Status(a) => Ok(Request::OrchStatus(OrchStatusRequest {
+                run_id: a.run.run,
+                limit: a.limit,
+            })),
+            OrchCommand::Ready(a) => Ok(Request::OrchReady(OrchReadyRequest {
+                run_id: a.run.run,
+                limit: a.limit,
+            })),
+            OrchCommand::Dispatch(a) => Ok(Request::OrchDispatch(OrchDispatchRequest {
+                agent,
+                run_id: a.run.run,
+                task_id: a.task,
+                all_ready: a.all_ready,
+                limit: a.limit,
+            })),
+            OrchCommand::Accept(a) => Ok(Request::OrchAccept(OrchTaskRequest {
+                summary: a.summary,
+                ..decide(a.target, agent)
+            })),
+            OrchCommand::Reject(a) => Ok(Request::OrchReject(OrchTaskRequest {
+                summary: a.reason,
+                body: a.body,
+                ..decide(a.target, agent)
+            })),
+            OrchCommand::Answer(a) => answer(a, agent, decide),
+            OrchCommand::Retry(a) => Ok(Request::OrchRetry(OrchTaskRequest {
+                to: a.to,
+                ..decide(a.target, agent)
+            })),
+            OrchCommand::Reassign(a) => Ok(Request::OrchReassign(OrchTaskRequest {
+                to: a.to,
+                ..decide(a.target, agent)
+            })),
+            OrchCommand::Cancel(a) => Ok(Request::OrchCancel(OrchTaskRequest {
+                summary: a.reason,
+                cascade: a.cascade,
+                ..decide(a.target, agent)
+            })),
+            OrchCommand::Wait(a) => Ok(Request::OrchWait(OrchWaitRequest {
+                run_id: a.run.run,
+                after_event: a.after_event,
+                timeout_seconds: a.timeout_seconds,
+                limit: a.limit,
+            })),
+            OrchCommand::Reconcile(a) => Ok(Request::OrchReconcile(OrchReconcileRequest {
+                run_id: a.run.run,
+            })),
+        };
+        Some(request)
+    }
+}
+
+fn task_add(a: TaskAddArgs, agent: Option<String>) -> Result<Request, EngineError> {
+    let body = match &a.body_file {
+        Some(path) => Some(read_text(
+            "--body-file",
+            "body",
+            path,
+            inbox_engine::validate::BODY_MAX_BYTES,
+        )?),
+        None => a.body,
+    };
+    let task = TaskSpec {
+        task_id: a.task,
+        title: a.title,
+        body,
+        acceptance: a.acceptance,
+        assignee: a.assignee,
+        priority: a.priority,
+        needs: a.needs,
+        max_attempts: a.max_attempts,
+        backoff_seconds: a.backoff_seconds,
+        backoff_factor: a.backoff_factor,
+        max_backoff_seconds: a.max_backoff_seconds,
+        review: a.review.then_some(true),
+    };
+    Ok(Request::OrchTaskAdd(OrchTaskAddRequest {
+        agent,
+        run_id: a.run.run,
+        task: Some(task),
+    }))
+}
+
+fn answer(
+    a: AnswerArgs,
+    agent: Option<String>,
+    decide: impl FnOnce(TaskTarget, Option<String>) -> OrchTaskRequest,
+) -> Result<Request, EngineError> {
+    let body = match &a.body_file {
+        Some(path) => Some(read_text(
+            "--body-file",
+            "body",
+            path,
+            inbox_engine::validate::BODY_MAX_BYTES,
+        )?),
+        None => a.body,
+    };
+    Ok(Request::OrchAnswer(OrchTaskRequest {
+        summary: a.summary,
+        body,
+        ..decide(a.target, agent)
+    }))
+}
+
+/// `orch plan --file`: the file's tasks, each decoded on its own so that a
+/// problem is reported at its JSON path (`tasks[3]: unknown field ...`).
+fn plan(a: PlanArgs, agent: Option<String>) -> Result<Request, EngineError> {
+    let Some(path) = a.file else {
+        return Err(EngineError::MissingField {
+            field: "file".into(),
+            hint: "give the plan file: orch plan --file plan.json (see orch plan --help)".into(),
+        });
+    };
+    let text = read_text("--file", "file", &path, PLAN_MAX_BYTES)?;
+    let shown = path.display();
+    let invalid = |problem: String| EngineError::InvalidRequest {
+        message: format!("{shown}: {problem}"),
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+    let items = match value {
+        serde_json::Value::Array(items) => items,
+        serde_json::Value::Object(mut object)
+            if object.len() == 1 && object.contains_key("tasks") =>
+        {
+            match object.remove("tasks") {
+                Some(serde_json::Value::Array(items)) => items,
+                _ => return Err(invalid("`tasks` must be an array of tasks".into())),
+            }
+        }
+        _ => {
+            return Err(invalid(
+                "a plan is {\"tasks\": [...]} or an array of tasks, and nothing else".into(),
+            ));
+        }
+    };
+    let tasks = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| {
+            serde_json::from_value::<TaskSpec>(item)
+                .map_err(|e| invalid(format!("tasks[{i}]: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Request::OrchPlan(OrchPlanRequest {
+        agent,
+        run_id: a.run.run,
+        tasks,
+    }))
+}

@@ -1,0 +1,289 @@
+//! Output for people, for the orch commands: a run at a glance (counts,
+//! then what needs the leader, what is in flight, what waits on what), and
+//! one line per task, event or attempt, with full ids to copy into the next
+//! command. Like [`crate::render`], it only renders what the engine
+//! returned (already made terminal-safe) and never decides anything.
+
+use std::fmt::Write as _;
+
+use anstyle::{AnsiColor, Style};
+use inbox_engine::orch::model::{Attempt, OrchEvent, Run, RunStatus, Task, TaskStatus};
+use inbox_engine::wire::*;
+use inbox_engine::{Output, Timestamp};
+
+const DIM: Style = Style::new().dimmed();
+const BOLD: Style = Style::new().bold();
+
+fn paint(style: Style, text: impl std::fmt::Display) -> String {
+    format!("{style}{text}{style:#}")
+}
+
+fn task_style(status: TaskStatus) -> Style {
+    match status {
+        TaskStatus::Pending => Style::new().dimmed(),
+        TaskStatus::Ready => AnsiColor::Yellow.on_default(),
+        TaskStatus::Dispatched | TaskStatus::Running => AnsiColor::Cyan.on_default(),
+        TaskStatus::Blocked | TaskStatus::Review => AnsiColor::Magenta.on_default(),
+        TaskStatus::RetryWait => AnsiColor::Yellow.on_default(),
+        TaskStatus::Done => AnsiColor::Green.on_default(),
+        TaskStatus::Failed => AnsiColor::Red.on_default(),
+        TaskStatus::Cancelled | TaskStatus::Skipped => Style::new().dimmed(),
+    }
+}
+
+fn run_style(status: RunStatus) -> Style {
+    match status {
+        RunStatus::Active => AnsiColor::Cyan.on_default(),
+        RunStatus::Succeeded => AnsiColor::Green.on_default(),
+        RunStatus::Failed => AnsiColor::Red.on_default(),
+        RunStatus::Cancelled => Style::new().dimmed(),
+    }
+}
+
+/// The text for an orch output, or `None` for an output that is not orch's.
+pub(crate) fn success(output: &Output, now: Timestamp) -> Option<String> {
+    let text = match output {
+        Output::OrchRunCreate(out) => format!("Created run {}\n", run_line(&out.run)),
+        Output::OrchRunCancel(out) => format!("Cancelled run {}\n", run_line(&out.run)),
+        Output::OrchRunList(out) if out.runs.is_empty() => "No runs match.\n".to_owned(),
+        Output::OrchRunList(out) => out
+            .runs
+            .iter()
+            .map(|r| format!("{}\n", run_line(r)))
+            .collect(),
+        Output::OrchStatus(out) => status(out, now),
+        Output::OrchReady(out) if out.tasks.is_empty() => "Nothing is ready.\n".to_owned(),
+        Output::OrchReady(out) => task_lines(&out.tasks, now),
+        Output::OrchTaskAdd(out) => format!("Added {}\n", task_line(&out.task, &[], now)),
+        Output::OrchPlan(out) => plan(out),
+        Output::OrchDispatch(out) => dispatch(out),
+        Output::OrchTaskShow(out) => task_show(out, now),
+        Output::OrchAccept(out)
+        | Output::OrchReject(out)
+        | Output::OrchAnswer(out)
+        | Output::OrchRetry(out)
+        | Output::OrchReassign(out)
+        | Output::OrchCancel(out) => task_changed(out, now),
+        Output::OrchWait(out) => wait(out, now),
+        Output::OrchReconcile(out) => reconcile(out, now),
+        _ => return None,
+    };
+    Some(text)
+}
+
+/// `login (active): Ship the login page — 4 tasks: 1 done, 1 running, 2 pending`
+fn run_line(run: &Run) -> String {
+    format!(
+        "{} ({}): {} — {}",
+        paint(BOLD, &run.run_id),
+        paint(run_style(run.status), run.status),
+        run.goal,
+        counts(run)
+    )
+}
+
+fn counts(run: &Run) -> String {
+    let total = run.counts.total();
+    let parts: Vec<String> = TaskStatus::ALL
+        .iter()
+        .filter(|&&s| run.counts.of(s) > 0)
+        .map(|&s| format!("{} {s}", run.counts.of(s)))
+        .collect();
+    match parts.is_empty() {
+        true => "no tasks yet".to_owned(),
+        false => format!("{total} tasks: {}", parts.join(", ")),
+    }
+}
+
+/// One task: id, status, title, assignee, and what matters about its status.
+fn task_line(task: &Task, waiting_on: &[String], now: Timestamp) -> String {
+    let mut facts = vec![task.assignee.clone()];
+    if task.attempts > 0 {
+        facts.push(format!("attempt {}", task.attempts));
+    }
+    if let Some(thread) = task
+        .thread_id
+        .as_ref()
+        .filter(|_| task.status.has_live_attempt())
+    {
+        facts.push(thread.clone());
+    }
+    let mut line = format!(
+        "{:<12} {} {}  {}",
+        task.task_id,
+        paint(
+            task_style(task.status),
+            format!("{:<10}", task.status.as_str())
+        ),
+        task.title,
+        paint(DIM, format!("({})", facts.join(", ")))
+    );
+    if !waiting_on.is_empty() {
+        let _ = write!(line, "  waits on {}", waiting_on.join(", "));
+    }
+    if let Some(at) = task.retry_at {
+        let left = at.as_millis() - now.as_millis();
+        let _ = write!(line, "  next attempt in {}s", (left.max(0) + 999) / 1000);
+    }
+    if let Some(reason) = &task.reason {
+        let label = match task.status {
+            TaskStatus::Blocked => "asks",
+            TaskStatus::Review => "result",
+            _ => "why",
+        };
+        let _ = write!(line, "\n{:<12} {label}: {reason}", "");
+    }
+    line
+}
+
+fn task_lines(tasks: &[TaskView], now: Timestamp) -> String {
+    tasks
+        .iter()
+        .map(|v| format!("  {}\n", task_line(&v.task, &v.waiting_on, now)))
+        .collect()
+}
+
+fn status(out: &StatusOutput, now: Timestamp) -> String {
+    let mut text = format!("Run {}\n", run_line(&out.run));
+    for (title, tasks) in [
+        ("Needs you", &out.actionable),
+        ("In flight", &out.in_flight),
+        ("Waiting on others", &out.waiting),
+    ] {
+        if !tasks.is_empty() {
+            let _ = write!(text, "{}:\n{}", paint(BOLD, title), task_lines(tasks, now));
+        }
+    }
+    if out.run.status == RunStatus::Active && out.actionable.is_empty() {
+        text.push_str("Nothing needs you now: `orch wait` sleeps until something does.\n");
+    }
+    text
+}
+
+fn plan(out: &PlanOutput) -> String {
+    let ready = out
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Ready)
+        .count();
+    format!(
+        "Added {} tasks to run {} ({ready} ready): {}\n  next: orch dispatch --all-ready\n",
+        out.tasks.len(),
+        paint(BOLD, &out.run.run_id),
+        counts(&out.run)
+    )
+}
+
+fn dispatch(out: &DispatchOutput) -> String {
+    if out.dispatched.is_empty() {
+        return "Nothing is ready to dispatch.\n".to_owned();
+    }
+    let n = out.dispatched.len();
+    let mut text = format!("Dispatched {n} task{}:\n", if n == 1 { "" } else { "s" });
+    for d in &out.dispatched {
+        let _ = writeln!(text, "  {}", attempt_line(&d.task.task_id, &d.attempt));
+    }
+    text
+}
+
+fn attempt_line(task_id: &str, a: &Attempt) -> String {
+    let mut line = format!(
+        "{task_id:<12} attempt {} → {}  {}  {}",
+        a.attempt,
+        a.assignee,
+        paint(BOLD, &a.thread_id),
+        a.status
+    );
+    if let Some(reason) = &a.reason {
+        let _ = write!(line, ": {reason}");
+    }
+    line
+}
+
+fn task_show(out: &TaskShowOutput, now: Timestamp) -> String {
+    let t = &out.task.task;
+    let mut text = format!("Task {}\n", task_line(t, &out.task.waiting_on, now));
+    let _ = writeln!(
+        text,
+        "  run {} · priority {} · review {}",
+        t.run_id,
+        t.priority,
+        if t.review { "yes" } else { "no" }
+    );
+    if !t.needs.is_empty() {
+        let _ = writeln!(text, "  needs {}", t.needs.join(", "));
+    }
+    if !out.needed_by.is_empty() {
+        let _ = writeln!(text, "  needed by {}", out.needed_by.join(", "));
+    }
+    for a in &out.attempts {
+        let _ = writeln!(text, "  {}", attempt_line(&t.task_id, a));
+    }
+    if let Some(thread) = &out.thread {
+        let _ = writeln!(
+            text,
+            "  thread {} is {} (inbox show --thread {})",
+            thread.thread.thread_id, thread.thread.status, thread.thread.thread_id
+        );
+    }
+    text
+}
+
+fn task_changed(out: &TaskOutput, now: Timestamp) -> String {
+    let mut text = format!("{}\n", task_line(&out.task, &[], now));
+    if let Some(message) = &out.message {
+        let _ = writeln!(
+            text,
+            "  wrote {} {} into {}",
+            message.kind, message.message_id, message.thread_id
+        );
+    }
+    for t in &out.affected {
+        let _ = writeln!(text, "  also {}", task_line(t, &[], now));
+    }
+    let _ = writeln!(text, "  run {}", run_line(&out.run));
+    text
+}
+
+fn event_line(e: &OrchEvent) -> String {
+    format!(
+        "{}  {}  {}",
+        paint(DIM, format!("#{}", e.event_id)),
+        paint(BOLD, e.event_type),
+        e.summary
+    )
+}
+
+fn wait(out: &OrchWaitOutput, now: Timestamp) -> String {
+    let resume = format!("resume with --after-event {}", out.next_event_id);
+    if !out.woke {
+        return format!("Nothing needs you before the timeout; {resume}.\n");
+    }
+    let mut text = String::new();
+    for e in &out.events {
+        let _ = writeln!(text, "{}", event_line(e));
+    }
+    let _ = writeln!(text, "Run {}", run_line(&out.run));
+    if !out.actionable.is_empty() {
+        let _ = write!(
+            text,
+            "{}:\n{}",
+            paint(BOLD, "Needs you"),
+            task_lines(&out.actionable, now)
+        );
+    }
+    let _ = writeln!(text, "next event: {} ({resume})", out.next_event_id);
+    text
+}
+
+fn reconcile(out: &ReconcileOutput, _now: Timestamp) -> String {
+    let mut text = match out.events.len() {
+        0 => "Nothing new to record.\n".to_owned(),
+        n => format!("Recorded {n} changes:\n"),
+    };
+    for e in &out.events {
+        let _ = writeln!(text, "  {}", event_line(e));
+    }
+    let _ = writeln!(text, "Run {}", run_line(&out.run));
+    text
+}

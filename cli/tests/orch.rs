@@ -1,0 +1,391 @@
+//! `orch`, the leader's command line, end to end with real processes: its
+//! help (every screen snapshotted, with examples), its subcommands against
+//! the engine's orch commands, a leader's session as a person reads it, and
+//! a 50-task graph drained by a leader sleeping in `orch wait` and three
+//! `inbox` worker processes, with a question and a rejection on the way.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use clap::CommandFactory;
+use inbox_cli::orch_args::OrchCli;
+use inbox_engine::Command as EngineCommand;
+use serde_json::Value;
+
+use crate::common::{TestEnv, inbox_bin, orch_bin};
+
+/// What a process printed and its exit code: for threads, which cannot
+/// share a [`TestEnv`].
+struct Ran {
+    status: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {self}"))
+    }
+}
+
+impl std::fmt::Display for Ran {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}\n{}{}", self.status, self.stdout, self.stderr)
+    }
+}
+
+/// Runs `binary args...` in `dir` on the real clock, as `agent`.
+fn ran(dir: &std::path::Path, binary: &str, agent: &str, args: &[&str]) -> Ran {
+    let output = std::process::Command::new(binary)
+        .args(args)
+        .current_dir(dir)
+        .env_remove("INBOX_DB")
+        .env_remove("INBOX_NOW")
+        .env("INBOX_AGENT", agent)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    Ran {
+        status: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Every leaf subcommand of `orch`, as its words (`["run", "create"]`).
+fn leaf_subcommands() -> Vec<Vec<String>> {
+    fn walk(command: &clap::Command, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        for sub in command.get_subcommands() {
+            path.push(sub.get_name().to_owned());
+            if sub.has_subcommands() {
+                walk(sub, path, out);
+            } else {
+                out.push(path.clone());
+            }
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(&OrchCli::command(), &mut Vec::new(), &mut out);
+    out
+}
+
+#[test]
+fn orch_root_help_explains_the_leaders_loop() {
+    let env = TestEnv::new();
+    let run = env.orch(&["--help"]);
+    assert_eq!(run.status, 0);
+    assert!(run.stdout.contains("orch wait") && run.stdout.contains("orch dispatch --all-ready"));
+    insta::assert_snapshot!(run.to_string());
+}
+
+#[test]
+fn every_orch_command_has_help_with_examples() {
+    let env = TestEnv::new();
+    for words in leaf_subcommands() {
+        let mut args: Vec<&str> = words.iter().map(String::as_str).collect();
+        args.push("--help");
+        let run = env.orch(&args);
+        assert_eq!(run.status, 0, "{words:?}: {run}");
+        assert!(
+            run.stdout.contains("Examples:"),
+            "orch {words:?} has no examples"
+        );
+        insta::assert_snapshot!(format!("orch_help_{}", words.join("_")), run.to_string());
+    }
+}
+
+/// Each orch command of the engine is one `orch` subcommand (`orch run
+/// create` is `orch-run-create`); `orch skill` is the one tool.
+#[test]
+fn the_orch_subcommands_are_the_engine_s_orch_commands() {
+    let cli: BTreeSet<String> = leaf_subcommands()
+        .iter()
+        .map(|words| format!("orch-{}", words.join("-")))
+        .collect();
+    let mut engine: BTreeSet<String> = EngineCommand::ALL
+        .iter()
+        .map(|c| c.as_str().to_owned())
+        .filter(|name| name.starts_with("orch-"))
+        .collect();
+    engine.insert("orch-skill".to_owned());
+    assert_eq!(cli, engine);
+}
+
+#[test]
+fn a_leaders_session_reads_well() {
+    let env = TestEnv::initialized();
+    std::fs::write(
+        env.dir().join("plan.json"),
+        r#"{"tasks": [
+            {"task_id": "schema", "title": "Users table", "assignee": "db-worker", "acceptance": ["the migration runs twice"]},
+            {"task_id": "api", "title": "Login API", "assignee": "web-worker", "needs": ["schema"], "review": true},
+            {"task_id": "docs", "title": "Document login", "assignee": "db-worker", "needs": ["api"]}
+        ]}"#,
+    )
+    .unwrap();
+    let mut t = String::new();
+    let lead = ["--agent", "lead"];
+    let with = |args: &[&'static str]| -> Vec<&'static str> { [&lead[..], args].concat() };
+    env.orch_step(
+        &mut t,
+        &with(&[
+            "run",
+            "create",
+            "--goal",
+            "Ship the login page",
+            "--id",
+            "login",
+        ]),
+    );
+    env.orch_step(&mut t, &with(&["plan", "--file", "plan.json"]));
+    env.orch_step(&mut t, &with(&["dispatch", "--task", "api"]));
+    env.orch_step(&mut t, &with(&["dispatch", "--all-ready"]));
+    let claim = env.json(&["claim", "--agent", "db-worker", "--next"], 0);
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    env.step(
+        &mut t,
+        &[
+            "done",
+            "--agent",
+            "db-worker",
+            "--thread",
+            &thread,
+            "--summary",
+            "users table migrated",
+        ],
+    );
+    env.orch_step(&mut t, &["status"]);
+    env.orch_step(&mut t, &with(&["dispatch", "--all-ready"]));
+    let claim = env.json(&["claim", "--agent", "web-worker", "--next"], 0);
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    env.step(
+        &mut t,
+        &[
+            "update",
+            "--agent",
+            "web-worker",
+            "--thread",
+            &thread,
+            "--status",
+            "blocked",
+            "--summary",
+            "Email or username?",
+        ],
+    );
+    env.orch_step(&mut t, &["wait", "--timeout-seconds", "5"]);
+    env.orch_step(&mut t, &with(&["answer", "api", "--summary", "Email"]));
+    env.step(
+        &mut t,
+        &[
+            "done",
+            "--agent",
+            "web-worker",
+            "--thread",
+            &thread,
+            "--summary",
+            "POST /login works",
+        ],
+    );
+    env.orch_step(
+        &mut t,
+        &with(&["reject", "api", "--reason", "Add rate limiting"]),
+    );
+    env.orch_step(&mut t, &["task", "show", "api"]);
+    env.orch_step(&mut t, &with(&["cancel", "schema"]));
+    env.orch_step(&mut t, &with(&["cancel", "api"]));
+    env.orch_step(
+        &mut t,
+        &with(&["cancel", "api", "--cascade", "--reason", "Out of scope"]),
+    );
+    env.orch_step(&mut t, &["run", "list"]);
+    insta::assert_snapshot!(t);
+}
+
+/// Tasks `t00`..`t49`: each needs the task five before it, and every third
+/// also the one three before, so the graph has width and depth. `t07`
+/// wants review; its worker asks a question on `t12`.
+fn fifty_task_plan() -> String {
+    let tasks: Vec<Value> = (0..50)
+        .map(|i| {
+            let mut needs = Vec::new();
+            if i >= 5 {
+                needs.push(format!("t{:02}", i - 5));
+            }
+            if i >= 3 && i % 3 == 0 {
+                needs.push(format!("t{:02}", i - 3));
+            }
+            serde_json::json!({
+                "task_id": format!("t{i:02}"),
+                "title": format!("Step {i}"),
+                "assignee": format!("w{}", i % 3 + 1),
+                "needs": needs,
+                "review": i == 7,
+            })
+        })
+        .collect();
+    serde_json::json!({ "tasks": tasks }).to_string()
+}
+
+/// One worker process after another for agent `me`: claim the next thread,
+/// ask on t12 and wait for the answer, finish; watch while there is
+/// nothing, until told to stop.
+fn worker(
+    dir: &std::path::Path,
+    me: &str,
+    stop: &AtomicBool,
+    finished: &Mutex<Vec<(String, String)>>,
+) {
+    let run = |args: &[&str]| ran(dir, inbox_bin(), me, args);
+    loop {
+        let claim = run(&[
+            "claim",
+            "--agent",
+            me,
+            "--next",
+            "--lease-seconds",
+            "300",
+            "--json",
+        ]);
+        if claim.status == 10 {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            run(&["watch", "--agent", me, "--timeout-seconds", "1"]);
+            continue;
+        }
+        assert_eq!(claim.status, 0, "{claim}");
+        let claim = claim.json();
+        let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+        let token = claim["lease"]["lease_token"].to_string();
+        let task = claim["thread"]["task_id"].as_str().unwrap().to_owned();
+        let attempt = claim["thread"]["attempts"].as_u64().unwrap();
+        let hold = ["--thread", &thread, "--lease-token", &token];
+        if task == "t12" {
+            let ask = run(&[
+                &["update"][..],
+                &hold,
+                &["--status", "blocked", "--summary", "Which port?"],
+            ]
+            .concat());
+            assert_eq!(ask.status, 0, "{ask}");
+            let answer = run(&[
+                &["wait-reply"][..],
+                &hold,
+                &["--timeout-seconds", "60", "--json"],
+            ]
+            .concat());
+            assert_eq!(answer.status, 0, "{answer}");
+            assert_eq!(answer.json()["message"]["summary"], "8080");
+        }
+        let done = run(&[
+            &["done"][..],
+            &hold,
+            &["--summary", &format!("{task} done (attempt {attempt})")],
+        ]
+        .concat());
+        assert_eq!(done.status, 0, "{done}");
+        finished.lock().unwrap().push((task, thread));
+    }
+}
+
+/// The leader: dispatch, then sleep in `orch wait` and act on what needs it
+/// until the run ends. Returns the run as the last wait saw it.
+fn leader(dir: &std::path::Path) -> Value {
+    let orch = |args: &[&str]| ran(dir, orch_bin(), "lead", args);
+    let mut cursor: Option<String> = None;
+    let mut rejected = false;
+    let dispatched = orch(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(dispatched.status, 0, "{dispatched}");
+    for _ in 0..500 {
+        let mut args = vec!["wait", "--timeout-seconds", "60", "--json"];
+        if let Some(c) = &cursor {
+            args.extend(["--after-event", c.as_str()]);
+        }
+        let woke = orch(&args);
+        assert_eq!(woke.status, 0, "the leader's wait timed out: {woke}");
+        let woke = woke.json();
+        cursor = Some(woke["next_event_id"].to_string());
+        if woke["run"]["status"] != "active" {
+            return woke["run"].clone();
+        }
+        for task in woke["actionable"].as_array().unwrap() {
+            let id = task["task_id"].as_str().unwrap();
+            let out = match task["status"].as_str().unwrap() {
+                "ready" => orch(&["dispatch", "--all-ready", "--json"]),
+                "blocked" => orch(&["answer", id, "--summary", "8080", "--json"]),
+                "review" if !rejected => {
+                    rejected = true;
+                    orch(&["reject", id, "--reason", "Add tests", "--json"])
+                }
+                "review" => orch(&["accept", id, "--json"]),
+                other => panic!("task {id} is {other}: {task}"),
+            };
+            // A task listed twice (ready tasks all go at once) is refused
+            // the second time; anything else must succeed.
+            assert!(matches!(out.status, 0 | 10 | 30), "{out}");
+        }
+    }
+    panic!("the run did not end after 500 waits");
+}
+
+#[test]
+fn a_leader_and_three_workers_drain_a_fifty_task_graph() {
+    let env = TestEnv::initialized();
+    std::fs::write(env.dir().join("plan.json"), fifty_task_plan()).unwrap();
+    env.orch_json(
+        &[
+            "--agent",
+            "lead",
+            "run",
+            "create",
+            "--goal",
+            "Fifty steps",
+            "--id",
+            "fifty",
+        ],
+        0,
+    );
+    let plan = env.orch_json(&["--agent", "lead", "plan", "--file", "plan.json"], 0);
+    assert_eq!(plan["tasks"].as_array().unwrap().len(), 50);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let dir = env.dir().to_path_buf();
+    let run = std::thread::scope(|scope| {
+        for me in ["w1", "w2", "w3"] {
+            let (dir, stop, finished) = (&dir, &stop, &finished);
+            scope.spawn(move || worker(dir, me, stop, finished));
+        }
+        let run = leader(&dir);
+        stop.store(true, Ordering::SeqCst);
+        run
+    });
+
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["counts"]["done"], 50, "{run}");
+    let finished = finished.lock().unwrap();
+    let threads: BTreeSet<&String> = finished.iter().map(|(_, thread)| thread).collect();
+    assert_eq!(threads.len(), finished.len(), "a thread was finished twice");
+    let mut per_task: BTreeMap<&str, usize> = BTreeMap::new();
+    for (task, _) in finished.iter() {
+        *per_task.entry(task).or_default() += 1;
+    }
+    assert_eq!(per_task.len(), 50);
+    // Only the rejected task was worked twice; every task is done once.
+    for (task, times) in &per_task {
+        let expected = if *task == "t07" { 2 } else { 1 };
+        assert_eq!(*times, expected, "{task} was finished {times} times");
+        let show = env.orch_json(&["task", "show", task], 0);
+        assert_eq!(show["task"]["status"], "done", "{show}");
+        let succeeded = show["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["status"] == "succeeded")
+            .count();
+        assert_eq!(succeeded, 1, "{show}");
+    }
+}
