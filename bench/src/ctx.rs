@@ -18,6 +18,8 @@ use crate::services::{PostgresServer, RedisServer, TempDir};
 pub(crate) struct Bins {
     /// `target/release/inbox`.
     pub(crate) inbox: PathBuf,
+    /// `target/release/orch`.
+    pub(crate) orch: PathBuf,
     /// The file peers' one-process-per-message helper.
     pub(crate) peer: PathBuf,
     /// The process-spawn floor: a Rust `fn main() {}` built like inbox.
@@ -52,6 +54,7 @@ impl Bins {
         let pg_extra: Vec<&str> = pg_extra.iter().map(String::as_str).collect();
         Ok(Bins {
             inbox: need("inbox")?,
+            orch: need("orch")?,
             peer: need("inbox-bench-peer")?,
             noop: need("inbox-bench-noop")?,
             redis_cli: which("redis-cli", &[]).ok_or_else(|| {
@@ -116,6 +119,15 @@ impl Ctx {
     /// An `inbox` command on database `db` (no inherited agent or clock).
     pub(crate) fn inbox(&self, db: &Path) -> Command {
         let mut cmd = Command::new(&self.bins.inbox);
+        cmd.env("INBOX_DB", db)
+            .env_remove("INBOX_AGENT")
+            .env_remove("INBOX_NOW");
+        cmd
+    }
+
+    /// `orch` on `db`, with a clean environment.
+    pub(crate) fn orch(&self, db: &Path) -> Command {
+        let mut cmd = Command::new(&self.bins.orch);
         cmd.env("INBOX_DB", db)
             .env_remove("INBOX_AGENT")
             .env_remove("INBOX_NOW");

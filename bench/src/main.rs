@@ -90,6 +90,8 @@ enum Choice {
     Roundtrip,
     /// 5. Read cost as the store grows
     Query,
+    /// 7. orch: the leader's reads, dispatch and wake
+    Orch,
 }
 
 #[derive(Subcommand)]
@@ -112,12 +114,13 @@ enum Sub {
 /// to run it. In report order.
 type Workload = (&'static str, Choice, fn(&Ctx) -> Result<Section>);
 
-const WORKLOADS: [Workload; 5] = [
+const WORKLOADS: [Workload; 6] = [
     ("send", Choice::Send, workloads::send::run),
     ("claim", Choice::Claim, workloads::claim::run),
     ("wake", Choice::Wake, workloads::wake::run),
     ("roundtrip", Choice::Roundtrip, workloads::roundtrip::run),
     ("query", Choice::Query, workloads::query::run),
+    ("orch", Choice::Orch, workloads::orch::run),
 ];
 
 fn main() -> ExitCode {
