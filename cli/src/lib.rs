@@ -350,10 +350,20 @@ fn run(invocation: Invocation) -> u8 {
         Ok(engine) => engine,
         Err(error) => return finish(&fail(error), json, None, &notes),
     };
-    let (store, durability) = match open_store(init_durability, &db_path) {
+    let (mut store, durability) = match open_store(init_durability, &db_path) {
         Ok(opened) => opened,
         Err(error) => return finish(&fail(EngineError::Store(error)), json, None, &notes),
     };
+    // A wait keeps its connection open and may write while it waits
+    // (heartbeats, lapses, orch's reconcile): like an embedding host, it
+    // leaves truncating the WAL to the one-command writers, so a wake is
+    // never held up by a checkpoint's fsyncs.
+    if waits
+        && let Err(error) =
+            inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
+    {
+        return finish(&fail(EngineError::Store(error)), json, None, &notes);
+    }
     let new_thread = matches!(&request, Request::Send(r) if r.thread_id.is_none());
     let mut engine = match engine.start(store, clock) {
         Ok(engine) => engine,

@@ -175,6 +175,9 @@ pub struct EventQuery {
     pub after_event: EventId,
     /// Only events about this thread.
     pub thread_id: Option<String>,
+    /// Only events about threads of this orch run (the `run_id` copied onto
+    /// the event).
+    pub run_id: Option<String>,
     /// Only events about threads this agent created or is assigned
     /// (the thread's current `created_by` / `assigned_to`).
     pub agent: Option<String>,
@@ -199,6 +202,7 @@ impl EventQuery {
         EventQuery {
             after_event,
             thread_id: None,
+            run_id: None,
             agent: None,
             statuses: Vec::new(),
             event_types: Vec::new(),
@@ -216,6 +220,10 @@ impl EventQuery {
                 .thread_id
                 .as_deref()
                 .is_none_or(|t| event.thread_id == t)
+            && self
+                .run_id
+                .as_deref()
+                .is_none_or(|r| event.run_id.as_deref() == Some(r))
             && self
                 .agent
                 .as_deref()

@@ -188,6 +188,9 @@ CREATE TABLE orch_events (
     record_json TEXT NOT NULL
 );
 CREATE INDEX orch_events_run ON orch_events (run_id, event_id);
+
+-- What an orch run's threads did since it was last reconciled.
+CREATE INDEX events_run ON events (run_id, event_id) WHERE run_id IS NOT NULL;
 "#;
 
 /// What a connection found when it looked at its file.

@@ -120,6 +120,8 @@ fn reads(ctx: &Ctx, section: &mut Section) -> Result<()> {
             )?;
         }
     }
+    // A leader in its loop keeps the run reconciled (its orch wait does).
+    exec(engine.as_mut(), json!({"command": "orch-reconcile"}))?;
     let ready = Summary::of(&time(
         engine.as_mut(),
         &json!({"command": "orch-ready"}),

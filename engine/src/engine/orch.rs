@@ -45,6 +45,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 counts: TaskCounts::default(),
                 tasks_added: 0,
                 last_event_id: 0,
+                reconciled_through: 0,
                 created_at: self.now,
                 updated_at: self.now,
                 finished_at: None,
@@ -491,8 +492,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             events: Vec::new(),
             affected: Vec::new(),
         };
+        let through = change.run.reconciled_through;
         let retry_due = self.reconcile(&mut change, true)?;
-        if !change.events.is_empty() {
+        if !change.events.is_empty() || change.run.reconciled_through != through {
             self.save_run(&change)?;
         }
         let lease_due = self.store.next_lease_expiry()?;

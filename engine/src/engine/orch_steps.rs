@@ -17,6 +17,7 @@ use crate::orch::model::{
 };
 use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
 use crate::orch::rules::{self, TaskAction};
+use crate::store::EventQuery;
 use crate::store::Store;
 use crate::time::Timestamp;
 use crate::validate::{self as v, ORCH_AGENT};
@@ -536,17 +537,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             return Ok(None);
         }
         let run_id = change.run.run_id.clone();
-        let live = [
-            TaskStatus::Dispatched,
-            TaskStatus::Running,
-            TaskStatus::Blocked,
-        ];
-        for mut task in
-            self.store
-                .tasks(&TaskQuery::in_statuses(&run_id, &live, TaskOrder::Added))?
-        {
+        for mut task in self.moved_tasks(&change.run)? {
             self.follow_thread(change, &mut task)?;
         }
+        // Everything written before this reconcile is now accounted for
+        // (lapses included: every write and preview records them first).
+        change.run.reconciled_through = self.next_event_id.saturating_sub(1);
         let mut next_due: Option<Timestamp> = None;
         let waiting = TaskQuery::in_statuses(&run_id, &[TaskStatus::RetryWait], TaskOrder::Added);
         for mut task in self.store.tasks(&waiting)? {
@@ -566,6 +562,35 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         }
         self.settle_run(change, ORCH_AGENT)?;
         Ok(next_due)
+    }
+
+    /// The tasks with a live attempt whose thread has had events since the
+    /// run was last reconciled: the only ones that may have moved. One
+    /// indexed query, usually empty, instead of a look at every live task.
+    fn moved_tasks(&mut self, run: &Run) -> Result<Vec<Task>, EngineError> {
+        let query = EventQuery {
+            run_id: Some(run.run_id.clone()),
+            ..EventQuery::after_event(run.reconciled_through, usize::MAX)
+        };
+        let mut threads: Vec<(String, String)> = Vec::new();
+        for event in self.store.events(&query)? {
+            if let Some(task_id) = event.task_id
+                && !threads.iter().any(|(t, _)| *t == event.thread_id)
+            {
+                threads.push((event.thread_id, task_id));
+            }
+        }
+        let mut tasks = Vec::new();
+        for (thread_id, task_id) in threads {
+            let Some(task) = self.store.task(&run.run_id, &task_id)? else {
+                continue;
+            };
+            if task.status.has_live_attempt() && task.thread_id.as_deref() == Some(&thread_id) {
+                tasks.push(task);
+            }
+        }
+        tasks.sort_by_key(|t| t.seq);
+        Ok(tasks)
     }
 
     /// Moves one task with a live attempt to where its thread says it is.

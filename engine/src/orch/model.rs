@@ -234,6 +234,10 @@ pub struct Run {
     pub tasks_added: u64,
     /// The newest event about the run or its tasks.
     pub last_event_id: EventId,
+    /// Every inbox event up to this one has been reconciled into the
+    /// run's tasks: the next reconcile only looks at its threads' events
+    /// after it.
+    pub reconciled_through: EventId,
     /// When it was created.
     pub created_at: Timestamp,
     /// When anything about it last changed.

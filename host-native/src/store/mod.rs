@@ -932,6 +932,12 @@ impl Store for SqliteStore {
                 push(&mut params, Value::Text(thread_id.clone()))
             ));
         }
+        if let Some(run_id) = &query.run_id {
+            clauses.push(format!(
+                "e.run_id = {}",
+                push(&mut params, Value::Text(run_id.clone()))
+            ));
+        }
         if let Some(agent) = &query.agent {
             // CROSS JOIN keeps events as the outer loop: walk the events after
             // the cursor (usually a handful) and look each thread up. Left to

@@ -337,6 +337,7 @@ macro_rules! wit_conversions {
                 wit::EventQuery {
                     after_event: query.after_event,
                     thread_id: query.thread_id.clone(),
+                    run_id: query.run_id.clone(),
                     agent: query.agent.clone(),
                     statuses: query.statuses.iter().copied().map(status_to_wit).collect(),
                     event_types: query.event_types.iter().copied().map(event_type_to_wit).collect(),
@@ -351,6 +352,7 @@ macro_rules! wit_conversions {
                 EventQuery {
                     after_event: query.after_event,
                     thread_id: query.thread_id,
+                    run_id: query.run_id,
                     agent: query.agent,
                     statuses: query.statuses.into_iter().map(status_from_wit).collect(),
                     event_types: query.event_types.into_iter().map(event_type_from_wit).collect(),
