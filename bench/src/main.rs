@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn workloads_run_in_report_order_and_all_is_the_default() {
-        let every = ["send", "claim", "wake", "roundtrip", "query"];
+        let every = ["send", "claim", "wake", "roundtrip", "query", "orch"];
         assert_eq!(keys(&[]), every);
         assert_eq!(keys(&["all", "--quick", "--no-build"]), every);
         assert_eq!(keys(&["query", "send", "send"]), ["send", "query"]);

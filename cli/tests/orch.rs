@@ -389,3 +389,37 @@ fn a_leader_and_three_workers_drain_a_fifty_task_graph() {
         assert_eq!(succeeded, 1, "{show}");
     }
 }
+
+/// A bad plan file, or bad arguments, get a clear error with the right exit
+/// code and the JSON error shape, and change nothing.
+#[test]
+fn bad_plans_and_arguments_are_refused_and_change_nothing() {
+    let env = TestEnv::initialized();
+    env.orch_json(&["--agent", "lead", "run", "create", "--goal", "G", "--id", "r"], 0);
+    let write = |name: &str, text: &str| std::fs::write(env.dir().join(name), text).unwrap();
+    write("broken.json", "{\"tasks\": [");
+    write("field.json", r#"[{"task_id": "a", "titel": "A", "assignee": "w"}]"#);
+    write("shape.json", r#"{"task": []}"#);
+    write("cycle.json", r#"[{"task_id": "a", "title": "A", "assignee": "w", "needs": ["b"]}, {"task_id": "b", "title": "B", "assignee": "w", "needs": ["a"]}]"#);
+    let cases: [(&[&str], i32, &str, &str); 8] = [
+        (&["plan", "--file", "/dev/zero"], 30, "too_long", "more than 67108864 bytes"),
+        (&["plan", "--file", "broken.json"], 30, "invalid_request", "broken.json: not valid JSON: EOF while parsing"),
+        (&["plan", "--file", "field.json"], 30, "invalid_request", "tasks[0]: unknown field `titel`"),
+        (&["plan", "--file", "shape.json"], 30, "invalid_request", "a plan is {\"tasks\": [...]} or an array of tasks"),
+        (&["plan", "--file", "cycle.json"], 30, "dependency_cycle", "a needs b needs a"),
+        (&["plan"], 30, "missing_field", "orch plan --file plan.json"),
+        (&["wait", "--timeout-seconds", "-1"], 30, "invalid_request", "invalid value '-1'"),
+        (&["dispatch"], 30, "missing_field", "--all-ready"),
+    ];
+    for (args, exit, code, message) in cases {
+        let out = env.orch_json(&[&["--agent", "lead"][..], args].concat(), exit);
+        assert_eq!(out["ok"], false, "{out}");
+        assert_eq!(out["error"]["code"], code, "{args:?}: {out}");
+        let text = out["error"]["message"].as_str().unwrap();
+        assert!(text.contains(message), "{args:?}: {text}");
+    }
+    let status = env.orch_json(&["status"], 0);
+    assert_eq!(status["run"]["tasks_added"], 0, "a refused plan added tasks: {status}");
+    let unused = env.orch(&["--agent", "lead", "frobnicate", "--json"]);
+    assert_eq!(unused.status, 30, "{unused}");
+}
