@@ -395,20 +395,61 @@ fn a_leader_and_three_workers_drain_a_fifty_task_graph() {
 #[test]
 fn bad_plans_and_arguments_are_refused_and_change_nothing() {
     let env = TestEnv::initialized();
-    env.orch_json(&["--agent", "lead", "run", "create", "--goal", "G", "--id", "r"], 0);
+    env.orch_json(
+        &[
+            "--agent", "lead", "run", "create", "--goal", "G", "--id", "r",
+        ],
+        0,
+    );
     let write = |name: &str, text: &str| std::fs::write(env.dir().join(name), text).unwrap();
     write("broken.json", "{\"tasks\": [");
-    write("field.json", r#"[{"task_id": "a", "titel": "A", "assignee": "w"}]"#);
+    write(
+        "field.json",
+        r#"[{"task_id": "a", "titel": "A", "assignee": "w"}]"#,
+    );
     write("shape.json", r#"{"task": []}"#);
-    write("cycle.json", r#"[{"task_id": "a", "title": "A", "assignee": "w", "needs": ["b"]}, {"task_id": "b", "title": "B", "assignee": "w", "needs": ["a"]}]"#);
+    write(
+        "cycle.json",
+        r#"[{"task_id": "a", "title": "A", "assignee": "w", "needs": ["b"]}, {"task_id": "b", "title": "B", "assignee": "w", "needs": ["a"]}]"#,
+    );
     let cases: [(&[&str], i32, &str, &str); 8] = [
-        (&["plan", "--file", "/dev/zero"], 30, "too_long", "more than 67108864 bytes"),
-        (&["plan", "--file", "broken.json"], 30, "invalid_request", "broken.json: not valid JSON: EOF while parsing"),
-        (&["plan", "--file", "field.json"], 30, "invalid_request", "tasks[0]: unknown field `titel`"),
-        (&["plan", "--file", "shape.json"], 30, "invalid_request", "a plan is {\"tasks\": [...]} or an array of tasks"),
-        (&["plan", "--file", "cycle.json"], 30, "dependency_cycle", "a needs b needs a"),
+        (
+            &["plan", "--file", "/dev/zero"],
+            30,
+            "too_long",
+            "more than 67108864 bytes",
+        ),
+        (
+            &["plan", "--file", "broken.json"],
+            30,
+            "invalid_request",
+            "broken.json: not valid JSON: EOF while parsing",
+        ),
+        (
+            &["plan", "--file", "field.json"],
+            30,
+            "invalid_request",
+            "tasks[0]: unknown field `titel`",
+        ),
+        (
+            &["plan", "--file", "shape.json"],
+            30,
+            "invalid_request",
+            "a plan is {\"tasks\": [...]} or an array of tasks",
+        ),
+        (
+            &["plan", "--file", "cycle.json"],
+            30,
+            "dependency_cycle",
+            "a needs b needs a",
+        ),
         (&["plan"], 30, "missing_field", "orch plan --file plan.json"),
-        (&["wait", "--timeout-seconds", "-1"], 30, "invalid_request", "invalid value '-1'"),
+        (
+            &["wait", "--timeout-seconds", "-1"],
+            30,
+            "invalid_request",
+            "invalid value '-1'",
+        ),
         (&["dispatch"], 30, "missing_field", "--all-ready"),
     ];
     for (args, exit, code, message) in cases {
@@ -419,7 +460,25 @@ fn bad_plans_and_arguments_are_refused_and_change_nothing() {
         assert!(text.contains(message), "{args:?}: {text}");
     }
     let status = env.orch_json(&["status"], 0);
-    assert_eq!(status["run"]["tasks_added"], 0, "a refused plan added tasks: {status}");
+    assert_eq!(
+        status["run"]["tasks_added"], 0,
+        "a refused plan added tasks: {status}"
+    );
     let unused = env.orch(&["--agent", "lead", "frobnicate", "--json"]);
     assert_eq!(unused.status, 30, "{unused}");
+}
+
+#[test]
+fn orch_skill_prints_and_installs_the_leaders_skill() {
+    let env = TestEnv::new();
+    let printed = env.orch(&["skill"]);
+    assert_eq!(printed.status, 0, "{printed}");
+    assert!(printed.stdout.starts_with("---\nname: orch\n"), "{printed}");
+    let json = env.orch_json(&["skill"], 0);
+    assert_eq!(json["command"], "orch-skill");
+    assert!(json["skill"].as_str().unwrap().contains("orch wait"));
+    let installed = env.orch_json(&["skill", "--install", "skills"], 0);
+    let path = env.dir().join("skills/orch/SKILL.md");
+    assert_eq!(installed["installed"], path.display().to_string());
+    assert_eq!(std::fs::read_to_string(path).unwrap(), printed.raw_stdout);
 }
