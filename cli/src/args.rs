@@ -381,13 +381,13 @@ Examples:
     /// Bring a database file in: into a new or empty database, or --replace
     #[command(
         long_about = "\
-Copy the threads, messages, leases, events and read cursors of the database
+Copy the threads, messages, leases, events, read cursors and orch runs of the database
 in FILE (made by `inbox export`, by the wasm package's exportBytes(), or any
 inbox database, an older schema included) into this database, which is
 created if it does not exist. It is one ordinary write transaction, so
 agents may run meanwhile and the database file is never replaced; FILE is
 only read, after SQLite's integrity check. A database that already holds
-threads is refused unless --replace is given; then its content is first
+threads or orch runs is refused unless --replace is given; then its content is first
 saved as <database>.before-import-<time> beside it, and its history is
 replaced: restart waits that were running (their event cursors belong to
 the old history).",

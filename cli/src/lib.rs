@@ -137,15 +137,9 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
                 Command::Init(args) => Some(args.durability),
                 _ => None,
             };
-            let mut notes = Vec::new();
-            let request = command
-                .request(global.agent.clone(), &mut notes)
-                .unwrap_or_else(|| Err(not_an_engine_command(&name)));
-            Action::Engine {
-                request,
-                init,
-                notes,
-            }
+            engine_action(&name, init, |notes| {
+                command.request(global.agent.clone(), notes)
+            })
         }
     };
     Invocation {
@@ -161,17 +155,9 @@ fn orch_invocation(cli: OrchCli, name: String) -> Invocation {
         OrchCommand::Skill(args) => Action::Tool(Box::new(move |g: &Global| {
             tools::skill(&tools::ORCH_SKILL, args.install.as_deref(), g.json)
         })),
-        command => {
-            let mut notes = Vec::new();
-            let request = command
-                .request(global.agent.clone(), &mut notes)
-                .unwrap_or_else(|| Err(not_an_engine_command(&name)));
-            Action::Engine {
-                request,
-                init: None,
-                notes,
-            }
-        }
+        command => engine_action(&name, None, |notes| {
+            command.request(global.agent.clone(), notes)
+        }),
     };
     Invocation {
         global,
@@ -180,9 +166,23 @@ fn orch_invocation(cli: OrchCli, name: String) -> Invocation {
     }
 }
 
-fn not_an_engine_command(name: &str) -> EngineError {
-    EngineError::Internal {
-        message: format!("`{name}` does not go through the engine"),
+/// The engine request a command's arguments make (`None`: a tool, which
+/// cannot reach here), with the notes building it left.
+fn engine_action(
+    name: &str,
+    init: Option<Option<Durability>>,
+    build: impl FnOnce(&mut Vec<String>) -> Option<Result<Request, EngineError>>,
+) -> Action {
+    let mut notes = Vec::new();
+    let request = build(&mut notes).unwrap_or_else(|| {
+        Err(EngineError::Internal {
+            message: format!("`{name}` does not go through the engine"),
+        })
+    });
+    Action::Engine {
+        request,
+        init,
+        notes,
     }
 }
 

@@ -191,6 +191,13 @@ impl Waiter {
                 ControlFlow::Continue(response) => response,
             };
         }
+        self.next_step(response, clock, deadline)
+    }
+
+    /// After a look that did not end the wait: finished at the deadline,
+    /// else pending until the first of the deadline, the next sweep (or
+    /// reconcile) and the next heartbeat.
+    fn next_step(&mut self, response: Response, clock: Now, deadline: u64) -> WaitStep {
         self.started = true;
         if clock.ticks >= deadline {
             return WaitStep::Finished(response);
@@ -225,22 +232,9 @@ impl Waiter {
             // Errors surface through the look, which uses the same store.
             _ => Some(clock.ticks + 1000),
         };
-        let response = match self.look(engine.execute(self.request()), clock) {
-            ControlFlow::Break(answer) => return WaitStep::Finished(answer),
-            ControlFlow::Continue(response) => response,
-        };
-        self.started = true;
-        if clock.ticks >= deadline {
-            return WaitStep::Finished(response);
-        }
-        let next = [Some(deadline), self.sweep_at]
-            .into_iter()
-            .flatten()
-            .filter(|&t| t > clock.ticks)
-            .min()
-            .unwrap_or(deadline);
-        WaitStep::Pending {
-            within: Duration::from_millis(next - clock.ticks),
+        match self.look(engine.execute(self.request()), clock) {
+            ControlFlow::Break(answer) => WaitStep::Finished(answer),
+            ControlFlow::Continue(response) => self.next_step(response, clock, deadline),
         }
     }
 

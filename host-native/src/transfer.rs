@@ -75,6 +75,32 @@ pub struct Imported {
 /// (durability is a property of where the database runs).
 const KEPT: &str = "settings";
 
+/// The newest event id of `main`, inbox's or orch's (one sequence): a
+/// backup is current while it is unchanged.
+const LATEST_EVENT: &str = "SELECT max(coalesce((SELECT max(event_id) FROM main.events), 0), \
+                                    coalesce((SELECT max(event_id) FROM main.orch_events), 0))";
+
+/// What a destination holds that an import would replace: its threads and
+/// orch's runs (a run may have no thread yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Held {
+    threads: u64,
+    runs: u64,
+}
+
+impl Held {
+    fn of(conn: &Connection) -> Result<Held, StoreError> {
+        Ok(Held {
+            threads: count(conn, "main", "threads")?,
+            runs: count(conn, "main", "runs")?,
+        })
+    }
+
+    fn is_empty(self) -> bool {
+        self.threads == 0 && self.runs == 0
+    }
+}
+
 /// Writes a self-contained copy of `store`'s database to `target`.
 pub fn export(store: &SqliteStore, target: &Path, force: bool) -> Result<Exported, TransferError> {
     let shown = target.display().to_string();
@@ -217,9 +243,10 @@ fn copy_rows(
 /// wrote between the save and the import's transaction.
 const BACKUP_TRIES: usize = 5;
 
-/// Saves the destination if it holds threads (VACUUM cannot run inside the
-/// import's transaction, so the save comes first and the transaction checks
-/// that no event was written since), then copies in one transaction.
+/// Saves the destination if it holds threads or runs (VACUUM cannot run
+/// inside the import's transaction, so the save comes first and the
+/// transaction checks that no event, inbox's or orch's, was written
+/// since), then copies in one transaction.
 fn copy_with_backup(
     store: &mut SqliteStore,
     replace: bool,
@@ -227,8 +254,8 @@ fn copy_with_backup(
 ) -> Result<Imported, TransferError> {
     let location = store.location().to_owned();
     for _ in 0..BACKUP_TRIES {
-        let held = count(store.connection(), "main", "threads")?;
-        let backup = if held > 0 {
+        let held = Held::of(store.connection())?;
+        let backup = if !held.is_empty() {
             if !replace {
                 return Err(not_empty(&location, held));
             }
@@ -266,9 +293,13 @@ fn copy_with_backup(
     )))
 }
 
-fn not_empty(location: &str, held: u64) -> TransferError {
+fn not_empty(location: &str, held: Held) -> TransferError {
+    let what = match held {
+        Held { threads, runs: 0 } => format!("{threads} thread(s)"),
+        Held { threads, runs } => format!("{threads} thread(s) and {runs} orch run(s)"),
+    };
     TransferError::NotEmpty(format!(
-        "{location} already holds {held} thread(s); pass --replace to replace them (the current \
+        "{location} already holds {what}; pass --replace to replace them (the current \
          content is saved beside it first), or import into a new database (--db NEW.db)"
     ))
 }
@@ -277,14 +308,12 @@ fn not_empty(location: &str, held: u64) -> TransferError {
 fn latest_event(file: &Path) -> Result<i64, TransferError> {
     let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| TransferError::Store(store_error(e, &file.display().to_string())))?;
-    conn.query_row("SELECT coalesce(max(event_id), 0) FROM events", [], |row| {
-        row.get(0)
-    })
-    .map_err(|e| TransferError::Store(store_error(e, &file.display().to_string())))
+    conn.query_row(LATEST_EVENT, [], |row| row.get(0))
+        .map_err(|e| TransferError::Store(store_error(e, &file.display().to_string())))
 }
 
 /// Inside the write transaction: `None` if the destination changed since
-/// `backup` was saved (or gained threads without one).
+/// `backup` was saved (or gained threads or runs without one).
 fn copy_in_transaction(
     store: &mut SqliteStore,
     backup: Option<&(PathBuf, i64)>,
@@ -294,25 +323,27 @@ fn copy_in_transaction(
     let location = store.location().to_owned();
     let error = |e| TransferError::Store(store_error(e, &location));
     let latest: i64 = conn
-        .query_row(
-            "SELECT coalesce(max(event_id), 0) FROM main.events",
-            [],
-            |row| row.get(0),
-        )
+        .query_row(LATEST_EVENT, [], |row| row.get(0))
         .map_err(error)?;
     match backup {
         Some((_, saved)) if *saved != latest => return Ok(None),
-        None if count(conn, "main", "threads")? > 0 => {
-            return if replace {
-                Ok(None)
-            } else {
-                Err(not_empty(&location, 1))
-            };
+        None => {
+            let held = Held::of(conn)?;
+            if !held.is_empty() {
+                return if replace {
+                    Ok(None)
+                } else {
+                    Err(not_empty(&location, held))
+                };
+            }
         }
         _ => {}
     }
     // Every table of the schema but the settings, whatever the schema
-    // version adds; foreign keys are checked once, at the commit.
+    // version adds (orch's tables too: the copy was migrated to this
+    // build's schema, so both sides have the same tables and columns);
+    // foreign keys are checked once, at the commit, so the order of the
+    // tables does not matter.
     conn.execute_batch("PRAGMA defer_foreign_keys = ON")
         .map_err(error)?;
     let tables = tables(conn).map_err(error)?;

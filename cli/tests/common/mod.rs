@@ -134,18 +134,7 @@ impl TestEnv {
 
     /// Runs `orch args... --json`, as [`TestEnv::json`].
     pub fn orch_json(&self, args: &[&str], status: i32) -> serde_json::Value {
-        let mut all: Vec<&str> = args.to_vec();
-        all.push("--json");
-        let output = self.orch_command(&all).output().unwrap();
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        assert_eq!(
-            output.status.code(),
-            Some(status),
-            "orch {}\nstdout: {stdout}\nstderr: {}",
-            all.join(" "),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+        self.json_of(orch_bin(), args, status)
     }
 
     /// Runs `orch args` and appends `$ orch ARGS` and what it printed to
@@ -192,14 +181,18 @@ impl TestEnv {
     /// Runs `inbox args... --json` and returns the parsed (raw, not
     /// normalized) JSON, panicking unless the exit code is `status`.
     pub fn json(&self, args: &[&str], status: i32) -> serde_json::Value {
+        self.json_of(inbox_bin(), args, status)
+    }
+
+    fn json_of(&self, binary: &str, args: &[&str], status: i32) -> serde_json::Value {
         let mut all: Vec<&str> = args.to_vec();
         all.push("--json");
-        let output = self.command(&all).output().unwrap();
+        let output = self.command_of(binary, &all).output().unwrap();
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert_eq!(
             output.status.code(),
             Some(status),
-            "inbox {}\nstdout: {stdout}\nstderr: {}",
+            "{binary} {}\nstdout: {stdout}\nstderr: {}",
             all.join(" "),
             String::from_utf8_lossy(&output.stderr)
         );

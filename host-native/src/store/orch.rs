@@ -7,7 +7,7 @@
 //! must never decide anything: it answers exactly the queries described in
 //! `inbox_engine::orch::query`.
 
-use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
+use inbox_engine::orch::model::{Attempt, OrchEvent, Run, RunStatus, Task, TaskStatus};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
 use inbox_engine::{EventId, StoreError};
 use rusqlite::types::Value;
@@ -79,18 +79,43 @@ impl SqliteStore {
     }
 
     pub(super) fn orch_runs(&mut self, query: &RunQuery) -> Result<Vec<Run>, StoreError> {
+        let mut statuses = query.statuses.clone();
+        statuses.sort_unstable();
+        statuses.dedup();
+        if query.created_by.is_some() || statuses.len() < 2 {
+            return self.orch_runs_indexed(query.created_by.as_deref(), &statuses, query.limit);
+        }
+        // As for tasks: one ordered walk of `runs_status` per status, merged,
+        // rather than reading every run in them to sort them.
+        let mut merged = Vec::new();
+        for status in statuses {
+            merged.extend(self.orch_runs_indexed(None, &[status], query.limit)?);
+        }
+        merged.sort_by(RunQuery::compare);
+        merged.truncate(query.limit);
+        Ok(merged)
+    }
+
+    /// Runs newest first along `runs_created_by` (one leader's runs, of
+    /// any status asked), `runs_status` (one status) or `runs_newest`.
+    fn orch_runs_indexed(
+        &mut self,
+        created_by: Option<&str>,
+        statuses: &[RunStatus],
+        limit: usize,
+    ) -> Result<Vec<Run>, StoreError> {
         let mut params = Vec::new();
         let mut clauses = Vec::new();
-        if let Some(by) = &query.created_by {
+        if let Some(by) = created_by {
             clauses.push(format!(
                 "created_by = {}",
-                push(&mut params, Value::Text(by.clone()))
+                push(&mut params, Value::Text(by.to_owned()))
             ));
         }
-        if !query.statuses.is_empty() {
+        if !statuses.is_empty() {
             clauses.push(format!(
                 "status IN ({})",
-                placeholders(&query.statuses, &mut params)
+                placeholders(statuses, &mut params)
             ));
         }
         let filter = if clauses.is_empty() {
@@ -100,7 +125,7 @@ impl SqliteStore {
         };
         let sql = format!(
             "SELECT record_json FROM runs {filter} ORDER BY created_at DESC, run_id DESC LIMIT {}",
-            sql_limit(query.limit)
+            sql_limit(limit)
         );
         self.records(&sql, params)
     }
@@ -147,60 +172,80 @@ impl SqliteStore {
     }
 
     pub(super) fn orch_tasks(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
-        if query.statuses.len() > 1 && query.needing.is_none() {
-            // One indexed, ordered, limited walk per status, merged here:
-            // `status IN (...)` would read every task of the run and sort
-            // them (10 ms at ten thousand tasks, against 0.1 ms this way).
-            let mut merged = Vec::new();
-            for &status in &query.statuses {
-                let one = TaskQuery {
-                    statuses: vec![status],
-                    ..query.clone()
-                };
-                merged.extend(self.orch_tasks_indexed(&one)?);
-            }
-            merged.sort_by(|a, b| query.compare(a, b));
-            merged.truncate(query.limit);
-            return Ok(merged);
+        if query.needing.is_some() {
+            return self.orch_dependents(query);
         }
-        self.orch_tasks_indexed(query)
+        let mut statuses = query.statuses.clone();
+        if statuses.is_empty() && query.order == TaskOrder::Queue {
+            // No index orders a whole run by priority: the queue of every
+            // status, merged, is the same answer.
+            statuses = TaskStatus::ALL.to_vec();
+        }
+        statuses.sort_unstable();
+        statuses.dedup();
+        if statuses.len() < 2 {
+            return self.orch_tasks_indexed(query, &statuses);
+        }
+        // One indexed, ordered, limited walk per status, merged here:
+        // `status IN (...)` would read every task of the run and sort them
+        // (10 ms at ten thousand tasks, against 0.1 ms this way). Each status
+        // once: a repeated one would return its tasks twice.
+        let mut merged = Vec::new();
+        for status in statuses {
+            merged.extend(self.orch_tasks_indexed(query, &[status])?);
+        }
+        merged.sort_by(|a, b| query.compare(a, b));
+        merged.truncate(query.limit);
+        Ok(merged)
     }
 
-    fn orch_tasks_indexed(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
+    /// A run's tasks in at most one of `statuses`, walked in `query`'s order
+    /// along `tasks_queue`, `tasks_added` or `tasks_seq`.
+    fn orch_tasks_indexed(
+        &mut self,
+        query: &TaskQuery,
+        statuses: &[TaskStatus],
+    ) -> Result<Vec<Task>, StoreError> {
         let mut params = vec![Value::Text(query.run_id.clone())];
-        let mut clauses = vec!["t.run_id = ?1".to_owned()];
-        let mut from = "tasks t".to_owned();
-        if let Some(needed) = &query.needing {
-            // Dependents: walk the reverse-needs keys, look each task up.
-            from =
-                "task_needs n CROSS JOIN tasks t ON t.run_id = n.run_id AND t.task_id = n.task_id"
-                    .to_owned();
-            clauses.push("n.run_id = ?1".to_owned());
-            clauses.push(format!(
-                "n.needs_task_id = {}",
-                push(&mut params, Value::Text(needed.clone()))
+        let mut filter = "run_id = ?1".to_owned();
+        if !statuses.is_empty() {
+            filter.push_str(&format!(
+                " AND status IN ({})",
+                placeholders(statuses, &mut params)
             ));
         }
+        let order = match query.order {
+            TaskOrder::Added => "seq",
+            TaskOrder::Queue => "priority_rank DESC, seq",
+        };
+        let sql = format!(
+            "SELECT record_json FROM tasks WHERE {filter} ORDER BY {order} LIMIT {}",
+            sql_limit(query.limit)
+        );
+        self.records(&sql, params)
+    }
+
+    /// The tasks that need `query.needing`: its reverse-needs keys walked,
+    /// each task looked up, then ordered and limited here. A task's
+    /// dependents are few, and no index orders them by `seq` (let alone by
+    /// priority), so SQL would sort them all the same; a LIMIT before that
+    /// sort would keep the wrong ones.
+    fn orch_dependents(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
+        let needed = query.needing.clone().unwrap_or_default();
+        let mut params = vec![Value::Text(query.run_id.clone()), Value::Text(needed)];
+        let mut sql = "SELECT t.record_json FROM task_needs n CROSS JOIN tasks t \
+                       ON t.run_id = n.run_id AND t.task_id = n.task_id \
+                       WHERE n.run_id = ?1 AND n.needs_task_id = ?2"
+            .to_owned();
         if !query.statuses.is_empty() {
-            clauses.push(format!(
-                "t.status IN ({})",
+            sql.push_str(&format!(
+                " AND t.status IN ({})",
                 placeholders(&query.statuses, &mut params)
             ));
         }
-        let order = match (query.order, query.needing.is_some()) {
-            // A task's dependents are few: order them after the lookup.
-            (_, true) | (TaskOrder::Added, false) => "t.seq",
-            (TaskOrder::Queue, false) => "t.priority_rank DESC, t.seq",
-        };
-        let sql = format!(
-            "SELECT t.record_json FROM {from} WHERE {} ORDER BY {order} LIMIT {}",
-            clauses.join(" AND "),
-            sql_limit(query.limit)
-        );
         let mut tasks: Vec<Task> = self.records(&sql, params)?;
-        if query.needing.is_some() {
-            tasks.sort_by(|a, b| query.compare(a, b));
-        }
+        tasks.sort_by(|a, b| query.compare(a, b));
+        tasks.truncate(query.limit);
         Ok(tasks)
     }
 
