@@ -32,6 +32,9 @@ use crate::wire::*;
 ///     js: [send],                   // the JavaScript method (first ident)
 ///     request: SendRequest,         // request fields (crate::wire)
 ///     output: MessageOutput,        // success fields (crate::wire)
+///     or_nothing: [],               // [or_nothing]: the command looks for
+///                                   // something and may find nothing, which
+///                                   // exits 10 (when crate::wire::Found says so)
 ///     effect: Write,                // crate::Effect of its requests...
 ///     writes_if: [],                // ...except Write when this bool field is true
 ///     transactions: [],             // [own]: the handler opens its own transactions;
@@ -51,9 +54,9 @@ macro_rules! for_each_command {
             /// Open a thread, or add a message to one.
             Send = "send" send(SendRequest) -> MessageOutput: Write;
             /// List threads an agent could claim now. Never changes anything.
-            Fetch = "fetch" fetch(FetchRequest) -> ThreadsOutput: Read;
+            Fetch = "fetch" fetch(FetchRequest) -> ThreadsOutput or_nothing: Read;
             /// Take a lease on a thread: the only way to own work.
-            Claim = "claim" claim(ClaimRequest) -> ClaimOutput: Write;
+            Claim = "claim" claim(ClaimRequest) -> ClaimOutput or_nothing: Write;
             /// Extend the caller's lease from now.
             Renew = "renew" renew(RenewRequest) -> LeaseOutput: Write;
             /// Report progress, or block on a question.
@@ -73,10 +76,10 @@ macro_rules! for_each_command {
             Show = "show" show(ShowRequest) -> ShowOutput: Read (mark_read writes);
             /// Wait for activity on the threads an agent created or is
             /// assigned (the engine looks once; a host blocks until it wakes).
-            Watch = "watch" watch(WatchRequest) -> WatchOutput: Wait;
+            Watch = "watch" watch(WatchRequest) -> WatchOutput or_nothing: Wait;
             /// Wait for a reply in one thread (the engine looks once; a host
             /// blocks until it wakes).
-            WaitReply = "wait-reply" wait_reply/waitReply(WaitReplyRequest) -> WaitReplyOutput: Wait;
+            WaitReply = "wait-reply" wait_reply/waitReply(WaitReplyRequest) -> WaitReplyOutput or_nothing: Wait;
             /// Record lapsed leases now (every write does this first).
             Sweep = "sweep" sweep(SweepRequest) -> SweepOutput: Write, own;
             /// Report the engine and wire versions.
@@ -100,10 +103,10 @@ macro_rules! for_each_command {
             OrchTaskShow = "orch-task-show" orch_task_show/orchTaskShow(OrchTaskShowRequest) -> TaskShowOutput: Read, preview;
             /// orch: the ready queue: tasks that can start now, by priority
             /// then the order they were added.
-            OrchReady = "orch-ready" orch_ready/orchReady(OrchReadyRequest) -> TasksOutput: Read, preview;
+            OrchReady = "orch-ready" orch_ready/orchReady(OrchReadyRequest) -> TasksOutput or_nothing: Read, preview;
             /// orch: start attempts: open each task's inbox thread for its
             /// assignee.
-            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest) -> DispatchOutput: Write;
+            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest) -> DispatchOutput or_nothing: Write;
             /// orch: accept a task in review: it is done.
             OrchAccept = "orch-accept" orch_accept/orchAccept(OrchTaskRequest) -> TaskOutput: Write;
             /// orch: reject a task in review: a new attempt carries the
@@ -122,7 +125,7 @@ macro_rules! for_each_command {
             OrchCancel = "orch-cancel" orch_cancel/orchCancel(OrchTaskRequest) -> TaskOutput: Write;
             /// orch: wait until the run needs the leader (the engine looks
             /// once; a host blocks until it wakes).
-            OrchWait = "orch-wait" orch_wait/orchWait(OrchWaitRequest) -> OrchWaitOutput: Wait;
+            OrchWait = "orch-wait" orch_wait/orchWait(OrchWaitRequest) -> OrchWaitOutput or_nothing: Wait;
             /// orch: record what the attempts' threads and the clock have made
             /// true (every orch write does this first).
             OrchReconcile = "orch-reconcile" orch_reconcile/orchReconcile(OrchReconcileRequest) -> ReconcileOutput: Write;
@@ -139,7 +142,7 @@ macro_rules! __command_rows {
     ($callback:ident; $(
         $(#[doc = $doc:tt])+
         $variant:ident = $name:tt $handler:ident $(/ $js:ident)? ($request:ident) -> $output:ident
-            : $effect:ident $(($flag:ident writes))? $(, $own:ident)? ;
+            $($or_nothing:ident)? : $effect:ident $(($flag:ident writes))? $(, $own:ident)? ;
     )+) => {
         $callback! { $(
             {
@@ -150,6 +153,7 @@ macro_rules! __command_rows {
                 js: [$($js)? $handler],
                 request: $request,
                 output: $output,
+                or_nothing: [$($or_nothing)?],
                 effect: $effect,
                 writes_if: [$($flag)?],
                 transactions: [$($own)?],
@@ -181,6 +185,7 @@ macro_rules! define_commands {
         js: [$($js:ident)+],
         request: $request:ident,
         output: $output:ident,
+        or_nothing: [$($or_nothing:ident)?],
         effect: $effect:ident,
         writes_if: [$($flag:ident)?],
         transactions: [$($own:ident)?],
@@ -216,6 +221,12 @@ macro_rules! define_commands {
             /// write (`show`'s `mark_read`), if there is one.
             pub fn writes_if(self) -> Option<&'static str> {
                 match self { $(Command::$variant => None $(.or(Some(stringify!($flag))))?,)+ }
+            }
+
+            /// Whether the command looks for something and may find
+            /// nothing (exit 10): the table's `or_nothing`.
+            pub fn may_find_nothing(self) -> bool {
+                match self { $(Command::$variant => false $(|| !stringify!($or_nothing).is_empty())?,)+ }
             }
 
             /// A request of this command with every field left out.
@@ -268,6 +279,18 @@ macro_rules! define_commands {
             /// Which command produced it.
             pub fn command(&self) -> Command {
                 match self { $(Output::$variant(_) => Command::$variant,)+ }
+            }
+
+            /// Whether a command that looks for something (`fetch`,
+            /// `claim` with `next`, a wait, ...) found nothing, which exits
+            /// 10. Which commands look is the table's `or_nothing`; what
+            /// counts as nothing is each output's [`Found`].
+            pub fn found_nothing(&self) -> bool {
+                match self {
+                    $(Output::$variant(_out) => {
+                        false $(|| (!stringify!($or_nothing).is_empty() && !Found::found(_out)))?
+                    })+
+                }
             }
         }
     };

@@ -264,6 +264,7 @@ macro_rules! dispatch {
         js: [$($js:ident)+],
         request: $request:ident,
         output: $output:ident,
+        or_nothing: [$($or_nothing:ident)?],
         effect: $effect:ident,
         writes_if: [$($flag:ident)?],
         transactions: [$($own:ident)?],

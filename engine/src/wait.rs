@@ -229,8 +229,20 @@ impl Waiter {
             Response::Success(Output::OrchReconcile(out)) => {
                 out.next_due.map(|at| clock.ticks_at(at))
             }
-            // Errors surface through the look, which uses the same store.
-            _ => Some(clock.ticks + 1000),
+            // A busy store: record on the next poll.
+            Response::Failure { error, .. } if error.code() == ErrorCode::StorageBusy => {
+                Some(clock.ticks + 1000)
+            }
+            // Anything else (a read-only or broken store, an unknown run)
+            // ends the wait: the look is a read, and would go on showing
+            // the run as it was, never what its threads did since.
+            Response::Failure { error, .. } => {
+                return WaitStep::Finished(Response::failure(
+                    Some(Command::OrchWait.as_str().to_owned()),
+                    error,
+                ));
+            }
+            Response::Success(_) => Some(clock.ticks + 1000),
         };
         match self.look(engine.execute(self.request()), clock) {
             ControlFlow::Break(answer) => WaitStep::Finished(answer),
@@ -244,42 +256,33 @@ impl Waiter {
     /// Moves the cursor past what the response covered and, on the first
     /// look, pins the lease the waiting holder keeps alive.
     fn look(&mut self, response: Response, clock: Now) -> ControlFlow<Response, Response> {
-        let woke = match &response {
-            Response::Failure { .. } => true,
-            Response::Success(Output::Watch(out)) => {
-                if let Wait::Watch(r) = &mut self.wait {
-                    r.after_event = Some(out.next_event_id);
-                }
-                out.woke
-            }
-            Response::Success(Output::WaitReply(out)) => {
-                if let Wait::Reply(r) = &mut self.wait {
-                    r.after_event = Some(out.next_event_id);
-                    r.after_message = None;
-                    if !self.started {
-                        self.heartbeat_at = pin_held_lease(r, &out.thread)
-                            .map(|lease| clock.ticks_at(renew_at(lease)));
-                    }
-                    if !out.woke
-                        && let Some(lost) = taken_over(r, &out.thread)
-                    {
-                        return ControlFlow::Break(lost);
-                    }
-                }
-                out.woke
-            }
-            Response::Success(Output::OrchWait(out)) => {
-                if let Wait::Orch(r) = &mut self.wait {
-                    r.after_event = Some(out.next_event_id);
-                }
-                out.woke
-            }
-            Response::Success(_) => true,
+        let output = match &response {
+            Response::Failure { .. } => return ControlFlow::Break(response),
+            Response::Success(output) => output,
         };
-        if woke {
-            ControlFlow::Break(response)
-        } else {
+        match (&mut self.wait, output) {
+            (Wait::Watch(r), Output::Watch(out)) => r.after_event = Some(out.next_event_id),
+            (Wait::Orch(r), Output::OrchWait(out)) => r.after_event = Some(out.next_event_id),
+            (Wait::Reply(r), Output::WaitReply(out)) => {
+                r.after_event = Some(out.next_event_id);
+                r.after_message = None;
+                if !self.started {
+                    self.heartbeat_at =
+                        pin_held_lease(r, &out.thread).map(|lease| clock.ticks_at(renew_at(lease)));
+                }
+                if !out.woke
+                    && let Some(lost) = taken_over(r, &out.thread)
+                {
+                    return ControlFlow::Break(lost);
+                }
+            }
+            // A request answers with its own command's output.
+            _ => {}
+        }
+        if output.found_nothing() {
             ControlFlow::Continue(response)
+        } else {
+            ControlFlow::Break(response)
         }
     }
 
@@ -344,7 +347,7 @@ fn does_not_wait(command: Command) -> Response {
     Response::failure(
         Some(command.as_str().to_owned()),
         crate::EngineError::InvalidRequest {
-            message: format!("`{command}` does not wait; only {} do", waits.join(" and ")),
+            message: format!("`{command}` does not wait; only {} do", waits.join(", ")),
         },
     )
 }
@@ -400,4 +403,40 @@ fn taken_over(request: &WaitReplyRequest, thread: &ThreadView) -> Option<Respons
 fn renew_at(lease: &Lease) -> Timestamp {
     let length = i64::try_from(lease.lease_seconds).unwrap_or(i64::MAX / 1000) * 1000;
     lease.expires_at.plus_millis(-(length - length / 3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command the table says waits must have its place here: its own
+    /// cursor, deadline and (for a holder) heartbeat are this module's.
+    #[test]
+    fn every_waiting_command_gets_a_waiter_and_no_other_does() {
+        for &command in Command::ALL {
+            let waiter = Waiter::new(command.empty_request());
+            assert_eq!(
+                waiter.is_ok(),
+                command.effect() == Effect::Wait,
+                "{command}: the command table and Waiter::new disagree"
+            );
+            if let Ok(waiter) = waiter {
+                assert_eq!(waiter.command(), command);
+            }
+        }
+    }
+
+    /// A waiting command must be one that can find nothing, or its waiter
+    /// would end at the first look.
+    #[test]
+    fn every_waiting_command_may_find_nothing() {
+        for &command in Command::ALL {
+            if command.effect() == Effect::Wait {
+                assert!(
+                    command.may_find_nothing(),
+                    "{command} waits but is not marked or_nothing in the command table"
+                );
+            }
+        }
+    }
 }

@@ -346,12 +346,27 @@ pub struct MessageOutput {
     pub event_id: EventId,
 }
 
+/// What a command that looks for something found: the commands marked
+/// `or_nothing` in the command table exit 10 when their output's `found` is
+/// false (see [`Output::found_nothing`]). One home for "nothing found", so
+/// the exit code and the waiter's "did it wake" cannot disagree.
+pub trait Found {
+    /// Whether the command found what it looked for.
+    fn found(&self) -> bool;
+}
+
 /// Commands that return a list of threads.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThreadsOutput {
     /// The threads, in the command's order.
     pub threads: Vec<ThreadView>,
+}
+
+impl Found for ThreadsOutput {
+    fn found(&self) -> bool {
+        !self.threads.is_empty()
+    }
 }
 
 /// `claim` and `renew`.
@@ -374,6 +389,12 @@ pub struct LeaseOutput {
 pub struct ClaimOutput {
     /// The claim, or `None` when `next` found nothing to claim.
     pub claimed: Option<LeaseOutput>,
+}
+
+impl Found for ClaimOutput {
+    fn found(&self) -> bool {
+        self.claimed.is_some()
+    }
 }
 
 // Declared by hand: the derive cannot say "these fields, or all null".
@@ -458,6 +479,12 @@ pub struct WatchOutput {
     pub events: Vec<Event>,
 }
 
+impl Found for WatchOutput {
+    fn found(&self) -> bool {
+        self.woke
+    }
+}
+
 /// `wait-reply`.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -470,6 +497,12 @@ pub struct WaitReplyOutput {
     pub message: Option<Message>,
     /// The thread now.
     pub thread: ThreadView,
+}
+
+impl Found for WaitReplyOutput {
+    fn found(&self) -> bool {
+        self.woke
+    }
 }
 
 /// `sweep`.
@@ -534,18 +567,13 @@ impl Response {
         self.error().map(EngineError::code)
     }
 
-    /// The process exit code: 0 success, 10 no matching work (empty `fetch`,
-    /// `claim` with `next` and nothing to claim, a wait that did not wake),
-    /// else the error's class.
+    /// The process exit code: 0 success, 10 when a command that looks for
+    /// something found nothing (empty `fetch`, `claim` with `next` and
+    /// nothing to claim, a wait that did not wake: [`Found`]), else the
+    /// error's class.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Response::Success(Output::Fetch(out)) if out.threads.is_empty() => 10,
-            Response::Success(Output::Claim(out)) if out.claimed.is_none() => 10,
-            Response::Success(Output::Watch(out)) if !out.woke => 10,
-            Response::Success(Output::WaitReply(out)) if !out.woke => 10,
-            Response::Success(Output::OrchReady(out)) if out.tasks.is_empty() => 10,
-            Response::Success(Output::OrchDispatch(out)) if out.dispatched.is_empty() => 10,
-            Response::Success(Output::OrchWait(out)) if !out.woke => 10,
+            Response::Success(output) if output.found_nothing() => 10,
             Response::Success(_) => 0,
             Response::Failure { error, .. } => error.exit_code(),
         }

@@ -48,7 +48,8 @@ impl Inbox {
     /// with the `inbox` CLI and other processes using it at the same time;
     /// every command reads the file's latest state and a write is in the
     /// file when the method returns). `options.now` starts the clock at an
-    /// instant (`"2026-01-01T00:00:00Z"`), for tests.
+    /// instant (`"2026-01-01T00:00:00Z"`), for tests; not with `"file"`,
+    /// whose leases other processes judge by the machine's clock.
     pub async fn open(
         #[wasm_bindgen(unchecked_param_type = "OpenOptions | undefined")] options: JsValue,
     ) -> Result<Inbox, JsValue> {
@@ -308,6 +309,17 @@ fn open_options(options: &JsValue) -> Result<OpenOptions, JsValue> {
             )
         }
     };
+    if now.is_some() && matches!(store, StoreKind::File) {
+        // A shared file's leases are judged by the one clock every process
+        // on the machine reads; a clock of this Inbox's own would expire
+        // other agents' live leases (see docs/safety.md#time).
+        return Err(js::invalid(
+            "`now` cannot be used with store \"file\": a database shared with other processes \
+             keeps the machine's time, or one process's clock would expire the others' leases; \
+             use `now` with store \"memory\" or \"sqlite\""
+                .to_owned(),
+        ));
+    }
     Ok(OpenOptions {
         store,
         path,
@@ -349,6 +361,7 @@ macro_rules! methods {
         js: [$js:ident $($_snake:ident)?],
         request: $request:ident,
         output: $output:ident,
+        or_nothing: [$($or_nothing:ident)?],
         effect: $effect:ident,
         writes_if: [$($flag:ident)?],
         transactions: [$($own:ident)?],

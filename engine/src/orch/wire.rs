@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{EventId, Message, Priority};
 use crate::time::Timestamp;
-use crate::wire::ThreadView;
+use crate::wire::{Found, ThreadView};
 
 use super::model::{Attempt, OrchEvent, Run, RunStatus, Task};
 
@@ -267,6 +267,12 @@ pub struct TasksOutput {
     pub tasks: Vec<TaskView>,
 }
 
+impl Found for TasksOutput {
+    fn found(&self) -> bool {
+        !self.tasks.is_empty()
+    }
+}
+
 /// One task after a command, with the attempt it started, if any.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -307,6 +313,12 @@ pub struct DispatchOutput {
     pub dispatched: Vec<Dispatched>,
     /// The newest event recorded (0 if nothing was ready).
     pub event_id: EventId,
+}
+
+impl Found for DispatchOutput {
+    fn found(&self) -> bool {
+        !self.dispatched.is_empty()
+    }
 }
 
 /// One attempt started by `orch-dispatch`.
@@ -350,6 +362,12 @@ pub struct OrchWaitOutput {
     /// Tasks that wait on the leader now, whatever the cursor: a leader
     /// that missed a wake-up finds its work here.
     pub actionable: Vec<TaskView>,
+}
+
+impl Found for OrchWaitOutput {
+    fn found(&self) -> bool {
+        self.woke
+    }
 }
 
 /// `orch-reconcile`.
