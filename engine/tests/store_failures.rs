@@ -181,7 +181,19 @@ impl Store for Flaky {
     }
 }
 
-fn setup() -> Engine<Flaky, ManualClock, SequentialIds> {
+type TestEngine = Engine<Flaky, ManualClock, SequentialIds>;
+
+/// Runs `json`, which must succeed, and returns its response as JSON.
+fn ok(engine: &mut TestEngine, json: &str) -> serde_json::Value {
+    let response = engine.execute_json(json);
+    assert!(response.is_ok(), "{json}: {}", response.to_json());
+    serde_json::from_str(&response.to_json()).unwrap()
+}
+
+/// Two threads for `w` (the first claimed), and an orch run with a task in
+/// each state a leader's command needs: `rev` in review, `blk` blocked on a
+/// question, `bad` failed, `rdy` ready, `later` pending on `rdy`.
+fn setup() -> TestEngine {
     let mut engine = Engine::new(
         Flaky {
             inner: MemoryStore::new(),
@@ -198,12 +210,46 @@ fn setup() -> Engine<Flaky, ManualClock, SequentialIds> {
         r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"one"}"#,
         r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"two"}"#,
         r#"{"command":"claim","agent":"w","thread_id":"thr_000001","lease_seconds":60}"#,
+        r#"{"command":"orch-run-create","agent":"lead","run_id":"r","goal":"g"}"#,
+        r#"{"command":"orch-plan","agent":"lead","run_id":"r","tasks":[
+            {"task_id":"rev","title":"t","assignee":"w","review":true},
+            {"task_id":"blk","title":"t","assignee":"w"},
+            {"task_id":"bad","title":"t","assignee":"w","max_attempts":1},
+            {"task_id":"rdy","title":"t","assignee":"w"},
+            {"task_id":"later","title":"t","assignee":"w","needs":["rdy"]}]}"#,
     ] {
-        assert!(engine.execute_json(json).is_ok());
+        ok(&mut engine, json);
+    }
+    for (task, finish) in [
+        ("rev", r#""command":"done","summary":"did it""#),
+        (
+            "blk",
+            r#""command":"update","status":"blocked","summary":"which?""#,
+        ),
+        ("bad", r#""command":"fail","summary":"broke""#),
+    ] {
+        let dispatched = ok(
+            &mut engine,
+            &format!(
+                r#"{{"command":"orch-dispatch","agent":"lead","run_id":"r","task_id":"{task}"}}"#
+            ),
+        );
+        let thread = dispatched["dispatched"][0]["attempt"]["thread_id"].clone();
+        ok(
+            &mut engine,
+            &format!(r#"{{"command":"claim","agent":"w","thread_id":{thread}}}"#),
+        );
+        ok(
+            &mut engine,
+            &format!(r#"{{{finish},"agent":"w","thread_id":{thread}}}"#),
+        );
     }
     engine
 }
 
+/// One request per command that writes (and a few reads), each valid in
+/// the state [`setup`] leaves. Every write command of the table must have
+/// one: see `every_write_command_is_tried`.
 const COMMANDS: &[&str] = &[
     r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"three","artifacts":[{"path":"a"}]}"#,
     r#"{"command":"send","from_agent":"lead","thread_id":"thr_000001","summary":"note"}"#,
@@ -211,12 +257,50 @@ const COMMANDS: &[&str] = &[
     r#"{"command":"claim","agent":"w","next":true}"#,
     r#"{"command":"update","agent":"w","thread_id":"thr_000001","status":"blocked","summary":"q?"}"#,
     r#"{"command":"renew","agent":"w","thread_id":"thr_000001"}"#,
+    r#"{"command":"reply","from_agent":"lead","thread_id":"thr_000001","summary":"fyi"}"#,
     r#"{"command":"done","agent":"w","thread_id":"thr_000001","summary":"ok"}"#,
+    r#"{"command":"fail","agent":"w","thread_id":"thr_000001","summary":"no"}"#,
     r#"{"command":"cancel","agent":"lead","thread_id":"thr_000002","reason":"no"}"#,
+    r#"{"command":"sweep"}"#,
     r#"{"command":"show","thread_id":"thr_000001","agent":"w","mark_read":true}"#,
     r#"{"command":"fetch","agent":"w"}"#,
     r#"{"command":"wait-reply","thread_id":"thr_000001","agent":"w","timeout_seconds":0}"#,
+    r#"{"command":"orch-run-create","agent":"lead","goal":"another"}"#,
+    r#"{"command":"orch-run-cancel","agent":"lead","run_id":"r","reason":"stop"}"#,
+    r#"{"command":"orch-task-add","agent":"lead","run_id":"r","task":{"task_id":"new","title":"t","assignee":"w","needs":["later"]}}"#,
+    r#"{"command":"orch-plan","agent":"lead","run_id":"r","tasks":[{"task_id":"p1","title":"t","assignee":"w"},{"task_id":"p2","title":"t","assignee":"w","needs":["p1"]}]}"#,
+    r#"{"command":"orch-dispatch","agent":"lead","run_id":"r","all_ready":true}"#,
+    r#"{"command":"orch-accept","agent":"lead","run_id":"r","task_id":"rev","summary":"good"}"#,
+    r#"{"command":"orch-reject","agent":"lead","run_id":"r","task_id":"rev","summary":"again"}"#,
+    r#"{"command":"orch-answer","agent":"lead","run_id":"r","task_id":"blk","summary":"this one"}"#,
+    r#"{"command":"orch-retry","agent":"lead","run_id":"r","task_id":"bad","to":"w2"}"#,
+    r#"{"command":"orch-reassign","agent":"lead","run_id":"r","task_id":"blk","to":"w2"}"#,
+    r#"{"command":"orch-cancel","agent":"lead","run_id":"r","task_id":"rdy","cascade":true}"#,
+    r#"{"command":"orch-reconcile","run_id":"r"}"#,
 ];
+
+/// The rollback tests below must cover every command that writes: a new
+/// one without a sample here fails this test.
+#[test]
+fn every_write_command_is_tried() {
+    use inbox_engine::{Command, Effect};
+    let tried: Vec<String> = COMMANDS
+        .iter()
+        .map(|json| {
+            let value: serde_json::Value = serde_json::from_str(json).unwrap();
+            value["command"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for &command in Command::ALL {
+        // `init` prepares the store outside any transaction.
+        if command.effect() == Effect::Write && command != Command::Init {
+            assert!(
+                tried.iter().any(|name| name == command.as_str()),
+                "no sample request for `{command}` in COMMANDS"
+            );
+        }
+    }
+}
 
 #[test]
 fn a_store_failure_at_any_call_rolls_the_whole_command_back() {
