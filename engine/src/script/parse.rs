@@ -70,6 +70,19 @@ impl Script {
         }
         Ok(Script { steps })
     }
+
+    /// The lines of commands and waiters that state no expectation (`=>`),
+    /// and so accept whatever they return. A corpus that pins a protocol
+    /// down has none: a snapshot refresh could otherwise accept a
+    /// regression on such a step.
+    pub fn unstated_lines(&self) -> Vec<usize> {
+        self.steps
+            .iter()
+            .filter(|step| matches!(step.action, StepAction::Command(_) | StepAction::Spawn(..)))
+            .filter(|step| step.expect.is_none())
+            .map(|step| step.line)
+            .collect()
+    }
 }
 
 fn strip_comment(line: &str) -> &str {
