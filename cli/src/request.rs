@@ -49,7 +49,7 @@ impl Fields for SendArgs {
     type Fields = SendRequest;
 
     fn fields(self, agent: Option<String>, notes: &mut Notes) -> Result<SendRequest, EngineError> {
-        let (body, payload) = content(&self.content)?;
+        let (body, payload) = content(self.content)?;
         Ok(SendRequest {
             from_agent: self.from.or(agent),
             to_agent: self.to,
@@ -115,7 +115,7 @@ impl Fields for UpdateArgs {
         agent: Option<String>,
         notes: &mut Notes,
     ) -> Result<UpdateRequest, EngineError> {
-        let (body, payload) = content(&self.content)?;
+        let (body, payload) = content(self.content)?;
         Ok(UpdateRequest {
             agent,
             thread_id: self.thread,
@@ -133,7 +133,7 @@ impl Fields for ReplyArgs {
     type Fields = ReplyRequest;
 
     fn fields(self, agent: Option<String>, notes: &mut Notes) -> Result<ReplyRequest, EngineError> {
-        let (body, payload) = content(&self.content)?;
+        let (body, payload) = content(self.content)?;
         Ok(ReplyRequest {
             from_agent: self.from.or(agent),
             to_agent: self.to,
@@ -156,7 +156,7 @@ impl Fields for FinishArgs {
         agent: Option<String>,
         notes: &mut Notes,
     ) -> Result<FinishRequest, EngineError> {
-        let (body, payload) = content(&self.content)?;
+        let (body, payload) = content(self.content)?;
         Ok(FinishRequest {
             agent,
             thread_id: self.thread,
@@ -246,7 +246,7 @@ impl Fields for WaitReplyArgs {
     }
 }
 
-fn content(args: &ContentArgs) -> Result<(Option<String>, Option<serde_json::Value>), EngineError> {
+fn content(args: ContentArgs) -> Result<(Option<String>, Option<serde_json::Value>), EngineError> {
     let stdin = Path::new("-");
     if args.body_file.as_deref() == Some(stdin) && args.payload_file.as_deref() == Some(stdin) {
         return Err(EngineError::InvalidValue {
@@ -256,7 +256,7 @@ fn content(args: &ContentArgs) -> Result<(Option<String>, Option<serde_json::Val
     }
     let body = match &args.body_file {
         Some(path) => Some(read_text("body_file", "body", path, v::BODY_MAX_BYTES)?),
-        None => args.body.clone(),
+        None => args.body,
     };
     let payload_text = match &args.payload_file {
         Some(path) => Some(read_text(
@@ -265,7 +265,7 @@ fn content(args: &ContentArgs) -> Result<(Option<String>, Option<serde_json::Val
             path,
             v::PAYLOAD_MAX_BYTES,
         )?),
-        None => args.payload_json.clone(),
+        None => args.payload_json,
     };
     let payload = payload_text
         .as_deref()

@@ -305,3 +305,103 @@ fn spellings_outside_a_vocabulary_get_the_same_code_and_words() {
         "urgent",
     );
 }
+
+/// `orch ARGS --json` on a fresh database.
+fn orch_answer(args: &[&str]) -> (i32, Value) {
+    let env = TestEnv::initialized();
+    let mut full = args.to_vec();
+    full.push("--json");
+    let run = env.orch(&full);
+    (run.status, run.json())
+}
+
+/// The leader's command line refuses what the engine refuses, the same way:
+/// orch's values are checked by the engine alone.
+#[test]
+fn orch_values_the_engine_refuses_get_the_engine_s_code_and_message() {
+    let add = |extra: &[&'static str]| {
+        let mut args = vec![
+            "task",
+            "add",
+            "--agent",
+            "lead",
+            "--run",
+            "r",
+            "--task",
+            "t",
+            "--title",
+            "x",
+            "--assignee",
+            "w",
+        ];
+        args.extend_from_slice(extra);
+        args
+    };
+    let task = |extra: Value| {
+        let mut spec = json!({"task_id": "t", "title": "x", "assignee": "w"});
+        for (key, value) in extra.as_object().unwrap() {
+            spec[key] = value.clone();
+        }
+        json!({"command": "orch-task-add", "agent": "lead", "run_id": "r", "task": spec})
+    };
+    let cases: Vec<(Vec<&str>, Value)> = vec![
+        (
+            add(&["--max-attempts", "0"]),
+            task(json!({"max_attempts": 0})),
+        ),
+        (
+            add(&["--backoff-factor", "0.5"]),
+            task(json!({"backoff_factor": 0.5})),
+        ),
+        (
+            add(&["--max-backoff-seconds", "99999999"]),
+            task(json!({"max_backoff_seconds": 99_999_999})),
+        ),
+        (
+            vec![
+                "task",
+                "add",
+                "--agent",
+                "lead",
+                "--run",
+                "r",
+                "--task",
+                "bad id",
+                "--title",
+                "x",
+                "--assignee",
+                "w",
+            ],
+            json!({"command": "orch-task-add", "agent": "lead", "run_id": "r",
+                   "task": {"task_id": "bad id", "title": "x", "assignee": "w"}}),
+        ),
+        (
+            vec![
+                "dispatch", "--agent", "lead", "--run", "r", "--task", "t", "--limit", "2",
+            ],
+            json!({"command": "orch-dispatch", "agent": "lead", "run_id": "r", "task_id": "t", "limit": 2}),
+        ),
+        (
+            vec!["reject", "t", "--agent", "lead", "--run", "r"],
+            json!({"command": "orch-reject", "agent": "lead", "run_id": "r", "task_id": "t"}),
+        ),
+        (
+            vec!["reassign", "t", "--agent", "lead", "--run", "r"],
+            json!({"command": "orch-reassign", "agent": "lead", "run_id": "r", "task_id": "t"}),
+        ),
+    ];
+    for (args, request) in cases {
+        let engine = engine_answer(&request);
+        let (status, cli) = orch_answer(&args);
+        assert_eq!(engine["ok"], false, "{request}: the engine accepted it");
+        assert_eq!(
+            cli,
+            engine,
+            "`orch {}` answers unlike the engine",
+            args.join(" ")
+        );
+        let code = engine["error"]["code"].as_str().unwrap();
+        let exit = inbox_engine::ErrorCode::parse(code).unwrap().exit_code();
+        assert_eq!(status, i32::from(exit), "{args:?}");
+    }
+}

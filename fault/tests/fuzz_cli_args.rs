@@ -279,7 +279,9 @@ fn run_binary(inbox: &Inbox, argv: &[OsString]) -> Result<(), TestCaseError> {
         .to_owned();
     // Waits must not wait: give them a zero timeout (a repeated flag is
     // then a usage error, which is fine).
-    if matches!(sub.as_str(), "watch" | "wait-reply") {
+    let waits = inbox_engine::Command::parse(&sub)
+        .is_some_and(|c| c.effect() == inbox_engine::Effect::Wait);
+    if waits {
         args.extend(["--timeout-seconds".into(), "0".into()]);
     }
     args.push("--json".into());

@@ -277,6 +277,15 @@ fn one_wake(
 fn wake(ctx: &Ctx, section: &mut Section) -> Result<()> {
     let n = ctx.size(40, 8);
     progress(&format!("orch wait woken by inbox done, {n} wakes"));
+    let (orch_wakes, watch_wakes) = measure_wakes(ctx, n)?;
+    report_wakes(section, n, &orch_wakes, &watch_wakes);
+    Ok(())
+}
+
+/// `n` wakes (after 3 warm-up) of an `orch wait` process by a worker's
+/// `done`, each followed by the baseline: an `inbox watch` process woken by
+/// a message. Microseconds from each commit to the waiter's line.
+fn measure_wakes(ctx: &Ctx, n: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     let dir = ctx.tmp.path().join("orch-wake");
     std::fs::create_dir_all(&dir)?;
     let db = dir.join("wake.db");
@@ -353,8 +362,14 @@ fn wake(ctx: &Ctx, section: &mut Section) -> Result<()> {
             watch_wakes.push(base);
         }
     }
-    let o = Summary::of(&orch_wakes);
-    let w = Summary::of(&watch_wakes);
+    Ok((orch_wakes, watch_wakes))
+}
+
+/// The wake table, the note on why orch wait costs a write more, the
+/// target check and the headline.
+fn report_wakes(section: &mut Section, n: usize, orch_wakes: &[f64], watch_wakes: &[f64]) {
+    let o = Summary::of(orch_wakes);
+    let w = Summary::of(watch_wakes);
     let mut table = Table::new(
         format!(
             "**`orch wait` woken by a worker's `done`**, across processes: an `orch wait` CLI \
@@ -393,5 +408,4 @@ fn wake(ctx: &Ctx, section: &mut Section) -> Result<()> {
         fmt_us(o.p50),
         fmt_ratio(ratio(o.p50, w.p50))
     ));
-    Ok(())
 }
