@@ -246,9 +246,13 @@ fn usage_error(binary: Binary, raw: &[OsString], error: &clap::Error) -> ExitCod
         // A usage error echoes what was typed, which may hold anything.
         (_, false) => (String::new(), terminal::safe(&text).into_owned(), 30),
     };
-    ExitCode::from(output::deliver(&out, &err, exit, || {
-        "it was a usage error".to_owned()
-    }))
+    ExitCode::from(output::deliver(
+        &out,
+        &err,
+        exit,
+        output::Effect::Read,
+        || "it was a usage error".to_owned(),
+    ))
 }
 
 /// An environment variable the command line reads as text that is not
@@ -449,14 +453,28 @@ pub(crate) fn finish(
         };
         render::human(response, context.unwrap_or(&fallback))
     };
-    output::deliver(&out, &format!("{notes}{err}"), response.exit_code(), || {
-        if response.is_ok() {
-            format!(
-                "the command took effect; its result was: {}",
-                response.to_json()
-            )
-        } else {
-            format!("the command failed: {}", response.to_json())
+    // What a successful command's table row says it does; `show` with
+    // `mark_read` only moves a cursor, which a rerun moves again.
+    let effect = match response {
+        Response::Success(output) if output.command().effect() == Effect::Write => {
+            output::Effect::Changed
         }
-    })
+        _ => output::Effect::Read,
+    };
+    output::deliver(
+        &out,
+        &format!("{notes}{err}"),
+        response.exit_code(),
+        effect,
+        || {
+            if response.is_ok() {
+                format!(
+                    "the command took effect; its result was: {}",
+                    response.to_json()
+                )
+            } else {
+                format!("the command failed: {}", response.to_json())
+            }
+        },
+    )
 }

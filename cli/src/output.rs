@@ -14,15 +14,41 @@ use std::io::{ErrorKind, Write as _};
 /// The exit code of a result that could not be delivered.
 const UNDELIVERED: u8 = 50;
 
+/// Whether a command's result is worth telling when its reader has gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// It only read: a closed pipe means the reader had enough.
+    Read,
+    /// It changed something (a lease taken, a file written): if the reader
+    /// closed the pipe, stderr still says what happened, e.g. which lease
+    /// token the caller now holds, since nothing else will.
+    Changed,
+}
+
 /// Writes `out` to stdout and `err` to stderr, then returns `exit`; if
 /// stdout fails, returns 50 after telling stderr what `lost` says was lost
-/// (computed only then).
-pub(crate) fn deliver(out: &str, err: &str, exit: u8, lost: impl FnOnce() -> String) -> u8 {
+/// (computed only then). A closed pipe keeps `exit`, and is told on stderr
+/// only for a command that changed something.
+pub(crate) fn deliver(
+    out: &str,
+    err: &str,
+    exit: u8,
+    effect: Effect,
+    lost: impl FnOnce() -> String,
+) -> u8 {
     let written = write_stdout(out);
     stderr(err);
     match written {
         Ok(()) => exit,
-        Err(e) if e.kind() == ErrorKind::BrokenPipe => exit,
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+            if effect == Effect::Changed {
+                stderr(&format!(
+                    "inbox: the reader of stdout closed it before the result; {}\n",
+                    crate::terminal::safe(&lost())
+                ));
+            }
+            exit
+        }
         Err(e) => {
             stderr(&format!(
                 "inbox: the result could not be written to stdout ({e}); {}\n",

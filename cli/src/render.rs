@@ -63,7 +63,14 @@ pub(crate) fn human(response: &Response, cx: &Context) -> (String, String) {
                 used(cx)
             ),
         ),
-        Response::Success(output) => (success(&terminal::safe_output(output), cx), used(cx)),
+        Response::Success(output) => match terminal::safe_output(output) {
+            Some(output) => (success(&output, cx), used(cx)),
+            // Fields that cannot be escaped one by one: the escaped JSON.
+            None => (
+                format!("{}\n", terminal::safe(&response.to_json())),
+                used(cx),
+            ),
+        },
     }
 }
 

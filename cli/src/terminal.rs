@@ -52,15 +52,15 @@ pub(crate) fn safe(text: &str) -> Cow<'_, str> {
 /// A copy of `output` with every string in it made [`safe`], so that a
 /// renderer can print any field as it is. Done on the whole output rather
 /// than field by field, so no field (and no field a new command adds) can be
-/// forgotten.
-pub(crate) fn safe_output(output: &Output) -> Output {
-    let Ok(mut value) = serde_json::to_value(output) else {
-        return output.clone();
-    };
+/// forgotten. `None` if the copy cannot be made (a value that does not
+/// read back once escaped): then the caller must not print the output's
+/// fields, only the escaped JSON (it fails closed, never open).
+pub(crate) fn safe_output(output: &Output) -> Option<Output> {
+    let mut value = serde_json::to_value(output).ok()?;
     if !clean(&mut value) {
-        return output.clone();
+        return Some(output.clone());
     }
-    serde_json::from_value(value).unwrap_or_else(|_| output.clone())
+    serde_json::from_value(value).ok()
 }
 
 /// Makes every string in `value` safe; returns whether anything changed.

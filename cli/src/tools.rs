@@ -52,7 +52,9 @@ pub(crate) fn skill(skill: &Skill, install: Option<&Path>, json: bool) -> u8 {
         } else {
             skill.text.to_owned()
         };
-        return output::deliver(&out, "", 0, || "SKILL.md was not printed".to_owned());
+        return output::deliver(&out, "", 0, output::Effect::Read, || {
+            "SKILL.md was not printed".to_owned()
+        });
     };
     match install_skill(skill, dir) {
         Ok(target) => {
@@ -65,7 +67,9 @@ pub(crate) fn skill(skill: &Skill, install: Option<&Path>, json: bool) -> u8 {
             } else {
                 format!("Installed {shown}\n")
             };
-            output::deliver(&out, "", 0, || format!("SKILL.md was installed as {shown}"))
+            output::deliver(&out, "", 0, output::Effect::Changed, || {
+                format!("SKILL.md was installed as {shown}")
+            })
         }
         Err(problem) => fail(
             skill.command,
@@ -152,7 +156,9 @@ pub(crate) fn script(file: &Path, json: bool) -> u8 {
             .collect();
         (terminal::safe(&transcript.text).into_owned(), failures)
     };
-    output::deliver(&out, &err, exit, || "the transcript was lost".to_owned())
+    output::deliver(&out, &err, exit, output::Effect::Read, || {
+        "the transcript was lost".to_owned()
+    })
 }
 
 /// A tool's refusal, in the JSON contract.

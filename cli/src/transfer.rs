@@ -112,7 +112,9 @@ fn report(
             .unwrap_or_default();
         (human, format!("{notes}{used}"))
     };
-    output::deliver(&out, &err, 0, || format!("the {command} took effect"))
+    output::deliver(&out, &err, 0, output::Effect::Changed, || {
+        format!("the {command} took effect")
+    })
 }
 
 fn refuse(

@@ -94,6 +94,27 @@ fn a_closed_pipe_is_the_reader_s_choice_not_a_failure() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
+/// A reader that went away before a claim's result arrived (a parser that
+/// crashed) must not take the lease token with it: stderr says what the
+/// command did, and the exit code stays the command's.
+#[test]
+fn a_claim_whose_reader_closed_the_pipe_still_says_which_lease_it_took() {
+    let env = TestEnv::initialized();
+    env.json(
+        &["send", "--from", "lead", "--to", "w", "--subject", "s"],
+        0,
+    );
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut command = env.command(&["claim", "--agent", "w", "--next", "--json"]);
+    command.stdout(writer);
+    let run = env.run_command(command);
+    assert_eq!(run.status, 0, "{run}");
+    assert!(run.stderr.contains("closed it before the result"), "{run}");
+    assert!(run.stderr.contains("the command took effect"), "{run}");
+    assert!(run.stderr.contains(r#""lease_token":1"#), "{run}");
+}
+
 #[test]
 fn installing_the_skill_replaces_a_planted_link_instead_of_following_it() {
     let env = TestEnv::new();

@@ -101,3 +101,43 @@ fn a_process_two_days_ahead_expires_no_lease_and_stamps_the_machine_s_time() {
         "stamped {stamped}, lease ends {expires_at}"
     );
 }
+
+/// The lock a Node host holds while it synchronizes with the database is
+/// judged by the kernel's clock too: a process two days ahead does not take
+/// a fresh lock for a stale one and write through it. It waits, and writes
+/// once the holder lets go.
+#[test]
+fn a_process_two_days_ahead_waits_for_a_fresh_writer_lock() {
+    let env = TestEnv::initialized();
+    let lock = env.dir().join(".agents/coord.db-lock");
+    // A holder on another host: its process cannot be checked, so only the
+    // lock's age could make it stale.
+    std::fs::write(
+        &lock,
+        r#"{"pid":1,"pid_ns":null,"host":"elsewhere","nonce":"n","by":"a test"}"#,
+    )
+    .unwrap();
+    let Some(mut ahead) = skewed(
+        &env,
+        "+2d",
+        &["send", "--from", "lead", "--to", "w", "--subject", "Waits"],
+    ) else {
+        return;
+    };
+    let mut child = ahead
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let finished_early = child.try_wait().unwrap();
+    std::fs::remove_file(&lock).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        finished_early.is_none(),
+        "wrote through a live holder's lock: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(json["ok"], true, "{json}");
+}

@@ -333,3 +333,39 @@ fn bad_sources_are_refused_with_their_own_message_and_change_nothing() {
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
 }
+
+/// A copy written over a live database is refused even when the database's
+/// log was just checkpointed (an empty `-wal`): the commits it held are in
+/// the file the copy replaced, and carrying on with the copy would drop
+/// them without a word. Nothing is opened, and the next command says so too.
+#[test]
+fn a_copy_written_over_a_checkpointed_database_is_refused() {
+    let (env, _) = busy_project();
+    env.json(&["export", "--sqlite", "old.db"], 0);
+    // Send until a commit folds the log into the file and empties it, as
+    // the CLI does every few commits.
+    let wal = env.dir().join(".agents/coord.db-wal");
+    for _ in 0..40 {
+        env.json(
+            &["send", "--from", "lead", "--to", "w", "--subject", "After"],
+            0,
+        );
+        if std::fs::metadata(&wal).unwrap().len() == 0 {
+            break;
+        }
+    }
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "log emptied");
+
+    std::fs::copy(env.dir().join("old.db"), env.db()).unwrap();
+    for args in [
+        &["list"][..],
+        &["send", "--from", "lead", "--to", "w", "--subject", "Lost?"],
+    ] {
+        let refused = env.json(args, 50);
+        assert_eq!(refused["error"]["code"], "storage_error");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains("written over by a copy"), "{message}");
+        assert!(message.contains("inbox import --sqlite"), "{message}");
+    }
+    assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "nothing written");
+}

@@ -107,6 +107,17 @@ fn kernel_now_millis() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// How long ago `instant` (a file's modification time, which the kernel
+/// stamps) was, by the kernel's clock, in milliseconds: how old a lock file
+/// or a write is, judged by the clock that stamped it, so that a process
+/// under faketime cannot call a live holder's lock stale. `None` when the
+/// instant is before the epoch; 0 when it is in the future.
+pub(crate) fn age_millis(instant: SystemTime) -> Option<u64> {
+    let at = u64::try_from(instant.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?;
+    let now = u64::try_from(kernel_now_millis()).unwrap_or(0);
+    Some(now.saturating_sub(at))
+}
+
 /// 64 bits that differ between processes and calls: std's `RandomState` keys
 /// come from the OS's random source, mixed here with the process id and the
 /// time. Used to seed ids and jitter; it is not for secrets.

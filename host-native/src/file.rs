@@ -134,12 +134,16 @@ pub fn check_database_file(path: &Path) -> Result<(), StoreError> {
 }
 
 /// Refuses a database file in rollback-journal mode that has a write-ahead
-/// log beside it: inbox keeps every database in WAL mode, so such a file was
-/// written over by something else (a copy, `writeFileSync` of exported
-/// bytes) while the `-wal` still held frames of the file it replaced, and
-/// SQLite would apply those frames to the new file, mixing two databases.
-/// Returns whether the file is in WAL mode (a file in rollback mode with no
-/// log is a self-contained copy, which the caller switches to WAL).
+/// log or its index beside it: inbox keeps every database in WAL mode and
+/// leaves both companions in place, so such a file was written over by
+/// something else (a copy, `writeFileSync` of exported bytes) where a
+/// database lived. If the `-wal` still holds frames, SQLite would apply them
+/// to the new file, mixing two databases; if it was just checkpointed, the
+/// commits it held are in the file that was replaced, and opening the copy
+/// would carry on without them. Either way acknowledged commits would be
+/// lost without a word, so nothing is opened. Returns whether the file is in
+/// WAL mode (a file in rollback mode with no companions is a self-contained
+/// copy, which the caller switches to WAL).
 pub fn check_log_belongs(path: &Path) -> Result<bool, StoreError> {
     use std::io::Read as _;
     let mut header = [0u8; 100];
@@ -152,24 +156,79 @@ pub fn check_log_belongs(path: &Path) -> Result<bool, StoreError> {
         return Ok(true);
     }
     let log = companion(path, "-wal");
-    let mut magic = [0u8; 4];
-    let has_frames = std::fs::File::open(&log)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok_and(|()| matches!(u32::from_be_bytes(magic), 0x377f_0682 | 0x377f_0683))
-        && std::fs::metadata(&log).is_ok_and(|m| m.len() > 32);
-    if has_frames {
+    let index = companion(path, "-shm");
+    let left = [&log, &index]
+        .into_iter()
+        .find(|p| std::fs::symlink_metadata(p).is_ok());
+    if let Some(left) = left {
         return Err(StoreError::other(format!(
             "{} was written over by a copy (it is not in WAL mode, as inbox keeps its databases) \
-             while {} still held commits of the database it replaced; opening it would apply \
-             those to the copy and corrupt it. Nothing was opened. To keep the copy, move {} and \
-             its -shm aside; to share a database with Node, use Inbox.open({{store: \"file\"}}) \
-             or `inbox export`/`inbox import`",
+             while {} of the database it replaced is still beside it; that database's latest \
+             commits are in its log or were in the file the copy replaced, and opening the copy \
+             would lose them or corrupt it. Nothing was opened. If the copy is meant to stand \
+             (the database it replaced is given up), stop every agent and move {} and {} \
+             aside; to restore a copy safely, use `inbox import --sqlite COPY --replace`, which \
+             keeps a backup; to share a database with Node, use Inbox.open({{store: \"file\"}})",
             path.display(),
+            left.display(),
             log.display(),
-            log.display()
+            index.display()
         )));
     }
     Ok(false)
+}
+
+/// Why SQLite could not open or use the database at `path`, when a look at
+/// its three files and its folder tells: a companion that is a symbolic
+/// link, a file this user cannot read and write, a folder where the
+/// companions cannot be created. `None` when nothing there explains it.
+/// Looks with `lstat` and `access` only: it never opens the files (see the
+/// module doc).
+pub fn diagnose(path: &Path) -> Option<String> {
+    use rustix::fs::Access;
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    for file in
+        std::iter::once(path.to_path_buf()).chain(COMPANIONS.iter().map(|s| companion(path, s)))
+    {
+        let shown = file.display();
+        let Ok(meta) = std::fs::symlink_metadata(&file) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() && file != path {
+            return Some(format!(
+                "{shown} is a symbolic link; SQLite would write the database's log wherever it \
+                 points, so it is not used. Stop the agents, remove the link, and run the command \
+                 again"
+            ));
+        }
+        if meta.uid() != me {
+            return Some(format!(
+                "{shown} belongs to another user (uid {}); a database's files must all be yours. \
+                 Ask its owner, or use a database of your own",
+                meta.uid()
+            ));
+        }
+        if rustix::fs::access(&file, Access::READ_OK | Access::WRITE_OK).is_err() {
+            return Some(format!(
+                "{shown} cannot be read and written by you (mode {:o}); `chmod u+rw {shown}`",
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    let folder = path.parent().filter(|p| !p.as_os_str().is_empty())?;
+    let missing = COMPANIONS
+        .iter()
+        .any(|s| std::fs::symlink_metadata(companion(path, s)).is_err());
+    if missing && rustix::fs::access(folder, Access::WRITE_OK | Access::EXEC_OK).is_err() {
+        return Some(format!(
+            "you cannot create files in {}, where SQLite keeps the database's -wal and -shm; \
+             `chmod u+wx {}`",
+            folder.display(),
+            folder.display()
+        ));
+    }
+    None
 }
 
 /// For `init`, which creates files: refuses a database path or companion
@@ -272,9 +331,7 @@ pub fn writer_lock_holder(db: &Path) -> Option<Option<writer_lock::Holder>> {
     if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
         return None;
     }
-    let age_ms = std::time::SystemTime::now()
-        .duration_since(meta.modified().ok()?)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let age_ms = crate::clock::age_millis(meta.modified().ok()?).unwrap_or(0);
     let no_follow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
     let mut content = Vec::new();
     if let Ok(file) = std::fs::OpenOptions::new()

@@ -302,8 +302,8 @@ mod linux {
             std::fs::metadata(self.dir.join(&self.wal))
                 .and_then(|m| m.modified())
                 .ok()
-                .and_then(|modified| std::time::SystemTime::now().duration_since(modified).ok())
-                .is_some_and(|age| age <= window)
+                .and_then(crate::clock::age_millis)
+                .is_some_and(|age| u128::from(age) <= window.as_millis())
         }
 
         /// Removes the watch. The call is cheap; the kernel's slow part (an

@@ -51,7 +51,7 @@ export interface OpenOptions {
   path?: string;
   /** A self-contained database to start from (store "sqlite"): the bytes of `exportBytes()` or `inbox export --sqlite FILE`. */
   bytes?: Uint8Array | ArrayBuffer;
-  /** Start the clock at this instant instead of the wall clock (tests). */
+  /** Start the clock at this instant instead of the wall clock (tests; not with store "file", whose leases other processes judge by the machine's clock). */
   now?: string;
 }
 

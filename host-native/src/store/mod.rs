@@ -282,9 +282,24 @@ pub fn store_error(error: rusqlite::Error, location: &str) -> StoreError {
         Some(ErrorCode::NotADatabase) => StoreError::other(format!(
             "{location} is not an SQLite database; point --db at an inbox database or a new file"
         )),
-        Some(ErrorCode::CannotOpen) => StoreError::other(format!(
-            "cannot open {location}; check that the folder exists and is writable"
-        )),
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => StoreError::other(
+            match crate::file::diagnose(std::path::Path::new(location)) {
+                Some(cause) => format!("cannot open {location}: {cause}"),
+                None => {
+                    format!("cannot open {location}; check that the folder exists and is writable")
+                }
+            },
+        ),
+        Some(ErrorCode::SystemIoFailure) => StoreError::other(
+            match crate::file::diagnose(std::path::Path::new(location)) {
+                Some(cause) => format!("{location}: {error}: {cause}"),
+                None => format!(
+                    "{location}: {error}; if the database's -wal or -shm was deleted or replaced \
+                     while agents ran, stop them all and run the command again (see the safety \
+                     guide, docs/safety.md)"
+                ),
+            },
+        ),
         Some(ErrorCode::DiskFull) => StoreError::other(format!(
             "the disk holding {location} is full; nothing was written"
         )),

@@ -189,9 +189,14 @@ describe("a database file shared by Node and the CLI", { skip }, () => {
     assert.equal(inspect(db).ids.length, 2);
   });
 
-  test("store: \"file\" needs a path, and refuses a database of another program", async () => {
+  test("store: \"file\" needs a path, keeps the machine's clock, and refuses a database of another program", async () => {
     const missing = await Inbox.open({ store: "file" }).then(() => assert.fail("no path"), (e) => e);
     assert.equal(missing.code, "invalid_request");
+    // A clock of its own would let this process expire the CLI agents' leases.
+    const clocked = await Inbox.open({ store: "file", path: scratch(), now: "2099-01-01T00:00:00Z" })
+      .then(() => assert.fail("a file store with a clock of its own"), (e) => e);
+    assert.equal(clocked.code, "invalid_request");
+    assert.match(clocked.message, /machine's time/);
     const db = scratch();
     execFileSync("python3", ["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA journal_mode=WAL'); c.execute('CREATE TABLE x (y)'); c.commit()", db]);
     const foreign = await Inbox.open({ store: "file", path: db }).then(() => assert.fail("another program's database"), (e) => e);
