@@ -737,8 +737,24 @@ fn plan(a: PlanArgs, agent: Option<String>) -> Result<Request, EngineError> {
         .into_iter()
         .enumerate()
         .map(|(i, item)| {
-            serde_json::from_value::<TaskSpec>(item)
-                .map_err(|e| invalid(format!("tasks[{i}]: {e}")))
+            // The path inside the task too: `tasks[0].needs[1]: invalid type`.
+            serde_path_to_error::deserialize::<_, TaskSpec>(item).map_err(|e| {
+                let mut inner = e.path().to_string();
+                let problem = e.into_inner().to_string();
+                // An unknown field's path ends in the field, which the
+                // problem names already.
+                if problem.starts_with("unknown field") {
+                    inner = inner
+                        .rsplit_once('.')
+                        .map_or(String::new(), |(at, _)| at.to_owned());
+                }
+                let at = if inner == "." || inner.is_empty() {
+                    format!("tasks[{i}]")
+                } else {
+                    format!("tasks[{i}].{inner}")
+                };
+                invalid(format!("{at}: {problem}"))
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Request::OrchPlan(OrchPlanRequest {

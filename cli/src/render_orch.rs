@@ -91,7 +91,7 @@ fn counts(run: &Run) -> String {
         .collect();
     match parts.is_empty() {
         true => "no tasks yet".to_owned(),
-        false => format!("{total} tasks: {}", parts.join(", ")),
+        false => format!("{}: {}", plural(total, "task"), parts.join(", ")),
     }
 }
 
@@ -167,8 +167,8 @@ fn plan(out: &PlanOutput) -> String {
         .filter(|t| t.status == TaskStatus::Ready)
         .count();
     format!(
-        "Added {} tasks to run {} ({ready} ready): {}\n  next: orch dispatch --all-ready\n",
-        out.tasks.len(),
+        "Added {} to run {} ({ready} ready): {}\n  next: orch dispatch --all-ready\n",
+        plural(u64::try_from(out.tasks.len()).unwrap_or(u64::MAX), "task"),
         paint(BOLD, &out.run.run_id),
         counts(&out.run)
     )
@@ -286,4 +286,14 @@ fn reconcile(out: &ReconcileOutput, _now: Timestamp) -> String {
     }
     let _ = writeln!(text, "Run {}", run_line(&out.run));
     text
+}
+
+/// `1 task`, `3 tasks`.
+fn plural(n: impl Into<u64>, noun: &str) -> String {
+    let n: u64 = n.into();
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }

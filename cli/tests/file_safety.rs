@@ -355,3 +355,17 @@ fn a_planted_log_link_is_named_as_the_cause() {
         "nothing written through the link"
     );
 }
+
+/// A log deleted while the database was in use takes its commits with it;
+/// the first process to find it so says what happened instead of asking
+/// for an `init` as if the database had never been made.
+#[test]
+fn a_deleted_log_is_named_as_what_lost_the_database() {
+    let env = TestEnv::initialized();
+    // A new database's schema is still in its log.
+    std::fs::remove_file(env.dir().join(".agents/coord.db-wal")).unwrap();
+    let refused = env.json(&["list"], 50);
+    assert_eq!(refused["error"]["code"], "not_initialized");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("deleted while agents ran"), "{message}");
+}

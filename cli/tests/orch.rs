@@ -409,10 +409,14 @@ fn bad_plans_and_arguments_are_refused_and_change_nothing() {
     );
     write("shape.json", r#"{"task": []}"#);
     write(
+        "deep.json",
+        r#"[{"task_id": "a", "title": "A", "assignee": "w"}, {"task_id": "b", "title": "B", "assignee": "w", "needs": ["a", 5]}]"#,
+    );
+    write(
         "cycle.json",
         r#"[{"task_id": "a", "title": "A", "assignee": "w", "needs": ["b"]}, {"task_id": "b", "title": "B", "assignee": "w", "needs": ["a"]}]"#,
     );
-    let cases: [(&[&str], i32, &str, &str); 8] = [
+    let cases: [(&[&str], i32, &str, &str); 9] = [
         (
             &["plan", "--file", "/dev/zero"],
             30,
@@ -430,6 +434,12 @@ fn bad_plans_and_arguments_are_refused_and_change_nothing() {
             30,
             "invalid_request",
             "tasks[0]: unknown field `titel`",
+        ),
+        (
+            &["plan", "--file", "deep.json"],
+            30,
+            "invalid_request",
+            "deep.json: tasks[1].needs[1]: invalid type: number, expected a string",
         ),
         (
             &["plan", "--file", "shape.json"],

@@ -231,6 +231,15 @@ pub fn diagnose(path: &Path) -> Option<String> {
     None
 }
 
+/// The `-wal` of the database at `path`, if it is missing while its `-shm`
+/// is still there: inbox processes leave both in place, so the log was
+/// deleted (with the commits it held) while the database was in use.
+pub fn log_deleted(path: &Path) -> Option<PathBuf> {
+    let log = companion(path, "-wal");
+    let index_left = std::fs::symlink_metadata(companion(path, "-shm")).is_ok();
+    (index_left && std::fs::symlink_metadata(&log).is_err()).then_some(log)
+}
+
 /// For `init`, which creates files: refuses a database path or companion
 /// that is a symbolic link (init would create the file wherever the link
 /// points, maybe in a folder of another user's choosing) or that another

@@ -171,6 +171,8 @@ pub fn open_existing(
     file::check_database_file(path)?;
     file::check_owned(path)?;
     let in_wal_mode = file::check_log_belongs(path)?;
+    // Before SQLite opens it, which creates a missing log again.
+    let log_deleted = file::log_deleted(path);
     let mut store = connect(path, false)?;
     if !in_wal_mode {
         // A self-contained copy (exported bytes): inbox databases use WAL.
@@ -179,7 +181,19 @@ pub fn open_existing(
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
             .map_err(|e| crate::store::store_error(e, &location))?;
     }
-    store.ensure_schema()?;
+    store.ensure_schema().map_err(|e| match &log_deleted {
+        Some(log) if e.kind == StoreErrorKind::NotInitialized => StoreError::new(
+            StoreErrorKind::NotInitialized,
+            format!(
+                "{location} has no inbox schema: its log {} was missing while its index (-shm) \
+                 remained, so the log was deleted while agents ran and the commits it held, the \
+                 schema among them, are lost. Stop every agent, then restore a copy (`inbox \
+                 import --sqlite COPY`) or start over with `inbox init`",
+                log.display()
+            ),
+        ),
+        _ => e,
+    })?;
     let durability = match durability {
         Some(d) => d,
         None => stored_durability(&store)?,

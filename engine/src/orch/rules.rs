@@ -4,7 +4,7 @@
 //! retry backoff ([`backoff_millis`]), dependency cycles ([`find_cycle`]) and
 //! when a run is over ([`run_outcome`]).
 //!
-//! `docs/state-machine.md` is generated from [`TASK_TRANSITIONS`], so the
+//! `docs/orch.md`'s task table is generated from [`TASK_TRANSITIONS`], so the
 //! document and the behaviour cannot drift apart. Nothing here reads a
 //! store or a clock.
 

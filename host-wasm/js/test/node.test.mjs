@@ -88,6 +88,43 @@ for (const store of ["memory", "sqlite"]) {
       inbox.close();
     });
 
+    test("orch as methods: a plan, a dispatch, orchWait woken by the worker's done, accept, and a cycle refused", async () => {
+      const inbox = await Inbox.open({ store });
+      inbox.orchRunCreate({ agent: "lead", run_id: "r", goal: "Ship it" });
+      const plan = inbox.orchPlan({
+        agent: "lead",
+        run_id: "r",
+        tasks: [
+          { task_id: "a", title: "First", assignee: "worker", review: true },
+          { task_id: "b", title: "Second", assignee: "worker", needs: ["a"] },
+        ],
+      });
+      assert.deepEqual(plan.tasks.map((t) => t.status), ["ready", "pending"]);
+      const cycle = thrown(() => inbox.orchTaskAdd({ agent: "lead", run_id: "r", task: { task_id: "c", title: "C", assignee: "worker", needs: ["c"] } }));
+      assert.equal(cycle.code, "dependency_cycle");
+      assert.equal(cycle.exitCode, 30);
+
+      const { dispatched } = inbox.orchDispatch({ agent: "lead", run_id: "r", all_ready: true });
+      assert.equal(dispatched.length, 1);
+      const thread = dispatched[0].attempt.thread_id;
+      const { lease } = inbox.claim({ agent: "worker", next: true });
+      assert.equal(lease.thread_id, thread);
+
+      const waiting = inbox.orchWait({ run_id: "r", after_event: plan.event_id, timeout_seconds: 30 });
+      inbox.done({ agent: "worker", thread_id: thread, lease_token: lease.lease_token, summary: "First done" });
+      const woke = await waiting;
+      assert.equal(woke.woke, true);
+      assert.deepEqual(woke.actionable.map((t) => [t.task_id, t.status]), [["a", "review"]]);
+
+      const accepted = inbox.orchAccept({ agent: "lead", run_id: "r", task_id: "a" });
+      assert.equal(accepted.task.status, "done");
+      assert.deepEqual(accepted.affected.map((t) => [t.task_id, t.status]), [["b", "ready"]]);
+      const status = inbox.orchStatus({ run_id: "r" });
+      assert.equal(status.run.counts.done, 1);
+      assert.equal(status.run.counts.ready, 1);
+      inbox.close();
+    });
+
     test("watch resolves on a later command's commit and times out with woke: false", async () => {
       const inbox = await Inbox.open({ store });
       const watching = inbox.watch({ agent: "worker", timeout_seconds: 30 });
