@@ -282,29 +282,39 @@ pub fn store_error(error: rusqlite::Error, location: &str) -> StoreError {
         Some(ErrorCode::NotADatabase) => StoreError::other(format!(
             "{location} is not an SQLite database; point --db at an inbox database or a new file"
         )),
-        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => StoreError::other(
-            match crate::file::diagnose(std::path::Path::new(location)) {
+        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
+            StoreError::other(match diagnose(location) {
                 Some(cause) => format!("cannot open {location}: {cause}"),
                 None => {
                     format!("cannot open {location}; check that the folder exists and is writable")
                 }
-            },
-        ),
-        Some(ErrorCode::SystemIoFailure) => StoreError::other(
-            match crate::file::diagnose(std::path::Path::new(location)) {
-                Some(cause) => format!("{location}: {error}: {cause}"),
-                None => format!(
-                    "{location}: {error}; if the database's -wal or -shm was deleted or replaced \
+            })
+        }
+        Some(ErrorCode::SystemIoFailure) => StoreError::other(match diagnose(location) {
+            Some(cause) => format!("{location}: {error}: {cause}"),
+            None => format!(
+                "{location}: {error}; if the database's -wal or -shm was deleted or replaced \
                      while agents ran, stop them all and run the command again (see the safety \
                      guide, docs/safety.md)"
-                ),
-            },
-        ),
+            ),
+        }),
         Some(ErrorCode::DiskFull) => StoreError::other(format!(
             "the disk holding {location} is full; nothing was written"
         )),
         _ => StoreError::other(format!("{location}: {error}")),
     }
+}
+
+/// What the database's files and folder say about an open failure (see
+/// `file::diagnose`); nothing where there are no files to look at (wasm).
+#[cfg(feature = "native")]
+fn diagnose(location: &str) -> Option<String> {
+    crate::file::diagnose(std::path::Path::new(location))
+}
+
+#[cfg(not(feature = "native"))]
+fn diagnose(_location: &str) -> Option<String> {
+    None
 }
 
 // --- row mapping -------------------------------------------------------------
