@@ -31,11 +31,39 @@ fn engine_answer(request: &Value) -> Value {
 
 /// `inbox ARGS --json` on a fresh database.
 fn cli_answer(args: &[&str]) -> (i32, Value) {
+    binary_answer("inbox", args)
+}
+
+/// `BINARY ARGS --json` (`inbox` or `orch`) on a fresh database.
+fn binary_answer(binary: &str, args: &[&str]) -> (i32, Value) {
     let env = TestEnv::initialized();
     let mut full = args.to_vec();
     full.push("--json");
-    let run = env.run(&full);
+    let run = if binary == "orch" {
+        env.orch(&full)
+    } else {
+        env.run(&full)
+    };
     (run.status, run.json())
+}
+
+/// Each case's command line, run by `binary`, answers exactly as the engine
+/// answers its request: the same JSON, and the exit code of its error.
+fn assert_refused_alike(binary: &str, cases: Vec<(Vec<&str>, Value)>) {
+    for (args, request) in cases {
+        let engine = engine_answer(&request);
+        let (status, cli) = binary_answer(binary, &args);
+        assert_eq!(engine["ok"], false, "{request}: the engine accepted it");
+        assert_eq!(
+            cli,
+            engine,
+            "`{binary} {}` answers unlike the engine",
+            args.join(" ")
+        );
+        let code = engine["error"]["code"].as_str().unwrap();
+        let exit = inbox_engine::ErrorCode::parse(code).unwrap().exit_code();
+        assert_eq!(status, i32::from(exit), "{args:?}");
+    }
 }
 
 #[test]
@@ -218,20 +246,7 @@ fn values_the_engine_refuses_get_the_engine_s_code_and_message() {
             json!({"command": "cancel", "agent": "lead", "thread_id": "thr_1", "reason": "two\nlines"}),
         ),
     ];
-    for (args, request) in cases {
-        let engine = engine_answer(&request);
-        let (status, cli) = cli_answer(&args);
-        assert_eq!(engine["ok"], false, "{request}: the engine accepted it");
-        assert_eq!(
-            cli,
-            engine,
-            "`inbox {}` answers unlike the engine",
-            args.join(" ")
-        );
-        let code = engine["error"]["code"].as_str().unwrap();
-        let exit = inbox_engine::ErrorCode::parse(code).unwrap().exit_code();
-        assert_eq!(status, i32::from(exit), "{args:?}");
-    }
+    assert_refused_alike("inbox", cases);
 }
 
 /// A spelling outside a vocabulary, given where one value is expected: the
@@ -304,15 +319,6 @@ fn spellings_outside_a_vocabulary_get_the_same_code_and_words() {
         "send",
         "urgent",
     );
-}
-
-/// `orch ARGS --json` on a fresh database.
-fn orch_answer(args: &[&str]) -> (i32, Value) {
-    let env = TestEnv::initialized();
-    let mut full = args.to_vec();
-    full.push("--json");
-    let run = env.orch(&full);
-    (run.status, run.json())
 }
 
 /// The leader's command line refuses what the engine refuses, the same way:
@@ -390,18 +396,5 @@ fn orch_values_the_engine_refuses_get_the_engine_s_code_and_message() {
             json!({"command": "orch-reassign", "agent": "lead", "run_id": "r", "task_id": "t"}),
         ),
     ];
-    for (args, request) in cases {
-        let engine = engine_answer(&request);
-        let (status, cli) = orch_answer(&args);
-        assert_eq!(engine["ok"], false, "{request}: the engine accepted it");
-        assert_eq!(
-            cli,
-            engine,
-            "`orch {}` answers unlike the engine",
-            args.join(" ")
-        );
-        let code = engine["error"]["code"].as_str().unwrap();
-        let exit = inbox_engine::ErrorCode::parse(code).unwrap().exit_code();
-        assert_eq!(status, i32::from(exit), "{args:?}");
-    }
+    assert_refused_alike("orch", cases);
 }
