@@ -427,3 +427,36 @@ fn a_store_clock_overrules_a_host_clock_that_is_wrong() {
     let json: serde_json::Value = serde_json::from_str(&sent.to_json()).unwrap();
     assert_eq!(json["thread"]["created_at"], server_time.to_string());
 }
+
+/// `orch wait` records what the threads did before it looks; when that
+/// recording fails (a read-only or broken store), the wait ends with the
+/// error instead of going on showing the run as it was.
+#[test]
+fn an_orch_wait_whose_reconcile_fails_ends_with_the_error() {
+    use inbox_engine::{WaitStep, Waiter};
+    let mut engine = setup();
+    let cursor = ok(&mut engine, r#"{"command":"watch","timeout_seconds":0}"#)["next_event_id"]
+        .as_u64()
+        .unwrap();
+    let request = Request::from_json(&format!(
+        r#"{{"command":"orch-wait","run_id":"r","after_event":{cursor},"timeout_seconds":60}}"#
+    ))
+    .unwrap();
+    let mut waiter = Waiter::new(request).unwrap();
+    // The reconcile is the wait's first store call; the look after it would
+    // succeed.
+    engine.store_mut().calls = 0;
+    engine.store_mut().fail_at = Some(1);
+    match waiter.poll(&mut engine) {
+        WaitStep::Finished(response) => {
+            assert_eq!(
+                response.error_code().map(|c| c.as_str()),
+                Some("storage_error"),
+                "{}",
+                response.to_json()
+            );
+            assert_eq!(response.exit_code(), 50);
+        }
+        pending => panic!("the wait went on after its reconcile failed: {pending:?}"),
+    }
+}
