@@ -54,7 +54,7 @@ pub(crate) fn success(output: &Output, now: Timestamp) -> Option<String> {
         Output::OrchStatus(out) => status(out, now),
         Output::OrchReady(out) if out.tasks.is_empty() => "Nothing is ready.\n".to_owned(),
         Output::OrchReady(out) => task_lines(&out.tasks, now),
-        Output::OrchTaskAdd(out) => format!("Added {}\n", task_line(&out.task, &[], now)),
+        Output::OrchTaskAdd(out) => format!("Added {}\n", whole_task_line(&out.task, &[], now)),
         Output::OrchPlan(out) => plan(out),
         Output::OrchDispatch(out) => dispatch(out),
         Output::OrchTaskShow(out) => task_show(out, now),
@@ -96,7 +96,17 @@ fn counts(run: &Run) -> String {
 }
 
 /// One task: id, status, title, assignee, and what matters about its status.
-fn task_line(task: &Task, waiting_on: &[String], now: Timestamp) -> String {
+/// A whole task's line, as in lists.
+fn whole_task_line(task: &Task, waiting_on: &[String], now: Timestamp) -> String {
+    let view = TaskView {
+        task: task.clone(),
+        waiting_on: waiting_on.to_vec(),
+    };
+    task_line(&TaskLine::from(view), now)
+}
+
+fn task_line(task: &TaskLine, now: Timestamp) -> String {
+    let waiting_on = &task.waiting_on;
     let mut facts = vec![task.assignee.clone()];
     if task.attempts > 0 {
         facts.push(format!("attempt {}", task.attempts));
@@ -136,10 +146,10 @@ fn task_line(task: &Task, waiting_on: &[String], now: Timestamp) -> String {
     line
 }
 
-fn task_lines(tasks: &[TaskView], now: Timestamp) -> String {
+fn task_lines(tasks: &[TaskLine], now: Timestamp) -> String {
     tasks
         .iter()
-        .map(|v| format!("  {}\n", task_line(&v.task, &v.waiting_on, now)))
+        .map(|t| format!("  {}\n", task_line(t, now)))
         .collect()
 }
 
@@ -202,7 +212,7 @@ fn attempt_line(task_id: &str, a: &Attempt) -> String {
 
 fn task_show(out: &TaskShowOutput, now: Timestamp) -> String {
     let t = &out.task.task;
-    let mut text = format!("Task {}\n", task_line(t, &out.task.waiting_on, now));
+    let mut text = format!("Task {}\n", whole_task_line(t, &out.task.waiting_on, now));
     let _ = writeln!(
         text,
         "  run {} · priority {} · review {}",
@@ -230,7 +240,7 @@ fn task_show(out: &TaskShowOutput, now: Timestamp) -> String {
 }
 
 fn task_changed(out: &TaskOutput, now: Timestamp) -> String {
-    let mut text = format!("{}\n", task_line(&out.task, &[], now));
+    let mut text = format!("{}\n", whole_task_line(&out.task, &[], now));
     if let Some(message) = &out.message {
         let _ = writeln!(
             text,
@@ -239,7 +249,7 @@ fn task_changed(out: &TaskOutput, now: Timestamp) -> String {
         );
     }
     for t in &out.affected {
-        let _ = writeln!(text, "  also {}", task_line(t, &[], now));
+        let _ = writeln!(text, "  also {}", whole_task_line(t, &[], now));
     }
     let _ = writeln!(text, "  run {}", run_line(&out.run));
     text

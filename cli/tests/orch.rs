@@ -204,6 +204,56 @@ fn a_leaders_session_reads_well() {
     insta::assert_snapshot!(t);
 }
 
+/// A leader reads `orch wait`, `orch status` and `orch ready` on every
+/// wake, so their lists carry one line per task; the body and criteria,
+/// however long, are in `orch task show` only.
+#[test]
+fn lists_carry_a_line_per_task_and_task_show_the_whole_task() {
+    let env = TestEnv::initialized();
+    let body = "Step. ".repeat(4000);
+    let plan = serde_json::json!({"tasks": [
+        {"task_id": "big", "title": "A long brief", "assignee": "w", "body": body,
+         "acceptance": ["it builds"]},
+        {"task_id": "next", "title": "After it", "assignee": "w", "needs": ["big"]}
+    ]});
+    std::fs::write(env.dir().join("plan.json"), plan.to_string()).unwrap();
+    env.orch_json(&["--agent", "lead", "run", "create", "--goal", "g"], 0);
+    env.orch_json(&["--agent", "lead", "plan", "--file", "plan.json"], 0);
+
+    let lists = [
+        (vec!["wait", "--timeout-seconds", "0"], "actionable"),
+        (vec!["status"], "actionable"),
+        (vec!["ready"], "tasks"),
+    ];
+    for (args, field) in lists {
+        let out = env.orch_json(&args, 0);
+        let line = &out[field][0];
+        assert_eq!(line["task_id"], "big", "{args:?}: {out}");
+        assert_eq!(line["status"], "ready", "{args:?}: {out}");
+        assert_eq!(line["title"], "A long brief", "{args:?}: {out}");
+        assert!(
+            line.get("body").is_none(),
+            "{args:?} lists the body: {line}"
+        );
+        assert!(line.get("acceptance").is_none(), "{args:?}: {line}");
+        assert!(
+            out.to_string().len() < 4000,
+            "{args:?}: {} bytes",
+            out.to_string().len()
+        );
+    }
+    let status = env.orch_json(&["status"], 0);
+    assert_eq!(status["waiting"][0]["task_id"], "next");
+    assert_eq!(
+        status["waiting"][0]["waiting_on"],
+        serde_json::json!(["big"])
+    );
+
+    let show = env.orch_json(&["task", "show", "big"], 0);
+    assert_eq!(show["task"]["body"], body);
+    assert_eq!(show["task"]["acceptance"], serde_json::json!(["it builds"]));
+}
+
 /// Tasks `t00`..`t49`: each needs the task five before it, and every third
 /// also the one three before, so the graph has width and depth. `t07`
 /// wants review; its worker asks a question on `t12`.

@@ -39,7 +39,10 @@ use crate::wire::*;
 ///     writes_if: [],                // ...except Write when this bool field is true
 ///     transactions: [],             // [own]: the handler opens its own transactions;
 ///                                   // [preview]: a read that runs in a write
-///                                   // transaction rolled back (orch reads)
+///                                   // transaction rolled back (orch reads);
+///                                   // [records]: a wait whose look first records
+///                                   // what it waits on, in one write transaction
+///                                   // that is kept (orch-wait)
 /// }
 /// ```
 ///
@@ -123,9 +126,10 @@ macro_rules! for_each_command {
             /// orch: cancel a task (with `cascade`, skipping the tasks that
             /// need it).
             OrchCancel = "orch-cancel" orch_cancel/orchCancel(OrchTaskRequest) -> TaskOutput: Write;
-            /// orch: wait until the run needs the leader (the engine looks
-            /// once; a host blocks until it wakes).
-            OrchWait = "orch-wait" orch_wait/orchWait(OrchWaitRequest) -> OrchWaitOutput or_nothing: Wait;
+            /// orch: wait until the run needs the leader (the engine records
+            /// what the attempts' threads did, then looks once; a host blocks
+            /// until it wakes).
+            OrchWait = "orch-wait" orch_wait/orchWait(OrchWaitRequest) -> OrchWaitOutput or_nothing: Wait, records;
             /// orch: record what the attempts' threads and the clock have made
             /// true (every orch write does this first).
             OrchReconcile = "orch-reconcile" orch_reconcile/orchReconcile(OrchReconcileRequest) -> ReconcileOutput: Write;
@@ -227,6 +231,13 @@ macro_rules! define_commands {
             /// nothing (exit 10): the table's `or_nothing`.
             pub fn may_find_nothing(self) -> bool {
                 match self { $(Command::$variant => false $(|| !stringify!($or_nothing).is_empty())?,)+ }
+            }
+
+            /// Whether each look of this wait first records what it waits
+            /// on, in a write transaction (the table's `records`): a host
+            /// must not run it against a store it may not write.
+            pub fn records_first(self) -> bool {
+                match self { $(Command::$variant => false $(|| stringify!($own) == "records")?,)+ }
             }
 
             /// A request of this command with every field left out.

@@ -3,10 +3,13 @@
 //! Each command is checked first (`input`: pure, no store access), then its
 //! handler runs inside one store transaction: a read transaction for
 //! [`Effect::Read`] and [`Effect::Wait`], a write transaction for
-//! [`Effect::Write`] that first records lapsed leases (the sweep). Which
-//! check, which handler and which transaction all come from the command
-//! table ([`crate::for_each_command`]); handlers live in `writes` and
-//! `reads`, the steps they share in `tx`.
+//! [`Effect::Write`] that first records lapsed leases (the sweep). The
+//! table may say otherwise: orch's reads run as a preview (a write
+//! transaction rolled back, so they see the run reconciled), and `orch-wait`
+//! records what the run's threads did before it looks, in one write
+//! transaction that is kept. Which check, which handler and which
+//! transaction all come from the command table ([`crate::for_each_command`]);
+//! handlers live in `writes`, `reads` and `orch`, the steps they share in `tx`.
 //!
 //! An error rolls the command's transaction back, so a refused or failed
 //! command writes nothing of its own; the one thing a failed write may leave
@@ -289,6 +292,10 @@ macro_rules! dispatch {
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [own]) => {
         $engine.$handler($request)
     };
+    (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [records]) => {{
+        let input = input::$handler($request)?;
+        $engine.write(|tx| tx.$handler(input))
+    }};
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [preview]) => {{
         let input = input::$handler($request)?;
         $engine.preview(|tx| tx.$handler(input))

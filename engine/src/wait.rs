@@ -27,8 +27,8 @@ use crate::store::Store;
 use crate::time::{Clock, Timestamp};
 use crate::validate;
 use crate::wire::{
-    OrchReconcileRequest, OrchWaitRequest, Output, RenewRequest, Request, Response, SweepRequest,
-    ThreadView, WaitReplyRequest, WatchRequest,
+    OrchWaitRequest, Output, RenewRequest, Request, Response, SweepRequest, ThreadView,
+    WaitReplyRequest, WatchRequest,
 };
 
 /// Anything that executes requests and tells the time: an [`Engine`], or a
@@ -159,8 +159,8 @@ impl Waiter {
             return WaitStep::Finished(finished);
         }
 
-        if let Wait::Orch(r) = &self.wait {
-            return self.poll_orch(engine, clock, deadline, r.run_id.clone());
+        if let Wait::Orch(_) = &self.wait {
+            return self.poll_orch(engine, clock, deadline);
         }
 
         // Look first: a wake must not wait for housekeeping.
@@ -213,38 +213,24 @@ impl Waiter {
         }
     }
 
-    /// `orch-wait`: reconcile the run first (a write that records lapsed
-    /// leases and what the attempts' threads did, and dispatches retries
-    /// whose backoff ended), so the events the leader wakes on exist, then
-    /// look. Polls again when the next retry or lease is due.
-    fn poll_orch(
-        &mut self,
-        engine: &mut impl Executor,
-        clock: Now,
-        deadline: u64,
-        run_id: Option<String>,
-    ) -> WaitStep {
-        let reconcile = Request::OrchReconcile(OrchReconcileRequest { run_id });
-        self.sweep_at = match engine.execute(reconcile) {
-            Response::Success(Output::OrchReconcile(out)) => {
-                out.next_due.map(|at| clock.ticks_at(at))
-            }
-            // A busy store: record on the next poll.
+    /// `orch-wait`: each look records what the run's threads did first (a
+    /// write: lapsed leases, the attempts' outcomes, retries whose backoff
+    /// ended), in the same transaction, so the events the leader wakes on
+    /// exist when it looks. Polls again when the next retry or lease is due.
+    fn poll_orch(&mut self, engine: &mut impl Executor, clock: Now, deadline: u64) -> WaitStep {
+        let response = engine.execute(self.request());
+        self.sweep_at = match &response {
+            Response::Success(Output::OrchWait(out)) => out.next_due.map(|at| clock.ticks_at(at)),
+            // A busy store: look again in a second (at the deadline, the
+            // busy error is the answer).
             Response::Failure { error, .. } if error.code() == ErrorCode::StorageBusy => {
-                Some(clock.ticks + 1000)
+                self.sweep_at = Some(clock.ticks + 1000);
+                return self.next_step(response, clock, deadline);
             }
-            // Anything else (a read-only or broken store, an unknown run)
-            // ends the wait: the look is a read, and would go on showing
-            // the run as it was, never what its threads did since.
-            Response::Failure { error, .. } => {
-                return WaitStep::Finished(Response::failure(
-                    Some(Command::OrchWait.as_str().to_owned()),
-                    error,
-                ));
-            }
-            Response::Success(_) => Some(clock.ticks + 1000),
+            // Any other failure ends the wait (see `look`).
+            _ => None,
         };
-        match self.look(engine.execute(self.request()), clock) {
+        match self.look(response, clock) {
             ControlFlow::Break(answer) => WaitStep::Finished(answer),
             ControlFlow::Continue(response) => self.next_step(response, clock, deadline),
         }

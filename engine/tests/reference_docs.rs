@@ -236,6 +236,9 @@ fn sections() -> Vec<(&'static str, String)> {
                     (Effect::Read, Some(flag)) => format!("reads (writes with `{flag}`)"),
                     (Effect::Read, None) => "reads".to_owned(),
                     (Effect::Write, _) => "writes".to_owned(),
+                    (Effect::Wait, _) if c.records_first() => {
+                        "waits (the engine records, then looks once; a host blocks)".to_owned()
+                    }
                     (Effect::Wait, _) => "waits (the engine reads once; a host blocks)".to_owned(),
                 };
                 vec![code(c.as_str()), effect, c.description().to_owned()]

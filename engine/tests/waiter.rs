@@ -1,6 +1,7 @@
 //! The [`Waiter`]'s fencing: a waiting holder keeps alive exactly the lease
 //! it held when the wait began, and is told `lease_lost` as soon as it sees
-//! that lease replaced, whether or not it named its token.
+//! that lease replaced, whether or not it named its token; and
+//! `orch-wait`'s one look records what the run's threads did before it looks.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -173,5 +174,69 @@ fn a_wall_clock_stepped_back_moves_no_deadline_and_stops_no_heartbeat() {
         heartbeats >= 5,
         "{heartbeats} heartbeats: {}",
         watch.to_json()
+    );
+}
+
+/// `orch-wait`'s look records what the run's threads did first, in the same
+/// transaction: one call, by a waiter or by an embedder without one, sees a
+/// worker's `done` as the event the leader wakes on.
+#[test]
+fn one_orch_wait_look_records_what_a_worker_did() {
+    let mut engine = Engine::new(
+        MemoryStore::new(),
+        ManualClock::new(ManualClock::SCRIPT_EPOCH),
+        SequentialIds::new(),
+    );
+    run(&mut engine, r#"{"command":"init"}"#);
+    run(
+        &mut engine,
+        r#"{"command":"orch-run-create","agent":"lead","run_id":"r","goal":"g"}"#,
+    );
+    run(
+        &mut engine,
+        r#"{"command":"orch-plan","agent":"lead","tasks":[{"task_id":"t","title":"T","assignee":"w","review":true}]}"#,
+    );
+    run(
+        &mut engine,
+        r#"{"command":"orch-dispatch","agent":"lead","task_id":"t"}"#,
+    );
+    let claim = run(
+        &mut engine,
+        r#"{"command":"claim","agent":"w","next":true}"#,
+    );
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    let before = run(
+        &mut engine,
+        r#"{"command":"orch-wait","timeout_seconds":0}"#,
+    );
+    let cursor = before["next_event_id"].as_u64().unwrap();
+    run(
+        &mut engine,
+        &format!(r#"{{"command":"done","agent":"w","thread_id":"{thread}","summary":"ok"}}"#),
+    );
+
+    let woke = run(
+        &mut engine,
+        &format!(r#"{{"command":"orch-wait","after_event":{cursor},"timeout_seconds":0}}"#),
+    );
+    assert_eq!(woke["woke"], true, "{woke}");
+    assert_eq!(woke["events"][0]["event_type"], "task_review", "{woke}");
+    assert_eq!(woke["run"]["counts"]["review"], 1, "{woke}");
+    assert_eq!(woke["actionable"][0]["task_id"], "t", "{woke}");
+    assert_eq!(
+        woke["next_event_id"], woke["events"][0]["event_id"],
+        "{woke}"
+    );
+
+    // Recorded for good: the next look finds nothing new after its cursor.
+    let again = format!(
+        r#"{{"command":"orch-wait","after_event":{},"timeout_seconds":0}}"#,
+        woke["next_event_id"]
+    );
+    let mut waiter = waiter(&again);
+    let step = waiter.poll(&mut engine);
+    assert!(
+        matches!(&step, WaitStep::Finished(r) if r.exit_code() == 10),
+        "{step:?}"
     );
 }

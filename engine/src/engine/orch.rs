@@ -135,35 +135,24 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     pub(super) fn orch_status(&mut self, input: RunRead) -> Result<StatusOutput, EngineError> {
         let run = self.current_run(input.run_id.as_deref())?;
-        let id = run.run_id.clone();
-        let actionable = self.task_views(&TaskQuery {
-            limit: input.limit,
-            ..TaskQuery::in_statuses(&id, TaskStatus::ACTIONABLE, TaskOrder::Queue)
-        })?;
-        let in_flight = self.task_views(&TaskQuery {
-            limit: input.limit,
-            ..TaskQuery::in_statuses(&id, &[Dispatched, Running, RetryWait], TaskOrder::Added)
-        })?;
-        let waiting = self.task_views(&TaskQuery {
-            limit: input.limit,
-            ..TaskQuery::in_statuses(&id, &[Pending], TaskOrder::Added)
-        })?;
+        let limit = input.limit;
         Ok(StatusOutput {
+            actionable: self.lines_in(&run, TaskStatus::ACTIONABLE, TaskOrder::Queue, limit)?,
+            in_flight: self.lines_in(
+                &run,
+                &[Dispatched, Running, RetryWait],
+                TaskOrder::Added,
+                limit,
+            )?,
+            waiting: self.lines_in(&run, &[Pending], TaskOrder::Added, limit)?,
             run,
-            actionable,
-            in_flight,
-            waiting,
         })
     }
 
     pub(super) fn orch_ready(&mut self, input: RunRead) -> Result<TasksOutput, EngineError> {
         let run = self.current_run(input.run_id.as_deref())?;
-        let query = TaskQuery {
-            limit: input.limit,
-            ..TaskQuery::in_statuses(&run.run_id, &[Ready], TaskOrder::Queue)
-        };
         Ok(TasksOutput {
-            tasks: self.task_views(&query)?,
+            tasks: self.lines_in(&run, &[Ready], TaskOrder::Queue, input.limit)?,
         })
     }
 
@@ -450,8 +439,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         &mut self,
         input: OrchWaitInput,
     ) -> Result<OrchWaitOutput, EngineError> {
-        let run = self.find_run(input.run_id.as_deref())?;
-        let latest = self.store.latest_event_id()?;
+        // Record first, in this same transaction: a worker's `done` becomes
+        // the event the leader wakes on, and the look below sees it.
+        let recorded = self.orch_reconcile(input.run_id.clone())?;
+        let run = recorded.run;
+        let latest = self.next_event_id.saturating_sub(1);
         let events = match input.after_event {
             Some(after_event) => self.store.orch_events(&OrchEventQuery {
                 after_event,
@@ -465,17 +457,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             Some(last) if events.len() == input.limit => last.event_id,
             _ => latest.max(input.after_event.unwrap_or(0)),
         };
-        let query = TaskQuery {
-            limit: v_limit(),
-            ..TaskQuery::in_statuses(&run.run_id, TaskStatus::ACTIONABLE, TaskOrder::Queue)
-        };
-        let actionable = self.task_views(&query)?;
+        let actionable =
+            self.lines_in(&run, TaskStatus::ACTIONABLE, TaskOrder::Queue, v_limit())?;
         let woke = !events.is_empty()
             || run.status != RunStatus::Active
             || (input.after_event.is_none() && !actionable.is_empty());
         Ok(OrchWaitOutput {
             woke,
             next_event_id,
+            next_due: recorded.next_due,
             events,
             run,
             actionable,
@@ -658,9 +648,37 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Ok(TaskView { task, waiting_on })
     }
 
-    fn task_views(&mut self, query: &TaskQuery) -> Result<Vec<TaskView>, EngineError> {
+    /// The tasks of `run` in `statuses`, `limit` at most, as list lines.
+    /// Only the statuses the run's counts say hold tasks are looked up: a
+    /// list is read on every `orch wait` and `orch status`, and most of
+    /// its statuses are usually empty.
+    fn lines_in(
+        &mut self,
+        run: &Run,
+        statuses: &[TaskStatus],
+        order: TaskOrder,
+        limit: usize,
+    ) -> Result<Vec<TaskLine>, EngineError> {
+        let held: Vec<TaskStatus> = statuses
+            .iter()
+            .copied()
+            .filter(|&s| run.counts.of(s) > 0)
+            .collect();
+        if held.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        self.task_lines(&TaskQuery {
+            limit,
+            ..TaskQuery::in_statuses(&run.run_id, &held, order)
+        })
+    }
+
+    fn task_lines(&mut self, query: &TaskQuery) -> Result<Vec<TaskLine>, EngineError> {
         let tasks = self.store.tasks(query)?;
-        tasks.into_iter().map(|t| self.task_view(t)).collect()
+        tasks
+            .into_iter()
+            .map(|t| self.task_view(t).map(TaskLine::from))
+            .collect()
     }
 
     /// `orch task add` and `orch plan`: checks the ids, the needs and their

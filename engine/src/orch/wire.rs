@@ -14,7 +14,7 @@ use crate::model::{EventId, Message, Priority};
 use crate::time::Timestamp;
 use crate::wire::{Found, ThreadView};
 
-use super::model::{Attempt, OrchEvent, Run, RunStatus, Task};
+use super::model::{Attempt, OrchEvent, Run, RunStatus, Task, TaskStatus};
 
 /// `orch-run-create`: start a run.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
@@ -234,7 +234,7 @@ pub struct RunsOutput {
     pub runs: Vec<Run>,
 }
 
-/// A task in a list: the task, and what keeps a pending one waiting.
+/// One task whole: the task, and what keeps a pending one waiting.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskView {
@@ -245,6 +245,64 @@ pub struct TaskView {
     pub waiting_on: Vec<String>,
 }
 
+/// A task in a list (`orch ready`, `orch status`, `orch wait`): what a
+/// leader scans to decide what to do next. The body, the acceptance
+/// criteria and the retry policy are left out: a leader reads these lists
+/// on every wake, and a task's body may be long; `orch task show` has them.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskLine {
+    /// The run it belongs to.
+    pub run_id: String,
+    /// The task.
+    pub task_id: String,
+    /// What the work is, one line.
+    pub title: String,
+    /// Who does it.
+    pub assignee: String,
+    /// Its place in the queue.
+    pub priority: Priority,
+    /// Where it is.
+    pub status: TaskStatus,
+    /// Why it is there, when that needs saying: the question (`blocked`),
+    /// the result to review (`review`), the failure (`retry_wait`,
+    /// `failed`), the cause (`skipped`, `cancelled`).
+    pub reason: Option<String>,
+    /// Attempts started.
+    pub attempts: u32,
+    /// Attempts allowed in all (its retry policy's `max_attempts`).
+    pub max_attempts: u32,
+    /// The current (or last) attempt's inbox thread.
+    pub thread_id: Option<String>,
+    /// When the next attempt is dispatched (`retry_wait` only).
+    pub retry_at: Option<Timestamp>,
+    /// The needs not done yet (for `pending`; empty otherwise).
+    pub waiting_on: Vec<String>,
+    /// When anything about it last changed.
+    pub updated_at: Timestamp,
+}
+
+impl From<TaskView> for TaskLine {
+    fn from(view: TaskView) -> TaskLine {
+        let TaskView { task, waiting_on } = view;
+        TaskLine {
+            max_attempts: task.retry.max_attempts,
+            run_id: task.run_id,
+            task_id: task.task_id,
+            title: task.title,
+            assignee: task.assignee,
+            priority: task.priority,
+            status: task.status,
+            reason: task.reason,
+            attempts: task.attempts,
+            thread_id: task.thread_id,
+            retry_at: task.retry_at,
+            waiting_on,
+            updated_at: task.updated_at,
+        }
+    }
+}
+
 /// `orch-status`.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -252,11 +310,11 @@ pub struct StatusOutput {
     /// The run, with its counts by task status.
     pub run: Run,
     /// Tasks that wait on the leader: ready, blocked, in review, failed.
-    pub actionable: Vec<TaskView>,
+    pub actionable: Vec<TaskLine>,
     /// Tasks being worked on: dispatched, running, waiting to retry.
-    pub in_flight: Vec<TaskView>,
+    pub in_flight: Vec<TaskLine>,
     /// Tasks waiting on others, with what they wait on.
-    pub waiting: Vec<TaskView>,
+    pub waiting: Vec<TaskLine>,
 }
 
 /// `orch-ready`.
@@ -264,7 +322,7 @@ pub struct StatusOutput {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TasksOutput {
     /// The tasks, highest priority first, then in the order added.
-    pub tasks: Vec<TaskView>,
+    pub tasks: Vec<TaskLine>,
 }
 
 impl Found for TasksOutput {
@@ -355,13 +413,16 @@ pub struct OrchWaitOutput {
     pub woke: bool,
     /// Resume from here: pass it as `after_event` to the next wait.
     pub next_event_id: EventId,
+    /// When orch next acts by itself (a retry's backoff ends, a lease runs
+    /// out), or `null`: a waiting host looks again then.
+    pub next_due: Option<Timestamp>,
     /// The actionable events after the cursor, oldest first.
     pub events: Vec<OrchEvent>,
     /// The run now, with its counts.
     pub run: Run,
     /// Tasks that wait on the leader now, whatever the cursor: a leader
     /// that missed a wake-up finds its work here.
-    pub actionable: Vec<TaskView>,
+    pub actionable: Vec<TaskLine>,
 }
 
 impl Found for OrchWaitOutput {
