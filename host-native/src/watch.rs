@@ -48,6 +48,9 @@ pub fn wait<E: Executor>(
         Err(response) => return *response,
     };
     let mut seen = data_version(store(engine));
+    // A wait whose look records (orch's) runs statements on its wake that
+    // its first look did not: prepare them while it sleeps.
+    let mut prepare_ahead = waiter.command().records_first();
     loop {
         // A wait outlives many commands of other processes: before each
         // look, make sure the database is still the file it opened.
@@ -58,6 +61,9 @@ pub fn wait<E: Executor>(
         match waiter.poll(engine) {
             WaitStep::Finished(response) => return response,
             WaitStep::Pending { within } => {
+                if std::mem::take(&mut prepare_ahead) {
+                    store(engine).prepare_ahead();
+                }
                 watcher.wait(store(engine), &mut seen, Instant::now() + within);
             }
         }

@@ -17,8 +17,8 @@ use crate::orch::model::{
 };
 use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
 use crate::orch::rules::{self, TaskAction};
-use crate::store::EventQuery;
 use crate::store::Store;
+use crate::store::{EventQuery, ThreadState};
 use crate::time::Timestamp;
 use crate::validate::{self as v, ORCH_AGENT};
 
@@ -310,8 +310,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             return Ok(None);
         };
         let state = self.load(thread_id)?;
-        match state.thread.latest_message_id {
-            Some(id) => Ok(self.store.message(&id)?),
+        self.latest_message(&state)
+    }
+
+    /// The last message of a thread already loaded.
+    fn latest_message(&mut self, state: &ThreadState) -> Result<Option<Message>, EngineError> {
+        match &state.thread.latest_message_id {
+            Some(id) => Ok(self.store.message(id)?),
             None => Ok(None),
         }
     }
@@ -544,8 +549,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         // (lapses included: every write and preview records them first).
         change.run.reconciled_through = self.next_event_id.saturating_sub(1);
         let mut next_due: Option<Timestamp> = None;
+        // The counts say whether any task waits to retry: the query is
+        // skipped on almost every reconcile, which runs on every orch wake.
         let waiting = TaskQuery::in_statuses(&run_id, &[TaskStatus::RetryWait], TaskOrder::Added);
-        for mut task in self.store.tasks(&waiting)? {
+        let retrying = if change.run.counts.retry_wait > 0 {
+            self.store.tasks(&waiting)?
+        } else {
+            Vec::new()
+        };
+        for mut task in retrying {
             let due = task.retry_at.unwrap_or(self.now);
             if due <= self.now && dispatch_due {
                 let previous = self.previous_failure(&task)?;
@@ -611,7 +623,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let Some(action) = rules::follow_thread(task.status, status, claims_left) else {
             return Ok(());
         };
-        let last = self.attempt_result(task)?;
+        let last = self.latest_message(&state)?;
         let mut said = last.as_ref().map_or(String::new(), |m| m.summary.clone());
         if status == Status::Pending {
             // Unclaimable: take it out of the worker's queue before the

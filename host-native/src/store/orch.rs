@@ -17,6 +17,28 @@ use serde::de::DeserializeOwned;
 
 use super::{SqliteStore, placeholders, push, sql_int, sql_limit};
 
+// The statements a recording wait runs when a worker's thread moved (see
+// `ORCH_WAKE`), named so that preparing them ahead uses the same text.
+const TASK_BY_ID: &str = "SELECT record_json FROM tasks WHERE run_id = ?1 AND task_id = ?2";
+const TASK_UPDATE: &str = "UPDATE tasks SET status = ?3, priority_rank = ?4, seq = ?5, record_json = ?6 WHERE run_id = ?1 AND task_id = ?2";
+const ATTEMPTS_OF_TASK: &str =
+    "SELECT record_json FROM attempts WHERE run_id = ?1 AND task_id = ?2 ORDER BY attempt";
+const ATTEMPT_PUT: &str = "INSERT OR REPLACE INTO attempts (run_id, task_id, attempt, record_json) VALUES (?1, ?2, ?3, ?4)";
+const ORCH_EVENT_INSERT: &str =
+    "INSERT INTO orch_events (event_id, run_id, event_type, record_json) VALUES (?1, ?2, ?3, ?4)";
+const RUN_UPDATE: &str = "UPDATE runs SET created_by = ?2, status = ?3, created_at = ?4, record_json = ?5 WHERE run_id = ?1";
+
+/// orch's statements that `orch wait` first runs when it records what a
+/// worker did (an attempt ended: the task, its attempts, an event, the run).
+pub(super) const ORCH_WAKE: &[&str] = &[
+    TASK_BY_ID,
+    TASK_UPDATE,
+    ATTEMPTS_OF_TASK,
+    ATTEMPT_PUT,
+    ORCH_EVENT_INSERT,
+    RUN_UPDATE,
+];
+
 /// A record as the JSON text stored beside its columns.
 fn record<T: Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value)
@@ -135,7 +157,7 @@ impl SqliteStore {
         let sql = if new {
             "INSERT INTO runs (run_id, created_by, status, created_at, record_json) VALUES (?1, ?2, ?3, ?4, ?5)"
         } else {
-            "UPDATE runs SET created_by = ?2, status = ?3, created_at = ?4, record_json = ?5 WHERE run_id = ?1"
+            RUN_UPDATE
         };
         let changed = self.execute(
             sql,
@@ -162,7 +184,7 @@ impl SqliteStore {
         task_id: &str,
     ) -> Result<Option<Task>, StoreError> {
         let mut tasks = self.records(
-            "SELECT record_json FROM tasks WHERE run_id = ?1 AND task_id = ?2",
+            TASK_BY_ID,
             vec![
                 Value::Text(run_id.to_owned()),
                 Value::Text(task_id.to_owned()),
@@ -265,10 +287,7 @@ impl SqliteStore {
                 p,
             )?
         } else {
-            self.execute(
-                "UPDATE tasks SET status = ?3, priority_rank = ?4, seq = ?5, record_json = ?6 WHERE run_id = ?1 AND task_id = ?2",
-                p,
-            )?
+            self.execute(TASK_UPDATE, p)?
         };
         if changed != 1 {
             return Err(StoreError::other(format!(
@@ -293,7 +312,7 @@ impl SqliteStore {
         task_id: &str,
     ) -> Result<Vec<Attempt>, StoreError> {
         self.records(
-            "SELECT record_json FROM attempts WHERE run_id = ?1 AND task_id = ?2 ORDER BY attempt",
+            ATTEMPTS_OF_TASK,
             vec![
                 Value::Text(run_id.to_owned()),
                 Value::Text(task_id.to_owned()),
@@ -304,7 +323,7 @@ impl SqliteStore {
     pub(super) fn orch_put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError> {
         let json = record(attempt)?;
         self.execute(
-            "INSERT OR REPLACE INTO attempts (run_id, task_id, attempt, record_json) VALUES (?1, ?2, ?3, ?4)",
+            ATTEMPT_PUT,
             params![attempt.run_id, attempt.task_id, attempt.attempt, json],
         )
         .map(drop)
@@ -313,8 +332,13 @@ impl SqliteStore {
     pub(super) fn orch_insert_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
         let json = record(event)?;
         self.execute(
-            "INSERT INTO orch_events (event_id, run_id, event_type, record_json) VALUES (?1, ?2, ?3, ?4)",
-            params![sql_int(event.event_id), event.run_id, event.event_type.as_str(), json],
+            ORCH_EVENT_INSERT,
+            params![
+                sql_int(event.event_id),
+                event.run_id,
+                event.event_type.as_str(),
+                json
+            ],
         )
         .map(drop)
     }
