@@ -174,7 +174,7 @@ fn reads(ctx: &Ctx, section: &mut Section) -> Result<()> {
         ));
     }
     section.headlines.push(format!(
-        "orch ready / status at {tasks} tasks: p50 {} / {} in process ({} / {} × inbox fetch)",
+        "orch ready / status at {tasks} tasks: p50 {} / {} in process ({} / {} inbox fetch)",
         fmt_us(ready.p50),
         fmt_us(status.p50),
         fmt_ratio(ratio(ready.p50, fetch.p50)),
@@ -247,7 +247,7 @@ fn dispatch(ctx: &Ctx, section: &mut Section) -> Result<()> {
         format!("{} over", fmt_us(d.p50 - 1e6)),
     ));
     section.headlines.push(format!(
-        "orch dispatch of {tasks} ready tasks: {} in one command ({} × {tasks} separate sends)",
+        "orch dispatch of {tasks} ready tasks: {} in one command ({} {tasks} separate sends)",
         fmt_us(d.p50),
         fmt_ratio(ratio(d.p50, s.p50))
     ));
@@ -401,9 +401,9 @@ fn report_wakes(section: &mut Section, n: usize, orch_wakes: &[f64], watch_wakes
     }
     section.tables.push(table);
     section.notes.push(
-        "`orch wait` records what the worker did before it looks (a write: the run is \
-         reconciled with its threads), so its wake costs one short write transaction more \
-         than `inbox watch`'s."
+        "`orch wait` records what the worker did before it looks, in the same transaction \
+         (a write: the run is reconciled with its threads), so its wake costs a short write \
+         more than `inbox watch`'s; the statements that write are prepared while it sleeps."
             .into(),
     );
     section.checks.push(check(
@@ -413,7 +413,7 @@ fn report_wakes(section: &mut Section, n: usize, orch_wakes: &[f64], watch_wakes
         format!("{} over", fmt_us(o.p50 - 1000.0)),
     ));
     section.headlines.push(format!(
-        "orch wait wake after a worker's done: p50 {} across processes ({} × inbox watch)",
+        "orch wait wake after a worker's done: p50 {} across processes ({} inbox watch)",
         fmt_us(o.p50),
         fmt_ratio(ratio(o.p50, w.p50))
     ));
