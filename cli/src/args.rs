@@ -306,14 +306,17 @@ Examples:
     #[command(
         long_about = "\
 Block until something happens on any thread --agent created or is assigned
-(every thread without --agent), optionally only events that leave a thread
-in one of --status, then print those events. wait-reply follows one thread
+(every thread without --agent), then print those events. --status keeps the
+events that leave a thread in one of those statuses; --kinds keeps those that
+write a message of one of those kinds (result,question: wake when a task is
+finished or a worker asks, not on progress). wait-reply follows one thread
 and returns one message; watch follows many threads and returns events. It
 starts after the latest event unless --after-event says where; resume from
 the printed next_event_id. Exits 10 on timeout.",
         after_help = "\
 Examples:
   inbox watch --agent lead --status blocked,done,failed --timeout-seconds 600
+  inbox watch --agent lead --kinds result,question --json
   inbox watch --agent lead --after-event 127 --json"
     )]
     Watch(WatchArgs),
@@ -738,6 +741,9 @@ pub struct WatchArgs {
     /// Only events that leave a thread in one of these statuses, comma-separated
     #[arg(long, value_delimiter = ',', value_parser = one_of::<Status>())]
     pub status: Vec<Status>,
+    /// Only events that write a message of one of these kinds, comma-separated
+    #[arg(long, value_delimiter = ',', value_parser = one_of::<Kind>())]
+    pub kinds: Vec<Kind>,
     /// Resume after this event id [default: the latest event]
     #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
     pub after_event: Option<u64>,

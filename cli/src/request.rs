@@ -223,6 +223,7 @@ impl Fields for WatchArgs {
         Ok(WatchRequest {
             agent,
             status: self.status,
+            kinds: self.kinds,
             after_event: self.after_event,
             timeout_seconds: self.timeout_seconds,
             limit: self.limit,

@@ -489,27 +489,32 @@ pub fn kind_in(field: &str, kind: Kind, allowed: &[Kind], hint: &str) -> Result<
     }
 }
 
+/// `given` without repeats, in the order first given.
+pub fn distinct<T: Copy + PartialEq>(given: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(given.len());
+    for &item in given {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
 /// A status filter: deduplicated, each value allowed.
 pub fn statuses(
     field: &str,
     given: &[Status],
     allowed: &[Status],
 ) -> Result<Vec<Status>, EngineError> {
-    let mut out = Vec::new();
-    for &status in given {
-        if !allowed.contains(&status) {
-            let list: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
-            return Err(EngineError::invalid(
-                field,
-                format!(
-                    "`{status}` cannot be used here; use any of {}",
-                    list.join(", ")
-                ),
-            ));
-        }
-        if !out.contains(&status) {
-            out.push(status);
-        }
+    if let Some(status) = given.iter().find(|s| !allowed.contains(s)) {
+        let list: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+        return Err(EngineError::invalid(
+            field,
+            format!(
+                "`{status}` cannot be used here; use any of {}",
+                list.join(", ")
+            ),
+        ));
     }
-    Ok(out)
+    Ok(distinct(given))
 }

@@ -270,6 +270,9 @@ pub struct WatchRequest {
     pub agent: Option<String>,
     /// Only events that left the thread in one of these statuses.
     pub status: Vec<Status>,
+    /// Only events that wrote a message of one of these kinds (`result`,
+    /// `question`, ...); events without a message never match then.
+    pub kinds: Vec<Kind>,
     /// Cursor: events after this id; the latest event when the wait begins if absent.
     pub after_event: Option<EventId>,
     /// How long the host blocks before giving up (default 300, at most 86400).

@@ -214,7 +214,8 @@ fn request() -> impl Strategy<Value = Request> {
             .prop_map(|(agent, status, created_by, run_id, limit)| Request::List(ListRequest { agent, status, created_by, run_id, limit, ..Default::default() })),
         3 => (thread(), agent(), any::<bool>(), prop::option::of((1u32..30).prop_map(|n| format!("msg_{n:06}"))), prop::option::of(1u32..4))
             .prop_map(|(thread_id, agent, mark_read, after_message, limit)| Request::Show(ShowRequest { thread_id, agent, mark_read, after_message, limit })),
-        2 => (agent(), statuses(), event(), timeout(), limit()).prop_map(|(agent, status, after_event, timeout_seconds, limit)| Request::Watch(WatchRequest { agent, status, after_event, timeout_seconds, limit })),
+        2 => (agent(), statuses(), prop::collection::vec(prop::sample::select(Kind::ALL.to_vec()), 0..3), event(), timeout(), limit())
+            .prop_map(|(agent, status, kinds, after_event, timeout_seconds, limit)| Request::Watch(WatchRequest { agent, status, kinds, after_event, timeout_seconds, limit })),
         2 => (thread(), agent(), token(), event(), prop::option::of((1u32..30).prop_map(|n| format!("msg_{n:06}"))), prop::collection::vec(prop::sample::select(Kind::ALL.to_vec()), 0..3), timeout())
             .prop_map(|(thread_id, agent, lease_token, after_event, after_message, kinds, timeout_seconds)| Request::WaitReply(WaitReplyRequest { thread_id, agent, lease_token, after_event, after_message, kinds, timeout_seconds })),
         1 => Just(Request::Sweep(SweepRequest {})),

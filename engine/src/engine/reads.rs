@@ -141,6 +141,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         query.exclude_source = input.agent.clone();
         query.agent = input.agent;
         query.statuses = input.statuses;
+        query.message_kinds = input.kinds;
         let events = self.store.events(&query)?;
         Ok(match events.last() {
             Some(last) => WatchOutput {

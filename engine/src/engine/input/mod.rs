@@ -452,6 +452,7 @@ pub(super) fn show(r: ShowRequest) -> Result<ShowInput, EngineError> {
 pub(super) struct WatchInput {
     pub(super) agent: Option<String>,
     pub(super) statuses: Vec<Status>,
+    pub(super) kinds: Vec<Kind>,
     pub(super) after_event: Option<EventId>,
     pub(super) limit: usize,
 }
@@ -461,6 +462,7 @@ pub(super) fn watch(r: WatchRequest) -> Result<WatchInput, EngineError> {
     Ok(WatchInput {
         agent: v::optional_agent("agent", &r.agent)?.map(str::to_owned),
         statuses: v::statuses("status", &r.status, Status::ALL)?,
+        kinds: v::distinct(&r.kinds),
         after_event: r.after_event,
         limit: v::limit(r.limit, v::DEFAULT_WATCH_LIMIT)?,
     })
@@ -482,12 +484,7 @@ pub(super) fn wait_reply(r: WaitReplyRequest) -> Result<WaitReplyInput, EngineEr
             "cannot be combined with after_event; give one cursor",
         ));
     }
-    let mut kinds = Vec::new();
-    for kind in r.kinds {
-        if !kinds.contains(&kind) {
-            kinds.push(kind);
-        }
-    }
+    let mut kinds = v::distinct(&r.kinds);
     if kinds.is_empty() {
         kinds.extend_from_slice(DEFAULT_REPLY_KINDS);
     }
