@@ -95,8 +95,7 @@ fn counts(run: &Run) -> String {
     }
 }
 
-/// One task: id, status, title, assignee, and what matters about its status.
-/// A whole task's line, as in lists.
+/// A whole task's line, as lists show it.
 fn whole_task_line(task: &Task, waiting_on: &[String], now: Timestamp) -> String {
     let view = TaskView {
         task: task.clone(),
@@ -105,6 +104,7 @@ fn whole_task_line(task: &Task, waiting_on: &[String], now: Timestamp) -> String
     task_line(&TaskLine::from(view), now)
 }
 
+/// One task: id, status, title, assignee, and what matters about its status.
 fn task_line(task: &TaskLine, now: Timestamp) -> String {
     let waiting_on = &task.waiting_on;
     let mut facts = vec![task.assignee.clone()];

@@ -219,15 +219,16 @@ impl Waiter {
     /// exist when it looks. Polls again when the next retry or lease is due.
     fn poll_orch(&mut self, engine: &mut impl Executor, clock: Now, deadline: u64) -> WaitStep {
         let response = engine.execute(self.request());
+        // A busy store: look again in a second (at the deadline, the busy
+        // error is the answer). Any other failure ends the wait (see `look`).
+        if let Response::Failure { error, .. } = &response
+            && error.code() == ErrorCode::StorageBusy
+        {
+            self.sweep_at = Some(clock.ticks + 1000);
+            return self.next_step(response, clock, deadline);
+        }
         self.sweep_at = match &response {
             Response::Success(Output::OrchWait(out)) => out.next_due.map(|at| clock.ticks_at(at)),
-            // A busy store: look again in a second (at the deadline, the
-            // busy error is the answer).
-            Response::Failure { error, .. } if error.code() == ErrorCode::StorageBusy => {
-                self.sweep_at = Some(clock.ticks + 1000);
-                return self.next_step(response, clock, deadline);
-            }
-            // Any other failure ends the wait (see `look`).
             _ => None,
         };
         match self.look(response, clock) {

@@ -18,14 +18,20 @@ fn run(engine: &mut TestEngine, json: &str) -> serde_json::Value {
     serde_json::from_str(&response.to_json()).unwrap()
 }
 
-/// A thread claimed by `worker` with a 60 s lease (token 1).
-fn claimed() -> TestEngine {
+/// A fresh store on the script clock.
+fn initialized() -> TestEngine {
     let mut engine = Engine::new(
         MemoryStore::new(),
         ManualClock::new(ManualClock::SCRIPT_EPOCH),
         SequentialIds::new(),
     );
     run(&mut engine, r#"{"command":"init"}"#);
+    engine
+}
+
+/// A thread claimed by `worker` with a 60 s lease (token 1).
+fn claimed() -> TestEngine {
+    let mut engine = initialized();
     run(
         &mut engine,
         r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s"}"#,
@@ -182,12 +188,7 @@ fn a_wall_clock_stepped_back_moves_no_deadline_and_stops_no_heartbeat() {
 /// worker's `done` as the event the leader wakes on.
 #[test]
 fn one_orch_wait_look_records_what_a_worker_did() {
-    let mut engine = Engine::new(
-        MemoryStore::new(),
-        ManualClock::new(ManualClock::SCRIPT_EPOCH),
-        SequentialIds::new(),
-    );
-    run(&mut engine, r#"{"command":"init"}"#);
+    let mut engine = initialized();
     run(
         &mut engine,
         r#"{"command":"orch-run-create","agent":"lead","run_id":"r","goal":"g"}"#,

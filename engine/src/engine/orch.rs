@@ -649,9 +649,6 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// The tasks of `run` in `statuses`, `limit` at most, as list lines.
-    /// Only the statuses the run's counts say hold tasks are looked up: a
-    /// list is read on every `orch wait` and `orch status`, and most of
-    /// its statuses are usually empty.
     fn lines_in(
         &mut self,
         run: &Run,
@@ -659,22 +656,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         order: TaskOrder,
         limit: usize,
     ) -> Result<Vec<TaskLine>, EngineError> {
-        let held: Vec<TaskStatus> = statuses
-            .iter()
-            .copied()
-            .filter(|&s| run.counts.of(s) > 0)
-            .collect();
-        if held.is_empty() || limit == 0 {
-            return Ok(Vec::new());
-        }
-        self.task_lines(&TaskQuery {
-            limit,
-            ..TaskQuery::in_statuses(&run.run_id, &held, order)
-        })
-    }
-
-    fn task_lines(&mut self, query: &TaskQuery) -> Result<Vec<TaskLine>, EngineError> {
-        let tasks = self.store.tasks(query)?;
+        let tasks = self.tasks_in(run, statuses, order, limit)?;
         tasks
             .into_iter()
             .map(|t| self.task_view(t).map(TaskLine::from))

@@ -17,8 +17,7 @@ use crate::orch::model::{
 };
 use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
 use crate::orch::rules::{self, TaskAction};
-use crate::store::Store;
-use crate::store::{EventQuery, ThreadState};
+use crate::store::{EventQuery, Store, ThreadState};
 use crate::time::Timestamp;
 use crate::validate::{self as v, ORCH_AGENT};
 
@@ -541,7 +540,6 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         if change.run.status != RunStatus::Active {
             return Ok(None);
         }
-        let run_id = change.run.run_id.clone();
         for mut task in self.moved_tasks(&change.run)? {
             self.follow_thread(change, &mut task)?;
         }
@@ -549,15 +547,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         // (lapses included: every write and preview records them first).
         change.run.reconciled_through = self.next_event_id.saturating_sub(1);
         let mut next_due: Option<Timestamp> = None;
-        // The counts say whether any task waits to retry: the query is
-        // skipped on almost every reconcile, which runs on every orch wake.
-        let waiting = TaskQuery::in_statuses(&run_id, &[TaskStatus::RetryWait], TaskOrder::Added);
-        let retrying = if change.run.counts.retry_wait > 0 {
-            self.store.tasks(&waiting)?
-        } else {
-            Vec::new()
-        };
-        for mut task in retrying {
+        let waiting = [TaskStatus::RetryWait];
+        for mut task in self.tasks_in(&change.run, &waiting, TaskOrder::Added, usize::MAX)? {
             let due = task.retry_at.unwrap_or(self.now);
             if due <= self.now && dispatch_due {
                 let previous = self.previous_failure(&task)?;
@@ -574,6 +565,31 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         }
         self.settle_run(change, ORCH_AGENT)?;
         Ok(next_due)
+    }
+
+    /// The tasks of `run` in `statuses`, in `order`, `limit` at most. Only
+    /// the statuses the run's counts say hold tasks are looked up: lists
+    /// and the retry queue are read on every orch wake, and most statuses
+    /// are usually empty.
+    pub(super) fn tasks_in(
+        &mut self,
+        run: &Run,
+        statuses: &[TaskStatus],
+        order: TaskOrder,
+        limit: usize,
+    ) -> Result<Vec<Task>, EngineError> {
+        let held: Vec<TaskStatus> = statuses
+            .iter()
+            .copied()
+            .filter(|&s| run.counts.of(s) > 0)
+            .collect();
+        if held.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(self.store.tasks(&TaskQuery {
+            limit,
+            ..TaskQuery::in_statuses(&run.run_id, &held, order)
+        })?)
     }
 
     /// The tasks with a live attempt whose thread has had events since the
