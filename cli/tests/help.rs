@@ -17,18 +17,44 @@ fn root_help_explains_the_worker_loop() {
 }
 
 /// The subcommands, as the command line defines them.
+/// Every command's name as the JSON contract spells it: a group's
+/// commands joined to it (`agent register` is `agent-register`).
 fn subcommands() -> Vec<String> {
-    Cli::command()
-        .get_subcommands()
-        .map(|c| c.get_name().to_owned())
-        .collect()
+    paths().iter().map(|words| words.join("-")).collect()
+}
+
+/// Every command as typed (`["agent", "register"]`), groups included.
+fn paths() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for c in Cli::command().get_subcommands() {
+        let group = c.get_name().to_owned();
+        let mut nested = c
+            .get_subcommands()
+            .filter(|s| s.get_name() != "help")
+            .peekable();
+        if nested.peek().is_none() {
+            out.push(vec![group.clone()]);
+        }
+        for sub in nested {
+            out.push(vec![group.clone(), sub.get_name().to_owned()]);
+        }
+    }
+    out
 }
 
 #[test]
 fn every_command_has_help_that_says_when_to_use_it() {
     let env = TestEnv::new();
-    for command in subcommands() {
-        let run = env.run(&[&command, "--help"]);
+    let groups = Cli::command()
+        .get_subcommands()
+        .filter(|c| c.has_subcommands())
+        .map(|c| vec![c.get_name().to_owned()])
+        .collect::<Vec<_>>();
+    for words in paths().into_iter().chain(groups) {
+        let command = words.join("-");
+        let mut args: Vec<&str> = words.iter().map(String::as_str).collect();
+        args.push("--help");
+        let run = env.run(&args);
         assert_eq!(run.status, 0, "{command}: {run}");
         assert!(
             run.stdout.contains("Examples:"),

@@ -84,7 +84,11 @@ impl Address {
 /// An address work can be given to (an agent or a role's pool), as
 /// stored: an orch assignee. A broadcast is refused: it is information.
 pub fn work_address(field: &str, value: &Option<String>) -> Result<String, EngineError> {
-    let text = validate::required(field, value, "give an agent name or role:NAME")?;
+    let text = validate::required(
+        field,
+        value,
+        "give an agent name, e.g. backend-worker, or role:NAME",
+    )?;
     let address = Address::parse(field, text)?;
     if !address.is_work() {
         return Err(EngineError::invalid(

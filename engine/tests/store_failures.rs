@@ -270,6 +270,14 @@ fn setup() -> TestEngine {
             &format!(r#"{{{finish},"agent":"w","thread_id":{thread}}}"#),
         );
     }
+    for json in [
+        r#"{"command":"agent-register","agent":"w","roles":["builders"]}"#,
+        r#"{"command":"agent-register","agent":"w2","roles":["builders"]}"#,
+        r#"{"command":"send","from_agent":"lead","to_agent":"role:builders","subject":"pooled"}"#,
+        r#"{"command":"send","from_agent":"lead","to_agent":"broadcast","subject":"notice"}"#,
+    ] {
+        ok(&mut engine, json);
+    }
     engine
 }
 
@@ -288,6 +296,15 @@ const COMMANDS: &[&str] = &[
     r#"{"command":"fail","agent":"w","thread_id":"thr_000001","summary":"no"}"#,
     r#"{"command":"cancel","agent":"lead","thread_id":"thr_000002","reason":"no"}"#,
     r#"{"command":"sweep"}"#,
+    r#"{"command":"send","from_agent":"lead","to_agent":"role:builders","subject":"one of you","pick":true}"#,
+    r#"{"command":"send","from_agent":"lead","to_agent":"broadcast:role:builders","subject":"fyi"}"#,
+    r#"{"command":"claim","agent":"w2","next":true}"#,
+    r#"{"command":"agent-register","agent":"w3","roles":["builders","review"],"description":"d"}"#,
+    r#"{"command":"agent-unregister","agent":"w2"}"#,
+    r#"{"command":"mark-read","agent":"w","through_event":1000}"#,
+    r#"{"command":"mark-read","agent":"w2","message_ids":["msg_000001"]}"#,
+    r#"{"command":"read","agent":"w2","include_read":true}"#,
+    r#"{"command":"agent-list"}"#,
     r#"{"command":"show","thread_id":"thr_000001","agent":"w","mark_read":true}"#,
     r#"{"command":"fetch","agent":"w"}"#,
     r#"{"command":"wait-reply","thread_id":"thr_000001","agent":"w","timeout_seconds":0}"#,
@@ -400,34 +417,34 @@ fn init_reports_the_schema_version() {
 /// A claim is one transaction of eight statements, whichever way it names
 /// its thread: the lapse scan every write starts with, one look at the
 /// thread (by id, or the head of the queue), the lease, the thread, the
-/// event.
+/// event. `next` first looks up the agent's roles (one key lookup), since
+/// its queue includes its roles' pools.
 #[test]
 fn a_claim_scans_for_lapses_once_and_loads_its_thread_once() {
     for (claim, lookup) in [
-        (r#"{"command":"claim","agent":"w","next":true}"#, "threads"),
+        (
+            r#"{"command":"claim","agent":"v","next":true}"#,
+            &["agents", "threads"][..],
+        ),
         (
             r#"{"command":"claim","agent":"w","thread_id":"thr_000002"}"#,
-            "thread",
+            &["thread"][..],
         ),
     ] {
         let mut engine = setup();
+        ok(
+            &mut engine,
+            r#"{"command":"send","from_agent":"lead","to_agent":"v","subject":"for v"}"#,
+        );
         engine.store_mut().log.clear();
         let response = engine.execute_json(claim);
         assert_eq!(response.exit_code(), 0, "{}", response.to_json());
-        assert_eq!(
-            engine.store().log,
-            [
-                "begin",
-                "latest_event_id",
-                "lapsed_leases",
-                lookup,
-                "put_lease",
-                "update_thread",
-                "insert_event",
-                "commit"
-            ],
-            "{claim}"
-        );
+        let expected: Vec<&str> = ["begin", "latest_event_id", "lapsed_leases"]
+            .into_iter()
+            .chain(lookup.iter().copied())
+            .chain(["put_lease", "update_thread", "insert_event", "commit"])
+            .collect();
+        assert_eq!(engine.store().log, expected, "{claim}");
     }
 }
 

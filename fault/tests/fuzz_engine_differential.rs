@@ -49,6 +49,23 @@ fn agent() -> impl Strategy<Value = Option<String>> {
     ]
 }
 
+/// A recipient: mostly agents, and every form of address (a role's pool, a
+/// broadcast) with a few refused ones.
+fn address() -> impl Strategy<Value = Option<String>> {
+    prop_oneof![
+        8 => agent(),
+        3 => prop::sample::select(vec!["role:crew", "role:docs", "broadcast", "broadcast:role:crew", "agent:w1"]).prop_map(|a| Some(a.to_owned())),
+        1 => prop::sample::select(vec!["team:x", "role:", "broadcast:crew"]).prop_map(|a| Some(a.to_owned())),
+    ]
+}
+
+fn roles() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(
+        prop::sample::select(vec!["crew", "docs", "role:crew", "bad role"]).prop_map(str::to_owned),
+        0..3,
+    )
+}
+
 fn thread() -> impl Strategy<Value = Option<String>> {
     prop_oneof![
         12 => (1u32..=6).prop_map(|n| Some(format!("thr_{n:06}"))),
@@ -163,13 +180,13 @@ fn timeout() -> impl Strategy<Value = Option<u64>> {
 
 fn send() -> impl Strategy<Value = Request> {
     (
-        (agent(), agent(), prop_oneof![3 => Just(None), 1 => thread()], line(), kind(), line()),
-        (body(), payload(), prop::option::of(prop::sample::select(Priority::ALL.to_vec()))),
+        (agent(), address(), prop_oneof![3 => Just(None), 1 => thread()], line(), kind(), line()),
+        (body(), payload(), prop::option::of(prop::sample::select(Priority::ALL.to_vec())), any::<bool>()),
         (prop_oneof![4 => (1u32..4).prop_map(Some), 1 => Just(None), 1 => prop::sample::select(vec![0u32, 100, 101, u32::MAX]).prop_map(Some)], artifacts()),
         (prop::option::of(prop::sample::select(vec!["R1", "R2", "bad run"]).prop_map(str::to_owned)), prop::option::of(prop::sample::select(vec!["T1", "T2"]).prop_map(str::to_owned))),
     )
-        .prop_map(|((from_agent, to_agent, thread_id, subject, kind, summary), (body, payload, priority), (max_attempts, artifacts), (run_id, task_id))| {
-            Request::Send(SendRequest { from_agent, to_agent, thread_id, run_id, task_id, subject, kind, summary, body, payload, priority, max_attempts, artifacts })
+        .prop_map(|((from_agent, to_agent, thread_id, subject, kind, summary), (body, payload, priority, pick), (max_attempts, artifacts), (run_id, task_id))| {
+            Request::Send(SendRequest { from_agent, to_agent, thread_id, run_id, task_id, subject, kind, summary, body, payload, priority, max_attempts, pick, artifacts })
         })
 }
 
@@ -218,6 +235,11 @@ fn request() -> impl Strategy<Value = Request> {
             .prop_map(|(agent, status, kinds, after_event, timeout_seconds, limit)| Request::Watch(WatchRequest { agent, status, kinds, after_event, timeout_seconds, limit })),
         2 => (thread(), agent(), token(), event(), prop::option::of((1u32..30).prop_map(|n| format!("msg_{n:06}"))), prop::collection::vec(prop::sample::select(Kind::ALL.to_vec()), 0..3), timeout())
             .prop_map(|(thread_id, agent, lease_token, after_event, after_message, kinds, timeout_seconds)| Request::WaitReply(WaitReplyRequest { thread_id, agent, lease_token, after_event, after_message, kinds, timeout_seconds })),
+        2 => (agent(), roles(), prop::option::of(Just("does things".to_owned()))).prop_map(|(agent, roles, description)| Request::AgentRegister(AgentRegisterRequest { agent, roles, description })),
+        1 => agent().prop_map(|agent| Request::AgentUnregister(AgentUnregisterRequest { agent })),
+        1 => (prop::option::of(Just("crew".to_owned())), limit()).prop_map(|(role, limit)| Request::AgentList(AgentListRequest { role, limit })),
+        2 => (agent(), any::<bool>(), event(), limit()).prop_map(|(agent, include_read, after_event, limit)| Request::Read(ReadRequest { agent, include_read, since: None, after_event, limit })),
+        1 => (agent(), prop::collection::vec((1u32..=10).prop_map(|n| format!("msg_{n:06}")), 0..3), prop::option::of(0u64..40)).prop_map(|(agent, message_ids, through_event)| Request::MarkRead(MarkReadRequest { agent, message_ids, through_event })),
         1 => Just(Request::Sweep(SweepRequest {})),
         1 => Just(Request::Version(VersionRequest {})),
     ]
@@ -303,6 +325,23 @@ fn dump() -> Vec<Request> {
                 ..ShowRequest::default()
             }));
         }
+    }
+    reads.push(Request::AgentList(AgentListRequest {
+        role: None,
+        limit: Some(1000),
+    }));
+    for agent in ["lead", "w1", "w2"] {
+        reads.push(Request::Read(ReadRequest {
+            agent: Some(agent.into()),
+            include_read: true,
+            limit: Some(1000),
+            ..ReadRequest::default()
+        }));
+        reads.push(Request::Read(ReadRequest {
+            agent: Some(agent.into()),
+            limit: Some(1000),
+            ..ReadRequest::default()
+        }));
     }
     for agent in ["w1", "w2"] {
         reads.push(Request::Fetch(FetchRequest {

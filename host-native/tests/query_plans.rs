@@ -131,6 +131,9 @@ fn allowed(sql: &str, step: &str) -> Option<&'static str> {
     {
         return Some("reads the newest threads in key order and stops at the LIMIT");
     }
+    if step == "SCAN agents" && sql.contains("FROM agents ORDER BY name LIMIT") {
+        return Some("reads the registry in key order and stops at the LIMIT");
+    }
     None
 }
 

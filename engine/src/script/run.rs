@@ -13,7 +13,7 @@ use crate::ids::SequentialIds;
 use crate::model::{EventId, Thread};
 use crate::orch::model::OrchEvent;
 use crate::orch::query::OrchEventQuery;
-use crate::store::{EventQuery, Store, ThreadOrder, ThreadQuery, ThreadState, TxMode};
+use crate::store::{AgentQuery, EventQuery, Store, ThreadOrder, ThreadQuery, ThreadState, TxMode};
 use crate::time::{ManualClock, Timestamp};
 use crate::wait::{WaitStep, Waiter};
 use crate::wire::{Request, Response};
@@ -49,6 +49,8 @@ struct Runner<S: Store> {
     /// Agent names the script has mentioned, whose read cursors are reported.
     agents: BTreeSet<String>,
     cursors: BTreeMap<(String, String), String>,
+    /// The registry as last described, by agent name.
+    registry: BTreeMap<String, String>,
     out: String,
     failures: Vec<String>,
 }
@@ -67,6 +69,7 @@ impl<S: Store> Runner<S> {
             threads: BTreeMap::new(),
             agents: BTreeSet::new(),
             cursors: BTreeMap::new(),
+            registry: BTreeMap::new(),
             out: String::new(),
             failures: Vec::new(),
         }
@@ -322,7 +325,13 @@ impl<S: Store> Runner<S> {
     /// Prints threads whose stored record changed and events written since
     /// the last call. The first call only records the starting state.
     fn snapshot_changes(&mut self, first: bool) -> Result<(), String> {
-        let (mut threads, (events, orch_events), cursors) = self.read_everything()?;
+        let World {
+            mut threads,
+            events,
+            orch_events,
+            cursors,
+            registry,
+        } = self.read_everything()?;
         threads.sort_by(|a, b| a.thread.thread_id.cmp(&b.thread.thread_id));
         let mut lines = Vec::new();
         for state in &threads {
@@ -372,25 +381,44 @@ impl<S: Store> Runner<S> {
                 lines.push(format!("  {line}"));
             }
         }
+        lines.extend(self.registry_changes(registry));
         if !first {
             self.print_changes(&lines);
         }
         Ok(())
     }
 
-    /// Every thread, the events since the last look, and the read cursors
-    /// of the agents mentioned so far, in one read transaction.
-    #[allow(clippy::type_complexity)]
-    fn read_everything(
-        &mut self,
-    ) -> Result<
-        (
-            Vec<ThreadState>,
-            (Vec<crate::Event>, Vec<OrchEvent>),
-            Vec<crate::ReadCursor>,
-        ),
-        String,
-    > {
+    /// Agents registered, changed or unregistered since the last look.
+    fn registry_changes(&mut self, registry: Vec<crate::Agent>) -> Vec<String> {
+        let mut lines = Vec::new();
+        let now: BTreeMap<String, String> = registry
+            .into_iter()
+            .map(|a| {
+                let line = format!(
+                    "agent {} roles=[{}] seen={} last_assigned_event={}",
+                    a.name,
+                    a.roles.join(", "),
+                    a.seen_at,
+                    a.last_assigned_event
+                );
+                (a.name, line)
+            })
+            .collect();
+        for (name, line) in &now {
+            if self.registry.get(name) != Some(line) {
+                lines.push(format!("  {line}"));
+            }
+        }
+        for name in self.registry.keys().filter(|n| !now.contains_key(*n)) {
+            lines.push(format!("  agent {name} unregistered"));
+        }
+        self.registry = now;
+        lines
+    }
+
+    /// Every thread, the events since the last look, the read cursors of
+    /// the agents mentioned so far and the registry, in one read transaction.
+    fn read_everything(&mut self) -> Result<World, String> {
         let seen = self.seen_event;
         let store = self.engine.store_mut();
         store.begin(TxMode::Read).map_err(|e| e.to_string())?;
@@ -412,7 +440,18 @@ impl<S: Store> Runner<S> {
                     }
                 }
             }
-            Ok::<_, crate::StoreError>((threads, (events, orch_events), cursors))
+            let registry = store.agents(&AgentQuery {
+                name: None,
+                role: None,
+                limit: usize::MAX,
+            })?;
+            Ok::<_, crate::StoreError>(World {
+                threads,
+                events,
+                orch_events,
+                cursors,
+                registry,
+            })
         })();
         let _ = store.commit();
         read.map_err(|e| e.to_string())
@@ -429,6 +468,15 @@ impl<S: Store> Runner<S> {
             self.out.push('\n');
         }
     }
+}
+
+/// What [`Runner::read_everything`] reads.
+struct World {
+    threads: Vec<ThreadState>,
+    events: Vec<crate::Event>,
+    orch_events: Vec<OrchEvent>,
+    cursors: Vec<crate::ReadCursor>,
+    registry: Vec<crate::Agent>,
 }
 
 fn describe_orch_event(event: &OrchEvent) -> String {

@@ -144,6 +144,29 @@ impl SqliteStore {
             rows.collect::<Result<Vec<_>, _>>()
                 .map_err(|e| self.error(e))?
         };
-        self.with_artifacts(messages)
+        self.with_artifacts_across_threads(messages)
+    }
+
+    /// [`SqliteStore::with_artifacts`] for messages of many threads: one
+    /// query per thread, in the messages' order.
+    fn with_artifacts_across_threads(
+        &self,
+        messages: Vec<Message>,
+    ) -> Result<Vec<Message>, StoreError> {
+        let mut by_thread: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            match by_thread.iter_mut().find(|(t, _)| *t == m.thread_id) {
+                Some((_, indexes)) => indexes.push(i),
+                None => by_thread.push((m.thread_id.clone(), vec![i])),
+            }
+        }
+        let mut slots: Vec<Option<Message>> = messages.into_iter().map(Some).collect();
+        for (_, indexes) in by_thread {
+            let group: Vec<Message> = indexes.iter().filter_map(|&i| slots[i].take()).collect();
+            for (i, message) in indexes.into_iter().zip(self.with_artifacts(group)?) {
+                slots[i] = Some(message);
+            }
+        }
+        Ok(slots.into_iter().flatten().collect())
     }
 }
