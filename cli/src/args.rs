@@ -77,6 +77,10 @@ pub struct Global {
     /// The acting agent: who claims, updates, reads or waits
     #[arg(long, global = true, env = "INBOX_AGENT", value_name = "NAME")]
     pub agent: Option<String>,
+    /// Make a write safe to retry: a command repeated with the same key
+    /// returns its first outcome (marked "replayed") and changes nothing
+    #[arg(long, global = true, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
     /// Run the command through this engine component (.wasm, built by
     /// scripts/build-plugin) instead of the built-in engine
     // Shown only in builds with the `plugin` feature; other builds refuse it
@@ -772,8 +776,8 @@ pub struct ListArgs {
     /// Threads this agent created
     #[arg(long, value_name = "AGENT")]
     pub created_by: Option<String>,
-    /// Threads assigned to this agent
-    #[arg(long, value_name = "AGENT")]
+    /// Threads assigned to this address (NAME, role:NAME, broadcast)
+    #[arg(long, value_name = "ADDRESS")]
     pub assigned_to: Option<String>,
     /// Threads of this run
     #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]

@@ -374,11 +374,16 @@ fn run(invocation: Invocation) -> u8 {
         Ok(engine) => engine,
         Err(error) => return finish(&fail(error), json, None, &notes),
     };
-    let response = match (request, watcher.as_mut()) {
-        (request, Some(watcher)) => {
-            watch::wait(&mut engine, runner::Runner::store, request, watcher)
-        }
-        (request, None) => engine.execute(request),
+    let call = inbox_engine::Call {
+        request,
+        idempotency_key: global.idempotency_key.clone(),
+    };
+    let response = match (call, watcher.as_mut()) {
+        (call, Some(watcher)) => match call.check() {
+            Ok(()) => watch::wait(&mut engine, runner::Runner::store, call.request, watcher),
+            Err(error) => fail(error),
+        },
+        (call, None) => engine.execute_call(call),
     };
     let context = render::Context {
         now: engine.now(),

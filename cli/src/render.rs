@@ -66,6 +66,23 @@ pub(crate) fn human(response: &Response, cx: &Context) -> (String, String) {
                 used(cx)
             ),
         ),
+        Response::Replayed(output) => match terminal::safe_output(output) {
+            Some(output) => (
+                format!(
+                    "{}{}",
+                    paint(
+                        DIM,
+                        "Already done under this idempotency key; nothing was applied again. The first outcome:\n"
+                    ),
+                    success(&output, cx)
+                ),
+                used(cx),
+            ),
+            None => (
+                format!("{}\n", terminal::safe(&response.to_json())),
+                used(cx),
+            ),
+        },
         Response::Success(output) => match terminal::safe_output(output) {
             Some(output) => (success(&output, cx), used(cx)),
             // Fields that cannot be escaped one by one: the escaped JSON.
@@ -537,31 +554,6 @@ fn wait_reply(out: &WaitReplyOutput, now: Timestamp) -> String {
     text
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use inbox_engine::wire::VersionOutput;
-
-    #[test]
-    fn an_output_without_a_renderer_prints_its_fields() {
-        let cx = Context {
-            now: Timestamp::from_millis(0),
-            agent: None,
-            new_thread: false,
-            durability: None,
-            database: None,
-        };
-        let output = Output::Version(VersionOutput {
-            engine_version: "1.2.3".into(),
-            wire_version: 1,
-        });
-        assert_eq!(
-            success(&output, &cx),
-            "{\n  \"engine_version\": \"1.2.3\",\n  \"wire_version\": 1\n}\n"
-        );
-    }
-}
-
 /// `read`: each message with its thread, oldest first.
 fn mailbox(out: &MailboxOutput, cx: &Context) -> String {
     let who = cx.agent.as_deref().unwrap_or("this agent");
@@ -652,4 +644,29 @@ fn agents(out: &AgentsOutput, now: Timestamp) -> String {
         );
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inbox_engine::wire::VersionOutput;
+
+    #[test]
+    fn an_output_without_a_renderer_prints_its_fields() {
+        let cx = Context {
+            now: Timestamp::from_millis(0),
+            agent: None,
+            new_thread: false,
+            durability: None,
+            database: None,
+        };
+        let output = Output::Version(VersionOutput {
+            engine_version: "1.2.3".into(),
+            wire_version: 1,
+        });
+        assert_eq!(
+            success(&output, &cx),
+            "{\n  \"engine_version\": \"1.2.3\",\n  \"wire_version\": 1\n}\n"
+        );
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use inbox_engine::{EngineError, Executor, Request, Response, Timestamp};
+use inbox_engine::{Call, EngineError, Executor, Response, Timestamp};
 use inbox_host_native::{HostClock, NativeEngine, SqliteStore};
 
 /// The engine chosen on the command line, loaded before the database is
@@ -113,11 +113,11 @@ fn load_component(_: &Path) -> Result<EngineChoice, EngineError> {
 }
 
 impl Executor for Runner {
-    fn execute(&mut self, request: Request) -> Response {
+    fn execute_call(&mut self, call: Call) -> Response {
         match self {
-            Runner::BuiltIn(engine) => engine.execute(request),
+            Runner::BuiltIn(engine) => engine.execute_call(call),
             #[cfg(feature = "plugin")]
-            Runner::Component(engine) => Executor::execute(engine.as_mut(), request),
+            Runner::Component(engine) => Executor::execute_call(engine.as_mut(), call),
         }
     }
 

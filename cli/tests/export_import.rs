@@ -107,10 +107,20 @@ fn a_round_trip_keeps_every_row_including_those_still_in_the_wal() {
     .unwrap();
     env.orch_json(&[&lead[..], &["plan", "--file", "plan.json"]].concat(), 0);
     env.orch_json(&[&lead[..], &["dispatch", "--all-ready"]].concat(), 0);
-    // The registry's tables too (the last write, so it is in the -wal even
-    // if the dispatch's commit was the one that checkpointed it).
+    // The registry's tables and an idempotency key too (the last write, so
+    // it is in the -wal even if the dispatch's commit was the one that
+    // checkpointed it).
     env.json(
-        &["agent", "register", "--agent", "w", "--role", "builder"],
+        &[
+            "agent",
+            "register",
+            "--agent",
+            "w",
+            "--role",
+            "builder",
+            "--idempotency-key",
+            "register-w",
+        ],
         0,
     );
     let wal = env.dir().join(".agents/coord.db-wal");

@@ -101,6 +101,18 @@ pub fn work_address(field: &str, value: &Option<String>) -> Result<String, Engin
     Ok(address.to_string())
 }
 
+/// An optional address, as stored (`agent:NAME` becomes `NAME`): a filter
+/// such as `list --assigned-to role:NAME`.
+pub fn optional_address(
+    field: &str,
+    value: &Option<String>,
+) -> Result<Option<String>, EngineError> {
+    value
+        .as_deref()
+        .map(|text| Address::parse(field, text).map(|a| a.to_string()))
+        .transpose()
+}
+
 /// A role name: the agent-name alphabet.
 fn role_name(field: &str, role: &str) -> Result<String, EngineError> {
     role_checked(field, role).map(str::to_owned)

@@ -255,6 +255,12 @@ macro_rules! define_commands {
                 match self { $(Command::$variant => false $(|| stringify!($own) == "records")?,)+ }
             }
 
+            /// Whether the command opens its own transactions (the
+            /// table's `own`: `init`, `sweep`, `version`).
+            pub fn opens_own_transactions(self) -> bool {
+                match self { $(Command::$variant => false $(|| stringify!($own) == "own")?,)+ }
+            }
+
             /// A request of this command with every field left out.
             pub fn empty_request(self) -> Request {
                 match self { $(Command::$variant => Request::$variant($request::default()),)+ }

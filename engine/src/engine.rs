@@ -19,6 +19,7 @@
 //! host's job, helped by [`crate::Waiter`].
 
 mod agents;
+mod idempotent;
 mod input;
 mod orch;
 mod orch_steps;
@@ -26,6 +27,7 @@ mod reads;
 mod tx;
 mod writes;
 
+use crate::call::Call;
 use crate::command::Effect;
 use crate::error::EngineError;
 use crate::ids::IdSource;
@@ -48,12 +50,22 @@ pub struct Engine<S, C, I> {
     store: S,
     clock: C,
     ids: I,
+    /// The idempotency key of the call being executed, for its write.
+    key: Option<idempotent::Pending>,
+    /// Whether the call being executed was answered from its key's record.
+    replayed: bool,
 }
 
 impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     /// An engine over `store`, taking time from `clock` and ids from `ids`.
     pub fn new(store: S, clock: C, ids: I) -> Self {
-        Engine { store, clock, ids }
+        Engine {
+            store,
+            clock,
+            ids,
+            key: None,
+            replayed: false,
+        }
     }
 
     /// The store, e.g. to inspect it in tests.
@@ -86,12 +98,33 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         self.clock.now()
     }
 
-    /// Decodes a JSON request and executes it; the JSON entry point of the
-    /// wasm and plugin hosts.
+    /// Decodes a JSON call (a request, with its envelope's fields) and
+    /// executes it; the JSON entry point of the wasm and plugin hosts.
     pub fn execute_json(&mut self, json: &str) -> Response {
-        match Request::from_json(json) {
-            Ok(request) => self.execute(request),
+        match Call::from_json(json) {
+            Ok(call) => self.execute_call(call),
             Err(failure) => *failure,
+        }
+    }
+
+    /// Executes a request with its envelope: with an idempotency key, a
+    /// write already applied under that key is answered with its first
+    /// outcome ([`Response::Replayed`]) and changes nothing.
+    pub fn execute_call(&mut self, call: impl Into<Call>) -> Response {
+        let call = call.into();
+        let command = call.request.command();
+        self.key = match idempotent::Pending::of(&call) {
+            Ok(key) => key,
+            Err(error) => return Response::failure(Some(command.as_str().to_owned()), error),
+        };
+        self.replayed = false;
+        let response = self.execute(call.request);
+        self.key = None;
+        match response {
+            Response::Success(output) if std::mem::take(&mut self.replayed) => {
+                Response::Replayed(output)
+            }
+            other => other,
         }
     }
 
@@ -109,7 +142,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     }
 
     /// Runs `f` in the transaction `effect` calls for.
-    fn in_transaction<T>(
+    fn in_transaction<T: serde::Serialize + serde::de::DeserializeOwned>(
         &mut self,
         effect: Effect,
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
@@ -149,16 +182,30 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     /// Runs `f` in a write transaction, after recording lapsed leases. If `f`
     /// fails, its transaction (sweep included) rolls back, and the sweep is
     /// redone on its own so that lapses do not wait for a successful command.
-    fn write<T>(
+    fn write<T: serde::Serialize + serde::de::DeserializeOwned>(
         &mut self,
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
         let now = self.clock.now();
         let mut swept = false;
+        let key = self.key.take();
+        let mut replayed = false;
         let result = self.transaction(TxMode::Write, now, |tx| {
+            // A retried write is answered before anything is recorded.
+            if let Some(key) = &key
+                && let Some(first) = tx.replay(key)?
+            {
+                replayed = true;
+                return Ok(first);
+            }
             swept = !tx.record_lapses()?.is_empty();
-            f(tx)
+            let output = f(tx)?;
+            if let Some(key) = key {
+                tx.remember(key, &output)?;
+            }
+            Ok(output)
         });
+        self.replayed = replayed && result.is_ok();
         if result.is_err() && swept {
             // Best effort: the command's own error is what the caller needs.
             let _ = self.transaction(TxMode::Write, now, |tx| tx.record_lapses());

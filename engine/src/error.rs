@@ -40,6 +40,7 @@ vocabulary! {
         TaskHasDependents = "task_has_dependents" : "Cancelling the task would skip tasks that need it; say --cascade to do that.",
         TaskInvalidState = "task_invalid_state" : "The command is not allowed in the task's status (e.g. reassigning a task in review).",
         TaskFinished = "task_finished" : "The task has ended (done, failed, cancelled or skipped) and the command needs one that has not.",
+        IdempotencyConflict = "idempotency_conflict" : "The idempotency key was already used for a different request; a retry must repeat the request exactly, and a new request needs a new key.",
         RunFinished = "run_finished" : "The run has ended; a succeeded or cancelled run changes no more (start another run).",
         StorageBusy = "storage_busy" : "The store stayed busy past its retry budget; retry.",
         SchemaTooNew = "schema_too_new" : "The store was written by a newer version of inbox; upgrade.",
@@ -75,7 +76,8 @@ impl ErrorCode {
             | ErrorCode::TaskNotFailed
             | ErrorCode::TaskNotBlocked
             | ErrorCode::TaskHasDependents
-            | ErrorCode::TaskInvalidState => 30,
+            | ErrorCode::TaskInvalidState
+            | ErrorCode::IdempotencyConflict => 30,
             ErrorCode::ThreadNotFound
             | ErrorCode::MessageNotFound
             | ErrorCode::AgentNotFound
@@ -234,6 +236,18 @@ pub enum EngineError {
         /// The id asked for.
         message_id: String,
     },
+    /// See [`ErrorCode::IdempotencyConflict`].
+    #[error(
+        "idempotency key `{key}` was used for another request ({command} at {created_at}); repeat that request exactly to get its outcome, or use a new key"
+    )]
+    IdempotencyConflict {
+        /// The key.
+        key: String,
+        /// The command it was first used with.
+        command: String,
+        /// When.
+        created_at: Timestamp,
+    },
     /// See [`ErrorCode::AgentNotFound`].
     #[error("no registered agent is named {agent}; `inbox agent list` shows who is")]
     AgentNotFound {
@@ -364,6 +378,7 @@ impl EngineError {
                 ErrorCode::MessageNotFound
             }
             EngineError::AgentNotFound { .. } => ErrorCode::AgentNotFound,
+            EngineError::IdempotencyConflict { .. } => ErrorCode::IdempotencyConflict,
             EngineError::RunNotFound { .. } => ErrorCode::RunNotFound,
             EngineError::TaskNotFound { .. } => ErrorCode::TaskNotFound,
             EngineError::RunExists { .. } => ErrorCode::RunExists,

@@ -17,7 +17,8 @@
 //! - [`validate`]: input limits and checks, applied before any transaction.
 //! - [`command`]: the command set, defined once; everything that lists
 //!   commands is generated from its table.
-//! - [`wire`]: the JSON contract: `Request` in, `Response` out.
+//! - [`wire`]: the JSON contract: `Request` in, `Response` out; [`call`]:
+//!   a request with its envelope (the idempotency key).
 //! - [`error`]: error codes and exit-code classes.
 //! - [`store`]: the storage trait and its queries; [`memory`]: an in-memory store.
 //! - [`orch`]: the leader's control plane (runs, task graph, dispatch,
@@ -49,6 +50,7 @@
 #![warn(clippy::print_stderr)]
 
 pub mod address;
+pub mod call;
 pub mod command;
 pub mod engine;
 pub mod error;
@@ -65,6 +67,7 @@ pub mod vocabulary;
 pub mod wait;
 pub mod wire;
 
+pub use call::Call;
 pub use command::{Command, Effect};
 pub use engine::Engine;
 pub use error::{EngineError, ErrorCode, StoreError, StoreErrorKind};

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use crate::error::StoreError;
-use crate::model::{Agent, Event, EventId, Lease, Message, ReadCursor, Thread};
+use crate::model::{Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Thread};
 use crate::orch::model::{Attempt, OrchEvent, Run, Task};
 use crate::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use crate::store::{
@@ -52,6 +52,8 @@ struct Data {
     cursors: BTreeMap<(String, String), ReadCursor>,
     /// Registered agents by name.
     agents: BTreeMap<String, Agent>,
+    /// Writes done under an idempotency key, by key.
+    idempotency: BTreeMap<String, IdempotencyRecord>,
     /// The highest event id written, of either kind.
     last_event_id: EventId,
     runs: BTreeMap<String, Run>,
@@ -73,6 +75,7 @@ enum Undo {
     InsertEvent,
     PutCursor((String, String), Option<ReadCursor>),
     PutAgent(String, Option<Agent>),
+    PutIdempotency(String, Option<IdempotencyRecord>),
     /// The event id counter before an insert.
     LastEvent(EventId),
     PutRun(String, Option<Run>),
@@ -206,6 +209,7 @@ impl Store for MemoryStore {
                 }
                 Undo::PutCursor(key, old) => restore(&mut data.cursors, key, old),
                 Undo::PutAgent(key, old) => restore(&mut data.agents, key, old),
+                Undo::PutIdempotency(key, old) => restore(&mut data.idempotency, key, old),
                 Undo::LastEvent(id) => data.last_event_id = id,
                 Undo::PutRun(key, old) => restore(&mut data.runs, key, old),
                 Undo::PutTask(key, old) => restore(&mut data.tasks, key, old),
@@ -504,6 +508,22 @@ impl Store for MemoryStore {
             .take(query.limit)
             .cloned()
             .collect())
+    }
+
+    fn idempotency(&mut self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.reading()?;
+        Ok(self.data.idempotency.get(key).cloned())
+    }
+
+    fn put_idempotency(&mut self, record: &IdempotencyRecord) -> Result<(), StoreError> {
+        self.writing()?;
+        let old = self
+            .data
+            .idempotency
+            .insert(record.key.clone(), record.clone());
+        self.undo
+            .push(Undo::PutIdempotency(record.key.clone(), old));
+        Ok(())
     }
 
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {

@@ -303,3 +303,19 @@ pub struct Agent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_sha256: Option<String>,
 }
+
+/// A write applied under an idempotency key: what a retry with the same
+/// key and the same request gets back instead of applying it again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    /// The key the caller chose.
+    pub key: String,
+    /// The command it was used with (its wire name).
+    pub command: String,
+    /// The request's fingerprint ([`crate::call::fingerprint`]).
+    pub request_sha256: String,
+    /// The first outcome: the output's fields, as the command returned them.
+    pub output: serde_json::Value,
+    /// When the write was applied.
+    pub created_at: Timestamp,
+}

@@ -34,7 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::model::{
-    Agent, Event, EventId, EventType, Kind, Lease, Message, ReadCursor, Status, Thread,
+    Agent, Event, EventId, EventType, IdempotencyRecord, Kind, Lease, Message, ReadCursor, Status,
+    Thread,
 };
 use crate::orch::model::{Attempt, OrchEvent, Run, Task};
 use crate::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
@@ -429,6 +430,12 @@ pub trait Store {
     /// Messages matching `query` with their artifacts, oldest first, at
     /// most `query.limit`.
     fn mailbox(&mut self, query: &MailboxQuery) -> Result<Vec<Message>, StoreError>;
+
+    /// The write recorded under this idempotency key, if any.
+    fn idempotency(&mut self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Records a write under its idempotency key (the key is new).
+    fn put_idempotency(&mut self, record: &IdempotencyRecord) -> Result<(), StoreError>;
 
     /// One run.
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError>;

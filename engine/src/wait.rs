@@ -18,6 +18,7 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
+use crate::call::Call;
 use crate::command::{Command, Effect};
 use crate::engine::Engine;
 use crate::error::ErrorCode;
@@ -34,8 +35,12 @@ use crate::wire::{
 /// Anything that executes requests and tells the time: an [`Engine`], or a
 /// host's proxy to an engine in a sandbox.
 pub trait Executor {
+    /// Executes one request with its envelope (see [`Engine::execute_call`]).
+    fn execute_call(&mut self, call: Call) -> Response;
     /// Executes one request (see [`Engine::execute`]).
-    fn execute(&mut self, request: Request) -> Response;
+    fn execute(&mut self, request: Request) -> Response {
+        self.execute_call(Call::from(request))
+    }
     /// The current time, from the same clock the engine uses.
     fn now(&mut self) -> Timestamp;
     /// The same clock's monotonic milliseconds (see [`Clock::ticks`]).
@@ -43,6 +48,10 @@ pub trait Executor {
 }
 
 impl<S: Store, C: Clock, I: IdSource> Executor for Engine<S, C, I> {
+    fn execute_call(&mut self, call: Call) -> Response {
+        Engine::execute_call(self, call)
+    }
+
     fn execute(&mut self, request: Request) -> Response {
         Engine::execute(self, request)
     }
@@ -119,6 +128,16 @@ impl Waiter {
             heartbeat_at: None,
             started: false,
         })
+    }
+
+    /// A waiter for a call: its envelope checked first (a wait takes no
+    /// idempotency key), then as [`Waiter::new`].
+    pub fn for_call(call: Call) -> Result<Waiter, Box<Response>> {
+        if let Err(error) = call.check() {
+            let command = call.request.command().as_str().to_owned();
+            return Err(Box::new(Response::failure(Some(command), error)));
+        }
+        Waiter::new(call.request)
     }
 
     /// The command being waited on.
@@ -245,7 +264,7 @@ impl Waiter {
     fn look(&mut self, response: Response, clock: Now) -> ControlFlow<Response, Response> {
         let output = match &response {
             Response::Failure { .. } => return ControlFlow::Break(response),
-            Response::Success(output) => output,
+            Response::Success(output) | Response::Replayed(output) => output,
         };
         match (&mut self.wait, output) {
             (Wait::Watch(r), Output::Watch(out)) => r.after_event = Some(out.next_event_id),
@@ -316,7 +335,7 @@ impl Waiter {
                     None
                 }
             },
-            Response::Success(_) => {
+            Response::Success(_) | Response::Replayed(_) => {
                 self.heartbeat_at = None;
                 None
             }

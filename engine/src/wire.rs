@@ -243,7 +243,8 @@ pub struct ListRequest {
     pub status: Vec<Status>,
     /// Threads this agent created.
     pub created_by: Option<String>,
-    /// Threads assigned to this agent.
+    /// Threads assigned to this address (an agent name, `role:NAME`,
+    /// `broadcast`...).
     pub assigned_to: Option<String>,
     /// Threads of this run.
     pub run_id: Option<String>,
@@ -564,6 +565,10 @@ pub struct VersionOutput {
 pub enum Response {
     /// `{"ok": true, "command": ..., ...}`
     Success(Output),
+    /// `{"ok": true, "command": ..., ..., "replayed": true}`: a write retried
+    /// with its idempotency key, answered with its first outcome; nothing
+    /// was applied this time.
+    Replayed(Output),
     /// `{"ok": false, "command": ..., "error": {...}}`
     Failure {
         /// The command, when known (a request that did not decode may not say).
@@ -579,15 +584,24 @@ impl Response {
         Response::Failure { command, error }
     }
 
-    /// True for a success, including the "no matching work" ones.
+    /// True for a success, including the "no matching work" ones and
+    /// replays.
     pub fn is_ok(&self) -> bool {
-        matches!(self, Response::Success(_))
+        self.output().is_some()
+    }
+
+    /// The output of a success (or a replay).
+    pub fn output(&self) -> Option<&Output> {
+        match self {
+            Response::Success(output) | Response::Replayed(output) => Some(output),
+            Response::Failure { .. } => None,
+        }
     }
 
     /// The error of a failure.
     pub fn error(&self) -> Option<&EngineError> {
         match self {
-            Response::Success(_) => None,
+            Response::Success(_) | Response::Replayed(_) => None,
             Response::Failure { error, .. } => Some(error),
         }
     }
@@ -603,8 +617,8 @@ impl Response {
     /// error's class.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Response::Success(output) if output.found_nothing() => 10,
-            Response::Success(_) => 0,
+            Response::Success(output) | Response::Replayed(output) if output.found_nothing() => 10,
+            Response::Success(_) | Response::Replayed(_) => 0,
             Response::Failure { error, .. } => error.exit_code(),
         }
     }
@@ -622,6 +636,8 @@ impl Response {
         struct Envelope {
             ok: bool,
             #[serde(default)]
+            replayed: bool,
+            #[serde(default)]
             command: Option<String>,
             #[serde(default)]
             error: Option<ErrorBodyOwned>,
@@ -635,8 +651,16 @@ impl Response {
             serde_json::from_str(json).map_err(|e| format!("not JSON: {e}"))?;
         let envelope = Envelope::deserialize(&value).map_err(|e| format!("not a response: {e}"))?;
         if envelope.ok {
+            let mut value = value;
+            if let Some(object) = value.as_object_mut() {
+                object.remove("replayed");
+            }
             let output = Output::deserialize(value).map_err(|e| format!("bad output: {e}"))?;
-            return Ok(Response::Success(output));
+            return Ok(if envelope.replayed {
+                Response::Replayed(output)
+            } else {
+                Response::Success(output)
+            });
         }
         let error = envelope
             .error
@@ -684,6 +708,21 @@ impl Serialize for Response {
                     output: &'a Output,
                 }
                 Success { ok: true, output }.serialize(serializer)
+            }
+            Response::Replayed(output) => {
+                #[derive(Serialize)]
+                struct Replayed<'a> {
+                    ok: bool,
+                    #[serde(flatten)]
+                    output: &'a Output,
+                    replayed: bool,
+                }
+                Replayed {
+                    ok: true,
+                    output,
+                    replayed: true,
+                }
+                .serialize(serializer)
             }
             Response::Failure { command, error } => {
                 let mut map = serializer.serialize_map(Some(3))?;

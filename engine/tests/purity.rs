@@ -24,6 +24,7 @@ const ALLOWED_DEPENDENCIES: &[&str] = &[
     "serde",               // wire format
     "serde_json",          // wire format
     "serde_path_to_error", // names the failing field in decode errors
+    "sha2",                // fingerprints a request kept with its idempotency key
     "thiserror",           // error types
     "ulid",                // id encoding, without its `std` feature
     // Optional, only with the `typescript` feature (the wasm package): a

@@ -157,6 +157,20 @@ impl Store for Flaky {
         self.tick("mailbox")?;
         self.inner.mailbox(query)
     }
+    fn idempotency(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<inbox_engine::IdempotencyRecord>, StoreError> {
+        self.tick("idempotency")?;
+        self.inner.idempotency(key)
+    }
+    fn put_idempotency(
+        &mut self,
+        record: &inbox_engine::IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        self.tick("put_idempotency")?;
+        self.inner.put_idempotency(record)
+    }
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.tick("run")?;
         self.inner.run(run_id)
@@ -296,6 +310,7 @@ const COMMANDS: &[&str] = &[
     r#"{"command":"fail","agent":"w","thread_id":"thr_000001","summary":"no"}"#,
     r#"{"command":"cancel","agent":"lead","thread_id":"thr_000002","reason":"no"}"#,
     r#"{"command":"sweep"}"#,
+    r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"once","idempotency_key":"k1"}"#,
     r#"{"command":"send","from_agent":"lead","to_agent":"role:builders","subject":"one of you","pick":true}"#,
     r#"{"command":"send","from_agent":"lead","to_agent":"broadcast:role:builders","subject":"fyi"}"#,
     r#"{"command":"claim","agent":"w2","next":true}"#,

@@ -194,9 +194,9 @@ CREATE INDEX events_run ON events (run_id, event_id) WHERE run_id IS NOT NULL;
 "#;
 
 /// Version 3: the agent registry (each agent as the engine's JSON, its
-/// roles one row each for "members of a role") and the indexes the mailbox
-/// view and presence read by: messages by recipient, events by who caused
-/// them.
+/// roles one row each for "members of a role"), the indexes the mailbox
+/// view and presence read by (messages by recipient, events by who caused
+/// them), and the writes done under an idempotency key.
 const V3: &str = r#"
 CREATE TABLE agents (
     name        TEXT PRIMARY KEY NOT NULL,
@@ -212,6 +212,14 @@ CREATE INDEX agent_roles_name ON agent_roles (name);
 
 CREATE INDEX messages_to ON messages (to_agent, event_id);
 CREATE INDEX events_source ON events (source, event_id);
+
+-- Writes done under an idempotency key: a retry gets the first outcome.
+CREATE TABLE idempotency (
+    key         TEXT PRIMARY KEY NOT NULL,
+    created_at  TEXT NOT NULL,
+    record_json TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX idempotency_created ON idempotency (created_at);
 "#;
 
 /// What a connection found when it looked at its file.

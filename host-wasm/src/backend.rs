@@ -20,8 +20,8 @@
 //! other writer to wait for).
 
 use inbox_engine::{
-    Engine, EngineError, Executor, MemoryStore, Request, Response, Store, StoreError, Timestamp,
-    UlidIds,
+    Call, Engine, EngineError, Executor, MemoryStore, Request, Response, Store, StoreError,
+    Timestamp, UlidIds,
 };
 #[cfg(feature = "sqlite")]
 use inbox_host_native::SqliteStore;
@@ -186,11 +186,11 @@ impl Backend {
 }
 
 impl Executor for Backend {
-    fn execute(&mut self, request: Request) -> Response {
+    fn execute_call(&mut self, call: Call) -> Response {
         match self {
-            Backend::Memory(engine) => engine.execute(request),
+            Backend::Memory(engine) => engine.execute_call(call),
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(engine, _, _) => engine.execute(request),
+            Backend::Sqlite(engine, _, _) => engine.execute_call(call),
         }
     }
 

@@ -17,7 +17,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use inbox_engine::{Command, Effect, EngineError, Executor, Request, Response, Timestamp, Waiter};
+use inbox_engine::{Call, Command, Effect, EngineError, Executor, Response, Timestamp, Waiter};
 use js_sys::{Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 
@@ -95,7 +95,7 @@ impl Inbox {
         #[wasm_bindgen(unchecked_param_type = "Request | string")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
         let response = match decode(None, &request) {
-            Ok(request) => self.run(request)?,
+            Ok(call) => self.run(call)?,
             Err(response) => *response,
         };
         Ok(js::parse_json(&response.to_json()))
@@ -138,23 +138,23 @@ impl Inbox {
 impl Inbox {
     /// Runs a typed method's command and reports its response.
     fn command(&self, command: Command, request: &JsValue) -> Result<JsValue, JsValue> {
-        let request = decode(Some(command), request).map_err(|r| error_of(&r))?;
-        let response = self.run(request)?;
+        let call = decode(Some(command), request).map_err(|r| error_of(&r))?;
+        let response = self.run(call)?;
         js::response_to_js(&response)
     }
 
-    /// Executes one request, then lets pending waits look at what it wrote.
-    fn run(&self, request: Request) -> Result<Response, JsValue> {
-        let writes = request.effect() == Effect::Write;
+    /// Executes one call, then lets pending waits look at what it wrote.
+    fn run(&self, call: Call) -> Result<Response, JsValue> {
+        let writes = call.request.effect() == Effect::Write;
         let response = {
             let mut state = self.shared.borrow_mut();
             let Some(backend) = state.backend.as_mut() else {
                 return Err(js::failure(
-                    Some(request.command().as_str()),
+                    Some(call.request.command().as_str()),
                     backend::closed(),
                 ));
             };
-            backend.execute(request)
+            backend.execute_call(call)
         };
         if writes && response.is_ok() && !self.shared.borrow().waits.is_empty() {
             waits::poll(&self.shared, None);
@@ -164,7 +164,7 @@ impl Inbox {
 
     fn wait(&self, command: Command, request: &JsValue) -> Promise {
         let shared = Rc::clone(&self.shared);
-        let waiter = decode(Some(command), request).and_then(Waiter::new);
+        let waiter = decode(Some(command), request).and_then(Waiter::for_call);
         let closed = shared.borrow().backend.is_none();
         let mut waiter = Some(waiter);
         Promise::new(&mut |resolve, reject| match waiter.take() {
@@ -190,9 +190,10 @@ fn error_of(response: &Response) -> JsValue {
     }
 }
 
-/// Turns a JS request into the engine's [`Request`]. A typed method fills in
+/// Turns a JS request into the engine's [`Call`] (the request, with its
+/// envelope's `idempotency_key` if given). A typed method fills in
 /// `command` and refuses a request that names another one.
-fn decode(command: Option<Command>, request: &JsValue) -> Result<Request, Box<Response>> {
+fn decode(command: Option<Command>, request: &JsValue) -> Result<Call, Box<Response>> {
     let invalid = |message: String| {
         Box::new(Response::failure(
             command.map(|c| c.as_str().to_owned()),
@@ -201,7 +202,7 @@ fn decode(command: Option<Command>, request: &JsValue) -> Result<Request, Box<Re
     };
     let json = js::request_json(request).map_err(invalid)?;
     let Some(command) = command else {
-        return Request::from_json(&json);
+        return Call::from_json(&json);
     };
     let mut value: serde_json::Value = serde_json::from_str(&json)
         .map_err(|e| invalid(format!("request is not valid JSON: {e}")))?;
@@ -221,7 +222,7 @@ fn decode(command: Option<Command>, request: &JsValue) -> Result<Request, Box<Re
             )));
         }
     }
-    Request::from_value(value)
+    Call::from_value(value)
 }
 
 /// Reads and checks `Inbox.open`'s options.

@@ -143,7 +143,7 @@ pub fn error_text(error: &JsValue) -> String {
 pub fn response_to_js(response: &Response) -> Result<JsValue, JsValue> {
     let object = parse_json(&response.to_json());
     match response {
-        Response::Success(_) => Ok(object),
+        Response::Success(_) | Response::Replayed(_) => Ok(object),
         Response::Failure { error, command } => Err(inbox_error(
             error,
             command.as_deref(),

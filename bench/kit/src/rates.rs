@@ -210,7 +210,7 @@ impl Typed {
     fn run(&mut self, request: Request) -> Result<Output> {
         let command = request.command();
         match self.0.execute(request) {
-            Response::Success(output) => Ok(output),
+            Response::Success(output) | Response::Replayed(output) => Ok(output),
             Response::Failure { error, .. } => {
                 bail!(
                     "inbox {command} failed: {} ({error})",

@@ -68,7 +68,7 @@ pub(crate) fn one_shot_engine(path: &Path) -> Result<NativeEngine> {
 pub(crate) fn run(engine: &mut NativeEngine, request: Request) -> Result<Output> {
     let command = request.command();
     match engine.execute(request) {
-        Response::Success(output) => Ok(output),
+        Response::Success(output) | Response::Replayed(output) => Ok(output),
         Response::Failure { error, .. } => {
             bail!(
                 "inbox {command} failed: {} ({error})",
@@ -271,7 +271,9 @@ impl Endpoint for InboxEndpoint {
                 self.cursor = self.cursor.max(out.next_event_id);
                 Ok(out.woke)
             }
-            Response::Success(_) => bail!("a wait answered with another command"),
+            Response::Success(_) | Response::Replayed(_) => {
+                bail!("a wait answered with another command")
+            }
             Response::Failure { error, .. } => {
                 bail!("inbox wait failed: {} ({error})", error.code().as_str())
             }

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use crate::call::Call;
 use crate::engine::Engine;
 use crate::ids::SequentialIds;
 use crate::model::{EventId, Thread};
@@ -16,7 +17,7 @@ use crate::orch::query::OrchEventQuery;
 use crate::store::{AgentQuery, EventQuery, Store, ThreadOrder, ThreadQuery, ThreadState, TxMode};
 use crate::time::{ManualClock, Timestamp};
 use crate::wait::{WaitStep, Waiter};
-use crate::wire::{Request, Response};
+use crate::wire::Response;
 
 use super::expect::{Expectation, problems};
 use super::parse::{Script, Step, StepAction};
@@ -121,8 +122,8 @@ impl<S: Store> Runner<S> {
         Ok(match &step.action {
             StepAction::Command(value) => {
                 self.note_agents(value);
-                let response = match Request::from_value(value.clone()) {
-                    Ok(request) => self.engine.execute(request),
+                let response = match Call::from_value(value.clone()) {
+                    Ok(call) => self.engine.execute_call(call),
                     Err(failure) => *failure,
                 };
                 self.print_response(&response);
@@ -157,7 +158,7 @@ impl<S: Store> Runner<S> {
     /// Starts a background waiter; a request that cannot wait is the
     /// step's response instead.
     fn spawn(&mut self, step: &Step, name: &str, value: &serde_json::Value) -> Option<Response> {
-        match Request::from_value(value.clone()).and_then(Waiter::new) {
+        match Call::from_value(value.clone()).and_then(Waiter::for_call) {
             Ok(waiter) => {
                 let _ = writeln!(self.out, "waiter {name} started at {}", self.now());
                 let background = Background {

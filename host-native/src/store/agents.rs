@@ -1,4 +1,4 @@
-//! The agent registry and the mailbox in SQLite, for the
+//! The agent registry, the mailbox and the idempotency keys in SQLite, for the
 //! [`inbox_engine::Store`] methods the engine's address rules call. An agent
 //! row keeps the record as the engine's JSON (like orch's records) beside
 //! `agent_roles`, one row per (role, agent), which serves "members of a
@@ -7,11 +7,10 @@
 //! exactly the queries described in `inbox_engine::store`.
 
 use inbox_engine::store::{AgentQuery, MailboxQuery};
-use inbox_engine::{Agent, Event, Lease, Message, StoreError, Timestamp};
+use inbox_engine::{Agent, Event, IdempotencyRecord, Lease, Message, StoreError, Timestamp};
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, params};
 
-use super::orch::record;
 use super::{
     EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, SqliteStore, event_row, lease_row, message_row,
     push, sql_int, sql_limit,
@@ -47,7 +46,7 @@ impl SqliteStore {
     }
 
     pub(super) fn registry_put(&mut self, agent: &Agent) -> Result<(), StoreError> {
-        let json = record(agent)?;
+        let json = super::orch::record(agent)?;
         self.execute(
             "INSERT INTO agents (name, record_json) VALUES (?1, ?2)
              ON CONFLICT (name) DO UPDATE SET record_json = excluded.record_json",
@@ -66,6 +65,29 @@ impl SqliteStore {
     pub(super) fn registry_delete(&mut self, name: &str) -> Result<(), StoreError> {
         self.execute("DELETE FROM agent_roles WHERE name = ?1", [name])?;
         self.execute("DELETE FROM agents WHERE name = ?1", [name])?;
+        Ok(())
+    }
+
+    pub(super) fn idempotency_record(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let mut records = self.records(
+            "SELECT record_json FROM idempotency WHERE key = ?1",
+            vec![Value::Text(key.to_owned())],
+        )?;
+        Ok(records.pop())
+    }
+
+    pub(super) fn put_idempotency_record(
+        &mut self,
+        record: &IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        let json = super::orch::record(record)?;
+        self.execute(
+            "INSERT INTO idempotency (key, created_at, record_json) VALUES (?1, ?2, ?3)",
+            params![record.key, record.created_at.to_string(), json],
+        )?;
         Ok(())
     }
 

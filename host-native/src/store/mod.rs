@@ -14,8 +14,8 @@ use inbox_engine::store::{
     ThreadState, TxMode,
 };
 use inbox_engine::{
-    Agent, Artifact, Event, EventId, JsonObject, Lease, Message, ReadCursor, Status, Store,
-    StoreError, StoreErrorKind, Thread, Timestamp,
+    Agent, Artifact, Event, EventId, IdempotencyRecord, JsonObject, Lease, Message, ReadCursor,
+    Status, Store, StoreError, StoreErrorKind, Thread, Timestamp,
 };
 use rusqlite::types::{Type, Value};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params, params_from_iter};
@@ -1118,6 +1118,14 @@ impl Store for SqliteStore {
 
     fn mailbox(&mut self, query: &MailboxQuery) -> Result<Vec<Message>, StoreError> {
         self.mailbox_messages(query)
+    }
+
+    fn idempotency(&mut self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.idempotency_record(key)
+    }
+
+    fn put_idempotency(&mut self, record: &IdempotencyRecord) -> Result<(), StoreError> {
+        self.put_idempotency_record(record)
     }
 
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {

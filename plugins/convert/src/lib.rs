@@ -394,6 +394,7 @@ macro_rules! wit_conversions {
                 agent: ::inbox_engine::Agent,
                 agent_query: ::inbox_engine::store::AgentQuery,
                 mailbox_query: ::inbox_engine::store::MailboxQuery,
+                idempotency: ::inbox_engine::IdempotencyRecord,
             }
         }
         #[allow(unused_imports)]

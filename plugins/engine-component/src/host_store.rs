@@ -7,8 +7,8 @@ use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use inbox_engine::store::{AgentQuery, EventQuery, MailboxQuery, MessageQuery, ThreadQuery};
 use inbox_engine::{
-    Agent, Event, EventId, Lease, Message, ReadCursor, Store, StoreError, StoreInfo, Thread,
-    ThreadState, Timestamp, TxMode,
+    Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Store, StoreError,
+    StoreInfo, Thread, ThreadState, Timestamp, TxMode,
 };
 
 use crate::bindings::inbox::engine::store as host;
@@ -218,6 +218,18 @@ impl Store for HostStore {
             .into_iter()
             .map(convert::message_from_wit)
             .collect()
+    }
+
+    fn idempotency(&mut self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        host::get_idempotency(key)
+            .map_err(convert::store_error_from_wit)?
+            .map(|t| convert::idempotency::from_json(&t))
+            .transpose()
+    }
+
+    fn put_idempotency(&mut self, record: &IdempotencyRecord) -> Result<(), StoreError> {
+        host::put_idempotency(&convert::idempotency::to_json(record))
+            .map_err(convert::store_error_from_wit)
     }
 
     fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {

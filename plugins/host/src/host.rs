@@ -333,6 +333,18 @@ impl<S: Store, C: Clock> store::Host for HostState<S, C> {
         Ok(event.as_ref().map(convert::event_to_wit))
     }
 
+    fn get_idempotency(&mut self, key: String) -> Result<Option<String>, wit::StoreError> {
+        self.reading()?;
+        let record = out(self.store.idempotency(&key))?;
+        Ok(record.as_ref().map(convert::idempotency::to_json))
+    }
+
+    fn put_idempotency(&mut self, entry: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let record = out(convert::idempotency::from_json(&entry))?;
+        out(self.store.put_idempotency(&record))
+    }
+
     fn mailbox(&mut self, query: String) -> Result<Vec<wit::Message>, wit::StoreError> {
         self.reading()?;
         let query = out(convert::mailbox_query::from_json(&query))?;

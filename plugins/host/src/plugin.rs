@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use inbox_engine::{Clock, EngineError, ErrorCode, Executor, Request, Response, Store, Timestamp};
+use inbox_engine::{Call, Clock, EngineError, ErrorCode, Executor, Response, Store, Timestamp};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, Trap};
 
@@ -476,9 +476,9 @@ fn rollback_note(rollback: Result<(), inbox_engine::StoreError>) -> String {
 }
 
 impl<S: Store + 'static, C: Clock + 'static> Executor for PluginEngine<S, C> {
-    fn execute(&mut self, request: Request) -> Response {
-        let command = request.command();
-        let json = match serde_json::to_string(&request) {
+    fn execute_call(&mut self, call: Call) -> Response {
+        let command = call.request.command();
+        let json = match serde_json::to_string(&call.to_value()) {
             Ok(json) => json,
             Err(e) => {
                 return PluginError::Protocol {

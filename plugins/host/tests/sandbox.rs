@@ -253,6 +253,18 @@ impl Store for BrokenWrites {
     ) -> Result<Vec<Message>, StoreError> {
         self.0.mailbox(query)
     }
+    fn idempotency(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<inbox_engine::IdempotencyRecord>, StoreError> {
+        self.0.idempotency(key)
+    }
+    fn put_idempotency(
+        &mut self,
+        record: &inbox_engine::IdempotencyRecord,
+    ) -> Result<(), StoreError> {
+        self.0.put_idempotency(record)
+    }
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.0.run(run_id)
     }
@@ -349,7 +361,7 @@ fn a_component_of_another_world_is_refused_when_loaded() {
     let error = inbox_plugin_host::Plugin::from_bytes(empty, Limits::default()).unwrap_err();
     assert_eq!(error.code(), "plugin_incompatible", "{error}");
     assert!(
-        error.to_string().contains("inbox:engine/engine@0.3.0"),
+        error.to_string().contains("inbox:engine/engine@0.4.0"),
         "{error}"
     );
 }

@@ -436,7 +436,7 @@ pub(super) fn list(r: ListRequest) -> Result<ThreadQuery, EngineError> {
     Ok(ThreadQuery {
         thread_id: None,
         statuses: v::statuses("status", &r.status, Status::ALL)?,
-        assigned_to: v::optional_agent("assigned_to", &r.assigned_to)?.map(str::to_owned),
+        assigned_to: crate::address::optional_address("assigned_to", &r.assigned_to)?,
         created_by: v::optional_agent("created_by", &r.created_by)?.map(str::to_owned),
         agent: v::optional_agent("agent", &r.agent)?.map(str::to_owned),
         run_id: v::optional_name("run_id", &r.run_id)?.map(str::to_owned),
