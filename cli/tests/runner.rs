@@ -23,6 +23,7 @@ mod file_safety;
 mod help;
 mod orch;
 mod plugin;
+mod roles;
 mod same_refusals;
 mod skill_and_script;
 mod terminal;
