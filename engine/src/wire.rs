@@ -31,6 +31,7 @@ pub const WIRE_VERSION: u32 = 1;
 
 /// An artifact reference to attach to a new message.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ArtifactInput {
@@ -40,6 +41,10 @@ pub struct ArtifactInput {
     pub kind: Option<String>,
     /// A JSON object about it.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub metadata: Option<serde_json::Value>,
     /// The path made absolute, as the sending host sees it.
     pub absolute_path: Option<String>,
@@ -51,12 +56,14 @@ pub struct ArtifactInput {
 
 /// `init`: no fields.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct InitRequest {}
 
 /// `send`: open a thread (no `thread_id`) or append to one.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SendRequest {
@@ -80,6 +87,10 @@ pub struct SendRequest {
     pub body: Option<String>,
     /// A JSON object.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub payload: Option<serde_json::Value>,
     /// New threads only; defaults to `normal`.
     pub priority: Option<Priority>,
@@ -91,6 +102,7 @@ pub struct SendRequest {
 
 /// `fetch`: claimable threads for one agent.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FetchRequest {
@@ -106,6 +118,7 @@ pub struct FetchRequest {
 
 /// `claim`: take the lease.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClaimRequest {
@@ -122,6 +135,7 @@ pub struct ClaimRequest {
 
 /// `renew`: extend the caller's lease from now.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RenewRequest {
@@ -137,6 +151,7 @@ pub struct RenewRequest {
 
 /// `update`: progress or a blocking question from the holder.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UpdateRequest {
@@ -154,6 +169,10 @@ pub struct UpdateRequest {
     pub body: Option<String>,
     /// A JSON object.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
@@ -161,6 +180,7 @@ pub struct UpdateRequest {
 
 /// `reply`: a message inside an existing thread.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplyRequest {
@@ -180,6 +200,10 @@ pub struct ReplyRequest {
     pub body: Option<String>,
     /// A JSON object.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
@@ -187,6 +211,7 @@ pub struct ReplyRequest {
 
 /// `done` and `fail`: the holder finishes the thread.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FinishRequest {
@@ -202,6 +227,10 @@ pub struct FinishRequest {
     pub body: Option<String>,
     /// A JSON object.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
@@ -209,6 +238,7 @@ pub struct FinishRequest {
 
 /// `cancel`: stop a thread that has not finished.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CancelRequest {
@@ -224,6 +254,7 @@ pub struct CancelRequest {
 
 /// `list`: threads by filter, newest first.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ListRequest {
@@ -245,6 +276,7 @@ pub struct ListRequest {
 
 /// `show`: one thread and its history.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ShowRequest {
@@ -262,6 +294,7 @@ pub struct ShowRequest {
 
 /// `watch`: events on an agent's threads after a cursor.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WatchRequest {
@@ -283,6 +316,7 @@ pub struct WatchRequest {
 
 /// `wait-reply`: the next reply-like message in one thread.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WaitReplyRequest {
@@ -305,12 +339,14 @@ pub struct WaitReplyRequest {
 
 /// `sweep`: no fields.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepRequest {}
 
 /// `version`: no fields.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct VersionRequest {}
