@@ -40,9 +40,11 @@ pub(crate) fn exposure(command: Command) -> Exposure {
     use Exposure::{Hidden, Tool};
     const AGENT: Option<&str> = Some("agent");
     match command {
-        // Not a tool: it creates the database: run `inbox init` before the server starts.
+        // Not a tool: it creates the database; run `inbox init` before the
+        // server starts.
         Command::Init => Hidden,
-        // Not a tool: agents open threads with send_message, seed 004's mailbox tool, which maps onto send.
+        // Not a tool: agents open threads with send_message, seed 004's
+        // mailbox tool, which maps onto send.
         Command::Send => Hidden,
         Command::Fetch => Tool {
             acting: AGENT,

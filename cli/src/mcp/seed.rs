@@ -196,9 +196,16 @@ fn send_message(agent: &str, args: SendMessage) -> Result<Request, EngineError> 
             }
             MessageType::Cancel => return Err(needs_thread("cancel stops one thread")),
         };
+        // Said with the seed's name here; the engine would say `to_agent`.
+        let Some(to) = args.to else {
+            return Err(EngineError::MissingField {
+                field: "to".into(),
+                hint: "say which agent the new thread is for".into(),
+            });
+        };
         return Ok(Request::Send(SendRequest {
             from_agent: me,
-            to_agent: args.to,
+            to_agent: Some(to),
             subject: Some(line),
             kind: Some(kind),
             body: Some(args.body),
@@ -353,6 +360,8 @@ mod tests {
             matches!(done, Ok(Request::Done(ref f)) if f.summary.as_deref() == Some("Shipped")),
             "{done:?}"
         );
+        let untold = map(serde_json::json!({"type": "question", "body": "Which?"}));
+        assert!(untold.is_err_and(|r| r.to_json().contains("`to` is required")));
         let answer = map(serde_json::json!({"type": "answer", "to": "worker", "body": "Yes"}));
         let Err(refused) = answer else {
             panic!("{answer:?}");
