@@ -467,6 +467,16 @@ fn the_server_needs_an_agent_and_an_initialized_database() {
     let run = env.run(&["mcp", "--agent", "worker"]);
     assert_eq!(run.status, 50, "{run}");
     assert!(run.stderr.contains(r#""code":"not_initialized""#), "{run}");
+
+    // With --json, as every command, the refusal is stdout's one object.
+    let refused = env.json(&["mcp", "--agent", "worker"], 50);
+    assert_eq!(refused["command"], "mcp");
+    assert_eq!(refused["error"]["code"], "not_initialized");
+
+    // Nothing speaking MCP on stdin: a usage error, not a failure of inbox.
+    let env = TestEnv::initialized();
+    let refused = env.json(&["mcp", "--agent", "worker"], 30);
+    assert_eq!(refused["error"]["code"], "invalid_request", "{refused}");
 }
 
 #[test]

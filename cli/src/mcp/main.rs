@@ -26,7 +26,11 @@ mod seed;
 mod server;
 
 fn main() -> ExitCode {
-    let global = match arguments() {
+    // As in every command, `--json` puts a refusal on stdout as one JSON
+    // object; otherwise stdout is left to the protocol alone.
+    let json = std::env::args_os().any(|a| a == "--json");
+    let refuse = |error: EngineError| refuse(error, json);
+    let global = match arguments(json) {
         Ok(global) => global,
         Err(exit) => return exit,
     };
@@ -60,24 +64,35 @@ fn main() -> ExitCode {
         }
     };
     let served = runtime.block_on(async {
-        let running = server
-            .serve(rmcp::transport::stdio())
+        let running = match server.serve(rmcp::transport::stdio()).await {
+            Ok(running) => running,
+            // Nothing that speaks MCP is on the other end (stdin closed,
+            // or not a handshake): a usage error, not a failure of inbox.
+            Err(error) => {
+                return Err(EngineError::InvalidRequest {
+                    message: format!(
+                        "no MCP session: {error}; inbox mcp is started by an agent runtime (see `inbox mcp --help`)"
+                    ),
+                });
+            }
+        };
+        running
+            .waiting()
             .await
-            .map_err(|e| e.to_string())?;
-        running.waiting().await.map_err(|e| e.to_string())
+            .map_err(|error| EngineError::Internal {
+                message: format!("the MCP session stopped: {error}"),
+            })
     });
     match served {
         Ok(_) => ExitCode::SUCCESS,
-        Err(error) => refuse(EngineError::Internal {
-            message: format!("the MCP session failed: {error}"),
-        }),
+        Err(error) => refuse(error),
     }
 }
 
 /// The global flags, read with `inbox`'s parser from `inbox mcp`'s
 /// arguments as `inbox` passed them (or, run by hand, from the flags
 /// alone); help and usage errors are answered here.
-fn arguments() -> Result<Global, ExitCode> {
+fn arguments(json: bool) -> Result<Global, ExitCode> {
     let given: Vec<OsString> = std::env::args_os().skip(1).collect();
     let parse = |subcommand: Option<&str>| {
         let argv = std::iter::once(OsString::from("inbox"))
@@ -99,21 +114,30 @@ fn arguments() -> Result<Global, ExitCode> {
         Err(error) => {
             let text = error.render().to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            Err(refuse(EngineError::InvalidRequest {
-                message: format!(
-                    "{}; see `inbox mcp --help`",
-                    first.strip_prefix("error: ").unwrap_or(first)
-                ),
-            }))
+            Err(refuse(
+                EngineError::InvalidRequest {
+                    message: format!(
+                        "{}; see `inbox mcp --help`",
+                        first.strip_prefix("error: ").unwrap_or(first)
+                    ),
+                },
+                json,
+            ))
         }
     }
 }
 
-/// Says why the server cannot run, on stderr (stdout is the protocol's),
-/// in the JSON contract's shape, and exits with its code.
-fn refuse(error: EngineError) -> ExitCode {
+/// Says why the server cannot run or stopped, in the JSON contract's
+/// shape, and exits with its code: on stdout with `--json` (nothing else is
+/// on stdout then), on stderr otherwise.
+fn refuse(error: EngineError, json: bool) -> ExitCode {
+    use std::io::Write as _;
     let response = Response::failure(Some("mcp".into()), error);
-    log(&response.to_json());
+    if json {
+        let _ = writeln!(std::io::stdout().lock(), "{}", response.to_json());
+    } else {
+        log(&response.to_json());
+    }
     ExitCode::from(response.exit_code())
 }
 
