@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use inbox_engine::{Kind, Priority, Status, Vocabulary};
+use inbox_engine::{Kind, Priority, Status, Timestamp, Vocabulary};
 use inbox_host_native::Durability;
 
 const ROOT_HELP: &str = "\
@@ -87,20 +87,24 @@ pub struct Global {
     pub engine: Option<PathBuf>,
 }
 
-/// Defines [`Command`], the subcommands, from two lists: the commands the
+/// Defines [`Command`], the subcommands, from three lists: the commands the
 /// engine runs (each variant named like the engine's `Request` variant, its
 /// arguments turned into that request's fields by
-/// [`crate::request::Fields`]) and the tools that run in the CLI alone.
+/// [`crate::request::Fields`]), groups of them under one word (`agent
+/// register`: each subcommand a request named `agent-register`, built by
+/// [`crate::request::Group`]) and the tools that run in the CLI alone.
 /// The list here is the only list of commands in this crate.
 macro_rules! command_line {
     (
         engine: { $($(#[$meta:meta])* $variant:ident($args:ident),)+ }
+        groups: { $($(#[$group_meta:meta])* $group:ident($group_args:ident),)+ }
         tools: { $($(#[$tool_meta:meta])* $tool:ident($tool_args:ident),)+ }
     ) => {
         /// Every command.
         #[derive(Debug, Subcommand)]
         pub enum Command {
             $($(#[$meta])* $variant($args),)+
+            $($(#[$group_meta])* $group($group_args),)+
             $($(#[$tool_meta])* $tool($tool_args),)+
         }
 
@@ -112,11 +116,12 @@ macro_rules! command_line {
                 agent: Option<String>,
                 notes: &mut crate::request::Notes,
             ) -> Option<Result<inbox_engine::Request, inbox_engine::EngineError>> {
-                use crate::request::Fields;
+                use crate::request::{Fields, Group};
                 match self {
                     $(Command::$variant(args) => {
                         Some(args.fields(agent, notes).map(inbox_engine::Request::$variant))
                     })+
+                    $(Command::$group(args) => Some(args.request(agent, notes)),)+
                     $(Command::$tool(_) => None,)+
                 }
             }
@@ -343,6 +348,57 @@ Examples:
     )]
     WaitReply(WaitReplyArgs),
 
+    /// Read your mailbox: new messages to you, your roles or everyone
+    #[command(
+        long_about = "\
+The mailbox view: the messages addressed to --agent, to its roles
+(role:NAME) or to everyone (broadcast), across all threads, oldest first,
+in one call. Only unread ones unless --include-read: a message is unread
+while it comes after your read cursor in its thread. Reading consumes
+nothing and moves no cursor; mark what you handled with mark-read (or show
+--mark-read). Resume from the printed next_event_id with --after-event.
+Exits 10 when there is nothing to read.",
+        after_help = "\
+Examples:
+  inbox read --agent reviewer-1 --json
+  inbox read --agent lead --since 2026-11-25T09:00:00Z --include-read
+  inbox mark-read --agent reviewer-1 --through-event 212"
+    )]
+    Read(ReadArgs),
+
+    /// Mark mailbox messages read (by id, or all up to an event)
+    #[command(
+        long_about = "\
+Mark messages read for --agent: the ones named by --message-ids, or every
+message of its mailbox up to --through-event (the next_event_id a read
+printed). Marking moves the agent's read cursor in each message's thread to
+that message, so earlier messages of the thread count as read too, and
+fetch --unread and show agree with it. Nothing is deleted.",
+        after_help = "\
+Examples:
+  inbox mark-read --agent reviewer-1 --message-ids msg_01JH...,msg_01JJ...
+  inbox mark-read --agent reviewer-1 --through-event 212 --json"
+    )]
+    MarkRead(MarkReadArgs),
+
+    }
+    groups: {
+    /// Register agents and their roles, list who is around
+    #[command(
+        long_about = "\
+The agent registry. Registering is optional for an agent addressed by name;
+it is what makes role:NAME and broadcast reach an agent. agent list shows
+each agent's roles, what it holds now and its presence: active (holds a
+live lease or acted in the last 5 minutes), idle (acted in the last hour) or
+gone. Acting means writing: every command that records an event, register
+and mark-read; reads never count.",
+        after_help = "\
+Examples:
+  inbox agent register --agent reviewer-1 --role reviewer --description \"Reviews Rust changes\"
+  inbox agent list
+  inbox agent unregister --agent reviewer-1"
+    )]
+    Agent(AgentArgs),
     }
     tools: {
     /// Print (or install) the SKILL.md that teaches agents this CLI
@@ -487,6 +543,13 @@ fn text_path() -> impl TypedValueParser<Value = PathBuf> {
     })
 }
 
+/// An instant, as the engine writes them (RFC 3339 in UTC, e.g.
+/// `2026-11-25T09:00:00Z`), refused in the engine's words.
+fn timestamp() -> impl TypedValueParser<Value = Timestamp> {
+    clap::builder::StringValueParser::new()
+        .try_map(|value: String| Timestamp::parse(&value).map_err(|e| e.to_string()))
+}
+
 /// `--` and then only lowercase letters, digits and dashes: `--json`.
 fn looks_like_a_flag(value: &str) -> bool {
     value.strip_prefix("--").is_some_and(|name| {
@@ -554,8 +617,9 @@ pub struct SendArgs {
     /// Who sends it [default: --agent]
     #[arg(long, visible_alias = "from-agent", value_name = "AGENT")]
     pub from: Option<String>,
-    /// Who it is for; on a new thread, the agent that may claim it
-    #[arg(long, visible_alias = "to-agent", value_name = "AGENT")]
+    /// Who it is for: NAME, role:NAME (any member may claim), broadcast or
+    /// broadcast:role:NAME (information for all)
+    #[arg(long, visible_alias = "to-agent", value_name = "ADDRESS")]
     pub to: Option<String>,
     /// Add to this thread instead of opening one
     #[arg(long, visible_alias = "thread-id", value_name = "THREAD_ID")]
@@ -569,7 +633,7 @@ pub struct SendArgs {
     /// The leader's task id (new threads)
     #[arg(long, visible_alias = "task-id", value_name = "TASK_ID")]
     pub task: Option<String>,
-    /// Message kind [default: task]
+    /// Message kind [default: task; event to a broadcast]
     #[arg(long, value_parser = one_of::<Kind>())]
     pub kind: Option<Kind>,
     /// One line for this message [default on a new thread: the subject]
@@ -584,6 +648,10 @@ pub struct SendArgs {
     /// Claims allowed before an expired lease fails the thread (new threads) [default: 3]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub max_attempts: Option<u32>,
+    /// With --to role:NAME: assign the thread now to the member that got
+    /// the role's work least recently, skipping members who are gone
+    #[arg(long)]
+    pub pick: bool,
     /// Attached artifacts.
     #[command(flatten)]
     pub artifacts: ArtifactArgs,
@@ -800,6 +868,100 @@ pub struct WaitReplyArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub lease_token: Option<u64>,
 }
+
+/// `read`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Also messages already read
+    #[arg(long)]
+    pub include_read: bool,
+    /// Only messages written at or after this instant (RFC 3339, UTC)
+    #[arg(long, value_name = "TIME", value_parser = timestamp())]
+    pub since: Option<Timestamp>,
+    /// Resume after this event id (the next_event_id of the last read)
+    #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
+    pub after_event: Option<u64>,
+    /// At most this many messages [default: 50]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+}
+
+/// `mark-read`.
+#[derive(Debug, Args)]
+pub struct MarkReadArgs {
+    /// The messages read, comma-separated
+    #[arg(long, value_delimiter = ',', value_name = "MESSAGE_ID")]
+    pub message_ids: Vec<String>,
+    /// Or: every message of your mailbox up to this event id
+    #[arg(long, value_name = "EVENT_ID", allow_negative_numbers = true)]
+    pub through_event: Option<u64>,
+}
+
+/// `agent`: the registry's commands.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: AgentCommand,
+}
+
+/// `agent register`, `agent list`, `agent unregister`.
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Register --agent (or replace its roles and description)
+    #[command(
+        long_about = "\
+Register --agent with its roles and a description, or replace them: the
+roles given are its roles from now on. Safe to repeat, and it counts as
+activity, so a long-waiting agent may register again to stay present.",
+        after_help = "\
+Examples:
+  inbox agent register --agent reviewer-1 --role reviewer,rust --description \"Reviews Rust changes\""
+    )]
+    Register(AgentRegisterArgs),
+    /// The registered agents, their roles, presence and what they hold
+    #[command(after_help = "\
+Examples:
+  inbox agent list
+  inbox agent list --role reviewer --json")]
+    List(AgentListArgs),
+    /// Remove --agent from the registry (its threads stay)
+    #[command(after_help = "\
+Examples:
+  inbox agent unregister --agent reviewer-1")]
+    Unregister(AgentUnregisterArgs),
+}
+
+/// `agent register`.
+#[derive(Debug, Args)]
+pub struct AgentRegisterArgs {
+    /// Its roles, comma-separated (repeat or list): role:NAME reaches it
+    #[arg(
+        long = "role",
+        visible_alias = "roles",
+        value_delimiter = ',',
+        value_name = "ROLE"
+    )]
+    pub roles: Vec<String>,
+    /// What it does, in one line
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub description: Option<String>,
+}
+
+/// `agent list`.
+#[derive(Debug, Args)]
+pub struct AgentListArgs {
+    /// Only members of this role
+    #[arg(long, value_name = "ROLE")]
+    pub role: Option<String>,
+    /// At most this many agents [default: 50]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
+}
+
+/// `agent unregister`.
+#[derive(Debug, Args)]
+pub struct AgentUnregisterArgs {}
 
 /// `skill`.
 #[derive(Debug, Args)]

@@ -112,7 +112,8 @@ impl Binary {
 
     fn joined(self, path: &[String]) -> String {
         match self {
-            Binary::Inbox => path.first().cloned().unwrap_or_default(),
+            // `agent register` is `agent-register`, as orch's are joined.
+            Binary::Inbox => path.join("-"),
             Binary::Orch => format!("orch-{}", path.join("-")),
         }
     }

@@ -11,7 +11,10 @@
 use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
-use inbox_engine::wire::{ClaimOutput, MessageOutput, ThreadView, WaitReplyOutput, WatchOutput};
+use inbox_engine::wire::{
+    AgentView, AgentsOutput, ClaimOutput, MailboxOutput, MessageOutput, ThreadView,
+    WaitReplyOutput, WatchOutput,
+};
 use inbox_engine::{Lease, Message, Output, Response, Status, Timestamp};
 
 use crate::terminal;
@@ -111,6 +114,19 @@ fn success(output: &Output, cx: &Context) -> String {
             facts.push(format!("message {}", out.message.message_id));
             facts.push(format!("event {}", out.event_id));
             let _ = writeln!(text, "  {}", facts.join(" · "));
+            if let Some(route) = &out.route {
+                let reach = match (&route.picked, route.members) {
+                    (Some(picked), n) => {
+                        format!("picked {picked} of {n} members of {}", route.address)
+                    }
+                    (None, 0) => format!(
+                        "no registered agent is reached by {} yet: the thread waits until one registers",
+                        route.address
+                    ),
+                    (None, n) => format!("{} reaches {n} registered agents", route.address),
+                };
+                let _ = writeln!(text, "  {}", paint(DIM, reach));
+            }
             text
         }
         Output::Send(out) | Output::Reply(out) => message_sent(out),
@@ -197,6 +213,24 @@ fn success(output: &Output, cx: &Context) -> String {
             text
         }
         Output::Watch(out) => watch(out, cx.now),
+        Output::Read(out) => mailbox(out, cx),
+        Output::MarkRead(out) => match out.cursors.len() {
+            0 => "Nothing new to mark: those messages were read already.\n".to_owned(),
+            n => format!(
+                "Marked read in {n} thread{}: {}\n",
+                if n == 1 { "" } else { "s" },
+                out.cursors
+                    .iter()
+                    .map(|c| format!("{} up to event {}", c.thread_id, c.last_read_event_id))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+        Output::AgentRegister(out) => format!("Registered {}", agent_line(&out.agent, cx.now)),
+        Output::AgentUnregister(out) => {
+            format!("Unregistered {}", agent_line(&out.agent, cx.now))
+        }
+        Output::AgentList(out) => agents(out, cx.now),
         Output::WaitReply(out) => wait_reply(out, cx.now),
         // A command with no rendering of its own: its fields as indented
         // JSON (which escapes every control character), so a new command
@@ -526,4 +560,96 @@ mod tests {
             "{\n  \"engine_version\": \"1.2.3\",\n  \"wire_version\": 1\n}\n"
         );
     }
+}
+
+/// `read`: each message with its thread, oldest first.
+fn mailbox(out: &MailboxOutput, cx: &Context) -> String {
+    let who = cx.agent.as_deref().unwrap_or("this agent");
+    if out.messages.is_empty() {
+        return format!(
+            "No new messages for {who}; resume with --after-event {}.\n",
+            out.next_event_id
+        );
+    }
+    let mut text = String::new();
+    for (i, m) in out.messages.iter().enumerate() {
+        if i > 0 {
+            text.push('\n');
+        }
+        let _ = writeln!(
+            text,
+            "{}  {} ({})",
+            paint(BOLD, &m.message.thread_id),
+            m.subject,
+            paint(status_style(m.thread_status), m.thread_status)
+        );
+        text.push_str(&message_block(i + 1, &m.message, cx.now));
+    }
+    let next = if out.more {
+        format!(
+            "More messages follow: inbox read --after-event {}",
+            out.next_event_id
+        )
+    } else {
+        format!(
+            "Mark them read: inbox mark-read --through-event {}",
+            out.next_event_id
+        )
+    };
+    let _ = writeln!(text, "\n{}", paint(DIM, next));
+    text
+}
+
+/// One agent on one line: name, presence, roles, holdings.
+fn agent_line(a: &AgentView, now: Timestamp) -> String {
+    let mut facts = vec![
+        a.presence.to_string(),
+        format!("last active {}", ago(now, a.last_active_at)),
+    ];
+    if !a.roles.is_empty() {
+        facts.push(format!("roles {}", a.roles.join(", ")));
+    }
+    if !a.holds.is_empty() {
+        facts.push(format!("holds {}", a.holds.join(", ")));
+    }
+    let description = if a.description.is_empty() {
+        String::new()
+    } else {
+        format!("\n  {}", a.description)
+    };
+    format!(
+        "{}: {}{description}\n",
+        paint(BOLD, &a.name),
+        facts.join(" · ")
+    )
+}
+
+/// `agent list`: the agents, then their roles.
+fn agents(out: &AgentsOutput, now: Timestamp) -> String {
+    let mut text = String::new();
+    if out.agents.is_empty() {
+        text.push_str("No registered agents match.\n");
+    }
+    for a in &out.agents {
+        text.push_str(&agent_line(a, now));
+    }
+    if !out.roles.is_empty() {
+        text.push('\n');
+    }
+    for r in &out.roles {
+        let waiting = if r.waiting > 0 && r.present == 0 {
+            paint(
+                ERROR,
+                format!("{} waiting, nobody present to claim", r.waiting),
+            )
+        } else {
+            format!("{} waiting", r.waiting)
+        };
+        let _ = writeln!(
+            text,
+            "role:{}  {} members ({} present) · {waiting}",
+            r.role, r.members, r.present
+        );
+    }
+    text
 }

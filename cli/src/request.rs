@@ -14,9 +14,9 @@
 use std::io::Read;
 use std::path::Path;
 
-use inbox_engine::EngineError;
 use inbox_engine::validate::{self as v, parse_json_object};
 use inbox_engine::wire::*;
+use inbox_engine::{EngineError, Request};
 use sha2::{Digest, Sha256};
 
 use crate::args::*;
@@ -34,6 +34,58 @@ pub(crate) trait Fields {
 
     /// The fields; `agent` is the global `--agent` (or `$INBOX_AGENT`).
     fn fields(self, agent: Option<String>, notes: &mut Notes) -> Result<Self::Fields, EngineError>;
+}
+
+/// A group of commands under one word (`agent register`): its subcommand
+/// picks the request.
+pub(crate) trait Group {
+    /// The request; `agent` is the global `--agent` (or `$INBOX_AGENT`).
+    fn request(self, agent: Option<String>, notes: &mut Notes) -> Result<Request, EngineError>;
+}
+
+impl Group for AgentArgs {
+    fn request(self, agent: Option<String>, _: &mut Notes) -> Result<Request, EngineError> {
+        Ok(match self.command {
+            AgentCommand::Register(args) => Request::AgentRegister(AgentRegisterRequest {
+                agent,
+                roles: args.roles,
+                description: args.description,
+            }),
+            AgentCommand::List(args) => Request::AgentList(AgentListRequest {
+                role: args.role,
+                limit: args.limit,
+            }),
+            AgentCommand::Unregister(AgentUnregisterArgs {}) => {
+                Request::AgentUnregister(AgentUnregisterRequest { agent })
+            }
+        })
+    }
+}
+
+impl Fields for ReadArgs {
+    type Fields = ReadRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<ReadRequest, EngineError> {
+        Ok(ReadRequest {
+            agent,
+            include_read: self.include_read,
+            since: self.since,
+            after_event: self.after_event,
+            limit: self.limit,
+        })
+    }
+}
+
+impl Fields for MarkReadArgs {
+    type Fields = MarkReadRequest;
+
+    fn fields(self, agent: Option<String>, _: &mut Notes) -> Result<MarkReadRequest, EngineError> {
+        Ok(MarkReadRequest {
+            agent,
+            message_ids: self.message_ids,
+            through_event: self.through_event,
+        })
+    }
 }
 
 impl Fields for InitArgs {
@@ -63,6 +115,7 @@ impl Fields for SendArgs {
             payload,
             priority: self.priority,
             max_attempts: self.max_attempts,
+            pick: self.pick,
             artifacts: artifacts(&self.artifacts, notes)?,
         })
     }

@@ -83,6 +83,21 @@ macro_rules! for_each_command {
             /// Wait for a reply in one thread (the engine looks once; a host
             /// blocks until it wakes).
             WaitReply = "wait-reply" wait_reply/waitReply(WaitReplyRequest) -> WaitReplyOutput or_nothing: Wait;
+            /// The mailbox view: messages addressed to an agent, its roles or
+            /// everyone, across threads, oldest first (unread only unless
+            /// `include_read`). Reading consumes nothing.
+            Read = "read" mailbox/read(ReadRequest) -> MailboxOutput or_nothing: Read;
+            /// Mark messages read (by id, or all up to an event) by moving
+            /// the reader's cursor in each of their threads.
+            MarkRead = "mark-read" mark_read/markRead(MarkReadRequest) -> MarkReadOutput: Write;
+            /// Register an agent (or replace its roles and description), so
+            /// that `role:NAME` and `broadcast` reach it.
+            AgentRegister = "agent-register" agent_register/agentRegister(AgentRegisterRequest) -> AgentOutput: Write;
+            /// The registered agents with their roles, presence and what they
+            /// hold now, and their roles with what waits on them.
+            AgentList = "agent-list" agent_list/agentList(AgentListRequest) -> AgentsOutput: Read;
+            /// Remove an agent from the registry (its threads stay).
+            AgentUnregister = "agent-unregister" agent_unregister/agentUnregister(AgentUnregisterRequest) -> AgentOutput: Write;
             /// Record lapsed leases now (every write does this first).
             Sweep = "sweep" sweep(SweepRequest) -> SweepOutput: Write, own;
             /// Report the engine and wire versions.

@@ -18,6 +18,7 @@
 //! block, sleep or read a clock other than the injected one: waiting is the
 //! host's job, helped by [`crate::Waiter`].
 
+mod agents;
 mod input;
 mod orch;
 mod orch_steps;

@@ -20,13 +20,14 @@ vocabulary! {
         TooLong = "too_long" : "A text or JSON field is over its documented limit.",
         InvalidPayload = "invalid_payload" : "A payload or artifact metadata is not valid JSON or not a JSON object.",
         InvalidState = "invalid_state" : "The command is not allowed in the thread's current status, e.g. an update on a thread nobody claimed.",
-        NotAssigned = "not_assigned" : "The thread is assigned to another agent; only its assignee may claim it.",
+        NotAssigned = "not_assigned" : "Only the thread's assignee, or a registered member of the role it is sent to, may claim it; a broadcast is information nobody claims.",
         ThreadFinished = "thread_finished" : "The thread is done, failed or cancelled and accepts nothing more; usually someone else got there first: move on.",
         LeaseConflict = "lease_conflict" : "The thread has a live lease (held by anyone, the same agent name included).",
         LeaseLost = "lease_lost" : "The caller's lease was replaced by a newer claim; stop working on the thread.",
         NotLeaseHolder = "not_lease_holder" : "The caller never held the thread's current lease.",
         ThreadNotFound = "thread_not_found" : "No thread has that id.",
-        MessageNotFound = "message_not_found" : "No message with that id exists in that thread.",
+        MessageNotFound = "message_not_found" : "No message with that id exists (in that thread).",
+        AgentNotFound = "agent_not_found" : "No registered agent has that name.",
         RunNotFound = "run_not_found" : "No orch run has that id (or no run is active and none was named).",
         TaskNotFound = "task_not_found" : "The run has no task with that id (as the task asked for, or as a need).",
         RunExists = "run_exists" : "A run with that id already exists; pick another id.",
@@ -77,6 +78,7 @@ impl ErrorCode {
             | ErrorCode::TaskInvalidState => 30,
             ErrorCode::ThreadNotFound
             | ErrorCode::MessageNotFound
+            | ErrorCode::AgentNotFound
             | ErrorCode::RunNotFound
             | ErrorCode::TaskNotFound => 40,
             ErrorCode::StorageBusy
@@ -159,16 +161,16 @@ pub enum EngineError {
         message: String,
     },
     /// See [`ErrorCode::NotAssigned`].
-    #[error(
-        "thread {thread_id} is assigned to {assigned_to}, not {agent}; only its assignee may claim it"
-    )]
+    #[error("thread {thread_id} is assigned to {assigned_to}, not {agent}; {hint}")]
     NotAssigned {
         /// The thread.
         thread_id: String,
         /// Who asked.
         agent: String,
-        /// Who may claim it.
+        /// Who may claim it (an address).
         assigned_to: String,
+        /// Who may claim it, and what to do.
+        hint: String,
     },
     /// See [`ErrorCode::LeaseConflict`].
     #[error(
@@ -225,6 +227,18 @@ pub enum EngineError {
         thread_id: String,
         /// The id asked for.
         message_id: String,
+    },
+    /// See [`ErrorCode::MessageNotFound`]: a message named without its thread.
+    #[error("no message has id {message_id}; message ids start with msg_")]
+    UnknownMessage {
+        /// The id asked for.
+        message_id: String,
+    },
+    /// See [`ErrorCode::AgentNotFound`].
+    #[error("no registered agent is named {agent}; `inbox agent list` shows who is")]
+    AgentNotFound {
+        /// The name asked for.
+        agent: String,
     },
     /// See [`ErrorCode::RunNotFound`].
     #[error("{message}")]
@@ -346,7 +360,10 @@ impl EngineError {
             EngineError::LeaseLost { .. } => ErrorCode::LeaseLost,
             EngineError::NotLeaseHolder { .. } => ErrorCode::NotLeaseHolder,
             EngineError::ThreadNotFound { .. } => ErrorCode::ThreadNotFound,
-            EngineError::MessageNotFound { .. } => ErrorCode::MessageNotFound,
+            EngineError::MessageNotFound { .. } | EngineError::UnknownMessage { .. } => {
+                ErrorCode::MessageNotFound
+            }
+            EngineError::AgentNotFound { .. } => ErrorCode::AgentNotFound,
             EngineError::RunNotFound { .. } => ErrorCode::RunNotFound,
             EngineError::TaskNotFound { .. } => ErrorCode::TaskNotFound,
             EngineError::RunExists { .. } => ErrorCode::RunExists,

@@ -11,6 +11,8 @@
 //! - [`model`]: the records (thread, message, artifact, lease, event, read
 //!   cursor) and vocabularies (status, kind, priority, event type);
 //!   [`vocabulary`]: how a closed set of names is declared once.
+//! - [`address`]: who a thread or message is for (`NAME`, `role:NAME`,
+//!   `broadcast`).
 //! - [`rules`]: the state machine as a table, effective status of lapsed leases.
 //! - [`validate`]: input limits and checks, applied before any transaction.
 //! - [`command`]: the command set, defined once; everything that lists
@@ -47,6 +49,7 @@
 
 #![warn(clippy::print_stderr)]
 
+pub mod address;
 pub mod command;
 pub mod engine;
 pub mod error;

@@ -13,10 +13,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use crate::error::StoreError;
-use crate::model::{Event, EventId, Lease, Message, ReadCursor, Thread};
+use crate::model::{Agent, Event, EventId, Lease, Message, ReadCursor, Thread};
 use crate::orch::model::{Attempt, OrchEvent, Run, Task};
 use crate::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
-use crate::store::{EventQuery, MessageQuery, Store, StoreInfo, ThreadQuery, ThreadState, TxMode};
+use crate::store::{
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, Store, StoreInfo, ThreadQuery, ThreadState,
+    TxMode,
+};
 use crate::time::Timestamp;
 
 /// A lookup table by id. Its hasher has fixed keys: std's default
@@ -47,6 +50,8 @@ struct Data {
     /// Each thread's events, as indexes into `events`, in order.
     thread_events: Index<Vec<usize>>,
     cursors: BTreeMap<(String, String), ReadCursor>,
+    /// Registered agents by name.
+    agents: BTreeMap<String, Agent>,
     /// The highest event id written, of either kind.
     last_event_id: EventId,
     runs: BTreeMap<String, Run>,
@@ -67,6 +72,7 @@ enum Undo {
     InsertMessage,
     InsertEvent,
     PutCursor((String, String), Option<ReadCursor>),
+    PutAgent(String, Option<Agent>),
     /// The event id counter before an insert.
     LastEvent(EventId),
     PutRun(String, Option<Run>),
@@ -199,6 +205,7 @@ impl Store for MemoryStore {
                     }
                 }
                 Undo::PutCursor(key, old) => restore(&mut data.cursors, key, old),
+                Undo::PutAgent(key, old) => restore(&mut data.agents, key, old),
                 Undo::LastEvent(id) => data.last_event_id = id,
                 Undo::PutRun(key, old) => restore(&mut data.runs, key, old),
                 Undo::PutTask(key, old) => restore(&mut data.tasks, key, old),
@@ -427,6 +434,76 @@ impl Store for MemoryStore {
         let old = self.data.cursors.insert(key.clone(), cursor.clone());
         self.undo.push(Undo::PutCursor(key, old));
         Ok(())
+    }
+
+    fn agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {
+        self.reading()?;
+        Ok((self.data.agents.values())
+            .filter(|a| query.matches(a))
+            .take(query.limit)
+            .cloned()
+            .collect())
+    }
+
+    fn put_agent(&mut self, agent: &Agent) -> Result<(), StoreError> {
+        self.writing()?;
+        let old = self.data.agents.insert(agent.name.clone(), agent.clone());
+        self.undo.push(Undo::PutAgent(agent.name.clone(), old));
+        Ok(())
+    }
+
+    fn delete_agent(&mut self, name: &str) -> Result<(), StoreError> {
+        self.writing()?;
+        let old = self.data.agents.remove(name);
+        self.undo.push(Undo::PutAgent(name.to_owned(), old));
+        Ok(())
+    }
+
+    fn live_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        self.reading()?;
+        let mut live: Vec<&Lease> = self
+            .data
+            .leases
+            .values()
+            .filter(|l| l.is_live(now))
+            .collect();
+        live.sort_by(|a, b| {
+            a.expires_at
+                .cmp(&b.expires_at)
+                .then(a.thread_id.cmp(&b.thread_id))
+        });
+        Ok(live.into_iter().take(limit).cloned().collect())
+    }
+
+    fn last_event_by(&mut self, source: &str) -> Result<Option<Event>, StoreError> {
+        self.reading()?;
+        Ok(self
+            .data
+            .events
+            .iter()
+            .rev()
+            .find(|e| e.source == source)
+            .cloned())
+    }
+
+    fn mailbox(&mut self, query: &MailboxQuery) -> Result<Vec<Message>, StoreError> {
+        self.reading()?;
+        let start = self
+            .data
+            .messages
+            .partition_point(|m| m.event_id <= query.after_event);
+        Ok(self.data.messages[start..]
+            .iter()
+            .filter(|m| {
+                let cursor = self
+                    .data
+                    .cursors
+                    .get(&(m.thread_id.clone(), query.reader.clone()));
+                query.matches(m, cursor)
+            })
+            .take(query.limit)
+            .cloned()
+            .collect())
     }
 
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {

@@ -267,3 +267,39 @@ pub struct ReadCursor {
     /// When the reader marked it.
     pub last_read_at: Timestamp,
 }
+
+vocabulary! {
+    /// Whether a registered agent seems to be around, judged from its last
+    /// activity (see [`crate::rules::presence`] for the thresholds).
+    pub enum Presence ("presence") {
+        Active = "active" : "Holds a live lease, or acted in the last 5 minutes.",
+        Idle = "idle" : "Acted in the last hour, but not in the last 5 minutes.",
+        Gone = "gone" : "Has not acted for an hour: a send-time pick skips it.",
+    }
+}
+
+/// A registered agent: a name others can address, the roles it serves and
+/// what it says it does. Registration is optional for plain names; roles
+/// need it, because a role's members are the agents registered with it.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Agent {
+    /// The agent's name (as in `from_agent`, `agent`, `assigned_to`).
+    pub name: String,
+    /// The roles it is a member of, sorted, without repeats.
+    pub roles: Vec<String>,
+    /// What it does, for the people and leaders choosing whom to ask.
+    pub description: String,
+    /// When it first registered.
+    pub registered_at: Timestamp,
+    /// When it last registered or marked messages read: the activity that
+    /// records no event.
+    pub seen_at: Timestamp,
+    /// The event that last gave it work from one of its roles (a claim of a
+    /// role's thread, or a send-time pick); 0 if none. A role's rotation
+    /// picks the member that got role work least recently.
+    pub last_assigned_event: EventId,
+    /// The SHA-256 of its token, hex, when the database requires tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256: Option<String>,
+}

@@ -7,7 +7,7 @@
 //! and the behaviour cannot drift apart. This module is pure: no store, no
 //! clock.
 
-use crate::model::{EventType, Lease, Status, Thread};
+use crate::model::{EventType, Lease, Presence, Status, Thread};
 use crate::time::Timestamp;
 
 /// Something that may change a thread's status.
@@ -265,13 +265,37 @@ pub fn is_claimable(thread: &Thread, lease: Option<&Lease>, now: Timestamp) -> b
 }
 
 /// Who a message in `thread` is for when its sender names nobody: the
-/// other side of the conversation, i.e. the creator for the assignee and
-/// the assignee for anyone else.
-pub fn default_recipient<'a>(thread: &'a Thread, sender: &str) -> &'a str {
-    if sender == thread.assigned_to {
+/// other side of the conversation, i.e. the creator for the assignee or the
+/// holder (the agent that last claimed it, `holder`), and for anyone else
+/// the holder if there is one (the member of a role that took the work),
+/// otherwise the assignee.
+pub fn default_recipient<'a>(thread: &'a Thread, holder: Option<&'a str>, sender: &str) -> &'a str {
+    if sender == thread.assigned_to || holder == Some(sender) {
         &thread.created_by
     } else {
-        &thread.assigned_to
+        holder.unwrap_or(&thread.assigned_to)
+    }
+}
+
+/// An agent that acted this recently is `active`.
+pub const ACTIVE_WITHIN_SECONDS: u64 = 5 * 60;
+
+/// An agent that acted this recently (but not within
+/// [`ACTIVE_WITHIN_SECONDS`]) is `idle`; longer ago, `gone`.
+pub const IDLE_WITHIN_SECONDS: u64 = 60 * 60;
+
+/// A registered agent's presence at `now`: `active` while it holds a live
+/// lease or acted in the last [`ACTIVE_WITHIN_SECONDS`], `idle` within
+/// [`IDLE_WITHIN_SECONDS`], `gone` after. Activity is what the agent wrote
+/// (every event it caused), its registration and its `mark-read`; reads
+/// never count, so that reading stays read-only.
+pub fn presence(last_active: Timestamp, holds_live_lease: bool, now: Timestamp) -> Presence {
+    if holds_live_lease || now < last_active.plus_seconds(ACTIVE_WITHIN_SECONDS) {
+        Presence::Active
+    } else if now < last_active.plus_seconds(IDLE_WITHIN_SECONDS) {
+        Presence::Idle
+    } else {
+        Presence::Gone
     }
 }
 

@@ -30,8 +30,12 @@
 //! must report the highest id ever written, of either kind, even if
 //! retention later deletes events.
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::StoreError;
-use crate::model::{Event, EventId, EventType, Kind, Lease, Message, ReadCursor, Status, Thread};
+use crate::model::{
+    Agent, Event, EventId, EventType, Kind, Lease, Message, ReadCursor, Status, Thread,
+};
 use crate::orch::model::{Attempt, OrchEvent, Run, Task};
 use crate::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use crate::time::Timestamp;
@@ -266,6 +270,61 @@ impl MessageQuery {
     }
 }
 
+/// A filter over registered agents, by name.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentQuery {
+    /// Exactly this agent.
+    pub name: Option<String>,
+    /// Only members of this role.
+    pub role: Option<String>,
+    /// At most this many results.
+    pub limit: usize,
+}
+
+impl AgentQuery {
+    /// The reference semantics of the filters.
+    pub fn matches(&self, agent: &Agent) -> bool {
+        self.name.as_deref().is_none_or(|n| agent.name == n)
+            && self
+                .role
+                .as_deref()
+                .is_none_or(|r| agent.roles.iter().any(|have| have == r))
+    }
+}
+
+/// A filter over the messages addressed to one address, across threads,
+/// oldest first: one address's part of an agent's mailbox (the engine
+/// merges an agent's addresses).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MailboxQuery {
+    /// `to_agent` equals this (an agent name, `role:NAME`, `broadcast`...).
+    pub to_agent: String,
+    /// Only messages recorded after this event.
+    pub after_event: EventId,
+    /// Only messages written at or after this instant.
+    pub since: Option<Timestamp>,
+    /// Whose mailbox: its own messages never match, and `unread_only`
+    /// means after its read cursor on the message's thread.
+    pub reader: String,
+    /// Only messages after the reader's cursor on their thread (any, if it
+    /// has none there).
+    pub unread_only: bool,
+    /// At most this many results.
+    pub limit: usize,
+}
+
+impl MailboxQuery {
+    /// The reference semantics; `cursor` is the reader's cursor on the
+    /// message's thread.
+    pub fn matches(&self, message: &Message, cursor: Option<&ReadCursor>) -> bool {
+        message.to_agent == self.to_agent
+            && message.event_id > self.after_event
+            && message.from_agent != self.reader
+            && self.since.is_none_or(|t| message.created_at >= t)
+            && (!self.unread_only || message.event_id > cursor.map_or(0, |c| c.last_read_event_id))
+    }
+}
+
 /// Durable (or in-memory) storage of the engine's records.
 ///
 /// Implementations: [`crate::MemoryStore`] here; SQLite in `host-native`
@@ -350,6 +409,26 @@ pub trait Store {
 
     /// Stores a read cursor, replacing the agent's previous one on the thread.
     fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError>;
+
+    /// Registered agents matching `query`, by name, at most `query.limit`.
+    fn agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError>;
+
+    /// Stores an agent, replacing the one with the same name.
+    fn put_agent(&mut self, agent: &Agent) -> Result<(), StoreError>;
+
+    /// Removes an agent; nothing if it is not registered.
+    fn delete_agent(&mut self, name: &str) -> Result<(), StoreError>;
+
+    /// Leases not released whose `expires_at > now`, earliest expiry
+    /// first, at most `limit`: what is held right now.
+    fn live_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError>;
+
+    /// The newest event this agent caused (its `source`), if any.
+    fn last_event_by(&mut self, source: &str) -> Result<Option<Event>, StoreError>;
+
+    /// Messages matching `query` with their artifacts, oldest first, at
+    /// most `query.limit`.
+    fn mailbox(&mut self, query: &MailboxQuery) -> Result<Vec<Message>, StoreError>;
 
     /// One run.
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError>;

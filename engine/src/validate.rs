@@ -84,6 +84,12 @@ pub fn agent<'a>(field: &str, value: &'a Option<String>) -> Result<&'a str, Engi
             format!("`{name}` is reserved for the engine's own messages; pick another agent name"),
         ));
     }
+    if name == crate::address::BROADCAST {
+        return Err(EngineError::invalid(
+            field,
+            "`broadcast` is the address of every agent, not a name; pick another agent name",
+        ));
+    }
     Ok(name)
 }
 

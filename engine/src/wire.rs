@@ -25,6 +25,9 @@ use crate::model::{
 };
 pub use crate::orch::wire::*;
 
+mod agents;
+pub use agents::*;
+
 /// The version of this wire format. Bumped only for incompatible changes;
 /// adding an optional request field or a response field is compatible.
 pub const WIRE_VERSION: u32 = 1;
@@ -69,7 +72,10 @@ pub struct InitRequest {}
 pub struct SendRequest {
     /// The sender (required).
     pub from_agent: Option<String>,
-    /// The recipient; required for a new thread, where it becomes `assigned_to`.
+    /// The recipient, an address: an agent name (or `agent:NAME`),
+    /// `role:NAME` (any member may claim), `broadcast` or
+    /// `broadcast:role:NAME` (information, not work). Required for a new
+    /// thread, where it becomes `assigned_to`.
     pub to_agent: Option<String>,
     /// Append to this thread instead of opening one.
     pub thread_id: Option<String>,
@@ -96,6 +102,10 @@ pub struct SendRequest {
     pub priority: Option<Priority>,
     /// New threads only; claims allowed before expiry fails the thread.
     pub max_attempts: Option<u32>,
+    /// New threads to `role:NAME` only: assign the thread to one member now,
+    /// the one that got the role's work least recently, skipping members
+    /// who are gone (without a present member it stays on the role).
+    pub pick: bool,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
 }
@@ -383,6 +393,23 @@ pub struct MessageOutput {
     pub message: Message,
     /// The event recorded; pass it to `wait-reply --after-event`.
     pub event_id: EventId,
+    /// Who the new thread reached, when it was sent to a role or a
+    /// broadcast (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<Route>,
+}
+
+/// Where `send` delivered a thread addressed to a role or a broadcast.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Route {
+    /// The address as given, canonical (`role:NAME`, `broadcast`...).
+    pub address: String,
+    /// The registered agents it reaches now (0: the thread waits for one to
+    /// register).
+    pub members: u32,
+    /// The member a send-time `pick` assigned the thread to, if any.
+    pub picked: Option<String>,
 }
 
 /// What a command that looks for something found: the commands marked

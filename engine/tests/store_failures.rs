@@ -10,9 +10,11 @@
 
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
-use inbox_engine::store::{EventQuery, MessageQuery, Store, ThreadQuery, ThreadState, TxMode};
+use inbox_engine::store::{
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, Store, ThreadQuery, ThreadState, TxMode,
+};
 use inbox_engine::{
-    Engine, Event, EventId, Lease, ManualClock, MemoryStore, Message, ReadCursor, Request,
+    Agent, Engine, Event, EventId, Lease, ManualClock, MemoryStore, Message, ReadCursor, Request,
     SequentialIds, StoreError, StoreErrorKind, Thread, Timestamp,
 };
 
@@ -130,6 +132,30 @@ impl Store for Flaky {
     fn put_read_cursor(&mut self, cursor: &ReadCursor) -> Result<(), StoreError> {
         self.tick("put_read_cursor")?;
         self.inner.put_read_cursor(cursor)
+    }
+    fn agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {
+        self.tick("agents")?;
+        self.inner.agents(query)
+    }
+    fn put_agent(&mut self, agent: &Agent) -> Result<(), StoreError> {
+        self.tick("put_agent")?;
+        self.inner.put_agent(agent)
+    }
+    fn delete_agent(&mut self, name: &str) -> Result<(), StoreError> {
+        self.tick("delete_agent")?;
+        self.inner.delete_agent(name)
+    }
+    fn live_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        self.tick("live_leases")?;
+        self.inner.live_leases(now, limit)
+    }
+    fn last_event_by(&mut self, source: &str) -> Result<Option<Event>, StoreError> {
+        self.tick("last_event_by")?;
+        self.inner.last_event_by(source)
+    }
+    fn mailbox(&mut self, query: &MailboxQuery) -> Result<Vec<Message>, StoreError> {
+        self.tick("mailbox")?;
+        self.inner.mailbox(query)
     }
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.tick("run")?;

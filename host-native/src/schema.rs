@@ -17,7 +17,7 @@ pub const APPLICATION_ID: i32 = 0x696E_6278;
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// Version 1: the tables of the specification's draft, extended with what
 /// the engine needs, and an index for every query the store makes.
@@ -191,6 +191,27 @@ CREATE INDEX orch_events_run ON orch_events (run_id, event_id);
 
 -- What an orch run's threads did since it was last reconciled.
 CREATE INDEX events_run ON events (run_id, event_id) WHERE run_id IS NOT NULL;
+"#;
+
+/// Version 3: the agent registry (each agent as the engine's JSON, its
+/// roles one row each for "members of a role") and the indexes the mailbox
+/// view and presence read by: messages by recipient, events by who caused
+/// them.
+const V3: &str = r#"
+CREATE TABLE agents (
+    name        TEXT PRIMARY KEY NOT NULL,
+    record_json TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE agent_roles (
+    role TEXT NOT NULL,
+    name TEXT NOT NULL REFERENCES agents (name),
+    PRIMARY KEY (role, name)
+) WITHOUT ROWID;
+CREATE INDEX agent_roles_name ON agent_roles (name);
+
+CREATE INDEX messages_to ON messages (to_agent, event_id);
+CREATE INDEX events_source ON events (source, event_id);
 "#;
 
 /// What a connection found when it looked at its file.

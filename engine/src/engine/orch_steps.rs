@@ -9,6 +9,7 @@
 //! (`send`, `reply`, `cancel`), so every inbox rule and event applies to
 //! them unchanged. Nothing here commits, rolls back or reads a clock.
 
+use crate::address::Address;
 use crate::error::{EngineError, ErrorCode};
 use crate::ids::IdSource;
 use crate::model::{JsonObject, Kind, Message, Status};
@@ -242,7 +243,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let sent = self.send(SendInput::New {
             from: change.run.created_by.clone(),
             thread: NewThread {
-                to: task.assignee.clone(),
+                to: Address::stored(&task.assignee),
+                pick: false,
                 subject: task.title.clone(),
                 run_id: Some(task.run_id.clone()),
                 task_id: Some(task.task_id.clone()),

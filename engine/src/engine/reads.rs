@@ -65,17 +65,21 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let query = ThreadQuery {
             statuses: input.statuses,
             unread: input.unread.then(|| input.agent.clone()),
-            assigned_to: Some(input.agent),
+            assigned_to: Some(input.agent.clone()),
             ..ThreadQuery::all(ThreadOrder::Queue, input.limit)
         };
-        let rows = self.effective_threads(&query, true)?;
+        let rows = self.threads_reaching(&input.agent, &query, true)?;
         Ok(ThreadsOutput {
             threads: rows.into_iter().map(|r| self.view(r)).collect(),
         })
     }
 
     pub(super) fn list(&mut self, query: ThreadQuery) -> Result<ThreadsOutput, EngineError> {
-        let rows = self.effective_threads(&query, false)?;
+        let rows = match query.agent.clone() {
+            // An agent's threads include its roles' pools.
+            Some(agent) => self.threads_reaching(&agent, &query, false)?,
+            None => self.effective_threads(&query, false)?,
+        };
         Ok(ThreadsOutput {
             threads: rows.into_iter().map(|r| self.view(r)).collect(),
         })
@@ -139,10 +143,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let after = input.after_event.unwrap_or(latest);
         let mut query = EventQuery::after_event(after, input.limit);
         query.exclude_source = input.agent.clone();
-        query.agent = input.agent;
         query.statuses = input.statuses;
         query.message_kinds = input.kinds;
-        let events = self.store.events(&query)?;
+        let events = match &input.agent {
+            // An agent's threads include its roles' pools.
+            Some(agent) => self.events_reaching(agent, &query)?,
+            None => self.store.events(&query)?,
+        };
         Ok(match events.last() {
             Some(last) => WatchOutput {
                 woke: true,

@@ -140,6 +140,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             thread: self.view(state),
             message,
             event_id: event.event_id,
+            route: None,
         })
     }
 

@@ -30,13 +30,14 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 draft,
             } => (from, thread, draft),
         };
+        let (assigned_to, route) = self.route(&new.to, new.pick)?;
         let mut thread = Thread {
             thread_id: self.ids.next_id(IdKind::Thread, self.now),
             run_id: new.run_id,
             task_id: new.task_id,
             subject: new.subject,
             created_by: from.clone(),
-            assigned_to: new.to.clone(),
+            assigned_to: assigned_to.clone(),
             status: Status::Pending,
             priority: new.priority,
             attempts: 0,
@@ -46,12 +47,20 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             created_at: self.now,
             updated_at: self.now,
         };
+        let mut payload = JsonObject::new();
+        if let Some(route) = &route {
+            payload.insert("address".into(), route.address.clone().into());
+            payload.insert("members".into(), route.members.into());
+            if let Some(picked) = &route.picked {
+                payload.insert("picked".into(), picked.clone().into());
+            }
+        }
         let change = Change {
             event_type: EventType::ThreadCreated,
             source: &from,
             summary: draft.summary.clone(),
-            payload: JsonObject::new(),
-            message: Some((&new.to, draft)),
+            payload,
+            message: Some((&assigned_to, draft)),
         };
         let (event, message) = self.record(&mut thread, true, change)?;
         let message = message.ok_or_else(|| EngineError::internal("send wrote no message"))?;
@@ -62,6 +71,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             }),
             message,
             event_id: event.event_id,
+            route,
         })
     }
 
@@ -108,7 +118,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             note_change(&mut payload, previous, state.thread.status);
             (event, payload)
         };
-        let to = to.unwrap_or_else(|| rules::default_recipient(&state.thread, &from).to_owned());
+        let to = match to {
+            Some(to) => to.to_string(),
+            None => {
+                let holder = state.lease.as_ref().map(|l| l.agent.as_str());
+                rules::default_recipient(&state.thread, holder, &from).to_owned()
+            }
+        };
         self.write_message(state, event_type, (&from, &to), payload, draft)
     }
 
@@ -126,16 +142,31 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
-    /// The first thread of `agent`'s queue: what `fetch` would list first.
-    /// Lapsed leases are already recorded in this transaction, so the
-    /// stored status is exact and one indexed query finds it.
+    /// The first thread of `agent`'s queue: what `fetch` would list first,
+    /// from its own threads and its roles' pools. Lapsed leases are already
+    /// recorded in this transaction, so stored statuses are exact and one
+    /// indexed query per address finds it.
     fn next_queued(&mut self, agent: &str) -> Result<Option<ThreadState>, EngineError> {
         let query = ThreadQuery {
             statuses: vec![Status::Pending],
-            assigned_to: Some(agent.to_owned()),
             ..ThreadQuery::all(ThreadOrder::Queue, 1)
         };
-        Ok(self.store.threads(&query)?.pop())
+        let mut best: Option<ThreadState> = None;
+        for address in self.addresses_of(agent, false)? {
+            let one = ThreadQuery {
+                assigned_to: Some(address),
+                ..query.clone()
+            };
+            if let Some(found) = self.store.threads(&one)?.pop() {
+                let earlier = best
+                    .as_ref()
+                    .is_none_or(|b| query.compare(&found.thread, &b.thread).is_lt());
+                if earlier {
+                    best = Some(found);
+                }
+            }
+        }
+        Ok(best)
     }
 
     /// Grants `agent` a lease of `seconds` on the loaded thread, if nobody
@@ -181,6 +212,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             message: None,
         };
         let (event, _) = self.record(&mut state.thread, false, change)?;
+        self.note_role_claim(&state.thread, agent, event.event_id)?;
         state.lease = Some(lease.clone());
         Ok(LeaseOutput {
             thread: self.view(state),
@@ -189,22 +221,16 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
-    /// The claim rules: only the assignee, never over a live lease, never
-    /// past the last attempt.
+    /// The claim rules: only the assignee or a member of its role, never
+    /// over a live lease, never past the last attempt.
     fn check_claimable(
-        &self,
+        &mut self,
         state: &ThreadState,
         agent: &str,
         status: Status,
     ) -> Result<(), EngineError> {
         let thread = &state.thread;
-        if thread.assigned_to != agent {
-            return Err(EngineError::NotAssigned {
-                thread_id: thread.thread_id.clone(),
-                agent: agent.to_owned(),
-                assigned_to: thread.assigned_to.clone(),
-            });
-        }
+        self.check_may_claim(thread, agent)?;
         if let Some(lease) = state.lease.as_ref().filter(|l| l.is_live(self.now)) {
             return Err(EngineError::LeaseConflict {
                 thread_id: thread.thread_id.clone(),
@@ -319,7 +345,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         }
         let mut payload = JsonObject::new();
         note_change(&mut payload, previous, state.thread.status);
-        let to = rules::default_recipient(&state.thread, &agent).to_owned();
+        let holder = state.lease.as_ref().map(|l| l.agent.as_str());
+        let to = rules::default_recipient(&state.thread, holder, &agent).to_owned();
         let mut control = JsonObject::new();
         control.insert("action".into(), "cancel".into());
         let draft = MessageDraft {

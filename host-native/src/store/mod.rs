@@ -10,11 +10,12 @@
 //! same store compiles for SQLite in wasm.
 
 use inbox_engine::store::{
-    EventQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadQuery, ThreadState, TxMode,
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadQuery,
+    ThreadState, TxMode,
 };
 use inbox_engine::{
-    Artifact, Event, EventId, JsonObject, Lease, Message, ReadCursor, Status, Store, StoreError,
-    StoreErrorKind, Thread, Timestamp,
+    Agent, Artifact, Event, EventId, JsonObject, Lease, Message, ReadCursor, Status, Store,
+    StoreError, StoreErrorKind, Thread, Timestamp,
 };
 use rusqlite::types::{Type, Value};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params, params_from_iter};
@@ -23,6 +24,7 @@ use crate::schema::{self, SchemaState};
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 
+mod agents;
 mod orch;
 
 /// Settings every host applies to a connection before handing it to
@@ -1092,6 +1094,30 @@ impl Store for SqliteStore {
             })
             .map(drop)
             .map_err(|e| self.error(e))
+    }
+
+    fn agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {
+        self.registry_agents(query)
+    }
+
+    fn put_agent(&mut self, agent: &Agent) -> Result<(), StoreError> {
+        self.registry_put(agent)
+    }
+
+    fn delete_agent(&mut self, name: &str) -> Result<(), StoreError> {
+        self.registry_delete(name)
+    }
+
+    fn live_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        self.live(now, limit)
+    }
+
+    fn last_event_by(&mut self, source: &str) -> Result<Option<Event>, StoreError> {
+        self.newest_event_by(source)
+    }
+
+    fn mailbox(&mut self, query: &MailboxQuery) -> Result<Vec<Message>, StoreError> {
+        self.mailbox_messages(query)
     }
 
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {

@@ -40,14 +40,14 @@ pub(super) const ORCH_WAKE: &[&str] = &[
 ];
 
 /// A record as the JSON text stored beside its columns.
-fn record<T: Serialize>(value: &T) -> Result<String, StoreError> {
+pub(super) fn record<T: Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value)
         .map_err(|e| StoreError::other(format!("cannot encode a record: {e}")))
 }
 
 impl SqliteStore {
     /// Decodes the JSON records a statement returns in its first column.
-    fn records<T: DeserializeOwned>(
+    pub(super) fn records<T: DeserializeOwned>(
         &mut self,
         sql: &str,
         params: Vec<Value>,
@@ -64,7 +64,7 @@ impl SqliteStore {
             .map(|text| {
                 serde_json::from_str(text).map_err(|e| {
                     StoreError::other(format!(
-                        "{}: a stored orch record does not decode: {e}",
+                        "{}: a stored record does not decode: {e}",
                         self.location
                     ))
                 })
@@ -72,7 +72,11 @@ impl SqliteStore {
             .collect()
     }
 
-    fn execute(&mut self, sql: &str, params: impl rusqlite::Params) -> Result<usize, StoreError> {
+    pub(super) fn execute(
+        &mut self,
+        sql: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<usize, StoreError> {
         self.conn
             .prepare_cached(sql)
             .and_then(|mut s| s.execute(params))

@@ -391,6 +391,9 @@ macro_rules! wit_conversions {
                 run_query: ::inbox_engine::orch::query::RunQuery,
                 task_query: ::inbox_engine::orch::query::TaskQuery,
                 orch_event_query: ::inbox_engine::orch::query::OrchEventQuery,
+                agent: ::inbox_engine::Agent,
+                agent_query: ::inbox_engine::store::AgentQuery,
+                mailbox_query: ::inbox_engine::store::MailboxQuery,
             }
         }
         #[allow(unused_imports)]

@@ -5,10 +5,10 @@
 
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
-use inbox_engine::store::{EventQuery, MessageQuery, ThreadQuery};
+use inbox_engine::store::{AgentQuery, EventQuery, MailboxQuery, MessageQuery, ThreadQuery};
 use inbox_engine::{
-    Event, EventId, Lease, Message, ReadCursor, Store, StoreError, StoreInfo, Thread, ThreadState,
-    Timestamp, TxMode,
+    Agent, Event, EventId, Lease, Message, ReadCursor, Store, StoreError, StoreInfo, Thread,
+    ThreadState, Timestamp, TxMode,
 };
 
 use crate::bindings::inbox::engine::store as host;
@@ -183,6 +183,41 @@ impl Store for HostStore {
     fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
         host::insert_orch_event(&convert::orch_event::to_json(event))
             .map_err(convert::store_error_from_wit)
+    }
+
+    fn agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {
+        let texts = host::agents(&convert::agent_query::to_json(query))
+            .map_err(convert::store_error_from_wit)?;
+        texts.iter().map(|t| convert::agent::from_json(t)).collect()
+    }
+
+    fn put_agent(&mut self, agent: &Agent) -> Result<(), StoreError> {
+        host::put_agent(&convert::agent::to_json(agent)).map_err(convert::store_error_from_wit)
+    }
+
+    fn delete_agent(&mut self, name: &str) -> Result<(), StoreError> {
+        host::delete_agent(name).map_err(convert::store_error_from_wit)
+    }
+
+    fn live_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        host::live_leases(now.as_millis(), convert::limit_to_wit(limit))
+            .map(|leases| leases.into_iter().map(convert::lease_from_wit).collect())
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn last_event_by(&mut self, source: &str) -> Result<Option<Event>, StoreError> {
+        host::last_event_by(source)
+            .map_err(convert::store_error_from_wit)?
+            .map(convert::event_from_wit)
+            .transpose()
+    }
+
+    fn mailbox(&mut self, query: &MailboxQuery) -> Result<Vec<Message>, StoreError> {
+        host::mailbox(&convert::mailbox_query::to_json(query))
+            .map_err(convert::store_error_from_wit)?
+            .into_iter()
+            .map(convert::message_from_wit)
+            .collect()
     }
 
     fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {

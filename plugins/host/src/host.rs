@@ -301,6 +301,44 @@ impl<S: Store, C: Clock> store::Host for HostState<S, C> {
         let events = out(self.store.orch_events(&query))?;
         Ok(events.iter().map(convert::orch_event::to_json).collect())
     }
+
+    fn agents(&mut self, query: String) -> Result<Vec<String>, wit::StoreError> {
+        self.reading()?;
+        let query = out(convert::agent_query::from_json(&query))?;
+        let agents = out(self.store.agents(&query))?;
+        Ok(agents.iter().map(convert::agent::to_json).collect())
+    }
+
+    fn put_agent(&mut self, agent: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let agent = out(convert::agent::from_json(&agent))?;
+        out(self.store.put_agent(&agent))
+    }
+
+    fn delete_agent(&mut self, name: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        out(self.store.delete_agent(&name))
+    }
+
+    fn live_leases(&mut self, now: i64, limit: u64) -> Result<Vec<wit::Lease>, wit::StoreError> {
+        self.reading()?;
+        let now = inbox_engine::Timestamp::from_millis(now);
+        let leases = out(self.store.live_leases(now, convert::limit_from_wit(limit)))?;
+        Ok(leases.iter().map(convert::lease_to_wit).collect())
+    }
+
+    fn last_event_by(&mut self, source: String) -> Result<Option<wit::Event>, wit::StoreError> {
+        self.reading()?;
+        let event = out(self.store.last_event_by(&source))?;
+        Ok(event.as_ref().map(convert::event_to_wit))
+    }
+
+    fn mailbox(&mut self, query: String) -> Result<Vec<wit::Message>, wit::StoreError> {
+        self.reading()?;
+        let query = out(convert::mailbox_query::from_json(&query))?;
+        let messages = out(self.store.mailbox(&query))?;
+        Ok(messages.iter().map(convert::message_to_wit).collect())
+    }
 }
 
 impl<S, C: Clock> clock::Host for HostState<S, C> {

@@ -33,9 +33,9 @@ pub enum PluginError {
         /// What wasmtime said.
         message: String,
     },
-    /// The component is not of the world `inbox:engine/plugin@0.3.0`: it
+    /// The component is not of the world `inbox:engine/plugin@0.4.0`: it
     /// imports something the host does not provide, or lacks an export.
-    #[error("the component does not fit this host (world inbox:engine/plugin@0.3.0): {message}")]
+    #[error("the component does not fit this host (world inbox:engine/plugin@0.4.0): {message}")]
     Incompatible {
         /// What wasmtime said.
         message: String,
@@ -216,8 +216,8 @@ impl Plugin {
     }
 
     /// What the component imports, as `interface` names (for a component of
-    /// our world: `inbox:engine/types@0.3.0`, `.../store@0.3.0`,
-    /// `.../clock@0.3.0`, `.../entropy@0.3.0`, and nothing else).
+    /// our world: `inbox:engine/types@0.4.0`, `.../store@0.4.0`,
+    /// `.../clock@0.4.0`, `.../entropy@0.4.0`, and nothing else).
     pub fn imports(&self) -> Vec<String> {
         self.component
             .component_type()

@@ -225,6 +225,34 @@ impl Store for BrokenWrites {
     fn put_read_cursor(&mut self, cursor: &inbox_engine::ReadCursor) -> Result<(), StoreError> {
         self.0.put_read_cursor(cursor)
     }
+    fn agents(
+        &mut self,
+        query: &inbox_engine::store::AgentQuery,
+    ) -> Result<Vec<inbox_engine::Agent>, StoreError> {
+        self.0.agents(query)
+    }
+    fn put_agent(&mut self, agent: &inbox_engine::Agent) -> Result<(), StoreError> {
+        self.0.put_agent(agent)
+    }
+    fn delete_agent(&mut self, name: &str) -> Result<(), StoreError> {
+        self.0.delete_agent(name)
+    }
+    fn live_leases(
+        &mut self,
+        now: inbox_engine::Timestamp,
+        limit: usize,
+    ) -> Result<Vec<inbox_engine::Lease>, StoreError> {
+        self.0.live_leases(now, limit)
+    }
+    fn last_event_by(&mut self, source: &str) -> Result<Option<inbox_engine::Event>, StoreError> {
+        self.0.last_event_by(source)
+    }
+    fn mailbox(
+        &mut self,
+        query: &inbox_engine::store::MailboxQuery,
+    ) -> Result<Vec<Message>, StoreError> {
+        self.0.mailbox(query)
+    }
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.0.run(run_id)
     }

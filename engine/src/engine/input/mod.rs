@@ -8,6 +8,7 @@
 //! megabyte is never copied on its way to the store. The orch commands'
 //! checks are in `orch`.
 
+use crate::address::Address;
 use crate::error::EngineError;
 use crate::model::{EventId, JsonObject, Kind, LeaseToken, Priority, Status};
 use crate::rules::Action;
@@ -70,7 +71,9 @@ impl Holder {
 
 /// `send` without a thread: the new thread's fields.
 pub(super) struct NewThread {
-    pub(super) to: String,
+    pub(super) to: Address,
+    /// Assign a role's thread to one member now (see `SendRequest::pick`).
+    pub(super) pick: bool,
     pub(super) subject: String,
     pub(super) run_id: Option<String>,
     pub(super) task_id: Option<String>,
@@ -91,7 +94,7 @@ pub(super) enum SendInput {
 /// A message added to an existing thread (`reply`, or `send` with a thread).
 pub(super) struct AppendInput {
     pub(super) from: String,
-    pub(super) to: Option<String>,
+    pub(super) to: Option<Address>,
     pub(super) thread_id: String,
     pub(super) lease_token: Option<LeaseToken>,
     pub(super) draft: MessageDraft,
@@ -115,8 +118,9 @@ const OPEN_KINDS: &[Kind] = &[Kind::Task, Kind::Question, Kind::Control, Kind::E
 const REPLY_KINDS: &[Kind] = &[Kind::Answer, Kind::Question, Kind::Progress, Kind::Control];
 
 /// Fields of `send` that only apply when opening a thread.
-fn new_thread_fields(r: &SendRequest) -> [(&'static str, bool); 5] {
+fn new_thread_fields(r: &SendRequest) -> [(&'static str, bool); 6] {
     [
+        ("pick", r.pick),
         ("subject", r.subject.is_some()),
         ("run_id", r.run_id.is_some()),
         ("task_id", r.task_id.is_some()),
@@ -154,11 +158,30 @@ pub(super) fn send(r: SendRequest) -> Result<SendInput, EngineError> {
         )
         .map(SendInput::Append);
     }
-    let to = v::agent("to_agent", &r.to_agent)?.to_owned();
+    let to = Address::parse(
+        "to_agent",
+        v::required(
+            "to_agent",
+            &r.to_agent,
+            "give the recipient: an agent name, role:NAME or broadcast",
+        )?,
+    )?;
+    if r.pick && !matches!(to, Address::Role(_)) {
+        return Err(EngineError::invalid(
+            "pick",
+            "picks one member of a role; it needs to_agent role:NAME",
+        ));
+    }
     let subject =
         v::required("subject", &r.subject, "say in one line what the work is")?.to_owned();
     v::line("subject", &subject, v::SUBJECT_MAX_CHARS)?;
-    let kind = r.kind.unwrap_or(Kind::Task);
+    // A broadcast is information: its first message is a notice unless said.
+    let default_kind = if to.is_work() {
+        Kind::Task
+    } else {
+        Kind::Event
+    };
+    let kind = r.kind.unwrap_or(default_kind);
     v::kind_in("kind", kind, OPEN_KINDS, " to open a thread")?;
     let max_attempts = v::bounded(
         "max_attempts",
@@ -168,6 +191,7 @@ pub(super) fn send(r: SendRequest) -> Result<SendInput, EngineError> {
     )?;
     let thread = NewThread {
         to,
+        pick: r.pick,
         run_id: v::optional_name("run_id", &r.run_id)?.map(str::to_owned),
         task_id: v::optional_name("task_id", &r.task_id)?.map(str::to_owned),
         priority: r.priority.unwrap_or(Priority::Normal),
@@ -198,7 +222,10 @@ fn append(
     artifacts: Vec<ArtifactInput>,
 ) -> Result<AppendInput, EngineError> {
     v::required("summary", &summary, "say in one line what this message is")?;
-    let to = v::optional_agent("to_agent", &to)?.map(str::to_owned);
+    let to = match to.as_deref() {
+        None => None,
+        Some(text) => Some(Address::parse("to_agent", text)?),
+    };
     let thread_id = v::id("thread_id", &thread_id)?.to_owned();
     Ok(AppendInput {
         from,
@@ -500,5 +527,7 @@ pub(super) fn wait_reply(r: WaitReplyRequest) -> Result<WaitReplyInput, EngineEr
     })
 }
 
+mod agents;
 mod orch;
+pub(super) use agents::*;
 pub(super) use orch::*;

@@ -2,6 +2,7 @@
 //! after its handler, pure like every check in `input`. A plan's problems
 //! are reported with the JSON path of the value at fault (`tasks[3].needs[0]`).
 
+use crate::address;
 use crate::error::EngineError;
 use crate::model::Priority;
 use crate::orch::model::{RetryPolicy, RunStatus};
@@ -151,7 +152,7 @@ fn new_task(spec: TaskSpec, at: &str) -> Result<NewTask, EngineError> {
             v::SUMMARY_MAX_CHARS,
         )?;
     }
-    let assignee = v::agent(&field("assignee"), &spec.assignee)?.to_owned();
+    let assignee = address::work_address(&field("assignee"), &spec.assignee)?;
     if spec.needs.len() > rules::MAX_NEEDS {
         return Err(EngineError::invalid(
             field("needs"),
@@ -391,7 +392,7 @@ fn decision(r: OrchTaskRequest, takes: Takes) -> Result<Decision, EngineError> {
     let to = match (&takes.to, &r.to) {
         (Need::No, Some(_)) => return Err(refuse("to")),
         (Need::Required(hint), None) => return Err(EngineError::missing("to", *hint)),
-        (_, Some(_)) => Some(v::agent("to", &r.to)?.to_owned()),
+        (_, Some(_)) => Some(address::work_address("to", &r.to)?),
         (_, None) => None,
     };
     if !takes.cascade && r.cascade {
