@@ -148,7 +148,7 @@ async fn the_handshake_lists_one_tool_per_command_with_schemas_that_leave_out_th
             "{expected} missing from {names:?}"
         );
     }
-    for hidden in ["init", "sweep", "version", "send", "orch_reconcile"] {
+    for hidden in ["init", "sweep", "version", "send", "read", "orch_reconcile"] {
         assert!(!names.contains(&hidden), "{hidden} is listed: {names:?}");
     }
     for tool in &tools {
@@ -245,6 +245,59 @@ async fn a_task_sent_with_send_message_is_fetched_claimed_and_finished_through_t
     assert!(!error, "{shown}");
     let printed = cli(&env, &["show", "--agent", "worker", "--thread", &thread], 0);
     assert_eq!(shown, printed);
+    lead.cancel().await.unwrap();
+    worker.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn read_messages_and_mark_read_are_the_mailbox_with_the_seed_s_arguments() {
+    let env = TestEnv::initialized();
+    let (lead, _) = connect(&env, "lead").await;
+    let (worker, _) = connect(&env, "worker").await;
+    for subject in ["First", "Second"] {
+        let (error, sent) = call(
+            &lead,
+            "send_message",
+            json!({"type": "question", "to": "worker", "subject": subject, "body": "?"}),
+        )
+        .await;
+        assert!(!error, "{sent}");
+    }
+    let (error, read) = call(
+        &worker,
+        "read_messages",
+        json!({"unreadOnly": true, "limit": 10}),
+    )
+    .await;
+    assert!(!error, "{read}");
+    assert_eq!(read["command"], "read");
+    let messages = read["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{read}");
+    assert_eq!(messages[0]["summary"], "First");
+    assert_eq!(messages[0]["payload"]["message_type"], "question");
+
+    let first = messages[0]["message_id"].as_str().unwrap();
+    let (error, marked) = call(&worker, "mark_read", json!({"messageIds": [first]})).await;
+    assert!(!error, "{marked}");
+    let (_, read) = call(&worker, "read_messages", json!({})).await;
+    assert_eq!(read["messages"].as_array().unwrap().len(), 1, "{read}");
+    let (error, marked) = call(&worker, "mark_read", json!({"all": true})).await;
+    assert!(!error, "{marked}");
+    let (_, read) = call(&worker, "read_messages", json!({})).await;
+    assert_eq!(read["messages"].as_array().unwrap().len(), 0, "{read}");
+    let (_, read) = call(&worker, "read_messages", json!({"unreadOnly": false})).await;
+    assert_eq!(read["messages"].as_array().unwrap().len(), 2, "{read}");
+
+    let (error, refused) = call(&worker, "read_messages", json!({"to": "lead"})).await;
+    assert!(
+        error && refused["error"]["code"] == "invalid_value",
+        "{refused}"
+    );
+    let (error, refused) = call(&worker, "mark_read", json!({})).await;
+    assert!(
+        error && refused["error"]["code"] == "missing_field",
+        "{refused}"
+    );
     lead.cancel().await.unwrap();
     worker.cancel().await.unwrap();
 }

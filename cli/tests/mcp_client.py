@@ -78,7 +78,7 @@ async def test_tools_are_listed_with_schemas_that_leave_out_the_agent():
         tools = (await server.session.list_tools()).tools
         names = {tool.name for tool in tools}
         for expected in ("fetch", "claim", "update", "wait_reply", "done", "fail", "reply", "watch",
-                         "orch_wait", "send_message"):
+                         "orch_wait", "send_message", "read_messages", "mark_read", "agent_list"):
             assert expected in names, (expected, names)
         for hidden in ("init", "sweep", "version", "send"):
             assert hidden not in names, (hidden, names)
@@ -108,6 +108,25 @@ async def test_send_fetch_claim_and_done_through_tools():
         assert not error and done["thread"]["status"] == "done", done
         error, shown = await worker.call("show", {"thread_id": thread})
         assert shown == cli(folder, "show", "--agent", "worker", "--thread", thread), shown
+
+
+async def test_the_mailbox_with_the_seed_s_arguments():
+    folder = project()
+    async with Server(folder, "lead") as lead, Server(folder, "worker") as worker:
+        for subject in ("First", "Second"):
+            error, sent = await lead.call("send_message", {"type": "question", "to": "worker",
+                                                           "subject": subject, "body": "?"})
+            assert not error, sent
+        error, read = await worker.call("read_messages", {"unreadOnly": True})
+        assert not error and [m["summary"] for m in read["messages"]] == ["First", "Second"], read
+        error, marked = await worker.call("mark_read", {"messageIds": [read["messages"][0]["message_id"]]})
+        assert not error, marked
+        _, read = await worker.call("read_messages")
+        assert [m["summary"] for m in read["messages"]] == ["Second"], read
+        error, marked = await worker.call("mark_read", {"all": True})
+        assert not error, marked
+        _, read = await worker.call("read_messages")
+        assert read["messages"] == [], read
 
 
 async def test_wait_reply_is_woken_by_a_cli_reply():

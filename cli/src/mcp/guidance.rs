@@ -94,6 +94,22 @@ pub(crate) fn exposure(command: Command) -> Exposure {
             acting: AGENT,
             when: "After asking (update with status blocked), to wait for the answer in that thread instead of sleeping; while you wait, your lease on the thread stays alive.",
         },
+        // Not tools: the mailbox is served as seed 004's read_messages and
+        // mark_read, with the seed's argument names (see seed.rs); a second
+        // `mark_read` with other arguments could not even have its name.
+        Command::Read | Command::MarkRead => Hidden,
+        Command::AgentRegister => Tool {
+            acting: AGENT,
+            when: "Once at the start, to join the team's registry with your roles: threads sent to role:NAME become yours to fetch and claim, and broadcasts reach you. Calling it again replaces your roles and description.",
+        },
+        Command::AgentList => Tool {
+            acting: None,
+            when: "To see who is on the team: each agent's roles, presence (active, idle, gone) and what it holds, and each role with what waits on it; before sending to an agent or a role:NAME.",
+        },
+        Command::AgentUnregister => Tool {
+            acting: AGENT,
+            when: "When you leave the team for good: role:NAME and broadcast stop reaching you (your threads stay).",
+        },
         // Not a tool: housekeeping that every write does first.
         Command::Sweep => Hidden,
         // Not a tool: the server's version is in the MCP handshake.
@@ -184,7 +200,7 @@ pub(crate) fn instructions(agent: &str, database: &str) -> String {
     format!(
         "inbox is the durable coordination bus of this agent team: a leader opens a thread for each task, a worker claims it with a lease, reports progress, asks when blocked and waits for the answer, then finishes with done or fail. You act as the agent `{agent}` (every tool fills in its agent fields with that name) on the database {database}.\n\
          The worker loop: fetch (what could I claim?) -> claim with next: true (keep the lease_token) -> update with status in_progress -> when blocked, update with status blocked and a summary of what is missing, then wait_reply until woke is true -> done (or fail), passing the thread_id and lease_token each time.\n\
-         The leader: send_message opens a thread for an agent (type task-assigned) or adds to one (threadId); watch with kinds [\"result\", \"question\"] waits for results and questions; reply with kind answer answers; orch_* tools run a whole task graph.\n\
+         The mailbox: read_messages at the start of a turn (your unread messages, to you, your roles or everyone), then mark_read. The leader: send_message opens a thread for an agent or a role:NAME (type task-assigned) or adds to one (threadId); watch with kinds [\"result\", \"question\"] waits for results and questions; reply with kind answer answers; orch_* tools run a whole task graph.\n\
          Waiting tools (wait_reply, watch, orch_wait) return within {WAIT_CAP_SECONDS} s: woke: false is not an error, call again with after_event = next_event_id."
     )
 }

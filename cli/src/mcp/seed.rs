@@ -2,6 +2,10 @@
 //! with the seed's own argument names, each a small mapping onto inbox's
 //! commands, so an agent written for that mailbox works here unchanged.
 //!
+//! `read_messages({to?, since?, unreadOnly?, limit?})` is `read` for this
+//! server's agent (another `to` is refused), and `mark_read({messageIds} |
+//! {all: true})` is `mark-read` by ids or through every event so far.
+//!
 //! `send_message({type, to, subject?, body, metadata?, issueId?})`, plus
 //! `threadId` to write into a thread, maps by `type`:
 //!
@@ -26,38 +30,50 @@
 
 use inbox_engine::validate::SUBJECT_MAX_CHARS;
 use inbox_engine::wire::*;
-use inbox_engine::{EngineError, Kind, Request, Response};
+use inbox_engine::{EngineError, Kind, Request, Response, Timestamp};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::catalog::{Object, schema_of};
 
-/// The seed's tools that are served: each has a name, a description, an
-/// input schema and a mapping below.
-// TODO(read/mark-read): add `ReadMessages` and `MarkRead` here when the
-// `read` and `mark-read` commands land (see the TODO at the end of this
-// file). Until then they are not listed: a tool that cannot work must not
-// be offered.
-pub(crate) const TOOLS: &[SeedTool] = &[SeedTool::SendMessage];
+/// The seed's tools: each has a name, a description, an input schema and a
+/// mapping below.
+pub(crate) const TOOLS: &[SeedTool] = &[
+    SeedTool::ReadMessages,
+    SeedTool::SendMessage,
+    SeedTool::MarkRead,
+];
 
 /// One of seed 004's tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SeedTool {
-    /// `send_message`.
+    /// `read_messages`, onto `read`.
+    ReadMessages,
+    /// `send_message`, onto `send` (or `done`, `cancel`).
     SendMessage,
+    /// `mark_read`, onto `mark-read`.
+    MarkRead,
 }
 
 impl SeedTool {
     /// The seed's name for it.
     pub(crate) fn name(self) -> &'static str {
         match self {
+            SeedTool::ReadMessages => "read_messages",
             SeedTool::SendMessage => "send_message",
+            SeedTool::MarkRead => "mark_read",
         }
     }
 
     /// What it does and when to use it.
     pub(crate) fn description(self) -> &'static str {
         match self {
+            SeedTool::ReadMessages => {
+                "Read your mailbox (seed 004's read_messages, inbox's read): the messages addressed to you, to your roles or to everyone, across threads, oldest first, unread only unless unreadOnly is false. Reading consumes nothing: mark_read marks them read. Each message carries its thread_id, kind, summary, body and payload (send_message's type is payload.message_type).\n\nWhen to use it: at the start of every turn, and when a leader wakes; then act on each message (claim a task's thread, answer a question in its thread) and mark_read what you handled."
+            }
+            SeedTool::MarkRead => {
+                "Mark mailbox messages read (seed 004's mark_read, inbox's mark-read): messageIds marks those messages (and, in each one's thread, everything before them); all: true marks every message of your mailbox so far. Give one of the two.\n\nWhen to use it: after handling what read_messages returned, so the next read_messages returns only what is new."
+            }
             SeedTool::SendMessage => {
                 "Send a message through the team's mailbox (seed 004's send_message). Without threadId it opens a new thread for `to`: type task-assigned (or review-request) hands `to` work it fetches and claims; question asks; status and custom leave a notice. With threadId it writes into that thread: answer answers a question (and unblocks a blocked worker), question and status (progress) add to it; task-done or review-result finishes a thread you hold with its result (the same as done), cancel stops it (the same as cancel). subject defaults to the body's first line; metadata is kept as the message's payload, with issue_id and message_type added.\n\nWhen to use it: a leader handing out work or answering, a worker reporting, in the seed mailbox's terms; the answer's thread.thread_id is what later calls pass as threadId."
             }
@@ -67,7 +83,9 @@ impl SeedTool {
     /// Its input schema.
     pub(crate) fn schema(self) -> Object {
         match self {
+            SeedTool::ReadMessages => schema_of::<ReadMessages>(),
             SeedTool::SendMessage => schema_of::<SendMessage>(),
+            SeedTool::MarkRead => schema_of::<MarkRead>(),
         }
     }
 }
@@ -80,9 +98,17 @@ pub(crate) fn request(
 ) -> Result<Request, Box<Response>> {
     let refuse = |error: EngineError| Box::new(Response::failure(Some(tool.name().into()), error));
     match tool {
+        SeedTool::ReadMessages => {
+            let args: ReadMessages = decode(arguments).map_err(refuse)?;
+            read_messages(agent, args).map_err(refuse)
+        }
         SeedTool::SendMessage => {
             let args: SendMessage = decode(arguments).map_err(refuse)?;
             send_message(agent, args).map_err(refuse)
+        }
+        SeedTool::MarkRead => {
+            let args: MarkRead = decode(arguments).map_err(refuse)?;
+            mark_read(agent, args).map_err(refuse)
         }
     }
 }
@@ -150,7 +176,7 @@ pub(crate) struct SendMessage {
     /// What the message is; see the tool's description for what each does.
     #[serde(rename = "type")]
     kind: MessageType,
-    /// The agent it is for: on a new thread, the one that may claim it. In a thread it defaults to the other party; task-done, review-result and cancel go to the thread's parties whatever it says.
+    /// Who it is for: an agent's name, role:NAME (any member of the role may claim it) or broadcast (every agent, as information); on a new thread, who may claim it. In a thread it defaults to the other party; task-done, review-result and cancel go to the thread's parties whatever it says.
     #[serde(default)]
     to: Option<String>,
     /// One line; the body's first line if absent.
@@ -295,24 +321,96 @@ fn first_line(body: &str) -> String {
     short
 }
 
-// TODO(read/mark-read): seed 004's other two tools, to add to `TOOLS` (and
-// `SeedTool`, with a name, a description and `schema_of` their arguments)
-// when the lead's `read` and `mark-read` commands land. Their mappings:
-//
-// read_messages({to?, since?, unreadOnly?, limit?}) -> `read`:
-//   - `to` absent or the server's agent: agent = the server's agent; any
-//     other `to` is refused like another agent's name (invalid_value);
-//   - `since` (an ISO timestamp) -> the request's time cursor;
-//   - `unreadOnly` (default true) -> `read`'s unread filter (false: all);
-//   - `limit` (default 50, the seed's) -> limit.
-//   Oldest first, messages to me, my roles and broadcast, as `read` says.
-//
-// mark_read({messageIds} | {all: true}) -> `mark-read`:
-//   - `messageIds` -> the request's message ids;
-//   - `all: true` -> everything up to the newest message `read` returned
-//     (the request's cursor form); both or neither is invalid_request.
-//
-// Both take the acting agent from the server, as every tool does.
+/// `read_messages`'s arguments, with the seed's names.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct ReadMessages {
+    /// Whose mailbox: yours (the default); any other agent is refused.
+    #[serde(default)]
+    to: Option<String>,
+    /// Only messages written at or after this time (RFC 3339 in UTC, e.g. 2026-05-10T14:00:00Z).
+    #[serde(default)]
+    since: Option<String>,
+    /// Only messages you have not marked read (default true).
+    #[serde(default)]
+    unread_only: Option<bool>,
+    /// At most this many messages, oldest first (default 50).
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+/// `read_messages` onto `read`: the seed's `to` is the reader, which is
+/// this server's agent; `unreadOnly` is `read`'s default, `include_read`
+/// its opposite.
+fn read_messages(agent: &str, args: ReadMessages) -> Result<Request, EngineError> {
+    if let Some(to) = args.to.filter(|to| to != agent) {
+        return Err(EngineError::InvalidValue {
+            field: "to".into(),
+            problem: format!(
+                "is `{to}`, but this MCP server reads the mailbox of `{agent}` (inbox mcp --agent {agent}); leave it out"
+            ),
+        });
+    }
+    let since = args
+        .since
+        .map(|text| {
+            Timestamp::parse(&text).map_err(|e| EngineError::InvalidValue {
+                field: "since".into(),
+                problem: e.to_string(),
+            })
+        })
+        .transpose()?;
+    Ok(Request::Read(ReadRequest {
+        agent: Some(agent.to_owned()),
+        include_read: !args.unread_only.unwrap_or(true),
+        since,
+        after_event: None,
+        limit: args.limit,
+    }))
+}
+
+/// `mark_read`'s arguments, with the seed's names.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct MarkRead {
+    /// The messages to mark read (msg_... ids from read_messages).
+    #[serde(default)]
+    message_ids: Option<Vec<String>>,
+    /// Mark every message of your mailbox so far instead.
+    #[serde(default)]
+    all: Option<bool>,
+}
+
+/// `mark_read` onto `mark-read`: `messageIds` are its `message_ids`;
+/// `all` is "through the newest event there is", which `through_event`
+/// says as the largest event id a store holds (i64::MAX: SQLite's
+/// integers), so every message written before the call is marked and none
+/// after it.
+fn mark_read(agent: &str, args: MarkRead) -> Result<Request, EngineError> {
+    let all = args.all.unwrap_or(false);
+    let ids = args.message_ids.unwrap_or_default();
+    let through_event = match (all, ids.is_empty()) {
+        (true, true) => Some(i64::MAX.unsigned_abs()),
+        (false, false) => None,
+        (true, false) => {
+            return Err(EngineError::InvalidValue {
+                field: "all".into(),
+                problem: "marks every message; give it or messageIds, not both".into(),
+            });
+        }
+        (false, true) => {
+            return Err(EngineError::MissingField {
+                field: "messageIds".into(),
+                hint: "name the messages read (their message_id), or pass all: true".into(),
+            });
+        }
+    };
+    Ok(Request::MarkRead(MarkReadRequest {
+        agent: Some(agent.to_owned()),
+        message_ids: ids,
+        through_event,
+    }))
+}
 
 #[cfg(test)]
 mod tests {
