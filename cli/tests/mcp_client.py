@@ -10,8 +10,10 @@ closing `N passed, N failed`; exits 1 if any failed.
 """
 
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,6 +42,7 @@ def cli(folder, *args, status=0):
 
 def project():
     folder = tempfile.mkdtemp(prefix="inbox-mcp-py-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     cli(folder, "init")
     return folder
 
