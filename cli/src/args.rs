@@ -34,7 +34,8 @@ another process took the thread over, the command is refused with lease_lost
 instead of acting on work that is no longer yours.
 
 Leaders open threads with send, inspect with list, show and watch, answer
-with reply and stop work with cancel.
+with reply and stop work with cancel. Agent runtimes that speak MCP (Claude
+Code, Codex, VS Code) get all of this as tools from `inbox mcp --agent ME`.
 
 Output is for people unless --json is given: then stdout is exactly one JSON
 object, {\"ok\": true, \"command\": ..., ...} or {\"ok\": false, \"error\":
@@ -460,6 +461,28 @@ Examples:
   inbox import --sqlite team.db --replace"
     )]
     Import(ImportArgs),
+
+    /// Serve these commands to an agent runtime over MCP (stdio)
+    #[command(
+        long_about = "\
+Run a Model Context Protocol server on stdin and stdout, acting as --agent
+(else $INBOX_AGENT) on the same database as every other command: register
+it with an agent runtime (Claude Code, Codex, VS Code, ...) and its agent
+gets inbox's commands as tools (fetch, claim, update, wait_reply, done, ...,
+orch's, and the mailbox tool send_message), each taking the fields of the
+command's JSON request and answering exactly what --json prints. The agent
+fields are this server's --agent: a tool call naming another agent is
+refused. Waiting tools (wait_reply, watch, orch_wait) wait at most 50 s per
+call, below the 60 s after which runtimes give up on a tool call: a wait
+that times out answers woke: false and the cursor to call again with.
+stdout carries the protocol alone; notes go to stderr. The server is the
+inbox-mcp program installed beside inbox, which this command starts.",
+        after_help = "\
+Examples:
+  claude mcp add inbox -- inbox mcp --agent backend-worker
+  inbox mcp --agent lead --db /work/team/.agents/coord.db"
+    )]
+    Mcp(McpArgs),
     }
 }
 
@@ -973,6 +996,10 @@ pub struct ImportArgs {
     #[arg(long)]
     pub replace: bool,
 }
+
+/// `mcp`: everything it takes is a global flag (`--agent`, `--db`).
+#[derive(Debug, Args)]
+pub struct McpArgs {}
 
 /// `script`.
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@
 //! apply an inbox rule of its own.
 
 pub mod args;
+mod mcp_launch;
 pub mod orch_args;
 mod output;
 mod render;
@@ -27,7 +28,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
-use inbox_engine::{Effect, EngineError, Executor, Request, Response, StoreError};
+use inbox_engine::{Call, Effect, EngineError, Executor, Request, Response, StoreError};
 use inbox_host_native::{Durability, HostClock, SqliteStore, open, watch};
 
 use args::{Cli, Command, Global};
@@ -133,6 +134,7 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
         Command::Import(args) => {
             Action::Tool(Box::new(move |g: &Global| transfer::import(g, &args)))
         }
+        Command::Mcp(_) => Action::Tool(Box::new(mcp_launch::launch)),
         command => {
             let init = match &command {
                 Command::Init(args) => Some(args.durability),
@@ -345,54 +347,148 @@ fn run(invocation: Invocation) -> u8 {
     };
     let (db, cwd) = resolve_db(&global);
     notes.extend(db.notes.iter().cloned());
-    let db_path = db.path.clone();
-
-    // A wait arms its watch before it opens the database, so that no commit
-    // between the first query and the first sleep goes unnoticed.
-    let waits = request.effect() == Effect::Wait;
-    let mut watcher = waits.then(|| watch::ChangeWatcher::arm(&db_path));
-    let engine = match runner::EngineChoice::load(global.engine.as_deref()) {
-        Ok(engine) => engine,
+    let new_thread = matches!(&request, Request::Send(r) if r.thread_id.is_none());
+    let on = Target {
+        db: &db.path,
+        engine: global.engine.as_deref(),
+        init: init_durability,
+    };
+    let call = Call {
+        request,
+        idempotency_key: global.idempotency_key.clone(),
+    };
+    let executed = match execute_on(on, call, clock, None) {
+        Ok(Some(executed)) => executed,
+        // Only a stop ends a wait without an answer, and a command has none.
+        Ok(None) => return finish(&fail(stopped()), json, None, &notes),
         Err(error) => return finish(&fail(error), json, None, &notes),
     };
-    let (mut store, durability) = match open_store(init_durability, &db_path) {
-        Ok(opened) => opened,
-        Err(error) => return finish(&fail(EngineError::Store(error)), json, None, &notes),
+    let context = render::Context {
+        now: executed.now,
+        agent: global.agent,
+        new_thread,
+        durability: Some(executed.durability.as_str()),
+        database: Some(database_line(&db, &cwd)),
     };
+    finish(&executed.response, json, Some(&context), &notes)
+}
+
+/// Where a request runs: the database, the engine (`--engine`), and for
+/// `init` the durability to record.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    db: &'a Path,
+    engine: Option<&'a Path>,
+    init: Option<Option<Durability>>,
+}
+
+/// What running a request gave: its response, the engine's time when it
+/// ended, and the durability of the database it ran on.
+struct Executed {
+    response: Response,
+    now: inbox_engine::Timestamp,
+    durability: Durability,
+}
+
+/// Runs one request over a database the way every command runs it: the
+/// engine chosen, the database opened (created only by `init`), and a wait
+/// blocked until it wakes, times out or `stop` says to stop (`Ok(None)`).
+/// One home for this sequence: `inbox`, `orch` and `inbox-mcp` all run it.
+fn execute_on(
+    on: Target<'_>,
+    call: Call,
+    clock: HostClock,
+    stop: Option<&dyn Fn() -> bool>,
+) -> Result<Option<Executed>, EngineError> {
+    // A wait arms its watch before it opens the database, so that no commit
+    // between the first query and the first sleep goes unnoticed.
+    let waits = call.request.effect() == Effect::Wait;
+    let mut watcher = waits.then(|| watch::ChangeWatcher::arm(on.db));
+    let engine = runner::EngineChoice::load(on.engine)?;
+    let (mut store, durability) = open_store(on.init, on.db).map_err(EngineError::Store)?;
     // A wait keeps its connection open and may write while it waits
     // (heartbeats, lapses, orch's reconcile): like an embedding host, it
     // leaves truncating the WAL to the one-command writers, so a wake is
     // never held up by a checkpoint's fsyncs.
-    if waits
-        && let Err(error) =
-            inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
-    {
-        return finish(&fail(EngineError::Store(error)), json, None, &notes);
+    if waits {
+        inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
+            .map_err(EngineError::Store)?;
     }
-    let new_thread = matches!(&request, Request::Send(r) if r.thread_id.is_none());
-    let mut engine = match engine.start(store, clock) {
-        Ok(engine) => engine,
-        Err(error) => return finish(&fail(error), json, None, &notes),
+    let mut engine = engine.start(store, clock)?;
+    let response = match (watcher.as_mut(), stop) {
+        // A wait takes no idempotency key: refused as the engine refuses it.
+        (Some(_), _) if call.check().is_err() => engine.execute_call(call),
+        (Some(watcher), None) => {
+            watch::wait(&mut engine, runner::Runner::store, call.request, watcher)
+        }
+        (Some(watcher), Some(stop)) => {
+            let request = call.request;
+            match watch::wait_or_stop(&mut engine, runner::Runner::store, request, watcher, stop) {
+                Some(response) => response,
+                None => return Ok(None),
+            }
+        }
+        (None, _) => engine.execute_call(call),
     };
-    let call = inbox_engine::Call {
-        request,
-        idempotency_key: global.idempotency_key.clone(),
-    };
-    let response = match (call, watcher.as_mut()) {
-        (call, Some(watcher)) => match call.check() {
-            Ok(()) => watch::wait(&mut engine, runner::Runner::store, call.request, watcher),
-            Err(error) => fail(error),
-        },
-        (call, None) => engine.execute_call(call),
-    };
-    let context = render::Context {
+    Ok(Some(Executed {
+        response,
         now: engine.now(),
-        agent: global.agent,
-        new_thread,
-        durability: Some(durability.as_str()),
-        database: Some(database_line(&db, &cwd)),
+        durability,
+    }))
+}
+
+fn stopped() -> EngineError {
+    EngineError::Internal {
+        message: "the wait was stopped before it answered".into(),
+    }
+}
+
+/// Runs one engine request for a host that serves many in one process
+/// (`inbox-mcp`), exactly as the command line runs it: over the database
+/// `global` names (`--db`, `$INBOX_DB`, or found), with the engine it names,
+/// on the host clock, a wait blocking until it wakes or times out. Returns
+/// `None` when `stop` ended a wait (its client cancelled the call). The
+/// response is the one `--json` prints; nothing is printed.
+pub fn execute(global: &Global, call: Call, stop: &dyn Fn() -> bool) -> Option<Response> {
+    let command = call.request.command().as_str().to_owned();
+    let fail = |error: EngineError| Some(Response::failure(Some(command.clone()), error));
+    let clock = match HostClock::from_env() {
+        Ok(clock) => clock,
+        Err(e) => {
+            return fail(EngineError::InvalidValue {
+                field: inbox_host_native::clock::NOW_ENV.into(),
+                problem: e.to_string(),
+            });
+        }
     };
-    finish(&response, json, Some(&context), &notes)
+    let (db, _) = resolve_db(global);
+    let on = Target {
+        db: &db.path,
+        engine: global.engine.as_deref(),
+        init: None,
+    };
+    match execute_on(on, call, clock, Some(stop)) {
+        Ok(executed) => executed.map(|executed| executed.response),
+        Err(error) => fail(error),
+    }
+}
+
+/// The database `global` names, opened once to check that commands can
+/// run on it (it exists, is initialized, is ours): what a long-running host
+/// checks before it starts serving. Returns the line saying which database
+/// it is and why, as commands say it on stderr.
+pub fn check_database(global: &Global) -> Result<String, EngineError> {
+    let (db, cwd) = resolve_db(global);
+    open::open_existing(&db.path, None).map_err(EngineError::Store)?;
+    Ok(database_line(&db, &cwd))
+}
+
+/// What this host can say about an artifact a caller named by its path
+/// alone (an MCP tool call): its absolute form and, for a readable file,
+/// size and SHA-256 digest, exactly as `--artifact` records them. Notes
+/// say why a path has no digest.
+pub fn describe_artifact(path: &str, notes: &mut Vec<String>) -> inbox_engine::wire::ArtifactInput {
+    request::describe_artifact(path, notes)
 }
 
 /// The database the command line names (`--db`, `$INBOX_DB`, or found),

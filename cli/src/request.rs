@@ -420,6 +420,20 @@ fn artifacts(args: &ArtifactArgs, notes: &mut Notes) -> Result<Vec<ArtifactInput
     Ok(out)
 }
 
+/// An artifact named by `path` alone, with what this host can say about
+/// it (see [`file_facts`]): what `--artifact PATH` records.
+pub(crate) fn describe_artifact(path: &str, notes: &mut Notes) -> ArtifactInput {
+    let facts = file_facts(path, notes);
+    ArtifactInput {
+        path: Some(path.to_owned()),
+        kind: None,
+        metadata: None,
+        absolute_path: facts.absolute_path,
+        size_bytes: facts.size_bytes,
+        sha256: facts.sha256,
+    }
+}
+
 /// An artifact path as text. Paths are recorded as text (JSON has no
 /// other kind), so a file name that is not UTF-8 is refused, not mangled.
 fn text_path(i: usize, path: &Path) -> Result<&str, EngineError> {

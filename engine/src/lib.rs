@@ -29,8 +29,9 @@
 //! - [`time`], [`ids`]: timestamps, the clock and id interfaces.
 //!
 //! The optional `typescript` feature (used by the wasm package) derives
-//! TypeScript declarations of the wire types with `tsify`; it adds no code
-//! that runs.
+//! TypeScript declarations of the wire types with `tsify`, and the optional
+//! `schema` feature (used by the MCP server) derives JSON Schemas of the
+//! wire requests with `schemars`; neither adds code that the engine runs.
 //!
 //! # Use
 //!

@@ -206,6 +206,27 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+// Written by hand, like the serde impls above: on the wire a timestamp is
+// its text form, which a derive would describe as an integer.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Timestamp {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Timestamp".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "date-time",
+            "description": "RFC 3339 in UTC with a `Z`, e.g. 2026-01-01T09:30:00.000Z",
+        })
+    }
+}
+
 /// A string that is not an RFC 3339 UTC timestamp in the engine's form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(

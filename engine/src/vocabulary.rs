@@ -53,8 +53,8 @@ pub trait Vocabulary: Copy + Eq + std::fmt::Debug + 'static {
 }
 
 /// Defines a vocabulary enum: its variants with their wire spellings and
-/// one-sentence descriptions, serde and (with the `typescript` feature)
-/// TypeScript derives, [`Vocabulary`], inherent shortcuts and `Display`.
+/// one-sentence descriptions, serde and (with the `typescript` and `schema`
+/// features) TypeScript and JSON Schema derives, [`Vocabulary`], inherent shortcuts and `Display`.
 macro_rules! vocabulary {
     (
         $(#[$meta:meta])*
@@ -63,6 +63,7 @@ macro_rules! vocabulary {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
         #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
         pub enum $name { $(#[doc = $doc] #[serde(rename = $text)] $variant,)+ }
 
         impl $crate::vocabulary::Vocabulary for $name {

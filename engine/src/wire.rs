@@ -34,6 +34,7 @@ pub const WIRE_VERSION: u32 = 1;
 
 /// An artifact reference to attach to a new message.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ArtifactInput {
@@ -43,6 +44,10 @@ pub struct ArtifactInput {
     pub kind: Option<String>,
     /// A JSON object about it.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub metadata: Option<serde_json::Value>,
     /// The path made absolute, as the sending host sees it.
     pub absolute_path: Option<String>,
@@ -54,12 +59,14 @@ pub struct ArtifactInput {
 
 /// `init`: no fields.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct InitRequest {}
 
 /// `send`: open a thread (no `thread_id`) or append to one.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SendRequest {
@@ -86,6 +93,10 @@ pub struct SendRequest {
     pub body: Option<String>,
     /// A JSON object.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub payload: Option<serde_json::Value>,
     /// New threads only; defaults to `normal`.
     pub priority: Option<Priority>,
@@ -101,6 +112,7 @@ pub struct SendRequest {
 
 /// `fetch`: claimable threads for one agent.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FetchRequest {
@@ -116,6 +128,7 @@ pub struct FetchRequest {
 
 /// `claim`: take the lease.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClaimRequest {
@@ -132,6 +145,7 @@ pub struct ClaimRequest {
 
 /// `renew`: extend the caller's lease from now.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RenewRequest {
@@ -147,6 +161,7 @@ pub struct RenewRequest {
 
 /// `update`: progress or a blocking question from the holder.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UpdateRequest {
@@ -164,6 +179,10 @@ pub struct UpdateRequest {
     pub body: Option<String>,
     /// A JSON object.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
@@ -171,6 +190,7 @@ pub struct UpdateRequest {
 
 /// `reply`: a message inside an existing thread.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReplyRequest {
@@ -190,6 +210,10 @@ pub struct ReplyRequest {
     pub body: Option<String>,
     /// A JSON object.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
@@ -197,6 +221,7 @@ pub struct ReplyRequest {
 
 /// `done` and `fail`: the holder finishes the thread.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FinishRequest {
@@ -212,6 +237,10 @@ pub struct FinishRequest {
     pub body: Option<String>,
     /// A JSON object.
     #[cfg_attr(feature = "typescript", tsify(type = "JsonObject"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::model::JsonObject>")
+    )]
     pub payload: Option<serde_json::Value>,
     /// References to attach.
     pub artifacts: Vec<ArtifactInput>,
@@ -219,6 +248,7 @@ pub struct FinishRequest {
 
 /// `cancel`: stop a thread that has not finished.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CancelRequest {
@@ -234,6 +264,7 @@ pub struct CancelRequest {
 
 /// `list`: threads by filter, newest first.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ListRequest {
@@ -256,6 +287,7 @@ pub struct ListRequest {
 
 /// `show`: one thread and its history.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ShowRequest {
@@ -273,6 +305,7 @@ pub struct ShowRequest {
 
 /// `watch`: events on an agent's threads after a cursor.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WatchRequest {
@@ -294,6 +327,7 @@ pub struct WatchRequest {
 
 /// `wait-reply`: the next reply-like message in one thread.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WaitReplyRequest {
@@ -316,12 +350,14 @@ pub struct WaitReplyRequest {
 
 /// `sweep`: no fields.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SweepRequest {}
 
 /// `version`: no fields.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct VersionRequest {}

@@ -32,6 +32,10 @@ const ALLOWED_DEPENDENCIES: &[&str] = &[
     // custom section of the module. Compile-time only; no code runs.
     "tsify",
     "wasm-bindgen",
+    // Optional, only with the `schema` feature (the MCP server): a derive
+    // that describes the wire requests as JSON Schemas, plain data built
+    // with serde_json. Compile-time only; the engine never calls it.
+    "schemars",
 ];
 
 #[test]

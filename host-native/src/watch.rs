@@ -16,8 +16,10 @@
 //!
 //! The watch is armed before the first poll, so a commit that lands between
 //! the first query and the first sleep is never missed. No read transaction
-//! is held while sleeping. This module must never decide what matches a
-//! wait; that is the engine's.
+//! is held while sleeping. A host that serves many requests in one process
+//! (the MCP server) can also stop a wait from outside ([`wait_or_stop`]),
+//! when its client cancels the call. This module must never decide what
+//! matches a wait; that is the engine's.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -28,6 +30,11 @@ use crate::store::SqliteStore;
 
 /// How often to look even without a notification.
 const SAFETY_POLL: Duration = Duration::from_millis(500);
+
+/// How often a wait that can be stopped asks whether it should stop: short
+/// enough that a cancelled call ends at once as people and clients see it,
+/// long enough that asking costs nothing.
+pub const STOP_CHECK: Duration = Duration::from_millis(50);
 
 /// Blocks in `watch` or `wait-reply` until it wakes, times out or fails, and
 /// returns the response to print. `watcher` must have been armed on the
@@ -43,9 +50,43 @@ pub fn wait<E: Executor>(
     request: Request,
     watcher: &mut ChangeWatcher,
 ) -> Response {
+    match wait_until(engine, store, request, watcher, None) {
+        Some(response) => response,
+        // Without a `stop`, only the waiter ends the wait.
+        None => Response::failure(
+            None,
+            inbox_engine::EngineError::Internal {
+                message: "a wait without a stop was stopped".into(),
+            },
+        ),
+    }
+}
+
+/// [`wait`], which also returns `None` soon (within [`STOP_CHECK`]) after
+/// `stop` starts answering true: for a host whose client may cancel a call
+/// while it waits. What the wait did until then stays done (a renewed
+/// lease, a recorded lapse), as when a waiting CLI process is killed.
+pub fn wait_or_stop<E: Executor>(
+    engine: &mut E,
+    store: fn(&E) -> &SqliteStore,
+    request: Request,
+    watcher: &mut ChangeWatcher,
+    stop: &dyn Fn() -> bool,
+) -> Option<Response> {
+    wait_until(engine, store, request, watcher, Some(stop))
+}
+
+fn wait_until<E: Executor>(
+    engine: &mut E,
+    store: fn(&E) -> &SqliteStore,
+    request: Request,
+    watcher: &mut ChangeWatcher,
+    stop: Option<&dyn Fn() -> bool>,
+) -> Option<Response> {
+    let stopped = || stop.is_some_and(|stop| stop());
     let mut waiter = match Waiter::new(request) {
         Ok(waiter) => waiter,
-        Err(response) => return *response,
+        Err(response) => return Some(*response),
     };
     let mut seen = data_version(store(engine));
     // A wait whose look records (orch's) runs statements on its wake that
@@ -56,16 +97,23 @@ pub fn wait<E: Executor>(
         // look, make sure the database is still the file it opened.
         if let Err(error) = store(engine).check_files() {
             let command = waiter.command().as_str().to_owned();
-            return Response::failure(Some(command), inbox_engine::EngineError::Store(error));
+            return Some(Response::failure(
+                Some(command),
+                inbox_engine::EngineError::Store(error),
+            ));
         }
         match waiter.poll(engine) {
-            WaitStep::Finished(response) => return response,
+            WaitStep::Finished(response) => return Some(response),
             WaitStep::Pending { within } => {
                 if std::mem::take(&mut prepare_ahead) {
                     store(engine).prepare_ahead();
                 }
-                watcher.wait(store(engine), &mut seen, Instant::now() + within);
+                let deadline = Instant::now() + within;
+                watcher.sleep_until(store(engine), &mut seen, deadline, stop);
             }
+        }
+        if stopped() {
+            return None;
         }
     }
 }
@@ -121,6 +169,18 @@ impl ChangeWatcher {
     /// Returns when `store`'s `data_version` differs from `seen` (updating
     /// it) or at `deadline`, whichever comes first.
     pub fn wait(&mut self, store: &SqliteStore, seen: &mut Option<i64>, deadline: Instant) {
+        self.sleep_until(store, seen, deadline, None);
+    }
+
+    /// [`ChangeWatcher::wait`], which also returns soon after `stop`
+    /// starts answering true.
+    fn sleep_until(
+        &mut self,
+        store: &SqliteStore,
+        seen: &mut Option<i64>,
+        deadline: Instant,
+        stop: Option<&dyn Fn() -> bool>,
+    ) {
         #[cfg(target_os = "linux")]
         if let Some(inotify) = &mut self.inotify
             && inotify.arm().is_err()
@@ -128,16 +188,32 @@ impl ChangeWatcher {
             // Cannot watch any more: poll from here on.
             self.inotify = None;
         }
-        self.sleep(store, seen, deadline);
+        self.sleep(store, seen, deadline, stop);
         #[cfg(target_os = "linux")]
         if let Some(inotify) = &mut self.inotify {
             inotify.disarm();
         }
     }
 
-    fn sleep(&mut self, store: &SqliteStore, seen: &mut Option<i64>, deadline: Instant) {
+    fn sleep(
+        &mut self,
+        store: &SqliteStore,
+        seen: &mut Option<i64>,
+        deadline: Instant,
+        stop: Option<&dyn Fn() -> bool>,
+    ) {
         let mut first = true;
+        // Without a stop, sleeps last as long as they did before stops
+        // existed; with one, no sleep outlasts a check.
+        let slice = if stop.is_some() {
+            STOP_CHECK
+        } else {
+            SAFETY_POLL
+        };
         loop {
+            if stop.is_some_and(|stop| stop()) {
+                return;
+            }
             let version = data_version(store);
             if version != *seen || version.is_none() {
                 *seen = version;
@@ -167,7 +243,7 @@ impl ChangeWatcher {
             let left = deadline - now;
             #[cfg(target_os = "linux")]
             if let Some(inotify) = &mut self.inotify {
-                if inotify.wait(left.min(SAFETY_POLL)) {
+                if inotify.wait(left.min(slice)) {
                     // The write that woke us may not be committed yet:
                     // chase it before sleeping again.
                     if confirm(inotify, store, seen, deadline) {
@@ -177,7 +253,7 @@ impl ChangeWatcher {
                 continue;
             }
             // No notifications: poll, backing off from 1 ms to the safety poll.
-            std::thread::sleep(self.interval.min(left));
+            std::thread::sleep(self.interval.min(left).min(slice));
             self.interval = (self.interval * 2).min(SAFETY_POLL);
         }
     }

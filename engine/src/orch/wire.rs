@@ -18,6 +18,7 @@ use super::model::{Attempt, OrchEvent, Run, RunStatus, Task, TaskStatus};
 
 /// `orch-run-create`: start a run.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchRunCreateRequest {
@@ -31,6 +32,7 @@ pub struct OrchRunCreateRequest {
 
 /// `orch-run-list`: runs, newest first.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchRunListRequest {
@@ -44,6 +46,7 @@ pub struct OrchRunListRequest {
 
 /// `orch-run-cancel`: stop a run and every task that has not ended.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchRunCancelRequest {
@@ -57,6 +60,7 @@ pub struct OrchRunCancelRequest {
 
 /// `orch-status`: a run at a glance.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchStatusRequest {
@@ -69,6 +73,7 @@ pub struct OrchStatusRequest {
 /// A task as the leader describes it: one entry of `orch-plan`'s `tasks`,
 /// or `orch-task-add`'s `task`.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TaskSpec {
@@ -100,6 +105,7 @@ pub struct TaskSpec {
 
 /// `orch-task-add`: add one task.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchTaskAddRequest {
@@ -113,6 +119,7 @@ pub struct OrchTaskAddRequest {
 
 /// `orch-plan`: add a whole graph in one transaction.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchPlanRequest {
@@ -127,6 +134,7 @@ pub struct OrchPlanRequest {
 
 /// `orch-ready`: what can start now.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchReadyRequest {
@@ -138,6 +146,7 @@ pub struct OrchReadyRequest {
 
 /// `orch-dispatch`: start attempts.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchDispatchRequest {
@@ -155,6 +164,7 @@ pub struct OrchDispatchRequest {
 
 /// `orch-task-show`: one task, its attempts and the run it is in.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchTaskShowRequest {
@@ -168,6 +178,7 @@ pub struct OrchTaskShowRequest {
 /// `orch-answer`, `orch-retry`, `orch-reassign`, `orch-cancel`. Each command
 /// says which fields it takes.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchTaskRequest {
@@ -190,6 +201,7 @@ pub struct OrchTaskRequest {
 
 /// `orch-wait`: block until the run needs the leader.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchWaitRequest {
@@ -209,6 +221,7 @@ pub struct OrchWaitRequest {
 /// made true (every orch write does this first; `orch wait` does it while
 /// it waits). Changes nothing when there is nothing to record.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OrchReconcileRequest {

@@ -12,6 +12,7 @@ use crate::time::Timestamp;
 /// `agent-register`: add an agent to the registry, or replace its roles and
 /// description. Safe to repeat; each call counts as activity.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentRegisterRequest {
@@ -25,6 +26,7 @@ pub struct AgentRegisterRequest {
 
 /// `agent-list`: the registry.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentListRequest {
@@ -37,6 +39,7 @@ pub struct AgentListRequest {
 /// `agent-unregister`: remove an agent from the registry. Its threads and
 /// messages stay; threads sent to its roles wait for other members.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentUnregisterRequest {
@@ -46,6 +49,7 @@ pub struct AgentUnregisterRequest {
 
 /// `read`: the mailbox view.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReadRequest {
@@ -63,6 +67,7 @@ pub struct ReadRequest {
 
 /// `mark-read`: move the reader's cursors.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MarkReadRequest {

@@ -1,0 +1,148 @@
+//! `inbox-mcp`: inbox as a Model Context Protocol server on stdio, acting
+//! as one agent on one database. `inbox mcp ARGS` starts it with the same
+//! arguments (it reads them with `inbox`'s own parser); run by itself it
+//! takes the same flags (`inbox-mcp --agent NAME [--db PATH]`).
+//!
+//! It is a program of its own so that the async runtime and the MCP SDK it
+//! needs are never linked into `inbox` or `orch`. The modules: [`catalog`]
+//! makes the tools from the command table, [`guidance`] holds everything
+//! the server says beyond the table, [`seed`] maps seed 004's mailbox tools
+//! onto commands, [`server`] speaks MCP. Requests run through the same code
+//! as the command line's (`inbox_cli::execute`). stdout carries the
+//! protocol and nothing else: whatever this program has to say for people
+//! goes to stderr.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+use inbox_cli::args::{Cli, Command, Global};
+use inbox_engine::{EngineError, Response};
+use rmcp::ServiceExt;
+
+mod catalog;
+mod guidance;
+mod seed;
+mod server;
+
+fn main() -> ExitCode {
+    // As in every command, `--json` puts a refusal on stdout as one JSON
+    // object; otherwise stdout is left to the protocol alone.
+    let json = std::env::args_os().any(|a| a == "--json");
+    let refuse = |error: EngineError| refuse(error, json);
+    let global = match arguments(json) {
+        Ok(global) => global,
+        Err(exit) => return exit,
+    };
+    let agent = match inbox_engine::validate::agent("agent", &global.agent) {
+        Ok(agent) => agent.to_owned(),
+        Err(EngineError::MissingField { .. }) => {
+            return refuse(EngineError::MissingField {
+                field: "agent".into(),
+                hint: "inbox mcp acts as one agent: pass --agent NAME or set INBOX_AGENT".into(),
+            });
+        }
+        Err(error) => return refuse(error),
+    };
+    // Refused now rather than at every call: a runtime shows a server
+    // that does not start, and its stderr says why.
+    let database = match inbox_cli::check_database(&global) {
+        Ok(database) => database,
+        Err(error) => return refuse(error),
+    };
+    log(&format!("inbox mcp: serving as {agent} on {database}"));
+    let server = server::Server::new(global, agent, &database);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return refuse(EngineError::Internal {
+                message: format!("cannot start the async runtime: {error}"),
+            });
+        }
+    };
+    let served = runtime.block_on(async {
+        let running = match server.serve(rmcp::transport::stdio()).await {
+            Ok(running) => running,
+            // Nothing that speaks MCP is on the other end (stdin closed,
+            // or not a handshake): a usage error, not a failure of inbox.
+            Err(error) => {
+                return Err(EngineError::InvalidRequest {
+                    message: format!(
+                        "no MCP session: {error}; inbox mcp is started by an agent runtime (see `inbox mcp --help`)"
+                    ),
+                });
+            }
+        };
+        running
+            .waiting()
+            .await
+            .map_err(|error| EngineError::Internal {
+                message: format!("the MCP session stopped: {error}"),
+            })
+    });
+    match served {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(error) => refuse(error),
+    }
+}
+
+/// The global flags, read with `inbox`'s parser from `inbox mcp`'s
+/// arguments as `inbox` passed them (or, run by hand, from the flags
+/// alone); help and usage errors are answered here.
+fn arguments(json: bool) -> Result<Global, ExitCode> {
+    let given: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let parse = |subcommand: Option<&str>| {
+        let argv = std::iter::once(OsString::from("inbox"))
+            .chain(subcommand.map(OsString::from))
+            .chain(given.iter().cloned());
+        Cli::try_parse_from(argv)
+    };
+    let parsed = match parse(None) {
+        Ok(cli) if matches!(cli.command, Command::Mcp(_)) => Ok(cli),
+        _ => parse(Some("mcp")),
+    };
+    match parsed {
+        Ok(cli) => Ok(cli.global),
+        Err(error) if !error.use_stderr() => {
+            // Help, asked for by hand: stdout carries no protocol yet.
+            let _ = error.print();
+            Err(ExitCode::SUCCESS)
+        }
+        Err(error) => {
+            let text = error.render().to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            Err(refuse(
+                EngineError::InvalidRequest {
+                    message: format!(
+                        "{}; see `inbox mcp --help`",
+                        first.strip_prefix("error: ").unwrap_or(first)
+                    ),
+                },
+                json,
+            ))
+        }
+    }
+}
+
+/// Says why the server cannot run or stopped, in the JSON contract's
+/// shape, and exits with its code: on stdout with `--json` (nothing else is
+/// on stdout then), on stderr otherwise.
+fn refuse(error: EngineError, json: bool) -> ExitCode {
+    use std::io::Write as _;
+    let response = Response::failure(Some("mcp".into()), error);
+    if json {
+        let _ = writeln!(std::io::stdout().lock(), "{}", response.to_json());
+    } else {
+        log(&response.to_json());
+    }
+    ExitCode::from(response.exit_code())
+}
+
+/// A line for people, on stderr.
+fn log(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}

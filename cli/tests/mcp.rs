@@ -1,0 +1,559 @@
+//! `inbox mcp`, end to end with a real MCP client: the official Rust SDK's
+//! (`rmcp`) starts `inbox mcp --agent NAME` as a child process, as an agent
+//! runtime does, and drives it through the handshake, `tools/list` and
+//! `tools/call`, while other agents use the CLI as separate processes on
+//! the same database. Every command runs on the real clock (waits and
+//! leases elapse in real time); bounds on time are generous.
+
+#![cfg(feature = "mcp")]
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Request,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::common::{TestEnv, inbox_bin};
+
+/// A client that keeps the progress notifications it receives.
+#[derive(Clone, Default)]
+struct Client {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Client {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
+type Session = RunningService<RoleClient, Client>;
+
+/// `inbox mcp --agent AGENT` in the test's folder, connected.
+async fn connect(env: &TestEnv, agent: &str) -> (Session, Client) {
+    let mut command = tokio::process::Command::new(inbox_bin());
+    command
+        .args(["mcp", "--agent", agent])
+        .current_dir(env.dir())
+        .env_remove("INBOX_DB")
+        .env_remove("INBOX_AGENT")
+        .env_remove("INBOX_NOW");
+    let (transport, _stderr) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let client = Client::default();
+    let session = client.clone().serve(transport).await.unwrap();
+    (session, client)
+}
+
+/// Calls `tool` with `arguments`; returns whether it was a tool error and
+/// the JSON of its text.
+async fn call(session: &Session, tool: &str, arguments: Value) -> (bool, Value) {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object");
+    };
+    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+    let result = session.call_tool(params).await.unwrap();
+    read(&result)
+}
+
+fn read(result: &CallToolResult) -> (bool, Value) {
+    let text = result
+        .content
+        .first()
+        .and_then(|block| block.as_text())
+        .map(|text| text.text.clone())
+        .unwrap_or_default();
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (result.is_error == Some(true), json)
+}
+
+/// `inbox args... --json` on the real clock, as another process.
+fn cli(env: &TestEnv, args: &[&str], status: i32) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let output = env.command(&all).env_remove("INBOX_NOW").output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(status),
+        "inbox {all:?}: {stdout}"
+    );
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// A thread from `lead` to `worker`, opened through the CLI.
+fn send(env: &TestEnv, subject: &str) -> String {
+    let sent = cli(
+        env,
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            subject,
+        ],
+        0,
+    );
+    sent["thread"]["thread_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_handshake_lists_one_tool_per_command_with_schemas_that_leave_out_the_agent() {
+    let env = TestEnv::initialized();
+    let (session, _) = connect(&env, "worker").await;
+    let info = session.peer_info().unwrap();
+    assert_eq!(
+        info.server_info.as_ref().map(|s| s.name.as_str()),
+        Some("inbox")
+    );
+    let instructions = info.instructions.clone().unwrap_or_default();
+    assert!(instructions.contains("`worker`"), "{instructions}");
+
+    let tools = session.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for expected in [
+        "fetch",
+        "claim",
+        "renew",
+        "update",
+        "reply",
+        "done",
+        "fail",
+        "cancel",
+        "list",
+        "show",
+        "watch",
+        "wait_reply",
+        "orch_plan",
+        "orch_dispatch",
+        "orch_wait",
+        "send_message",
+    ] {
+        assert!(
+            names.contains(&expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    for hidden in ["init", "sweep", "version", "send", "read", "orch_reconcile"] {
+        assert!(!names.contains(&hidden), "{hidden} is listed: {names:?}");
+    }
+    for tool in &tools {
+        let properties = tool
+            .input_schema
+            .get("properties")
+            .cloned()
+            .unwrap_or_default();
+        let description = tool.description.as_deref().unwrap_or_default();
+        assert!(
+            description.contains("When to use it") || tool.name == "send_message",
+            "{}",
+            tool.name
+        );
+        assert!(properties.get("from_agent").is_none(), "{}", tool.name);
+        // orch_run_list's `agent` filters runs by their creator: an argument.
+        if tool.name != "orch_run_list" {
+            assert!(
+                properties.get("agent").is_none(),
+                "{}: {properties}",
+                tool.name
+            );
+        }
+    }
+    for waiting in ["watch", "wait_reply", "orch_wait"] {
+        let tool = tools.iter().find(|t| t.name == waiting).unwrap();
+        let timeout = &tool.input_schema["properties"]["timeout_seconds"];
+        assert_eq!(timeout["maximum"], 50, "{waiting}: {timeout}");
+        let description = tool.description.as_deref().unwrap_or_default();
+        assert!(
+            description.contains("call the tool again with after_event"),
+            "{description}"
+        );
+    }
+    let claim = tools.iter().find(|t| t.name == "claim").unwrap();
+    assert_eq!(claim.input_schema["additionalProperties"], false);
+    assert!(
+        claim.input_schema["properties"]
+            .get("lease_seconds")
+            .is_some()
+    );
+    session.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_sent_with_send_message_is_fetched_claimed_and_finished_through_tools() {
+    let env = TestEnv::initialized();
+    let (lead, _) = connect(&env, "lead").await;
+    let (worker, _) = connect(&env, "worker").await;
+
+    let (error, sent) = call(
+        &lead,
+        "send_message",
+        json!({"type": "task-assigned", "to": "worker", "subject": "Add login", "body": "Email and password.", "issueId": "ISS-7"}),
+    )
+    .await;
+    assert!(!error, "{sent}");
+    assert_eq!(sent["command"], "send");
+    assert_eq!(sent["message"]["kind"], "task");
+    assert_eq!(sent["message"]["from_agent"], "lead");
+    assert_eq!(
+        sent["message"]["payload"],
+        json!({"issue_id": "ISS-7", "message_type": "task-assigned"})
+    );
+    let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+
+    let (error, fetched) = call(&worker, "fetch", json!({})).await;
+    assert!(!error, "{fetched}");
+    assert_eq!(fetched["threads"][0]["thread_id"], thread.as_str());
+
+    let (error, claimed) = call(&worker, "claim", json!({"next": true})).await;
+    assert!(!error, "{claimed}");
+    assert_eq!(claimed["lease"]["agent"], "worker");
+    let token = claimed["lease"]["lease_token"].clone();
+
+    let (error, updated) = call(
+        &worker,
+        "update",
+        json!({"thread_id": thread, "lease_token": token, "status": "in_progress", "summary": "Working"}),
+    )
+    .await;
+    assert!(!error, "{updated}");
+    let (error, done) = call(
+        &worker,
+        "done",
+        json!({"thread_id": thread, "lease_token": token, "summary": "Login shipped"}),
+    )
+    .await;
+    assert!(!error, "{done}");
+    assert_eq!(done["thread"]["status"], "done");
+
+    // A tool answers exactly what the CLI prints for the same request.
+    let (error, shown) = call(&worker, "show", json!({"thread_id": thread})).await;
+    assert!(!error, "{shown}");
+    let printed = cli(&env, &["show", "--agent", "worker", "--thread", &thread], 0);
+    assert_eq!(shown, printed);
+    lead.cancel().await.unwrap();
+    worker.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn read_messages_and_mark_read_are_the_mailbox_with_the_seed_s_arguments() {
+    let env = TestEnv::initialized();
+    let (lead, _) = connect(&env, "lead").await;
+    let (worker, _) = connect(&env, "worker").await;
+    for subject in ["First", "Second"] {
+        let (error, sent) = call(
+            &lead,
+            "send_message",
+            json!({"type": "question", "to": "worker", "subject": subject, "body": "?"}),
+        )
+        .await;
+        assert!(!error, "{sent}");
+    }
+    let (error, read) = call(
+        &worker,
+        "read_messages",
+        json!({"unreadOnly": true, "limit": 10}),
+    )
+    .await;
+    assert!(!error, "{read}");
+    assert_eq!(read["command"], "read");
+    let messages = read["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{read}");
+    assert_eq!(messages[0]["summary"], "First");
+    assert_eq!(messages[0]["payload"]["message_type"], "question");
+
+    let first = messages[0]["message_id"].as_str().unwrap();
+    let (error, marked) = call(&worker, "mark_read", json!({"messageIds": [first]})).await;
+    assert!(!error, "{marked}");
+    let (_, read) = call(&worker, "read_messages", json!({})).await;
+    assert_eq!(read["messages"].as_array().unwrap().len(), 1, "{read}");
+    let (error, marked) = call(&worker, "mark_read", json!({"all": true})).await;
+    assert!(!error, "{marked}");
+    let (_, read) = call(&worker, "read_messages", json!({})).await;
+    assert_eq!(read["messages"].as_array().unwrap().len(), 0, "{read}");
+    let (_, read) = call(&worker, "read_messages", json!({"unreadOnly": false})).await;
+    assert_eq!(read["messages"].as_array().unwrap().len(), 2, "{read}");
+
+    let (error, refused) = call(&worker, "read_messages", json!({"to": "lead"})).await;
+    assert!(
+        error && refused["error"]["code"] == "invalid_value",
+        "{refused}"
+    );
+    let (error, refused) = call(&worker, "mark_read", json!({})).await;
+    assert!(
+        error && refused["error"]["code"] == "missing_field",
+        "{refused}"
+    );
+    lead.cancel().await.unwrap();
+    worker.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wait_reply_is_woken_by_a_reply_from_another_process_and_reports_progress() {
+    let env = TestEnv::initialized();
+    let thread = send(&env, "Add login");
+    let (worker, client) = connect(&env, "worker").await;
+    let (_, claimed) = call(&worker, "claim", json!({"thread_id": thread})).await;
+    let token = claimed["lease"]["lease_token"].clone();
+    let (error, blocked) = call(
+        &worker,
+        "update",
+        json!({"thread_id": thread, "lease_token": token, "status": "blocked", "summary": "Email or SSO?"}),
+    )
+    .await;
+    assert!(!error, "{blocked}");
+
+    let waiting = {
+        let params = CallToolRequestParams::new("wait_reply").with_arguments(
+            json!({"thread_id": thread, "lease_token": token, "timeout_seconds": 40})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        let peer = worker.peer().clone();
+        tokio::spawn(async move { peer.call_tool(params).await })
+    };
+    // Long enough for a progress notification (every 5 s) to come first.
+    tokio::time::sleep(Duration::from_millis(6000)).await;
+    assert!(
+        !waiting.is_finished(),
+        "wait_reply answered before any reply"
+    );
+    let replied_at = Instant::now();
+    cli(
+        &env,
+        &[
+            "reply",
+            "--from",
+            "lead",
+            "--thread",
+            &thread,
+            "--summary",
+            "Email",
+        ],
+        0,
+    );
+    let (error, woke) = read(&waiting.await.unwrap().unwrap());
+    assert!(
+        replied_at.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        replied_at.elapsed()
+    );
+    assert!(!error, "{woke}");
+    assert_eq!(woke["woke"], true, "{woke}");
+    assert_eq!(woke["message"]["summary"], "Email");
+    assert_eq!(woke["thread"]["status"], "in_progress");
+    let progress = client.progress.lock().unwrap().clone();
+    assert!(!progress.is_empty(), "no progress while waiting");
+    assert!(
+        progress.iter().all(|p| p.total == Some(50.0)),
+        "{progress:?}"
+    );
+    worker.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_that_times_out_answers_woke_false_with_the_cursor_to_resume_from() {
+    let env = TestEnv::initialized();
+    let (lead, _) = connect(&env, "lead").await;
+    let started = Instant::now();
+    let (error, watched) = call(&lead, "watch", json!({"timeout_seconds": 1})).await;
+    assert!(!error, "{watched}");
+    assert_eq!(watched["woke"], false);
+    assert!(watched["next_event_id"].is_u64(), "{watched}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    lead.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_wait_stops_at_once_and_the_server_serves_the_next_call() {
+    let env = TestEnv::initialized();
+    let thread = send(&env, "Add login");
+    let (worker, _) = connect(&env, "worker").await;
+    // A short lease: while wait_reply waits it renews the lease (a third
+    // of the way through); once the wait has stopped, the lease lapses.
+    let (_, claimed) = call(
+        &worker,
+        "claim",
+        json!({"thread_id": thread, "lease_seconds": 3}),
+    )
+    .await;
+    let token = claimed["lease"]["lease_token"].clone();
+
+    let params = CallToolRequestParams::new("wait_reply").with_arguments(
+        json!({"thread_id": thread, "lease_token": token})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let options = PeerRequestOptions::with_timeout(Duration::from_millis(1500));
+    let handle = worker
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(params)),
+            options,
+        )
+        .await
+        .unwrap();
+    // The client gives up after 1.5 s and sends notifications/cancelled.
+    let given_up = handle.await_response().await;
+    assert!(given_up.is_err(), "{given_up:?}");
+
+    let asked = Instant::now();
+    let (error, listed) = call(&worker, "list", json!({})).await;
+    assert!(!error, "{listed}");
+    assert!(asked.elapsed() < Duration::from_secs(5));
+
+    // Had the wait gone on, it would keep renewing the lease.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let shown = cli(&env, &["show", "--thread", &thread], 0);
+    assert_eq!(shown["thread"]["lease"], Value::Null, "{shown}");
+    assert_eq!(shown["thread"]["status"], "pending", "{shown}");
+    worker.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_arguments_are_tool_errors_in_the_json_contract_and_change_nothing() {
+    let env = TestEnv::initialized();
+    let thread = send(&env, "Add login");
+    let before = cli(&env, &["show", "--thread", &thread], 0);
+    let (worker, _) = connect(&env, "worker").await;
+
+    let (error, refused) = call(
+        &worker,
+        "claim",
+        json!({"thread_id": thread, "lease_seconds": "long"}),
+    )
+    .await;
+    assert!(error);
+    assert_eq!(refused["ok"], false);
+    assert_eq!(refused["command"], "claim");
+    assert_eq!(refused["error"]["code"], "invalid_request", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("lease_seconds"),
+        "{refused}"
+    );
+
+    let (error, refused) = call(
+        &worker,
+        "claim",
+        json!({"thread_id": thread, "agent": "lead"}),
+    )
+    .await;
+    assert!(error);
+    assert_eq!(refused["error"]["code"], "invalid_value", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("acts as `worker`"),
+        "{refused}"
+    );
+
+    let (error, refused) = call(
+        &worker,
+        "claim",
+        json!({"thread_id": thread, "colour": "red"}),
+    )
+    .await;
+    assert!(error);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("colour"),
+        "{refused}"
+    );
+
+    let (error, refused) = call(
+        &worker,
+        "send_message",
+        json!({"type": "answer", "to": "lead", "body": "Yes"}),
+    )
+    .await;
+    assert!(error);
+    assert_eq!(refused["command"], "send_message");
+    assert_eq!(refused["error"]["code"], "missing_field", "{refused}");
+
+    let (error, refused) = call(
+        &worker,
+        "done",
+        json!({"thread_id": thread, "summary": "x"}),
+    )
+    .await;
+    assert!(error, "done on a thread nobody claimed: {refused}");
+
+    let unknown = worker
+        .call_tool(CallToolRequestParams::new("launch_rockets"))
+        .await;
+    assert!(unknown.is_err(), "{unknown:?}");
+
+    let after = cli(&env, &["show", "--thread", &thread], 0);
+    assert_eq!(before, after);
+    worker.cancel().await.unwrap();
+}
+
+#[test]
+fn the_server_needs_an_agent_and_an_initialized_database() {
+    let env = TestEnv::new();
+    let run = env.run(&["mcp"]);
+    assert_eq!(run.status, 30, "{run}");
+    assert!(run.stdout.is_empty(), "stdout is the protocol's: {run}");
+    assert!(run.stderr.contains(r#""code":"missing_field""#), "{run}");
+
+    let run = env.run(&["mcp", "--agent", "worker"]);
+    assert_eq!(run.status, 50, "{run}");
+    assert!(run.stderr.contains(r#""code":"not_initialized""#), "{run}");
+
+    // With --json, as every command, the refusal is stdout's one object.
+    let refused = env.json(&["mcp", "--agent", "worker"], 50);
+    assert_eq!(refused["command"], "mcp");
+    assert_eq!(refused["error"]["code"], "not_initialized");
+
+    // Nothing speaking MCP on stdin: a usage error, not a failure of inbox.
+    let env = TestEnv::initialized();
+    let refused = env.json(&["mcp", "--agent", "worker"], 30);
+    assert_eq!(refused["error"]["code"], "invalid_request", "{refused}");
+}
+
+#[test]
+fn inbox_mcp_without_the_server_beside_it_says_how_to_install_it() {
+    let env = TestEnv::initialized();
+    let alone = env.dir().join("bin");
+    std::fs::create_dir(&alone).unwrap();
+    std::fs::copy(inbox_bin(), alone.join("inbox")).unwrap();
+    let mut command = std::process::Command::new(alone.join("inbox"));
+    command
+        .args(["mcp", "--agent", "worker", "--json"])
+        .current_dir(env.dir())
+        .stdin(Stdio::null());
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(30), "{stdout}");
+    let json: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["command"], "mcp");
+    assert_eq!(json["error"]["code"], "invalid_value");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("cargo install --path cli"),
+        "{json}"
+    );
+}
