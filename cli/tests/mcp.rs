@@ -557,3 +557,47 @@ fn inbox_mcp_without_the_server_beside_it_says_how_to_install_it() {
         "{json}"
     );
 }
+
+/// A client that retries a tool call after a timeout passes the same
+/// `idempotency_key`: the retry is answered with the first result, marked
+/// replayed, and nothing is written twice. Reads refuse a key.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retried_call_with_its_idempotency_key_is_answered_once() {
+    let env = TestEnv::initialized();
+    let (session, _) = connect(&env, "lead").await;
+    let tools = session.list_all_tools().await.unwrap();
+    let schema = |name: &str| {
+        let tool = tools.iter().find(|t| t.name == name).unwrap();
+        serde_json::to_value(tool.input_schema.as_ref()).unwrap()
+    };
+    assert!(schema("send_message")["properties"]["idempotency_key"].is_object());
+    assert!(schema("claim")["properties"]["idempotency_key"].is_object());
+    assert!(
+        schema("fetch")["properties"]
+            .get("idempotency_key")
+            .is_none()
+    );
+
+    let message = json!({"type": "task-assigned", "to": "worker", "body": "Build it", "idempotency_key": "k-1"});
+    let (error, first) = call(&session, "send_message", message.clone()).await;
+    assert!(!error, "{first}");
+    let (error, again) = call(&session, "send_message", message).await;
+    assert!(!error, "{again}");
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["thread"]["thread_id"], first["thread"]["thread_id"]);
+    let listed = cli(&env, &["list"], 0);
+    assert_eq!(listed["threads"].as_array().unwrap().len(), 1, "{listed}");
+
+    let other =
+        json!({"type": "task-assigned", "to": "worker", "body": "Other", "idempotency_key": "k-1"});
+    let (error, refused) = call(&session, "send_message", other).await;
+    assert!(error, "{refused}");
+    assert_eq!(
+        refused["error"]["code"], "idempotency_conflict",
+        "{refused}"
+    );
+    let (error, read) = call(&session, "list", json!({"idempotency_key": "k-2"})).await;
+    assert!(error, "{read}");
+    assert_eq!(read["error"]["code"], "invalid_value", "{read}");
+    session.cancel().await.unwrap();
+}

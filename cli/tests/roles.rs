@@ -10,9 +10,7 @@
 //! - Only members claim from a pool, and `send --pick` rotates over the
 //!   members across processes, also when the sends race.
 //! - A role nobody holds accepts work, says so, and counts what waits.
-//!
-//! `list_assigned_to_a_role_lists_its_threads` is ignored: it shows a bug
-//! (see its comment).
+//! - `list --assigned-to role:NAME` lists a role's threads.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -768,16 +766,9 @@ fn a_role_nobody_holds_accepts_work_and_says_so() {
     assert_eq!(roles["roles"][0]["waiting"], 1, "{roles}");
 }
 
-// BUG (found by this suite, not fixed here): docs/addresses-and-mailbox.md
-// ("A role nobody holds") says `inbox list --assigned-to role:NAME` lists a
-// role's waiting threads, but `list` validates `--assigned-to` as a plain
-// agent name (`v::optional_agent` in engine/src/engine/input/mod.rs), so
-// the command is refused: exit 30, `invalid_value`, "`assigned_to`
-// contains ':'". Ignored so that the suite stays green; run it with
-// `cargo test -p inbox-cli --test cli roles:: -- --ignored` and remove the
-// `#[ignore]` once `list` accepts a role's address (or the docs change).
+// `list --assigned-to` takes an address, as docs/addresses-and-mailbox.md
+// says: a role's threads are listed by its address.
 #[test]
-#[ignore = "BUG: `inbox list --assigned-to role:NAME` is refused with invalid_value although the docs say it lists the role's threads"]
 fn list_assigned_to_a_role_lists_its_threads() {
     let env = TestEnv::initialized();
     register(&env, "m1", "crew");
