@@ -92,6 +92,8 @@ enum Choice {
     Query,
     /// 7. orch: the leader's reads, dispatch and wake
     Orch,
+    /// 8. A command's cost against a baseline build ($INBOX_BENCH_BASELINE)
+    Baseline,
 }
 
 #[derive(Subcommand)]
@@ -114,13 +116,14 @@ enum Sub {
 /// to run it. In report order.
 type Workload = (&'static str, Choice, fn(&Ctx) -> Result<Section>);
 
-const WORKLOADS: [Workload; 6] = [
+const WORKLOADS: [Workload; 7] = [
     ("send", Choice::Send, workloads::send::run),
     ("claim", Choice::Claim, workloads::claim::run),
     ("wake", Choice::Wake, workloads::wake::run),
     ("roundtrip", Choice::Roundtrip, workloads::roundtrip::run),
     ("query", Choice::Query, workloads::query::run),
     ("orch", Choice::Orch, workloads::orch::run),
+    ("baseline", Choice::Baseline, workloads::baseline::run),
 ];
 
 fn main() -> ExitCode {
@@ -297,7 +300,15 @@ mod tests {
 
     #[test]
     fn workloads_run_in_report_order_and_all_is_the_default() {
-        let every = ["send", "claim", "wake", "roundtrip", "query", "orch"];
+        let every = [
+            "send",
+            "claim",
+            "wake",
+            "roundtrip",
+            "query",
+            "orch",
+            "baseline",
+        ];
         assert_eq!(keys(&[]), every);
         assert_eq!(keys(&["all", "--quick", "--no-build"]), every);
         assert_eq!(keys(&["query", "send", "send"]), ["send", "query"]);

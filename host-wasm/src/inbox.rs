@@ -92,7 +92,7 @@ impl Inbox {
     #[wasm_bindgen(unchecked_return_type = "Response")]
     pub fn execute(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "Request | string")] request: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "(Request & Envelope) | string")] request: JsValue,
     ) -> Result<JsValue, JsValue> {
         let response = match decode(None, &request) {
             Ok(call) => self.run(call)?,
@@ -405,6 +405,13 @@ macro_rules! methods {
             "   */\n",
             "  ", stringify!($js), "(request?: ", stringify!($request),
             "): Promise<Success<\"", $name, "\">>;\n",
+        )
+    };
+    (@signature Write, [$($doc:tt)+], $name:tt, $js:ident, $request:ident) => {
+        concat!(
+            "  /**", $($doc, "\n   *",)+ "/\n",
+            "  ", stringify!($js), "(request?: ", stringify!($request),
+            " & Envelope): Success<\"", $name, "\">;\n",
         )
     };
     (@signature $effect:ident, [$($doc:tt)+], $name:tt, $js:ident, $request:ident) => {

@@ -16,8 +16,19 @@ export type Timestamp = string;
 /** Any JSON object: a `payload` or an artifact's `metadata`. */
 export type JsonObject = Record<string, unknown>;
 
-/** A successful response to `command`: what `inbox <command> --json` prints. */
-export type Success<C extends Output["command"]> = { ok: true } & Extract<Output, { command: C }>;
+/** A successful response to `command`: what `inbox <command> --json` prints. `replayed` is
+ * true when a write retried with its `idempotency_key` was answered with its first outcome. */
+export type Success<C extends Output["command"]> = { ok: true; replayed?: true } & Extract<Output, { command: C }>;
+
+/** Fields about the call rather than the command, given beside a write's own fields. */
+export interface Envelope {
+  /**
+   * Makes the write safe to retry: repeated with the same key and the same request, it
+   * returns its first outcome (`replayed: true`) and changes nothing; the same key with
+   * another request is refused with `idempotency_conflict`. Reads and waits take none.
+   */
+  idempotency_key?: string;
+}
 
 /** A refused command, as `execute` returns it (typed methods throw instead). */
 export interface Failure {
@@ -27,7 +38,7 @@ export interface Failure {
 }
 
 /** Any response of the wire format. */
-export type Response = ({ ok: true } & Output) | Failure;
+export type Response = ({ ok: true; replayed?: true } & Output) | Failure;
 
 /** What a typed method, a wait or `Inbox.open` throws. */
 export interface InboxError extends Error {

@@ -2,10 +2,12 @@
 //! report [`Section`](crate::report::Section) with its tables, plots and
 //! target checks: [`send`] (1), [`claim`] (2), [`wake`] (3), [`roundtrip`]
 //! (4) and [`query`] (5); workload 6 (fsync-per-commit durability) runs
-//! inside each of them; [`orch`] (7) measures the leader's control plane. Shared helpers live here. A workload must never
+//! inside each of them; [`orch`] (7) measures the leader's control plane;
+//! [`baseline`] (8) compares a CLI command's cost with a baseline build's. Shared helpers live here. A workload must never
 //! compare systems across durabilities: a table holds one durability, and a
 //! ratio's baseline is measured in the same run and the same table.
 
+pub(crate) mod baseline;
 pub(crate) mod claim;
 pub(crate) mod orch;
 pub(crate) mod query;

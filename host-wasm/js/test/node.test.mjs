@@ -233,6 +233,44 @@ for (const store of ["memory", "sqlite"]) {
   });
 }
 
+describe("idempotency keys and the registry", () => {
+  test("a send retried with its idempotency_key is answered once, replayed; a conflicting key throws", async () => {
+    const inbox = await Inbox.open({ store: "sqlite" });
+    const first = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Once", idempotency_key: "k1" });
+    assert.equal(first.replayed, undefined);
+    const again = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Once", idempotency_key: "k1" });
+    assert.equal(again.replayed, true);
+    assert.equal(again.thread.thread_id, first.thread.thread_id);
+    assert.equal(inbox.list({}).threads.length, 1);
+    const error = thrown(() => inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Other", idempotency_key: "k1" }));
+    assert.equal(error.code, "idempotency_conflict");
+    assert.equal(error.exitCode, 30);
+    const wire = inbox.execute({ command: "list", idempotency_key: "k2" });
+    assert.equal(wire.ok, false);
+    assert.equal(wire.error.code, "invalid_value");
+    const waited = await rejected(inbox.watch({ agent: "lead", timeout_seconds: 0, idempotency_key: "k3" }));
+    assert.equal(waited.code, "invalid_value");
+  });
+
+  test("a role's pool, a broadcast and the mailbox through the package's methods", async () => {
+    const inbox = await Inbox.open({ store: "memory" });
+    inbox.agentRegister({ agent: "w1", roles: ["crew"] });
+    inbox.agentRegister({ agent: "w2", roles: ["crew"] });
+    const pooled = inbox.send({ from_agent: "lead", to_agent: "role:crew", subject: "Pooled" });
+    assert.equal(pooled.route.members, 2);
+    inbox.send({ from_agent: "lead", to_agent: "broadcast", subject: "Notice" });
+    const claimed = inbox.claim({ agent: "w2", next: true });
+    assert.equal(claimed.thread.thread_id, pooled.thread.thread_id);
+    const mail = inbox.read({ agent: "w1" });
+    assert.deepEqual(mail.messages.map((m) => m.to_agent), ["role:crew", "broadcast"]);
+    inbox.markRead({ agent: "w1", through_event: mail.next_event_id });
+    assert.equal(inbox.read({ agent: "w1" }).messages.length, 0);
+    const agents = inbox.agentList({});
+    assert.deepEqual(agents.agents.map((a) => [a.name, a.holds.length]), [["w1", 0], ["w2", 1]]);
+    assert.equal(agents.roles[0].members, 2);
+  });
+});
+
 describe("open options", () => {
   test("bad options are refused with invalid_request and say what to pass", async () => {
     const cases = [

@@ -26,6 +26,13 @@ export async function workerLoop(): Promise<Thread> {
     const code: ErrorCode = wire.error.code;
     throw new Error(code + firstType + bytes.length);
   }
+  const once: Success<"send"> = inbox.send({ from_agent: "lead", to_agent: "role:crew", subject: "Pooled", idempotency_key: "k1" });
+  const replayed: true | undefined = once.replayed;
+  inbox.agentRegister({ agent: "worker", roles: ["crew"], description: "Builds" });
+  const present: string = inbox.agentList({}).agents[0]?.presence ?? "gone";
+  const unread = inbox.read({ agent: "worker" }).messages.length;
+  inbox.markRead({ agent: "worker", through_event: 10 });
+  void replayed; void present; void unread;
   const transcript = runScript("send from_agent=a to_agent=b subject=s", "memory");
   const failures: string[] = transcript.failures;
   void failures;
@@ -53,5 +60,9 @@ export async function mistakes(inbox: Inbox): Promise<void> {
   await Inbox.open({ store: "indexeddb" });
   // @ts-expect-error: not an error code
   const code: ErrorCode = "oops";
+  // @ts-expect-error: the key is a string
+  inbox.send({ from_agent: "lead", to_agent: "worker", subject: "s", idempotency_key: 7 });
+  // @ts-expect-error: reads take no idempotency key
+  inbox.list({ idempotency_key: "k" });
   void token; void status; void code;
 }
