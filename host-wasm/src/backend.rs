@@ -20,8 +20,8 @@
 //! other writer to wait for).
 
 use inbox_engine::{
-    Call, Engine, EngineError, Executor, MemoryStore, Request, Response, Store, StoreError,
-    Timestamp, UlidIds,
+    Call, Engine, EngineError, Executor, MemoryStore, Response, Store, StoreError, Timestamp,
+    UlidIds,
 };
 #[cfg(feature = "sqlite")]
 use inbox_host_native::SqliteStore;
