@@ -227,8 +227,8 @@ fn request() -> impl Strategy<Value = Request> {
         3 => finish().prop_map(Request::Done),
         2 => finish().prop_map(Request::Fail),
         1 => (agent(), thread(), line(), artifacts()).prop_map(|(agent, thread_id, reason, artifacts)| Request::Cancel(CancelRequest { agent, thread_id, reason, artifacts })),
-        2 => (agent(), statuses(), prop::option::of(agent().prop_filter_map("name", |a| a)), prop::option::of(Just("R1".to_owned())), limit())
-            .prop_map(|(agent, status, created_by, run_id, limit)| Request::List(ListRequest { agent, status, created_by, run_id, limit, ..Default::default() })),
+        2 => (agent(), statuses(), prop::option::of(agent().prop_filter_map("name", |a| a)), prop::option::of(address().prop_filter_map("address", |a| a)), prop::option::of(Just("R1".to_owned())), limit())
+            .prop_map(|(agent, status, created_by, assigned_to, run_id, limit)| Request::List(ListRequest { agent, status, created_by, assigned_to, run_id, limit, ..Default::default() })),
         3 => (thread(), agent(), any::<bool>(), prop::option::of((1u32..30).prop_map(|n| format!("msg_{n:06}"))), prop::option::of(1u32..4))
             .prop_map(|(thread_id, agent, mark_read, after_message, limit)| Request::Show(ShowRequest { thread_id, agent, mark_read, after_message, limit })),
         2 => (agent(), statuses(), prop::collection::vec(prop::sample::select(Kind::ALL.to_vec()), 0..3), event(), timeout(), limit())

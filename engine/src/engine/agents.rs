@@ -62,25 +62,24 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
-    /// `query` once per address that reaches `agent` (as its `agent`
-    /// filter: a role's address matches `assigned_to` only, as no name has
-    /// a `:`), merged in the query's order.
+    /// `query` once per address that reaches `agent` (its name and its
+    /// roles' pools), merged in the query's order. `place` puts an address
+    /// into the query: as `assigned_to` for `fetch` (the threads it may
+    /// claim), as `agent` for `list` (the threads it created or that are
+    /// assigned to it; a role's address matches `assigned_to` only, as no
+    /// name has a `:`), so the query's other filters still apply.
     pub(super) fn threads_reaching(
         &mut self,
         agent: &str,
         query: &ThreadQuery,
+        place: fn(&mut ThreadQuery, String),
         claimable_only: bool,
     ) -> Result<Vec<crate::store::ThreadState>, EngineError> {
         let addresses = self.addresses_of(agent, false)?;
         let mut rows = Vec::new();
         for address in addresses {
             let mut one = query.clone();
-            if one.assigned_to.is_some() {
-                // `fetch`: the pool's threads are assigned to its address.
-                one.assigned_to = Some(address);
-            } else {
-                one.agent = Some(address);
-            }
+            place(&mut one, address);
             rows.extend(self.effective_threads(&one, claimable_only)?);
         }
         rows.sort_by(|a, b| query.compare(&a.thread, &b.thread));

@@ -68,7 +68,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             assigned_to: Some(input.agent.clone()),
             ..ThreadQuery::all(ThreadOrder::Queue, input.limit)
         };
-        let rows = self.threads_reaching(&input.agent, &query, true)?;
+        let assignee = |q: &mut ThreadQuery, address| q.assigned_to = Some(address);
+        let rows = self.threads_reaching(&input.agent, &query, assignee, true)?;
         Ok(ThreadsOutput {
             threads: rows.into_iter().map(|r| self.view(r)).collect(),
         })
@@ -77,7 +78,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     pub(super) fn list(&mut self, query: ThreadQuery) -> Result<ThreadsOutput, EngineError> {
         let rows = match query.agent.clone() {
             // An agent's threads include its roles' pools.
-            Some(agent) => self.threads_reaching(&agent, &query, false)?,
+            Some(agent) => {
+                let party = |q: &mut ThreadQuery, address| q.agent = Some(address);
+                self.threads_reaching(&agent, &query, party, false)?
+            }
             None => self.effective_threads(&query, false)?,
         };
         Ok(ThreadsOutput {
