@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 
 use crate::command::{Effect, Request};
 use crate::error::EngineError;
+use crate::validate;
 use crate::wire::Response;
 
 /// The envelope field that carries an idempotency key.
@@ -62,6 +63,15 @@ impl Call {
             .as_object_mut()
             .and_then(|object| object.remove(IDEMPOTENCY_KEY));
         let request = Request::from_value(value)?;
+        Call::with_key(request, key)
+    }
+
+    /// `request` with the envelope's key as JSON gave it (absent, `null`
+    /// or a string; anything else is refused as the request's).
+    pub fn with_key(
+        request: Request,
+        key: Option<serde_json::Value>,
+    ) -> Result<Call, Box<Response>> {
         let idempotency_key = match key {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::String(key)) => Some(key),
@@ -71,7 +81,7 @@ impl Call {
                     EngineError::InvalidRequest {
                         message: format!(
                             "`{IDEMPOTENCY_KEY}`: expected a string, got {}",
-                            json_type(&other)
+                            validate::json_type(&other)
                         ),
                     },
                 )));
@@ -136,15 +146,4 @@ pub fn fingerprint(request: &Request) -> String {
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
-}
-
-fn json_type(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
 }

@@ -306,7 +306,8 @@ pub fn parse_json_object(field: &str, text: &str) -> Result<serde_json::Value, E
     Ok(value)
 }
 
-fn json_type(value: &serde_json::Value) -> &'static str {
+/// How an error message names a JSON value's type ("an array").
+pub fn json_type(value: &serde_json::Value) -> &'static str {
     match value {
         serde_json::Value::Null => "null",
         serde_json::Value::Bool(_) => "a boolean",

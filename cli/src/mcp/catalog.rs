@@ -77,22 +77,7 @@ impl ToolSpec {
             }
             Mapping::Seed(tool) => {
                 let key = arguments.remove(IDEMPOTENCY_KEY);
-                let mut call = Call::from(seed::request(tool, agent, arguments)?);
-                call.idempotency_key = match key {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(key)) => Some(key),
-                    Some(other) => {
-                        return Err(Box::new(Response::failure(
-                            Some(tool.name().into()),
-                            EngineError::InvalidRequest {
-                                message: format!(
-                                    "`{IDEMPOTENCY_KEY}`: expected a string, got {other}"
-                                ),
-                            },
-                        )));
-                    }
-                };
-                Ok(call)
+                Call::with_key(seed::request(tool, agent, arguments)?, key)
             }
         }
     }
