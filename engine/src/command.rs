@@ -31,6 +31,10 @@ use crate::wire::*;
 ///     handler: send,                // input check and handler function name
 ///     js: [send],                   // the JavaScript method (first ident)
 ///     request: SendRequest,         // request fields (crate::wire)
+///     acting: [from_agent],         // [field]: the request field naming the
+///                                   // agent the command acts as (whose
+///                                   // token it needs when tokens are
+///                                   // required); [] when it acts as nobody
 ///     output: MessageOutput,        // success fields (crate::wire)
 ///     or_nothing: [],               // [or_nothing]: the command looks for
 ///                                   // something and may find nothing, which
@@ -55,67 +59,74 @@ macro_rules! for_each_command {
             /// Prepare the store (schema, settings). Safe to repeat.
             Init = "init" init(InitRequest) -> InitOutput: Write, own;
             /// Open a thread, or add a message to one.
-            Send = "send" send(SendRequest) -> MessageOutput: Write;
+            Send = "send" send(SendRequest by from_agent) -> MessageOutput: Write;
             /// List threads an agent could claim now. Never changes anything.
-            Fetch = "fetch" fetch(FetchRequest) -> ThreadsOutput or_nothing: Read;
+            Fetch = "fetch" fetch(FetchRequest by agent) -> ThreadsOutput or_nothing: Read;
             /// Take a lease on a thread: the only way to own work.
-            Claim = "claim" claim(ClaimRequest) -> ClaimOutput or_nothing: Write;
+            Claim = "claim" claim(ClaimRequest by agent) -> ClaimOutput or_nothing: Write;
             /// Extend the caller's lease from now.
-            Renew = "renew" renew(RenewRequest) -> LeaseOutput: Write;
+            Renew = "renew" renew(RenewRequest by agent) -> LeaseOutput: Write;
             /// Report progress, or block on a question.
-            Update = "update" update(UpdateRequest) -> MessageOutput: Write;
+            Update = "update" update(UpdateRequest by agent) -> MessageOutput: Write;
             /// Add a message to a thread (answers unblock a blocked thread).
-            Reply = "reply" reply(ReplyRequest) -> MessageOutput: Write;
+            Reply = "reply" reply(ReplyRequest by from_agent) -> MessageOutput: Write;
             /// Finish a thread with a result.
-            Done = "done" done(FinishRequest) -> MessageOutput: Write;
+            Done = "done" done(FinishRequest by agent) -> MessageOutput: Write;
             /// Finish a thread as failed.
-            Fail = "fail" fail(FinishRequest) -> MessageOutput: Write;
+            Fail = "fail" fail(FinishRequest by agent) -> MessageOutput: Write;
             /// Stop a thread that has not finished.
-            Cancel = "cancel" cancel(CancelRequest) -> MessageOutput: Write;
+            Cancel = "cancel" cancel(CancelRequest by agent) -> MessageOutput: Write;
             /// List threads by filters, newest first.
-            List = "list" list(ListRequest) -> ThreadsOutput: Read;
+            List = "list" list(ListRequest by agent) -> ThreadsOutput: Read;
             /// One thread and its messages, a page at a time (with
             /// `mark_read`, also moves the reader's cursor).
-            Show = "show" show(ShowRequest) -> ShowOutput: Read (mark_read writes);
+            Show = "show" show(ShowRequest by agent) -> ShowOutput: Read (mark_read writes);
             /// Wait for activity on the threads an agent created or is
             /// assigned (the engine looks once; a host blocks until it wakes).
-            Watch = "watch" watch(WatchRequest) -> WatchOutput or_nothing: Wait;
+            Watch = "watch" watch(WatchRequest by agent) -> WatchOutput or_nothing: Wait;
             /// Wait for a reply in one thread (the engine looks once; a host
             /// blocks until it wakes).
-            WaitReply = "wait-reply" wait_reply/waitReply(WaitReplyRequest) -> WaitReplyOutput or_nothing: Wait;
+            WaitReply = "wait-reply" wait_reply/waitReply(WaitReplyRequest by agent) -> WaitReplyOutput or_nothing: Wait;
             /// The mailbox view: messages addressed to an agent, its roles or
             /// everyone, across threads, oldest first (unread only unless
             /// `include_read`). Reading consumes nothing.
-            Read = "read" mailbox/read(ReadRequest) -> MailboxOutput or_nothing: Read;
+            Read = "read" mailbox/read(ReadRequest by agent) -> MailboxOutput or_nothing: Read;
             /// Mark messages read (by id, or all up to an event) by moving
             /// the reader's cursor in each of their threads.
-            MarkRead = "mark-read" mark_read/markRead(MarkReadRequest) -> MarkReadOutput: Write;
+            MarkRead = "mark-read" mark_read/markRead(MarkReadRequest by agent) -> MarkReadOutput: Write;
             /// Register an agent (or replace its roles and description), so
             /// that `role:NAME` and `broadcast` reach it.
-            AgentRegister = "agent-register" agent_register/agentRegister(AgentRegisterRequest) -> AgentOutput: Write;
+            AgentRegister = "agent-register" agent_register/agentRegister(AgentRegisterRequest by agent) -> AgentOutput: Write;
             /// The registered agents with their roles, presence and what they
             /// hold now, and their roles with what waits on them.
             AgentList = "agent-list" agent_list/agentList(AgentListRequest) -> AgentsOutput: Read;
             /// Remove an agent from the registry (its threads stay).
-            AgentUnregister = "agent-unregister" agent_unregister/agentUnregister(AgentUnregisterRequest) -> AgentOutput: Write;
+            AgentUnregister = "agent-unregister" agent_unregister/agentUnregister(AgentUnregisterRequest by agent) -> AgentOutput: Write;
+            /// Show the database-wide settings (agent tokens, retention),
+            /// changing those given.
+            Settings = "settings" settings(SettingsRequest) -> SettingsOutput: Write;
+            /// Remove what the retention limits allow: finished threads past
+            /// their time and broadcasts everyone has read, with their
+            /// messages and events.
+            Gc = "gc" gc(GcRequest) -> GcOutput: Write;
             /// Record lapsed leases now (every write does this first).
             Sweep = "sweep" sweep(SweepRequest) -> SweepOutput: Write, own;
             /// Report the engine and wire versions.
             Version = "version" version(VersionRequest) -> VersionOutput: Read, own;
             /// orch: start a run, the goal a task graph will serve.
-            OrchRunCreate = "orch-run-create" orch_run_create/orchRunCreate(OrchRunCreateRequest) -> RunOutput: Write;
+            OrchRunCreate = "orch-run-create" orch_run_create/orchRunCreate(OrchRunCreateRequest by agent) -> RunOutput: Write;
             /// orch: list runs, newest first, as they are now.
             OrchRunList = "orch-run-list" orch_run_list/orchRunList(OrchRunListRequest) -> RunsOutput: Read, preview;
             /// orch: cancel a run, every task of it that has not ended and
             /// their live threads.
-            OrchRunCancel = "orch-run-cancel" orch_run_cancel/orchRunCancel(OrchRunCancelRequest) -> RunOutput: Write;
+            OrchRunCancel = "orch-run-cancel" orch_run_cancel/orchRunCancel(OrchRunCancelRequest by agent) -> RunOutput: Write;
             /// orch: a run at a glance: counts by status, what waits on the
             /// leader, what is in flight, what waits on what.
             OrchStatus = "orch-status" orch_status/orchStatus(OrchStatusRequest) -> StatusOutput: Read, preview;
             /// orch: add one task to a run.
-            OrchTaskAdd = "orch-task-add" orch_task_add/orchTaskAdd(OrchTaskAddRequest) -> TaskOutput: Write;
+            OrchTaskAdd = "orch-task-add" orch_task_add/orchTaskAdd(OrchTaskAddRequest by agent) -> TaskOutput: Write;
             /// orch: add a whole task graph in one transaction.
-            OrchPlan = "orch-plan" orch_plan/orchPlan(OrchPlanRequest) -> PlanOutput: Write;
+            OrchPlan = "orch-plan" orch_plan/orchPlan(OrchPlanRequest by agent) -> PlanOutput: Write;
             /// orch: one task with its attempts, its thread, what it waits on
             /// and what needs it.
             OrchTaskShow = "orch-task-show" orch_task_show/orchTaskShow(OrchTaskShowRequest) -> TaskShowOutput: Read, preview;
@@ -124,23 +135,23 @@ macro_rules! for_each_command {
             OrchReady = "orch-ready" orch_ready/orchReady(OrchReadyRequest) -> TasksOutput or_nothing: Read, preview;
             /// orch: start attempts: open each task's inbox thread for its
             /// assignee.
-            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest) -> DispatchOutput or_nothing: Write;
+            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest by agent) -> DispatchOutput or_nothing: Write;
             /// orch: accept a task in review: it is done.
-            OrchAccept = "orch-accept" orch_accept/orchAccept(OrchTaskRequest) -> TaskOutput: Write;
+            OrchAccept = "orch-accept" orch_accept/orchAccept(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: reject a task in review: a new attempt carries the
             /// reason and the rejected result.
-            OrchReject = "orch-reject" orch_reject/orchReject(OrchTaskRequest) -> TaskOutput: Write;
+            OrchReject = "orch-reject" orch_reject/orchReject(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: answer a blocked task's question in its thread.
-            OrchAnswer = "orch-answer" orch_answer/orchAnswer(OrchTaskRequest) -> TaskOutput: Write;
+            OrchAnswer = "orch-answer" orch_answer/orchAnswer(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: try a failed task again (optionally with another
             /// assignee); the tasks it skipped come back.
-            OrchRetry = "orch-retry" orch_retry/orchRetry(OrchTaskRequest) -> TaskOutput: Write;
+            OrchRetry = "orch-retry" orch_retry/orchRetry(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: give a task to another agent; a live attempt's thread is
             /// cancelled first, so its worker is fenced off.
-            OrchReassign = "orch-reassign" orch_reassign/orchReassign(OrchTaskRequest) -> TaskOutput: Write;
+            OrchReassign = "orch-reassign" orch_reassign/orchReassign(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: cancel a task (with `cascade`, skipping the tasks that
             /// need it).
-            OrchCancel = "orch-cancel" orch_cancel/orchCancel(OrchTaskRequest) -> TaskOutput: Write;
+            OrchCancel = "orch-cancel" orch_cancel/orchCancel(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: wait until the run needs the leader (the engine records
             /// what the attempts' threads did, then looks once; a host blocks
             /// until it wakes).
@@ -160,7 +171,7 @@ macro_rules! for_each_command {
 macro_rules! __command_rows {
     ($callback:ident; $(
         $(#[doc = $doc:tt])+
-        $variant:ident = $name:tt $handler:ident $(/ $js:ident)? ($request:ident) -> $output:ident
+        $variant:ident = $name:tt $handler:ident $(/ $js:ident)? ($request:ident $(by $acting:ident)?) -> $output:ident
             $($or_nothing:ident)? : $effect:ident $(($flag:ident writes))? $(, $own:ident)? ;
     )+) => {
         $callback! { $(
@@ -171,6 +182,7 @@ macro_rules! __command_rows {
                 handler: $handler,
                 js: [$($js)? $handler],
                 request: $request,
+                acting: [$($acting)?],
                 output: $output,
                 or_nothing: [$($or_nothing)?],
                 effect: $effect,
@@ -203,6 +215,7 @@ macro_rules! define_commands {
         handler: $handler:ident,
         js: [$($js:ident)+],
         request: $request:ident,
+        acting: [$($acting:ident)?],
         output: $output:ident,
         or_nothing: [$($or_nothing:ident)?],
         effect: $effect:ident,
@@ -261,6 +274,14 @@ macro_rules! define_commands {
                 match self { $(Command::$variant => false $(|| stringify!($own) == "own")?,)+ }
             }
 
+            /// The request field naming the agent this command acts as
+            /// (the table's `acting`): the agent whose token it carries
+            /// when the database requires tokens, and the field the MCP
+            /// server fills in with its own agent.
+            pub fn acting_field(self) -> Option<&'static str> {
+                match self { $(Command::$variant => None $(.or(Some(stringify!($acting))))?,)+ }
+            }
+
             /// A request of this command with every field left out.
             pub fn empty_request(self) -> Request {
                 match self { $(Command::$variant => Request::$variant($request::default()),)+ }
@@ -290,6 +311,14 @@ macro_rules! define_commands {
                         $(if _request.$flag { return Effect::Write; })?
                         Effect::$effect
                     })+
+                }
+            }
+
+            /// The agent this request acts as: its table's `acting` field,
+            /// if given.
+            pub fn actor(&self) -> Option<&str> {
+                match self {
+                    $(Request::$variant(_request) => None $(.or(_request.$acting.as_deref()))?,)+
                 }
             }
 

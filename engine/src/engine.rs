@@ -20,10 +20,12 @@
 
 mod agents;
 mod idempotent;
+mod identity;
 mod input;
 mod orch;
 mod orch_steps;
 mod reads;
+mod retention;
 mod tx;
 mod writes;
 
@@ -54,6 +56,8 @@ pub struct Engine<S, C, I> {
     key: Option<idempotent::Pending>,
     /// Whether the call being executed was answered from its key's record.
     replayed: bool,
+    /// Who the call being executed acts as, with its token.
+    caller: Option<identity::Caller>,
 }
 
 impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
@@ -65,6 +69,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             ids,
             key: None,
             replayed: false,
+            caller: None,
         }
     }
 
@@ -109,7 +114,8 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
 
     /// Executes a request with its envelope: with an idempotency key, a
     /// write already applied under that key is answered with its first
-    /// outcome ([`Response::Replayed`]) and changes nothing.
+    /// outcome ([`Response::Replayed`]) and changes nothing; with an agent
+    /// token, the command may act as that agent when tokens are required.
     pub fn execute_call(&mut self, call: impl Into<Call>) -> Response {
         let call = call.into();
         let command = call.request.command();
@@ -117,28 +123,27 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             Ok(key) => key,
             Err(error) => return Response::failure(Some(command.as_str().to_owned()), error),
         };
+        self.caller = identity::Caller::of(&call);
         self.replayed = false;
-        let response = self.execute(call.request);
+        let result = self.dispatch(call.request);
         self.key = None;
-        match response {
-            Response::Success(output) if std::mem::take(&mut self.replayed) => {
-                Response::Replayed(output)
-            }
-            other => other,
+        self.caller = None;
+        match result {
+            Ok(output) if std::mem::take(&mut self.replayed) => Response::Replayed(output),
+            Ok(output) => Response::Success(output),
+            Err(error) => Response::failure(Some(command.as_str().to_owned()), error),
         }
     }
 
-    /// Executes one command. Never panics on any input; an error response
-    /// means the command wrote nothing of its own (see the module docs).
+    /// Executes one command without an envelope (see
+    /// [`Engine::execute_call`]). Never panics on any input; an error
+    /// response means the command wrote nothing of its own (see the module
+    /// docs).
     ///
     /// `watch` and `wait-reply` poll once and return `woke: false` if nothing
     /// matched; to block, drive them with a [`crate::Waiter`].
     pub fn execute(&mut self, request: Request) -> Response {
-        let command = request.command();
-        match self.dispatch(request) {
-            Ok(output) => Response::Success(output),
-            Err(error) => Response::failure(Some(command.as_str().to_owned()), error),
-        }
+        self.execute_call(request)
     }
 
     /// Runs `f` in the transaction `effect` calls for.
@@ -148,7 +153,16 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
         match effect {
-            Effect::Read | Effect::Wait => self.read(f),
+            Effect::Read => self.read(f),
+            Effect::Wait => {
+                // A wait acts as its agent (its heartbeats renew a lease):
+                // the caller shows who it is before the look.
+                let caller = self.caller.take();
+                self.read(|tx| {
+                    tx.authenticate(caller.as_ref())?;
+                    f(tx)
+                })
+            }
             Effect::Write => self.write(f),
         }
     }
@@ -179,9 +193,13 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         self.transaction(TxMode::Read, now, f)
     }
 
-    /// Runs `f` in a write transaction, after recording lapsed leases. If `f`
-    /// fails, its transaction (sweep included) rolls back, and the sweep is
-    /// redone on its own so that lapses do not wait for a successful command.
+    /// Runs `f` in a write transaction, after the caller has shown who it
+    /// is and lapsed leases are recorded. If `f` fails, its transaction
+    /// (sweep included) rolls back, and the sweep is redone on its own so
+    /// that lapses do not wait for a successful command. With `auto_gc` on,
+    /// a write that passes a multiple of [`retention::AUTO_GC_EVERY`] events
+    /// then removes a few threads the retention limits allow, in a
+    /// transaction of its own.
     fn write<T: serde::Serialize + serde::de::DeserializeOwned>(
         &mut self,
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
@@ -189,8 +207,11 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         let now = self.clock.now();
         let mut swept = false;
         let key = self.key.take();
+        let caller = self.caller.take();
         let mut replayed = false;
+        let mut collect = None;
         let result = self.transaction(TxMode::Write, now, |tx| {
+            let settings = tx.authenticate(caller.as_ref())?;
             // A retried write is answered before anything is recorded.
             if let Some(key) = &key
                 && let Some(first) = tx.replay(key)?
@@ -198,17 +219,24 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 replayed = true;
                 return Ok(first);
             }
+            let first_event = tx.next_event_id;
             swept = !tx.record_lapses()?.is_empty();
             let output = f(tx)?;
             if let Some(key) = key {
                 tx.remember(key, &output)?;
             }
+            collect = retention::due(&settings, first_event, tx.next_event_id);
             Ok(output)
         });
         self.replayed = replayed && result.is_ok();
         if result.is_err() && swept {
             // Best effort: the command's own error is what the caller needs.
             let _ = self.transaction(TxMode::Write, now, |tx| tx.record_lapses());
+        }
+        if let (Ok(_), Some(limits)) = (&result, collect) {
+            // Best effort too: the command is done; what is not removed now
+            // is removed by a later write or `gc`.
+            let _ = self.transaction(TxMode::Write, now, |tx| tx.collect(&limits));
         }
         result
     }
@@ -258,7 +286,8 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     }
 
     /// Runs `f` in a transaction of `mode` and commits it when `keep` (and
-    /// `f` succeeded), else rolls it back.
+    /// `f` succeeded and did not ask to discard its writes: a dry run),
+    /// else rolls it back.
     fn run_in<T>(
         &mut self,
         mode: TxMode,
@@ -280,15 +309,16 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 ids: &mut self.ids,
                 now,
                 next_event_id,
+                discard: false,
             };
-            f(&mut tx)
+            f(&mut tx).map(|value| (value, tx.discard))
         })();
         match result {
-            Ok(value) if !keep => {
+            Ok((value, discard)) if !keep || discard => {
                 self.store.rollback()?;
                 Ok(value)
             }
-            Ok(value) => match self.store.commit() {
+            Ok((value, _)) => match self.store.commit() {
                 Ok(()) => Ok(value),
                 Err(error) => {
                     let _ = self.store.rollback();
@@ -314,6 +344,7 @@ macro_rules! dispatch {
         handler: $handler:ident,
         js: [$($js:ident)+],
         request: $request:ident,
+        acting: [$($acting:ident)?],
         output: $output:ident,
         or_nothing: [$($or_nothing:ident)?],
         effect: $effect:ident,

@@ -41,6 +41,8 @@ vocabulary! {
         TaskInvalidState = "task_invalid_state" : "The command is not allowed in the task's status (e.g. reassigning a task in review).",
         TaskFinished = "task_finished" : "The task has ended (done, failed, cancelled or skipped) and the command needs one that has not.",
         IdempotencyConflict = "idempotency_conflict" : "The idempotency key was already used for a different request; a retry must repeat the request exactly, and a new request needs a new key.",
+        AgentTokenRequired = "agent_token_required" : "The database requires agent tokens and the command acts as a registered agent without one: pass the token `agent register` printed (`--agent-token`, `$INBOX_AGENT_TOKEN`, `agent_token`).",
+        AgentTokenInvalid = "agent_token_invalid" : "The token given is not the acting agent's: another agent's, mistyped, or replaced; nothing was done.",
         RunFinished = "run_finished" : "The run has ended; a succeeded or cancelled run changes no more (start another run).",
         StorageBusy = "storage_busy" : "The store stayed busy past its retry budget; retry.",
         SchemaTooNew = "schema_too_new" : "The store was written by a newer version of inbox; upgrade.",
@@ -77,7 +79,9 @@ impl ErrorCode {
             | ErrorCode::TaskNotBlocked
             | ErrorCode::TaskHasDependents
             | ErrorCode::TaskInvalidState
-            | ErrorCode::IdempotencyConflict => 30,
+            | ErrorCode::IdempotencyConflict
+            | ErrorCode::AgentTokenRequired
+            | ErrorCode::AgentTokenInvalid => 30,
             ErrorCode::ThreadNotFound
             | ErrorCode::MessageNotFound
             | ErrorCode::AgentNotFound
@@ -248,6 +252,22 @@ pub enum EngineError {
         /// When.
         created_at: Timestamp,
     },
+    /// See [`ErrorCode::AgentTokenRequired`].
+    #[error("{agent} is a registered agent and this database requires agent tokens: {hint}")]
+    AgentTokenRequired {
+        /// The agent the command acts as.
+        agent: String,
+        /// How to get or pass its token.
+        hint: String,
+    },
+    /// See [`ErrorCode::AgentTokenInvalid`].
+    #[error(
+        "the agent token given is not {agent}'s; pass the token `inbox agent register --agent {agent}` printed (nothing was done)"
+    )]
+    AgentTokenInvalid {
+        /// The agent the command acts as.
+        agent: String,
+    },
     /// See [`ErrorCode::AgentNotFound`].
     #[error("no registered agent is named {agent}; `inbox agent list` shows who is")]
     AgentNotFound {
@@ -379,6 +399,8 @@ impl EngineError {
             }
             EngineError::AgentNotFound { .. } => ErrorCode::AgentNotFound,
             EngineError::IdempotencyConflict { .. } => ErrorCode::IdempotencyConflict,
+            EngineError::AgentTokenRequired { .. } => ErrorCode::AgentTokenRequired,
+            EngineError::AgentTokenInvalid { .. } => ErrorCode::AgentTokenInvalid,
             EngineError::RunNotFound { .. } => ErrorCode::RunNotFound,
             EngineError::TaskNotFound { .. } => ErrorCode::TaskNotFound,
             EngineError::RunExists { .. } => ErrorCode::RunExists,

@@ -7,6 +7,11 @@
 //! within one. Scripts and tests use [`SequentialIds`], which counts
 //! (`thr_000001`) so transcripts are stable and readable.
 //!
+//! Secrets (an agent's token, `tok_` and 64 hex digits) come from the same
+//! source but never from its seeded generator: a host hands [`UlidIds`] a
+//! [`SecretSource`] that draws fresh bytes from a cryptographic random
+//! source each time, and a host without one cannot issue tokens.
+//!
 //! This module never draws entropy itself: [`UlidIds`] is seeded by the host
 //! (from the OS, `crypto.getRandomValues`, a WIT import) and is deterministic
 //! from there on.
@@ -38,13 +43,26 @@ impl IdKind {
     }
 }
 
+/// What every secret starts with.
+pub const SECRET_PREFIX: &str = "tok_";
+
 /// Makes new ids. The engine calls it inside a command, with the command's
 /// time; an id source must never return the same id twice, and later calls
 /// should sort after earlier ones.
 pub trait IdSource {
     /// A fresh id of `kind`, starting with [`IdKind::prefix`].
     fn next_id(&mut self, kind: IdKind, now: Timestamp) -> String;
+
+    /// A fresh secret (an agent's token), starting with [`SECRET_PREFIX`]:
+    /// nobody may be able to guess it, so it must come from a
+    /// cryptographic random source. `None` when this source has none.
+    fn secret(&mut self) -> Option<String>;
 }
+
+/// Draws 32 bytes from a cryptographic random source (the OS's
+/// `getrandom`, `crypto.getRandomValues`, a WIT import), or `None` if it
+/// fails. A plain function so that [`UlidIds`] stays `Clone` and `Debug`.
+pub type SecretSource = fn() -> Option<[u8; 32]>;
 
 /// Production ids: `thr_01JH5...` with a ULID body.
 ///
@@ -58,6 +76,8 @@ pub struct UlidIds {
     /// The last id made, `None` before the first: a generator's first id
     /// always has fresh randomness, even at the clock's epoch.
     last: Option<ulid::Ulid>,
+    /// Where secrets come from, if the host has a source fit for them.
+    secrets: Option<SecretSource>,
 }
 
 impl UlidIds {
@@ -67,7 +87,16 @@ impl UlidIds {
         UlidIds {
             rng: fastrand::Rng::with_seed(seed),
             last: None,
+            secrets: None,
         }
+    }
+
+    /// The same generator, making its secrets from `source`. Without one,
+    /// [`IdSource::secret`] says `None`: the seeded generator behind the
+    /// ids is predictable from its seed and never makes a secret.
+    pub fn with_secrets(mut self, source: SecretSource) -> UlidIds {
+        self.secrets = Some(source);
+        self
     }
 }
 
@@ -89,16 +118,24 @@ impl IdSource for UlidIds {
         let mut buf = [0; ulid::ULID_LEN];
         format!("{}{}", kind.prefix(), next.array_to_str(&mut buf))
     }
+
+    fn secret(&mut self) -> Option<String> {
+        let bytes = (self.secrets?)()?;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        Some(format!("{SECRET_PREFIX}{hex}"))
+    }
 }
 
 /// Deterministic ids for scripts and tests: `thr_000001`, `msg_000001`,
-/// `art_000001`, one counter per kind.
+/// `art_000001`, one counter per kind; secrets `tok_000001`, which are
+/// secret only in name, so that transcripts can show and use them.
 #[derive(Debug, Clone, Default)]
 pub struct SequentialIds {
     threads: u64,
     messages: u64,
     artifacts: u64,
     runs: u64,
+    secrets: u64,
 }
 
 impl SequentialIds {
@@ -118,6 +155,11 @@ impl IdSource for SequentialIds {
         };
         *counter += 1;
         format!("{}{:06}", kind.prefix(), counter)
+    }
+
+    fn secret(&mut self) -> Option<String> {
+        self.secrets += 1;
+        Some(format!("{SECRET_PREFIX}{:06}", self.secrets))
     }
 }
 
@@ -154,6 +196,16 @@ mod tests {
         let b = UlidIds::from_seed(2).next_id(IdKind::Message, t);
         assert_ne!(a, b);
         assert_eq!(a[..14], b[..14], "same millisecond, same time part");
+    }
+
+    #[test]
+    fn ulid_secrets_come_from_the_secret_source_only() {
+        assert_eq!(UlidIds::from_seed(1).secret(), None);
+        let mut ids = UlidIds::from_seed(1).with_secrets(|| Some([0xab; 32]));
+        let secret = ids.secret().unwrap_or_default();
+        assert_eq!(secret, format!("tok_{}", "ab".repeat(32)));
+        let failing = UlidIds::from_seed(1).with_secrets(|| None).secret();
+        assert_eq!(failing, None);
     }
 
     #[test]

@@ -13,12 +13,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, DefaultHasher};
 
 use crate::error::StoreError;
-use crate::model::{Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Thread};
+use crate::model::{
+    Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Settings, Thread,
+};
 use crate::orch::model::{Attempt, OrchEvent, Run, Task};
 use crate::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use crate::store::{
-    AgentQuery, EventQuery, MailboxQuery, MessageQuery, Store, StoreInfo, ThreadQuery, ThreadState,
-    TxMode,
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, Store, StoreInfo, ThreadPage, ThreadQuery,
+    ThreadState, TxMode,
 };
 use crate::time::Timestamp;
 
@@ -32,6 +34,8 @@ pub struct MemoryStore {
     data: Data,
     tx: Option<TxMode>,
     undo: Vec<Undo>,
+    /// Whether the open transaction has copied the records for a removal.
+    copied: bool,
 }
 
 /// The records. Compared as a whole by property tests ("fetch changes
@@ -54,7 +58,10 @@ struct Data {
     agents: BTreeMap<String, Agent>,
     /// Writes done under an idempotency key, by key.
     idempotency: BTreeMap<String, IdempotencyRecord>,
-    /// The highest event id written, of either kind.
+    /// The engine's settings, once stored.
+    settings: Option<Settings>,
+    /// The highest event id written, of either kind (removing a thread's
+    /// events leaves it as it is).
     last_event_id: EventId,
     runs: BTreeMap<String, Run>,
     /// By (run, task).
@@ -76,6 +83,11 @@ enum Undo {
     PutCursor((String, String), Option<ReadCursor>),
     PutAgent(String, Option<Agent>),
     PutIdempotency(String, Option<IdempotencyRecord>),
+    PutSettings(Option<Settings>),
+    /// Every record as it was before the transaction's first removal.
+    /// Removals are rare (retention) and touch the positional indexes, so
+    /// they are undone by a copy rather than a log of their own.
+    Removal(Box<Data>),
     /// The event id counter before an insert.
     LastEvent(EventId),
     PutRun(String, Option<Run>),
@@ -158,6 +170,7 @@ impl Store for MemoryStore {
         }
         self.tx = Some(mode);
         self.undo.clear();
+        self.copied = false;
         Ok(())
     }
 
@@ -210,6 +223,8 @@ impl Store for MemoryStore {
                 Undo::PutCursor(key, old) => restore(&mut data.cursors, key, old),
                 Undo::PutAgent(key, old) => restore(&mut data.agents, key, old),
                 Undo::PutIdempotency(key, old) => restore(&mut data.idempotency, key, old),
+                Undo::PutSettings(old) => data.settings = old,
+                Undo::Removal(before) => *data = *before,
                 Undo::LastEvent(id) => data.last_event_id = id,
                 Undo::PutRun(key, old) => restore(&mut data.runs, key, old),
                 Undo::PutTask(key, old) => restore(&mut data.tasks, key, old),
@@ -526,6 +541,64 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    fn delete_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        self.writing()?;
+        let mut old: Vec<&IdempotencyRecord> = (self.data.idempotency.values())
+            .filter(|r| r.created_at < before)
+            .collect();
+        old.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.key.cmp(&b.key)));
+        let keys: Vec<String> = old.into_iter().take(limit).map(|r| r.key.clone()).collect();
+        for key in &keys {
+            let old = self.data.idempotency.remove(key);
+            self.undo.push(Undo::PutIdempotency(key.clone(), old));
+        }
+        Ok(keys.len() as u64)
+    }
+
+    fn settings(&mut self) -> Result<Option<Settings>, StoreError> {
+        self.reading()?;
+        Ok(self.data.settings.clone())
+    }
+
+    fn put_settings(&mut self, settings: &Settings) -> Result<(), StoreError> {
+        self.writing()?;
+        let old = self.data.settings.replace(settings.clone());
+        self.undo.push(Undo::PutSettings(old));
+        Ok(())
+    }
+
+    fn thread_page(&mut self, query: &ThreadPage) -> Result<Vec<ThreadState>, StoreError> {
+        self.reading()?;
+        Ok((self.data.threads.values())
+            .filter(|t| query.matches(t))
+            .take(query.limit)
+            .map(|t| self.state(t))
+            .collect())
+    }
+
+    fn message_count(&mut self) -> Result<u64, StoreError> {
+        self.reading()?;
+        Ok(self.data.messages.len() as u64)
+    }
+
+    fn delete_thread(&mut self, thread_id: &str) -> Result<u64, StoreError> {
+        self.writing()?;
+        if !self.copied {
+            self.undo.push(Undo::Removal(Box::new(self.data.clone())));
+            self.copied = true;
+        }
+        let data = &mut self.data;
+        data.threads.remove(thread_id);
+        data.leases.remove(thread_id);
+        data.cursors.retain(|(thread, _), _| thread != thread_id);
+        let before = data.messages.len();
+        data.messages.retain(|m| m.thread_id != thread_id);
+        let removed = (before - data.messages.len()) as u64;
+        data.events.retain(|e| e.thread_id != thread_id);
+        data.reindex();
+        Ok(removed)
+    }
+
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.reading()?;
         Ok(self.data.runs.get(run_id).cloned())
@@ -662,6 +735,24 @@ impl Store for MemoryStore {
             .take(query.limit)
             .cloned()
             .collect())
+    }
+}
+
+impl Data {
+    /// Rebuilds the positional indexes after a removal.
+    fn reindex(&mut self) {
+        self.message_index.clear();
+        self.thread_messages.clear();
+        for (i, message) in self.messages.iter().enumerate() {
+            self.message_index.insert(message.message_id.clone(), i);
+            let list = self.thread_messages.entry(message.thread_id.clone());
+            list.or_default().push(i);
+        }
+        self.thread_events.clear();
+        for (i, event) in self.events.iter().enumerate() {
+            let list = self.thread_events.entry(event.thread_id.clone());
+            list.or_default().push(i);
+        }
     }
 }
 

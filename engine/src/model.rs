@@ -319,3 +319,47 @@ pub struct IdempotencyRecord {
     /// When the write was applied.
     pub created_at: Timestamp,
 }
+
+vocabulary! {
+    /// Whether a command acting as a registered agent must prove it is that
+    /// agent (the `agent_tokens` setting).
+    pub enum AgentTokens ("agent_tokens setting") {
+        Off = "off" : "Names are trusted: whoever can open the database may act as any agent (the default; the file's permissions are the trust boundary).",
+        Required = "required" : "A write or wait acting as a registered agent must carry the token `agent register` printed for it.",
+    }
+}
+
+/// The database-wide settings the engine applies, stored as one record and
+/// changed with `settings`. A store that never had them stored reports
+/// `None`, read as [`Settings::default`].
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Whether commands acting as a registered agent need its token.
+    pub agent_tokens: AgentTokens,
+    /// Whether writes remove what the retention limits allow as they go
+    /// (a few threads at a time), instead of only when `gc` runs.
+    pub auto_gc: bool,
+    /// Retention: finished threads idle for more days than this are removed.
+    pub keep_days: u32,
+    /// Retention: beyond this many messages, the oldest removable threads go.
+    pub keep_messages: u32,
+    /// Retention: removable threads that were read and idle for more hours
+    /// than this go first.
+    pub keep_read_hours: u32,
+}
+
+impl Default for Settings {
+    /// Tokens off, `gc` by hand only, and seed 004's limits: 7 days, 5,000
+    /// messages, read ones after 24 hours.
+    fn default() -> Settings {
+        Settings {
+            agent_tokens: AgentTokens::Off,
+            auto_gc: false,
+            keep_days: 7,
+            keep_messages: 5000,
+            keep_read_hours: 24,
+        }
+    }
+}

@@ -34,8 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::model::{
-    Agent, Event, EventId, EventType, IdempotencyRecord, Kind, Lease, Message, ReadCursor, Status,
-    Thread,
+    Agent, Event, EventId, EventType, IdempotencyRecord, Kind, Lease, Message, ReadCursor,
+    Settings, Status, Thread,
 };
 use crate::orch::model::{Attempt, OrchEvent, Run, Task};
 use crate::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
@@ -326,6 +326,32 @@ impl MailboxQuery {
     }
 }
 
+/// A page of threads in creation order (thread id ascending) after a
+/// cursor: what retention walks, oldest first, so that it can stop at the
+/// first thread too young to remove. Served by the index of whichever
+/// filter is given.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadPage {
+    /// Stored status equals this.
+    pub status: Option<Status>,
+    /// `assigned_to` equals this.
+    pub assigned_to: Option<String>,
+    /// Only threads with a greater id.
+    pub after_thread_id: Option<String>,
+    /// At most this many results.
+    pub limit: usize,
+}
+
+impl ThreadPage {
+    /// The reference semantics of the filters (order: `thread_id` ascending).
+    pub fn matches(&self, thread: &Thread) -> bool {
+        self.status.is_none_or(|s| thread.status == s)
+            && (self.assigned_to.as_deref()).is_none_or(|a| thread.assigned_to == a)
+            && (self.after_thread_id.as_deref())
+                .is_none_or(|after| thread.thread_id.as_str() > after)
+    }
+}
+
 /// Durable (or in-memory) storage of the engine's records.
 ///
 /// Implementations: [`crate::MemoryStore`] here; SQLite in `host-native`
@@ -436,6 +462,28 @@ pub trait Store {
 
     /// Records a write under its idempotency key (the key is new).
     fn put_idempotency(&mut self, record: &IdempotencyRecord) -> Result<(), StoreError>;
+
+    /// Removes up to `limit` idempotency records made before `before`,
+    /// oldest first; returns how many.
+    fn delete_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<u64, StoreError>;
+
+    /// The engine's settings, if they were ever stored.
+    fn settings(&mut self) -> Result<Option<Settings>, StoreError>;
+
+    /// Stores the engine's settings, replacing them.
+    fn put_settings(&mut self, settings: &Settings) -> Result<(), StoreError>;
+
+    /// Threads matching `query`, thread id ascending, at most `query.limit`.
+    fn thread_page(&mut self, query: &ThreadPage) -> Result<Vec<ThreadState>, StoreError>;
+
+    /// How many messages the store holds.
+    fn message_count(&mut self) -> Result<u64, StoreError>;
+
+    /// Removes a thread with everything of it (lease, messages, artifacts,
+    /// events, read cursors); returns how many messages went. The removed
+    /// events still count for [`Store::latest_event_id`], which never goes
+    /// back.
+    fn delete_thread(&mut self, thread_id: &str) -> Result<u64, StoreError>;
 
     /// One run.
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError>;

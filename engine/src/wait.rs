@@ -109,6 +109,9 @@ pub struct Waiter {
     heartbeat_at: Option<u64>,
     /// Whether the first poll has decided about heartbeats.
     started: bool,
+    /// The token of the agent the wait acts as, passed on every look and
+    /// heartbeat (the call's envelope, see [`Waiter::for_call`]).
+    agent_token: Option<String>,
 }
 
 impl Waiter {
@@ -127,17 +130,21 @@ impl Waiter {
             sweep_at: None,
             heartbeat_at: None,
             started: false,
+            agent_token: None,
         })
     }
 
     /// A waiter for a call: its envelope checked first (a wait takes no
-    /// idempotency key), then as [`Waiter::new`].
+    /// idempotency key), then as [`Waiter::new`]; the acting agent's token
+    /// goes with every request the wait makes.
     pub fn for_call(call: Call) -> Result<Waiter, Box<Response>> {
         if let Err(error) = call.check() {
             let command = call.request.command().as_str().to_owned();
             return Err(Box::new(Response::failure(Some(command), error)));
         }
-        Waiter::new(call.request)
+        let mut waiter = Waiter::new(call.request)?;
+        waiter.agent_token = call.agent_token;
+        Ok(waiter)
     }
 
     /// The command being waited on.
@@ -183,7 +190,7 @@ impl Waiter {
         }
 
         // Look first: a wake must not wait for housekeeping.
-        let mut response = match self.look(engine.execute(self.request()), clock) {
+        let mut response = match self.look(engine.execute_call(self.request()), clock) {
             ControlFlow::Break(answer) => return WaitStep::Finished(answer),
             ControlFlow::Continue(response) => response,
         };
@@ -205,7 +212,7 @@ impl Waiter {
             }
         };
         if swept {
-            response = match self.look(engine.execute(self.request()), clock) {
+            response = match self.look(engine.execute_call(self.request()), clock) {
                 ControlFlow::Break(answer) => return WaitStep::Finished(answer),
                 ControlFlow::Continue(response) => response,
             };
@@ -237,7 +244,7 @@ impl Waiter {
     /// ended), in the same transaction, so the events the leader wakes on
     /// exist when it looks. Polls again when the next retry or lease is due.
     fn poll_orch(&mut self, engine: &mut impl Executor, clock: Now, deadline: u64) -> WaitStep {
-        let response = engine.execute(self.request());
+        let response = engine.execute_call(self.request());
         // A busy store: look again in a second (at the deadline, the busy
         // error is the answer). Any other failure ends the wait (see `look`).
         if let Response::Failure { error, .. } = &response
@@ -292,11 +299,20 @@ impl Waiter {
         }
     }
 
-    fn request(&self) -> Request {
-        match &self.wait {
+    /// The next look: the wait's request from its cursor, with the token.
+    fn request(&self) -> Call {
+        self.call(match &self.wait {
             Wait::Watch(r) => Request::Watch(r.clone()),
             Wait::Reply(r) => Request::WaitReply(r.clone()),
             Wait::Orch(r) => Request::OrchWait(r.clone()),
+        })
+    }
+
+    /// `request` acting with the wait's token.
+    fn call(&self, request: Request) -> Call {
+        Call {
+            agent_token: self.agent_token.clone(),
+            ..Call::from(request)
         }
     }
 
@@ -313,7 +329,7 @@ impl Waiter {
             lease_token: r.lease_token,
             lease_seconds: None,
         });
-        match engine.execute(renew) {
+        match engine.execute_call(self.call(renew)) {
             Response::Success(Output::Renew(out)) => {
                 self.heartbeat_at = Some(clock.ticks_at(renew_at(&out.lease)));
                 None

@@ -27,6 +27,8 @@ pub use crate::orch::wire::*;
 
 mod agents;
 pub use agents::*;
+mod settings;
+pub use settings::*;
 
 /// The version of this wire format. Bumped only for incompatible changes;
 /// adding an optional request field or a response field is compatible.

@@ -250,7 +250,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         input: AgentRegisterInput,
     ) -> Result<AgentOutput, EngineError> {
         let before = self.registered(&input.agent)?;
-        let agent = Agent {
+        let mut agent = Agent {
             registered_at: before.as_ref().map_or(self.now, |a| a.registered_at),
             last_assigned_event: before.as_ref().map_or(0, |a| a.last_assigned_event),
             token_sha256: before.and_then(|a| a.token_sha256),
@@ -259,10 +259,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             description: input.description,
             seen_at: self.now,
         };
+        let settings = self.store.settings()?.unwrap_or_default();
+        let agent_token = self.issue_token(&settings, &mut agent)?;
         self.store.put_agent(&agent)?;
         Ok(AgentOutput {
             agent: self.view_of(agent)?,
-            token: None,
+            agent_token,
         })
     }
 
@@ -273,7 +275,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         self.store.delete_agent(&agent.name)?;
         Ok(AgentOutput {
             agent: self.view_of(agent)?,
-            token: None,
+            agent_token: None,
         })
     }
 

@@ -70,14 +70,19 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             })
     }
 
-    /// Records `output` as the outcome of this key's write.
+    /// Records `output` as the outcome of this key's write, without a new
+    /// agent token in it: a token is shown once and stored only as a hash,
+    /// so a replay of `agent-register` answers without it.
     pub(super) fn remember<T: Serialize>(
         &mut self,
         pending: Pending,
         output: &T,
     ) -> Result<(), EngineError> {
-        let output = serde_json::to_value(output)
+        let mut output = serde_json::to_value(output)
             .map_err(|e| EngineError::internal(format!("an outcome does not encode: {e}")))?;
+        if let Some(object) = output.as_object_mut() {
+            object.remove(call::AGENT_TOKEN);
+        }
         self.store.put_idempotency(&IdempotencyRecord {
             key: pending.key,
             command: pending.command.as_str().to_owned(),

@@ -25,6 +25,9 @@ pub(super) struct Tx<'a, S, I> {
     pub(super) now: Timestamp,
     /// The id the next event of this (write) transaction gets.
     pub(super) next_event_id: EventId,
+    /// Roll the transaction back even though the command succeeded: a
+    /// dry run, which does everything and keeps nothing.
+    pub(super) discard: bool,
 }
 
 /// What a command changes besides the thread record: one event, and maybe

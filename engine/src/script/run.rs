@@ -343,6 +343,20 @@ impl<S: Store> Runner<S> {
                 lines.push(format!("  {line}"));
             }
         }
+        // Threads retention removed, with everything of theirs.
+        let present: std::collections::BTreeSet<&str> = threads
+            .iter()
+            .map(|s| s.thread.thread_id.as_str())
+            .collect();
+        let removed: Vec<String> = (self.threads.keys())
+            .filter(|id| !present.contains(id.as_str()))
+            .cloned()
+            .collect();
+        for id in removed {
+            self.threads.remove(&id);
+            self.cursors.retain(|(thread, _), _| *thread != id);
+            lines.push(format!("  thread {id} removed"));
+        }
         let mut described: Vec<(u64, String)> = events
             .iter()
             .map(|event| {

@@ -120,10 +120,12 @@ pub struct RoleView {
 pub struct AgentOutput {
     /// The agent (as it was, for `agent-unregister`).
     pub agent: AgentView,
-    /// Its new token, shown this once (only when the database requires
-    /// tokens); only its hash is stored.
+    /// Its new token, shown this once: only when the database requires
+    /// tokens and the agent had none. Only its hash is stored; pass it as
+    /// `agent_token` (`--agent-token`, `$INBOX_AGENT_TOKEN`) whenever the
+    /// agent writes or waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
+    pub agent_token: Option<String>,
 }
 
 /// `agent-list`.

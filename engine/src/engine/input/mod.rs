@@ -529,5 +529,7 @@ pub(super) fn wait_reply(r: WaitReplyRequest) -> Result<WaitReplyInput, EngineEr
 
 mod agents;
 mod orch;
+mod settings;
 pub(super) use agents::*;
 pub(super) use orch::*;
+pub(super) use settings::*;
