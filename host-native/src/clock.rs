@@ -133,7 +133,16 @@ pub fn os_seed() -> u64 {
     hasher.finish()
 }
 
-/// Production ids, seeded from [`os_seed`].
+/// 32 bytes from the operating system's cryptographic random source
+/// (`getrandom`), for a secret; `None` if it fails.
+pub fn secret_bytes() -> Option<[u8; 32]> {
+    let mut bytes = [0; 32];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Production ids, seeded from [`os_seed`], with secrets from
+/// [`secret_bytes`].
 pub fn host_ids() -> UlidIds {
-    UlidIds::from_seed(os_seed())
+    UlidIds::from_seed(os_seed()).with_secrets(secret_bytes)
 }

@@ -17,7 +17,7 @@ pub const APPLICATION_ID: i32 = 0x696E_6278;
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// Version 1: the tables of the specification's draft, extended with what
 /// the engine needs, and an index for every query the store makes.
@@ -220,6 +220,17 @@ CREATE TABLE idempotency (
     record_json TEXT NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX idempotency_created ON idempotency (created_at);
+"#;
+
+/// Version 4: retention. `gc` removes whole threads with their events, so
+/// the highest event id can no longer be read off `events` alone: the
+/// store keeps it in `settings` as `event_high_water` before it removes
+/// any (the sequence never goes back, so no waiter's cursor is reused).
+/// A binary that does not know this must not write such a file, which is
+/// all this version says; it adds no table.
+const V4: &str = r#"
+-- settings: 'event_high_water' (the highest event id ever written, once
+-- gc removed events) and 'engine' (the engine's settings, as JSON).
 "#;
 
 /// What a connection found when it looked at its file.

@@ -24,7 +24,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use inbox_engine::{Executor, Request, Response, WaitStep, Waiter};
+use inbox_engine::{Call, Executor, Response, WaitStep, Waiter};
 
 use crate::store::SqliteStore;
 
@@ -47,10 +47,10 @@ pub const STOP_CHECK: Duration = Duration::from_millis(50);
 pub fn wait<E: Executor>(
     engine: &mut E,
     store: fn(&E) -> &SqliteStore,
-    request: Request,
+    call: impl Into<Call>,
     watcher: &mut ChangeWatcher,
 ) -> Response {
-    match wait_until(engine, store, request, watcher, None) {
+    match wait_until(engine, store, call.into(), watcher, None) {
         Some(response) => response,
         // Without a `stop`, only the waiter ends the wait.
         None => Response::failure(
@@ -69,22 +69,22 @@ pub fn wait<E: Executor>(
 pub fn wait_or_stop<E: Executor>(
     engine: &mut E,
     store: fn(&E) -> &SqliteStore,
-    request: Request,
+    call: impl Into<Call>,
     watcher: &mut ChangeWatcher,
     stop: &dyn Fn() -> bool,
 ) -> Option<Response> {
-    wait_until(engine, store, request, watcher, Some(stop))
+    wait_until(engine, store, call.into(), watcher, Some(stop))
 }
 
 fn wait_until<E: Executor>(
     engine: &mut E,
     store: fn(&E) -> &SqliteStore,
-    request: Request,
+    call: Call,
     watcher: &mut ChangeWatcher,
     stop: Option<&dyn Fn() -> bool>,
 ) -> Option<Response> {
     let stopped = || stop.is_some_and(|stop| stop());
-    let mut waiter = match Waiter::new(request) {
+    let mut waiter = match Waiter::for_call(call) {
         Ok(waiter) => waiter,
         Err(response) => return Some(*response),
     };

@@ -100,7 +100,7 @@ impl Backend {
         let clock = options
             .now
             .map_or_else(JsClock::system, JsClock::starting_at);
-        let ids = UlidIds::from_seed(js::random_seed());
+        let ids = UlidIds::from_seed(js::random_seed()).with_secrets(js::secret_bytes);
         match options.store {
             StoreKind::Memory => {
                 let mut engine = Engine::new(MemoryStore::new(), clock, ids);

@@ -361,6 +361,7 @@ macro_rules! methods {
         handler: $handler:ident,
         js: [$js:ident $($_snake:ident)?],
         request: $request:ident,
+        acting: [$($acting:ident)?],
         output: $output:ident,
         or_nothing: [$($or_nothing:ident)?],
         effect: $effect:ident,
@@ -404,7 +405,7 @@ macro_rules! methods {
             "   * `timeout_seconds` pass (`woke: false`); rejects with an `InboxError` for a bad request.\n",
             "   */\n",
             "  ", stringify!($js), "(request?: ", stringify!($request),
-            "): Promise<Success<\"", $name, "\">>;\n",
+            " & Credentials): Promise<Success<\"", $name, "\">>;\n",
         )
     };
     (@signature Write, [$($doc:tt)+], $name:tt, $js:ident, $request:ident) => {

@@ -82,6 +82,18 @@ pub fn random_seed() -> u64 {
     (a << 32) ^ (js_sys::Date::now() as u64)
 }
 
+/// 32 bytes for a secret (an agent's token) from `crypto.getRandomValues`;
+/// `None` without it: unlike ids, a secret has no weaker fallback.
+pub fn secret_bytes() -> Option<[u8; 32]> {
+    let buffer = js_sys::Uint32Array::new_with_length(8);
+    get_random_values(&buffer).ok()?;
+    let mut bytes = [0; 32];
+    for (i, chunk) in bytes.chunks_exact_mut(4).enumerate() {
+        chunk.copy_from_slice(&buffer.get_index(i as u32).to_le_bytes());
+    }
+    Some(bytes)
+}
+
 /// A pending `setTimeout`; cleared when dropped.
 #[derive(Debug)]
 pub struct Timer(JsValue);

@@ -20,8 +20,18 @@ export type JsonObject = Record<string, unknown>;
  * true when a write retried with its `idempotency_key` was answered with its first outcome. */
 export type Success<C extends Output["command"]> = { ok: true; replayed?: true } & Extract<Output, { command: C }>;
 
+/** Who the call is, given beside a write's or a wait's own fields. */
+export interface Credentials {
+  /**
+   * The acting agent's token, when the database requires agent tokens (`settings` with
+   * `agent_tokens: "required"`): the one `agentRegister` returned once as `agent_token`.
+   * Without it a registered agent's write or wait is refused with `agent_token_required`.
+   */
+  agent_token?: string;
+}
+
 /** Fields about the call rather than the command, given beside a write's own fields. */
-export interface Envelope {
+export interface Envelope extends Credentials {
   /**
    * Makes the write safe to retry: repeated with the same key and the same request, it
    * returns its first outcome (`replayed: true`) and changes nothing; the same key with

@@ -10,12 +10,12 @@
 //! same store compiles for SQLite in wasm.
 
 use inbox_engine::store::{
-    AgentQuery, EventQuery, MailboxQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadQuery,
-    ThreadState, TxMode,
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadPage,
+    ThreadQuery, ThreadState, TxMode,
 };
 use inbox_engine::{
     Agent, Artifact, Event, EventId, IdempotencyRecord, JsonObject, Lease, Message, ReadCursor,
-    Status, Store, StoreError, StoreErrorKind, Thread, Timestamp,
+    Settings, Status, Store, StoreError, StoreErrorKind, Thread, Timestamp,
 };
 use rusqlite::types::{Type, Value};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params, params_from_iter};
@@ -26,6 +26,7 @@ use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 
 mod agents;
 mod orch;
+mod retention;
 
 /// Settings every host applies to a connection before handing it to
 /// [`SqliteStore::new`], whatever the platform: the schema's foreign keys are
@@ -1126,6 +1127,30 @@ impl Store for SqliteStore {
 
     fn put_idempotency(&mut self, record: &IdempotencyRecord) -> Result<(), StoreError> {
         self.put_idempotency_record(record)
+    }
+
+    fn delete_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        self.expire_idempotency(before, limit)
+    }
+
+    fn settings(&mut self) -> Result<Option<Settings>, StoreError> {
+        self.engine_settings()
+    }
+
+    fn put_settings(&mut self, settings: &Settings) -> Result<(), StoreError> {
+        self.put_engine_settings(settings)
+    }
+
+    fn thread_page(&mut self, query: &ThreadPage) -> Result<Vec<ThreadState>, StoreError> {
+        self.threads_in_order(query)
+    }
+
+    fn message_count(&mut self) -> Result<u64, StoreError> {
+        self.count_messages()
+    }
+
+    fn delete_thread(&mut self, thread_id: &str) -> Result<u64, StoreError> {
+        self.remove_thread(thread_id)
     }
 
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {

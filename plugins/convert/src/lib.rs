@@ -395,6 +395,8 @@ macro_rules! wit_conversions {
                 agent_query: ::inbox_engine::store::AgentQuery,
                 mailbox_query: ::inbox_engine::store::MailboxQuery,
                 idempotency: ::inbox_engine::IdempotencyRecord,
+                settings: ::inbox_engine::Settings,
+                thread_page: ::inbox_engine::store::ThreadPage,
             }
         }
         #[allow(unused_imports)]

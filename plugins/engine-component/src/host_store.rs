@@ -5,10 +5,12 @@
 
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
-use inbox_engine::store::{AgentQuery, EventQuery, MailboxQuery, MessageQuery, ThreadQuery};
+use inbox_engine::store::{
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, ThreadPage, ThreadQuery,
+};
 use inbox_engine::{
-    Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Store, StoreError,
-    StoreInfo, Thread, ThreadState, Timestamp, TxMode,
+    Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Settings, Store,
+    StoreError, StoreInfo, Thread, ThreadState, Timestamp, TxMode,
 };
 
 use crate::bindings::inbox::engine::store as host;
@@ -230,6 +232,40 @@ impl Store for HostStore {
     fn put_idempotency(&mut self, record: &IdempotencyRecord) -> Result<(), StoreError> {
         host::put_idempotency(&convert::idempotency::to_json(record))
             .map_err(convert::store_error_from_wit)
+    }
+
+    fn delete_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        host::delete_idempotency(before.as_millis(), convert::limit_to_wit(limit))
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn settings(&mut self) -> Result<Option<Settings>, StoreError> {
+        host::get_settings()
+            .map_err(convert::store_error_from_wit)?
+            .map(|t| convert::settings::from_json(&t))
+            .transpose()
+    }
+
+    fn put_settings(&mut self, settings: &Settings) -> Result<(), StoreError> {
+        host::put_settings(&convert::settings::to_json(settings))
+            .map_err(convert::store_error_from_wit)
+    }
+
+    fn thread_page(&mut self, query: &ThreadPage) -> Result<Vec<ThreadState>, StoreError> {
+        let states = host::thread_page(&convert::thread_page::to_json(query))
+            .map_err(convert::store_error_from_wit)?;
+        Ok(states
+            .into_iter()
+            .map(convert::thread_state_from_wit)
+            .collect())
+    }
+
+    fn message_count(&mut self) -> Result<u64, StoreError> {
+        host::message_count().map_err(convert::store_error_from_wit)
+    }
+
+    fn delete_thread(&mut self, thread_id: &str) -> Result<u64, StoreError> {
+        host::delete_thread(thread_id).map_err(convert::store_error_from_wit)
     }
 
     fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {

@@ -62,6 +62,12 @@ mod component {
             const { RefCell::new(None) };
     }
 
+    /// A secret's bytes from the host's cryptographic source, asked each
+    /// time one is needed; `None` when the host has none.
+    fn secret_bytes() -> Option<[u8; 32]> {
+        entropy::secret_bytes().try_into().ok()
+    }
+
     struct Component;
 
     impl Guest for Component {
@@ -69,7 +75,8 @@ mod component {
             let response = ENGINE.with_borrow_mut(|engine| {
                 engine
                     .get_or_insert_with(|| {
-                        Engine::new(HostStore, HostClock, UlidIds::from_seed(entropy::seed()))
+                        let ids = UlidIds::from_seed(entropy::seed()).with_secrets(secret_bytes);
+                        Engine::new(HostStore, HostClock, ids)
                     })
                     .execute_json(&request)
             });

@@ -24,6 +24,8 @@ pub struct HostState<S, C> {
     pub(crate) store: S,
     pub(crate) clock: C,
     next_seed: u64,
+    /// Where secrets come from (see `PluginEngine::set_secrets`).
+    pub(crate) secrets: Option<inbox_engine::ids::SecretSource>,
     transaction: Option<TxMode>,
     pub(crate) memory: MemoryCap,
 }
@@ -34,6 +36,7 @@ impl<S: Store, C: Clock> HostState<S, C> {
             store,
             clock,
             next_seed: seed,
+            secrets: None,
             transaction: None,
             memory,
         }
@@ -345,6 +348,43 @@ impl<S: Store, C: Clock> store::Host for HostState<S, C> {
         out(self.store.put_idempotency(&record))
     }
 
+    fn delete_idempotency(&mut self, before: i64, limit: u64) -> Result<u64, wit::StoreError> {
+        self.writing()?;
+        let before = inbox_engine::Timestamp::from_millis(before);
+        out(self
+            .store
+            .delete_idempotency(before, convert::limit_from_wit(limit)))
+    }
+
+    fn get_settings(&mut self) -> Result<Option<String>, wit::StoreError> {
+        self.reading()?;
+        let settings = out(self.store.settings())?;
+        Ok(settings.as_ref().map(convert::settings::to_json))
+    }
+
+    fn put_settings(&mut self, settings: String) -> Result<(), wit::StoreError> {
+        self.writing()?;
+        let settings = out(convert::settings::from_json(&settings))?;
+        out(self.store.put_settings(&settings))
+    }
+
+    fn thread_page(&mut self, query: String) -> Result<Vec<wit::ThreadState>, wit::StoreError> {
+        self.reading()?;
+        let query = out(convert::thread_page::from_json(&query))?;
+        let states = out(self.store.thread_page(&query))?;
+        Ok(states.iter().map(convert::thread_state_to_wit).collect())
+    }
+
+    fn message_count(&mut self) -> Result<u64, wit::StoreError> {
+        self.reading()?;
+        out(self.store.message_count())
+    }
+
+    fn delete_thread(&mut self, thread_id: String) -> Result<u64, wit::StoreError> {
+        self.writing()?;
+        out(self.store.delete_thread(&thread_id))
+    }
+
     fn mailbox(&mut self, query: String) -> Result<Vec<wit::Message>, wit::StoreError> {
         self.reading()?;
         let query = out(convert::mailbox_query::from_json(&query))?;
@@ -368,5 +408,12 @@ impl<S, C> entropy::Host for HostState<S, C> {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    fn secret_bytes(&mut self) -> Vec<u8> {
+        // Never from the seed above: that sequence is predictable.
+        self.secrets
+            .and_then(|source| source())
+            .map_or_else(Vec::new, |bytes| bytes.to_vec())
     }
 }

@@ -33,9 +33,9 @@ pub enum PluginError {
         /// What wasmtime said.
         message: String,
     },
-    /// The component is not of the world `inbox:engine/plugin@0.4.0`: it
+    /// The component is not of the world `inbox:engine/plugin@0.5.0`: it
     /// imports something the host does not provide, or lacks an export.
-    #[error("the component does not fit this host (world inbox:engine/plugin@0.4.0): {message}")]
+    #[error("the component does not fit this host (world inbox:engine/plugin@0.5.0): {message}")]
     Incompatible {
         /// What wasmtime said.
         message: String,
@@ -216,8 +216,8 @@ impl Plugin {
     }
 
     /// What the component imports, as `interface` names (for a component of
-    /// our world: `inbox:engine/types@0.4.0`, `.../store@0.4.0`,
-    /// `.../clock@0.4.0`, `.../entropy@0.4.0`, and nothing else).
+    /// our world: `inbox:engine/types@0.5.0`, `.../store@0.5.0`,
+    /// `.../clock@0.5.0`, `.../entropy@0.5.0`, and nothing else).
     pub fn imports(&self) -> Vec<String> {
         self.component
             .component_type()
@@ -304,6 +304,14 @@ impl<S: Store + 'static, C: Clock + 'static> PluginEngine<S, C> {
     /// The clock the component reads.
     pub fn clock_mut(&mut self) -> &mut C {
         &mut self.wasm.data_mut().clock
+    }
+
+    /// Where the component's secrets (agent tokens) come from: a
+    /// cryptographic random source of the host's, asked each time the
+    /// engine issues one. Without it the engine issues no tokens (a
+    /// database that requires them refuses `agent register`).
+    pub fn set_secrets(&mut self, source: inbox_engine::ids::SecretSource) {
+        self.wasm.data_mut().secrets = Some(source);
     }
 
     /// The fuel the last call burned: a deterministic measure of the work
