@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use inbox_engine::{Kind, Priority, Status, Timestamp, Vocabulary};
+use inbox_engine::{AgentTokens, Kind, Priority, Status, Timestamp, Vocabulary};
 use inbox_host_native::Durability;
 
 const ROOT_HELP: &str = "\
@@ -82,6 +82,17 @@ pub struct Global {
     /// returns its first outcome (marked "replayed") and changes nothing
     #[arg(long, global = true, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    /// The acting agent's token, when the database requires agent tokens
+    /// (agent register prints it once); prefer the environment variable,
+    /// which other users' `ps` does not show
+    #[arg(
+        long,
+        global = true,
+        env = "INBOX_AGENT_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub agent_token: Option<String>,
     /// Run the command through this engine component (.wasm, built by
     /// scripts/build-plugin) instead of the built-in engine
     // Shown only in builds with the `plugin` feature; other builds refuse it
@@ -385,6 +396,45 @@ Examples:
     )]
     MarkRead(MarkReadArgs),
 
+    /// Show or change the database-wide settings: agent tokens, retention
+    #[command(
+        long_about = "\
+Show the settings every process applies to this database, and change the
+ones given. --agent-tokens required makes every write or wait that acts as
+a registered agent carry its token (--agent-token or $INBOX_AGENT_TOKEN):
+agent register prints an agent's token once, and only its hash is stored.
+Agents registered before that get their token by registering again. The
+retention limits are what gc removes by; with --auto-gc on, writes remove
+it as they go, a few threads at a time, so the file stops growing.",
+        after_help = "\
+Examples:
+  inbox settings
+  inbox settings --agent-tokens required
+  inbox settings --auto-gc on --keep-days 7 --keep-messages 5000 --keep-read-hours 24"
+    )]
+    Settings(SettingsArgs),
+
+    /// Remove finished threads past the retention limits
+    #[command(
+        long_about = "\
+Remove what the retention limits allow, each thread whole (its messages,
+artifacts' records, events and read cursors): finished threads (done,
+failed, cancelled; those of an orch run only once the run succeeded or was
+cancelled) and broadcasts every agent they reach has read. First those read
+by everyone they are for and idle for more than --keep-read-hours, then
+those idle for more than --keep-days, then, while the database holds more
+than --keep-messages messages, the oldest. Open work is never removed.
+Idempotency keys older than --keep-days go too. Limits default to the
+database's settings. Event ids are never reused, so every waiter's cursor
+stays valid. --dry-run shows what would go.",
+        after_help = "\
+Examples:
+  inbox gc --dry-run
+  inbox gc
+  inbox gc --keep-days 1 --keep-messages 1000 --json"
+    )]
+    Gc(GcArgs),
+
     }
     groups: {
     /// Register agents and their roles, list who is around
@@ -613,6 +663,50 @@ pub struct InitArgs {
     /// commit) or full (fsync per commit, survives power loss)
     #[arg(long, value_parser = one_of::<Durability>())]
     pub durability: Option<Durability>,
+}
+
+/// The retention limits, as `settings` stores them and `gc` applies them.
+#[derive(Debug, Args)]
+pub struct KeepArgs {
+    /// Finished threads idle for more days than this go [stored default: 7]
+    #[arg(long, value_name = "DAYS", allow_negative_numbers = true)]
+    pub keep_days: Option<u32>,
+    /// Beyond this many messages, the oldest finished threads go [stored default: 5000]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub keep_messages: Option<u32>,
+    /// Threads read by everyone they are for and idle for more hours than this go first [stored default: 24]
+    #[arg(long, value_name = "HOURS", allow_negative_numbers = true)]
+    pub keep_read_hours: Option<u32>,
+}
+
+/// `settings`.
+#[derive(Debug, Args)]
+pub struct SettingsArgs {
+    /// required: writes and waits acting as a registered agent need its
+    /// token; off: names are trusted
+    #[arg(long, value_parser = one_of::<AgentTokens>())]
+    pub agent_tokens: Option<AgentTokens>,
+    /// on: writes remove what the retention limits allow as they go; off:
+    /// only gc does
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    pub auto_gc: Option<bool>,
+    /// The retention limits.
+    #[command(flatten)]
+    pub keep: KeepArgs,
+}
+
+/// `gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// The limits for this run [default: the database's settings].
+    #[command(flatten)]
+    pub keep: KeepArgs,
+    /// Show what would be removed, and remove nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// At most this many threads; the answer says more: true when there are more [default: 1000]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub limit: Option<u32>,
 }
 
 /// `send`.

@@ -356,6 +356,7 @@ fn run(invocation: Invocation) -> u8 {
     let call = Call {
         request,
         idempotency_key: global.idempotency_key.clone(),
+        agent_token: global.agent_token.clone(),
     };
     let executed = match execute_on(on, call, clock, None) {
         Ok(Some(executed)) => executed,
@@ -416,14 +417,9 @@ fn execute_on(
     }
     let mut engine = engine.start(store, clock)?;
     let response = match (watcher.as_mut(), stop) {
-        // A wait takes no idempotency key: refused as the engine refuses it.
-        (Some(_), _) if call.check().is_err() => engine.execute_call(call),
-        (Some(watcher), None) => {
-            watch::wait(&mut engine, runner::Runner::store, call.request, watcher)
-        }
+        (Some(watcher), None) => watch::wait(&mut engine, runner::Runner::store, call, watcher),
         (Some(watcher), Some(stop)) => {
-            let request = call.request;
-            match watch::wait_or_stop(&mut engine, runner::Runner::store, request, watcher, stop) {
+            match watch::wait_or_stop(&mut engine, runner::Runner::store, call, watcher, stop) {
                 Some(response) => response,
                 None => return Ok(None),
             }

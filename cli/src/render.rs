@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
 use inbox_engine::wire::{
-    AgentView, AgentsOutput, ClaimOutput, MailboxOutput, MessageOutput, ThreadView,
-    WaitReplyOutput, WatchOutput,
+    AgentView, AgentsOutput, ClaimOutput, GcOutput, MailboxOutput, MessageOutput, SettingsOutput,
+    ThreadView, WaitReplyOutput, WatchOutput,
 };
 use inbox_engine::{Lease, Message, Output, Response, Status, Timestamp};
 
@@ -243,7 +243,22 @@ fn success(output: &Output, cx: &Context) -> String {
                     .join(", ")
             ),
         },
-        Output::AgentRegister(out) => format!("Registered {}", agent_line(&out.agent, cx.now)),
+        Output::AgentRegister(out) => {
+            let mut text = format!("Registered {}", agent_line(&out.agent, cx.now));
+            if let Some(token) = &out.agent_token {
+                let _ = writeln!(
+                    text,
+                    "  agent token: {token}\n  {}",
+                    paint(
+                        DIM,
+                        "shown this once, only its hash is kept: give it to the agent as INBOX_AGENT_TOKEN"
+                    )
+                );
+            }
+            text
+        }
+        Output::Settings(out) => settings(out),
+        Output::Gc(out) => gc(out),
         Output::AgentUnregister(out) => {
             format!("Unregistered {}", agent_line(&out.agent, cx.now))
         }
@@ -254,6 +269,56 @@ fn success(output: &Output, cx: &Context) -> String {
         // prints something readable before anyone writes a renderer for it.
         other => crate::render_orch::success(other, cx.now).unwrap_or_else(|| fields(other)),
     }
+}
+
+fn settings(out: &SettingsOutput) -> String {
+    let s = &out.settings;
+    let mut text = String::new();
+    if !out.changed.is_empty() {
+        let _ = writeln!(text, "Changed {}", out.changed.join(", "));
+    }
+    let _ = writeln!(text, "agent tokens   {}", s.agent_tokens);
+    let auto = if s.auto_gc {
+        "on"
+    } else {
+        "off (only `inbox gc`)"
+    };
+    let _ = writeln!(text, "auto gc        {auto}");
+    let _ = writeln!(
+        text,
+        "retention      finished threads idle > {} days; read ones idle > {} hours; at most {} messages",
+        s.keep_days, s.keep_read_hours, s.keep_messages
+    );
+    text
+}
+
+fn gc(out: &GcOutput) -> String {
+    let verb = if out.dry_run {
+        "Would remove"
+    } else {
+        "Removed"
+    };
+    let mut text = format!(
+        "{verb} {} threads ({} messages) and {} idempotency keys; {} messages left\n",
+        out.removed.len(),
+        out.removed_messages,
+        out.expired_keys,
+        out.messages_left
+    );
+    for removed in &out.removed {
+        let _ = writeln!(
+            text,
+            "  {} {} · {} · {} messages",
+            removed.thread_id,
+            paint(status_style(removed.status), removed.status),
+            removed.reason,
+            removed.messages
+        );
+    }
+    if out.more {
+        let _ = writeln!(text, "{}", paint(DIM, "More to remove: run it again."));
+    }
+    text
 }
 
 /// An output's fields as indented JSON, without the `command` tag.

@@ -88,6 +88,44 @@ impl Fields for MarkReadArgs {
     }
 }
 
+impl Fields for SettingsArgs {
+    type Fields = SettingsRequest;
+
+    fn fields(self, _: Option<String>, _: &mut Notes) -> Result<SettingsRequest, EngineError> {
+        let KeepArgs {
+            keep_days,
+            keep_messages,
+            keep_read_hours,
+        } = self.keep;
+        Ok(SettingsRequest {
+            agent_tokens: self.agent_tokens,
+            auto_gc: self.auto_gc,
+            keep_days,
+            keep_messages,
+            keep_read_hours,
+        })
+    }
+}
+
+impl Fields for GcArgs {
+    type Fields = GcRequest;
+
+    fn fields(self, _: Option<String>, _: &mut Notes) -> Result<GcRequest, EngineError> {
+        let KeepArgs {
+            keep_days,
+            keep_messages,
+            keep_read_hours,
+        } = self.keep;
+        Ok(GcRequest {
+            keep_days,
+            keep_messages,
+            keep_read_hours,
+            dry_run: self.dry_run,
+            limit: self.limit,
+        })
+    }
+}
+
 impl Fields for InitArgs {
     type Fields = InitRequest;
 

@@ -47,10 +47,13 @@ impl EngineChoice {
                 inbox_host_native::host_ids(),
             )))),
             #[cfg(feature = "plugin")]
-            EngineChoice::Component(plugin) => plugin
-                .instantiate(store, clock, inbox_host_native::os_seed())
-                .map(|engine| Runner::Component(Box::new(engine)))
-                .map_err(refused),
+            EngineChoice::Component(plugin) => {
+                let mut engine = plugin
+                    .instantiate(store, clock, inbox_host_native::os_seed())
+                    .map_err(refused)?;
+                engine.set_secrets(inbox_host_native::clock::secret_bytes);
+                Ok(Runner::Component(Box::new(engine)))
+            }
         }
     }
 }

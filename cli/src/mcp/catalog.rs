@@ -14,7 +14,7 @@
 //! artifacts named by path are described as `--artifact` describes them.
 //! This module must never run a request or apply an inbox rule.
 
-use inbox_engine::call::{IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX_BYTES};
+use inbox_engine::call::{AGENT_TOKEN, Envelope, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX_BYTES};
 use inbox_engine::wire::*;
 use inbox_engine::{Call, Command, Effect, EngineError, Response};
 use schemars::generate::SchemaSettings;
@@ -30,12 +30,7 @@ pub(crate) type Object = Map<String, Value>;
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Mapping {
     /// A command of the table: the arguments are its request's fields.
-    Command {
-        /// The command.
-        command: Command,
-        /// The request field that is the acting agent, if any.
-        acting: Option<&'static str>,
-    },
+    Command(Command),
     /// One of seed 004's mailbox tools.
     Seed(SeedTool),
 }
@@ -58,39 +53,46 @@ impl ToolSpec {
     /// cancelled while it waits.
     pub(crate) fn waits(&self) -> bool {
         match self.mapping {
-            Mapping::Command { command, .. } => command.effect() == Effect::Wait,
+            Mapping::Command(command) => command.effect() == Effect::Wait,
             Mapping::Seed(_) => false,
         }
     }
 
     /// The call (request and envelope) a call with `arguments` makes,
-    /// acting as `agent`, or the refusal to answer with. An
-    /// `idempotency_key` argument is the envelope's, on every tool.
+    /// acting as `agent` with its token, or the refusal to answer with. An
+    /// `idempotency_key` argument is the envelope's, on every tool; an
+    /// `agent_token` argument is ignored: the server's token is the only
+    /// one its calls carry.
     pub(crate) fn request(
         &self,
         agent: &str,
+        agent_token: Option<&str>,
         mut arguments: Object,
     ) -> Result<Call, Box<Response>> {
-        match self.mapping {
-            Mapping::Command { command, acting } => {
-                command_request(command, acting, agent, arguments)
-            }
+        arguments.remove(AGENT_TOKEN);
+        let mut call = match self.mapping {
+            Mapping::Command(command) => command_request(command, agent, arguments)?,
             Mapping::Seed(tool) => {
-                let key = arguments.remove(IDEMPOTENCY_KEY);
-                Call::with_key(seed::request(tool, agent, arguments)?, key)
+                let envelope = Envelope {
+                    idempotency_key: arguments.remove(IDEMPOTENCY_KEY),
+                    agent_token: None,
+                };
+                envelope.around(seed::request(tool, agent, arguments)?)?
             }
-        }
+        };
+        call.agent_token = agent_token.map(str::to_owned);
+        Ok(call)
     }
 }
 
 /// Every tool: the commands' in table order, then seed 004's.
 pub(crate) fn tools() -> Vec<ToolSpec> {
     let commands = Command::ALL.iter().filter_map(|&command| {
-        let Exposure::Tool { acting, when } = guidance::exposure(command) else {
+        let Exposure::Tool { when } = guidance::exposure(command) else {
             return None;
         };
         let mut schema = request_schema(command);
-        if let Some(field) = acting {
+        if let Some(field) = command.acting_field() {
             remove_property(&mut schema, field);
         }
         let mut description = format!("{}\n\nWhen to use it: {when}", command.description());
@@ -108,7 +110,7 @@ pub(crate) fn tools() -> Vec<ToolSpec> {
             name: tool_name(command),
             description,
             schema,
-            mapping: Mapping::Command { command, acting },
+            mapping: Mapping::Command(command),
         })
     });
     let seeds = seed::TOOLS.iter().map(|&tool| {
@@ -224,13 +226,12 @@ fn cap_timeout(schema: &mut Object) {
 /// The request a call of a command's tool makes.
 fn command_request(
     command: Command,
-    acting: Option<&'static str>,
     agent: &str,
     mut arguments: Object,
 ) -> Result<Call, Box<Response>> {
     let refuse =
         |error: EngineError| Box::new(Response::failure(Some(command.as_str().into()), error));
-    if let Some(field) = acting {
+    if let Some(field) = command.acting_field() {
         match arguments.get(field) {
             None | Some(Value::Null) => {}
             Some(Value::String(given)) if given == agent => {}
@@ -310,8 +311,8 @@ mod tests {
     use super::*;
 
     /// Every tool's schema is an object schema, self-contained, and has no
-    /// field for the acting agent; every acting field named in the guidance
-    /// is a real field of the request (so renaming one fails here).
+    /// field for the acting agent; every acting field the command table
+    /// names is a real field of the request (so renaming one fails here).
     #[test]
     fn schemas_are_self_contained_and_leave_out_the_acting_agent() {
         for tool in tools() {
@@ -323,10 +324,8 @@ mod tests {
                 tool.name
             );
             assert!(!text.contains("$ref"), "{}: {text}", tool.name);
-            if let Mapping::Command {
-                command,
-                acting: Some(field),
-            } = tool.mapping
+            if let Mapping::Command(command) = tool.mapping
+                && let Some(field) = command.acting_field()
             {
                 let full = request_schema(command);
                 assert!(

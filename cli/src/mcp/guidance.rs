@@ -1,7 +1,8 @@
 //! What the MCP server adds to the command table, in one place: for every
-//! command, whether it is a tool, which of its request fields is the acting
-//! agent, and when an agent should use it; the text that teaches the
-//! call-again loop of the waiting tools; the server's instructions.
+//! command, whether it is a tool and when an agent should use it (which of
+//! its request fields is the acting agent, filled in with the server's own,
+//! is the table's `acting`); the text that teaches the call-again loop of
+//! the waiting tools; the server's instructions.
 //!
 //! What a command does comes from the table (its doc lines), its input
 //! schema from its request type; this module only says what an agent in a
@@ -25,9 +26,6 @@ pub(crate) const PROGRESS_EVERY_SECONDS: u64 = 5;
 pub(crate) enum Exposure {
     /// A tool named like the command (`-` read as `_`).
     Tool {
-        /// The request field that names the acting agent, which the server
-        /// fills in with its `--agent` and takes out of the input schema.
-        acting: Option<&'static str>,
         /// When an agent should call it.
         when: &'static str,
     },
@@ -38,7 +36,6 @@ pub(crate) enum Exposure {
 /// What `command` is to the MCP server.
 pub(crate) fn exposure(command: Command) -> Exposure {
     use Exposure::{Hidden, Tool};
-    const AGENT: Option<&str> = Some("agent");
     match command {
         // Not a tool: it creates the database; run `inbox init` before the
         // server starts.
@@ -47,51 +44,39 @@ pub(crate) fn exposure(command: Command) -> Exposure {
         // mailbox tool, which maps onto send.
         Command::Send => Hidden,
         Command::Fetch => Tool {
-            acting: AGENT,
             when: "At the start of a turn, to see the work you could claim now: threads assigned to you that nobody holds. It changes nothing; an empty list means there is nothing to do. Then claim one.",
         },
         Command::Claim => Tool {
-            acting: AGENT,
             when: "Before working on a thread: the only way to own it. next: true takes the first thread fetch would list (all three answer fields are null when there is none). Keep the lease_token it returns and pass it to update, renew, wait_reply, done and fail on that thread: if your lease ran out and someone else took the thread, they refuse with lease_lost instead of letting you act on work that is no longer yours.",
         },
         Command::Renew => Tool {
-            acting: AGENT,
             when: "During long silent work on a thread you hold, before lease.expires_at; update, reply and wait_reply keep the lease alive too.",
         },
         Command::Update => Tool {
-            acting: AGENT,
             when: "While you hold a thread: status in_progress to report progress; status blocked when you cannot go on, with a summary that says exactly what is missing, then wait_reply for the answer.",
         },
         Command::Reply => Tool {
-            acting: Some("from_agent"),
             when: "To answer a question in a thread (kind answer, the default, unblocks a blocked worker), or to add a question, progress or control message to a thread you take part in.",
         },
         Command::Done => Tool {
-            acting: AGENT,
             when: "When the work of a thread you hold is finished: the summary says what was achieved, body the details. The lease is released and the thread is done for good.",
         },
         Command::Fail => Tool {
-            acting: AGENT,
             when: "When you cannot finish a thread you hold: the summary says why. Retrying is the leader's decision, not yours.",
         },
         Command::Cancel => Tool {
-            acting: AGENT,
             when: "To stop a thread that has not finished, whoever holds it (a leader withdrawing work); a worker waiting in it wakes with the reason.",
         },
         Command::List => Tool {
-            acting: AGENT,
             when: "To look over the threads you created or are assigned, by status, creator, assignee, run or task, newest first; unlike fetch, it shows held and finished threads too.",
         },
         Command::Show => Tool {
-            acting: AGENT,
             when: "To read one thread's whole history, oldest first, a page at a time; mark_read: true moves your read cursor to the newest message shown.",
         },
         Command::Watch => Tool {
-            acting: AGENT,
             when: "To wait for activity on every thread you created or are assigned: a leader waiting for results and questions passes kinds [\"result\", \"question\"]. wait_reply follows one thread; watch follows all of yours.",
         },
         Command::WaitReply => Tool {
-            acting: AGENT,
             when: "After asking (update with status blocked), to wait for the answer in that thread instead of sleeping; while you wait, your lease on the thread stays alive.",
         },
         // Not tools: the mailbox is served as seed 004's read_messages and
@@ -99,85 +84,70 @@ pub(crate) fn exposure(command: Command) -> Exposure {
         // `mark_read` with other arguments could not even have its name.
         Command::Read | Command::MarkRead => Hidden,
         Command::AgentRegister => Tool {
-            acting: AGENT,
             when: "Once at the start, to join the team's registry with your roles: threads sent to role:NAME become yours to fetch and claim, and broadcasts reach you. Calling it again replaces your roles and description.",
         },
         Command::AgentList => Tool {
-            acting: None,
             when: "To see who is on the team: each agent's roles, presence (active, idle, gone) and what it holds, and each role with what waits on it; before sending to an agent or a role:NAME.",
         },
         Command::AgentUnregister => Tool {
-            acting: AGENT,
             when: "When you leave the team for good: role:NAME and broadcast stop reaching you (your threads stay).",
         },
+        // Not tools: database-wide settings (turning agent tokens off among
+        // them) and retention are the operator's, not an agent's.
+        Command::Settings | Command::Gc => Hidden,
         // Not a tool: housekeeping that every write does first.
         Command::Sweep => Hidden,
         // Not a tool: the server's version is in the MCP handshake.
         Command::Version => Hidden,
         Command::OrchRunCreate => Tool {
-            acting: AGENT,
             when: "Leader: to start a run, the goal a task graph serves; then orch_plan its tasks.",
         },
         // `agent` filters the list here (runs that leader created): it is
-        // not who acts, so it stays an argument.
+        // not who acts (the table names no acting field), so it stays an
+        // argument.
         Command::OrchRunList => Tool {
-            acting: None,
             when: "Leader: to find runs, newest first (agent: only the runs that leader created).",
         },
         Command::OrchRunCancel => Tool {
-            acting: AGENT,
             when: "Leader: to stop a run and every task of it that has not ended.",
         },
         Command::OrchStatus => Tool {
-            acting: None,
             when: "Leader: the run at a glance, any time: what needs you (ready, blocked, in review, failed), what is in flight, what waits on what.",
         },
         Command::OrchTaskAdd => Tool {
-            acting: AGENT,
             when: "Leader: to add one task to a run after planning.",
         },
         Command::OrchPlan => Tool {
-            acting: AGENT,
             when: "Leader: to add a whole task graph at once (all or nothing), right after orch_run_create.",
         },
         Command::OrchTaskShow => Tool {
-            acting: None,
             when: "Leader: one task in full: its text, attempts, thread and what it waits on.",
         },
         Command::OrchReady => Tool {
-            acting: None,
             when: "Leader: the tasks that can start now; orch_dispatch starts them.",
         },
         Command::OrchDispatch => Tool {
-            acting: AGENT,
             when: "Leader: to start ready tasks (all_ready: true for all of them): each becomes an inbox thread its assignee fetches and claims.",
         },
         Command::OrchAccept => Tool {
-            acting: AGENT,
             when: "Leader: a task waits in review and its result is good.",
         },
         Command::OrchReject => Tool {
-            acting: AGENT,
             when: "Leader: a task waits in review and its result is not good enough: summary says why; a new attempt carries it.",
         },
         Command::OrchAnswer => Tool {
-            acting: AGENT,
             when: "Leader: a task is blocked on a worker's question: summary is the answer.",
         },
         Command::OrchRetry => Tool {
-            acting: AGENT,
             when: "Leader: a task failed and should be tried again (to: another assignee).",
         },
         Command::OrchReassign => Tool {
-            acting: AGENT,
             when: "Leader: give a task to another agent (to); a live attempt is cancelled first.",
         },
         Command::OrchCancel => Tool {
-            acting: AGENT,
             when: "Leader: stop one task (cascade: true also skips the tasks that need it).",
         },
         Command::OrchWait => Tool {
-            acting: None,
             when: "Leader: to wait until the run needs you (a result to review, a question, a failure, tasks ready), instead of polling orch_status.",
         },
         // Not a tool: housekeeping that every orch write and orch_wait do first.

@@ -11,11 +11,11 @@
 //! cancellation stops the wait. This module must never decide what a call
 //! means; that is the catalog's and the engine's.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use inbox_cli::args::Global;
-use inbox_engine::Response;
+use inbox_engine::{Output, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
@@ -31,6 +31,10 @@ use crate::guidance::{self, PROGRESS_EVERY_SECONDS};
 pub(crate) struct Server {
     global: Arc<Global>,
     agent: String,
+    /// The agent's token, every call carries it: `--agent-token` (or
+    /// `$INBOX_AGENT_TOKEN`), or the one `agent_register` issued in this
+    /// session, which the agent could not otherwise pass back.
+    agent_token: Mutex<Option<String>>,
     instructions: String,
     tools: Vec<ToolSpec>,
     listed: Vec<Tool>,
@@ -53,6 +57,7 @@ impl Server {
             .collect();
         Server {
             instructions: guidance::instructions(&agent, database),
+            agent_token: Mutex::new(global.agent_token.clone()),
             global: Arc::new(global),
             agent,
             tools,
@@ -72,7 +77,8 @@ impl Server {
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        let call = match tool.request(&self.agent, arguments) {
+        let token = self.token();
+        let call = match tool.request(&self.agent, token.as_deref(), arguments) {
             Ok(call) => call,
             Err(refusal) => return Ok(answer(&refusal)),
         };
@@ -101,7 +107,10 @@ impl Server {
             }
         };
         match finished {
-            Ok(Some(response)) => Ok(answer(&response)),
+            Ok(Some(response)) => {
+                self.keep_token(&response);
+                Ok(answer(&response))
+            }
             // The client cancelled the call and no longer waits for an
             // answer; this one only ends the request.
             Ok(None) => Err(ErrorData::invalid_request(
@@ -112,6 +121,22 @@ impl Server {
                 format!("{} stopped unexpectedly: {error}", tool.name),
                 None,
             )),
+        }
+    }
+}
+
+impl Server {
+    fn token(&self) -> Option<String> {
+        self.agent_token.lock().map_or(None, |token| token.clone())
+    }
+
+    /// Adopts the token an `agent_register` of this session issued.
+    fn keep_token(&self, response: &Response) {
+        if let Response::Success(Output::AgentRegister(out)) = response
+            && let Some(token) = &out.agent_token
+            && let Ok(mut kept) = self.agent_token.lock()
+        {
+            *kept = Some(token.clone());
         }
     }
 }
