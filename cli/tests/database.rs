@@ -13,7 +13,7 @@ fn init_creates_an_owner_only_database_in_dot_agents() {
     insta::assert_snapshot!(run.to_string(), @r"
     exit: 0
     --- stdout ---
-    Initialized $TEST_DIR/.agents/coord.db (schema version 3, durability normal)
+    Initialized $TEST_DIR/.agents/coord.db (schema version 4, durability normal)
     --- stderr ---
     database: .agents/coord.db (new in this folder)
     ");
@@ -26,7 +26,7 @@ fn init_creates_an_owner_only_database_in_dot_agents() {
     }
     // Running it again is safe and changes nothing.
     let again = env.json(&["init"], 0);
-    assert_eq!(again["schema_version"], 3);
+    assert_eq!(again["schema_version"], 4);
     assert_eq!(again["database"], env.db().display().to_string());
 }
 

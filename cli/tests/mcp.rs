@@ -41,13 +41,22 @@ type Session = RunningService<RoleClient, Client>;
 
 /// `inbox mcp --agent AGENT` in the test's folder, connected.
 async fn connect(env: &TestEnv, agent: &str) -> (Session, Client) {
+    connect_with(env, agent, None).await
+}
+
+/// As [`connect`], with `$INBOX_AGENT_TOKEN` set to `token`.
+async fn connect_with(env: &TestEnv, agent: &str, token: Option<&str>) -> (Session, Client) {
     let mut command = tokio::process::Command::new(inbox_bin());
     command
         .args(["mcp", "--agent", agent])
         .current_dir(env.dir())
         .env_remove("INBOX_DB")
         .env_remove("INBOX_AGENT")
+        .env_remove("INBOX_AGENT_TOKEN")
         .env_remove("INBOX_NOW");
+    if let Some(token) = token {
+        command.env("INBOX_AGENT_TOKEN", token);
+    }
     let (transport, _stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
         .spawn()
@@ -599,5 +608,57 @@ async fn a_retried_call_with_its_idempotency_key_is_answered_once() {
     let (error, read) = call(&session, "list", json!({"idempotency_key": "k-2"})).await;
     assert!(error, "{read}");
     assert_eq!(read["error"]["code"], "invalid_value", "{read}");
+    session.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_tokens_required_the_server_acts_with_its_agent_s_token() {
+    let env = TestEnv::initialized();
+    cli(&env, &["settings", "--agent-tokens", "required"], 0);
+    let registered = cli(&env, &["agent", "register", "--agent", "worker"], 0);
+    let token = registered["agent_token"].as_str().unwrap().to_owned();
+    let thread = send(&env, "Tokened work");
+
+    // A server without the token cannot act as the registered worker, and
+    // a token passed as a tool argument is not the server's.
+    let (session, _) = connect(&env, "worker").await;
+    let (error, refused) = call(
+        &session,
+        "claim",
+        json!({"thread_id": thread, "agent_token": token}),
+    )
+    .await;
+    assert!(error, "{refused}");
+    assert_eq!(
+        refused["error"]["code"], "agent_token_required",
+        "{refused}"
+    );
+    session.cancel().await.unwrap();
+
+    // With $INBOX_AGENT_TOKEN, every call carries it, a wait's too.
+    let (session, _) = connect_with(&env, "worker", Some(&token)).await;
+    let (error, claimed) = call(&session, "claim", json!({"thread_id": thread})).await;
+    assert!(!error, "{claimed}");
+    let (error, waited) = call(
+        &session,
+        "wait_reply",
+        json!({"thread_id": thread, "timeout_seconds": 0}),
+    )
+    .await;
+    assert!(!error && waited["woke"] == false, "{waited}");
+    session.cancel().await.unwrap();
+
+    // A new agent that registers through the server gets its token once,
+    // and the server keeps acting with it.
+    let (session, _) = connect(&env, "newcomer").await;
+    let (error, joined) = call(&session, "agent_register", json!({"roles": ["crew"]})).await;
+    assert!(!error, "{joined}");
+    assert!(
+        joined["agent_token"].as_str().unwrap().starts_with("tok_"),
+        "{joined}"
+    );
+    let (error, again) = call(&session, "agent_register", json!({"roles": ["crew", "qa"]})).await;
+    assert!(!error, "{again}");
+    assert!(again.get("agent_token").is_none(), "{again}");
     session.cancel().await.unwrap();
 }

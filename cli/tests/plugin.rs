@@ -232,7 +232,7 @@ fn init_with_an_engine_that_cannot_be_loaded_creates_no_database() {
     let run = env.run(&["init", "--engine", other.to_str().unwrap(), "--json"]);
     assert_eq!(run.status, 30, "{run}");
     assert_eq!(run.json()["error"]["code"], "invalid_value", "{run}");
-    assert!(run.stdout.contains("inbox:engine/plugin@0.4.0"), "{run}");
+    assert!(run.stdout.contains("inbox:engine/plugin@0.5.0"), "{run}");
     assert!(
         !env.db().exists(),
         "a refused engine must not create the database"

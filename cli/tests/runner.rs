@@ -28,5 +28,6 @@ mod roles;
 mod same_refusals;
 mod skill_and_script;
 mod terminal;
+mod tokens_and_retention;
 mod waits;
 mod worker_loop;

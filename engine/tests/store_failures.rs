@@ -171,6 +171,33 @@ impl Store for Flaky {
         self.tick("put_idempotency")?;
         self.inner.put_idempotency(record)
     }
+    fn delete_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        self.tick("delete_idempotency")?;
+        self.inner.delete_idempotency(before, limit)
+    }
+    fn settings(&mut self) -> Result<Option<inbox_engine::Settings>, StoreError> {
+        self.tick("settings")?;
+        self.inner.settings()
+    }
+    fn put_settings(&mut self, settings: &inbox_engine::Settings) -> Result<(), StoreError> {
+        self.tick("put_settings")?;
+        self.inner.put_settings(settings)
+    }
+    fn thread_page(
+        &mut self,
+        query: &inbox_engine::store::ThreadPage,
+    ) -> Result<Vec<ThreadState>, StoreError> {
+        self.tick("thread_page")?;
+        self.inner.thread_page(query)
+    }
+    fn message_count(&mut self) -> Result<u64, StoreError> {
+        self.tick("message_count")?;
+        self.inner.message_count()
+    }
+    fn delete_thread(&mut self, thread_id: &str) -> Result<u64, StoreError> {
+        self.tick("delete_thread")?;
+        self.inner.delete_thread(thread_id)
+    }
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.tick("run")?;
         self.inner.run(run_id)
@@ -316,6 +343,8 @@ const COMMANDS: &[&str] = &[
     r#"{"command":"claim","agent":"w2","next":true}"#,
     r#"{"command":"agent-register","agent":"w3","roles":["builders","review"],"description":"d"}"#,
     r#"{"command":"agent-unregister","agent":"w2"}"#,
+    r#"{"command":"settings","agent_tokens":"required","auto_gc":true,"keep_days":1}"#,
+    r#"{"command":"gc","keep_days":0,"keep_messages":0,"keep_read_hours":0}"#,
     r#"{"command":"mark-read","agent":"w","through_event":1000}"#,
     r#"{"command":"mark-read","agent":"w2","message_ids":["msg_000001"]}"#,
     r#"{"command":"read","agent":"w2","include_read":true}"#,
@@ -429,11 +458,11 @@ fn init_reports_the_schema_version() {
     );
 }
 
-/// A claim is one transaction of eight statements, whichever way it names
-/// its thread: the lapse scan every write starts with, one look at the
-/// thread (by id, or the head of the queue), the lease, the thread, the
-/// event. `next` first looks up the agent's roles (one key lookup), since
-/// its queue includes its roles' pools.
+/// A claim is one transaction of nine statements, whichever way it names
+/// its thread: the settings and the lapse scan every write starts with, one
+/// look at the thread (by id, or the head of the queue), the lease, the
+/// thread, the event. `next` first looks up the agent's roles (one key
+/// lookup), since its queue includes its roles' pools.
 #[test]
 fn a_claim_scans_for_lapses_once_and_loads_its_thread_once() {
     for (claim, lookup) in [
@@ -454,7 +483,7 @@ fn a_claim_scans_for_lapses_once_and_loads_its_thread_once() {
         engine.store_mut().log.clear();
         let response = engine.execute_json(claim);
         assert_eq!(response.exit_code(), 0, "{}", response.to_json());
-        let expected: Vec<&str> = ["begin", "latest_event_id", "lapsed_leases"]
+        let expected: Vec<&str> = ["begin", "latest_event_id", "settings", "lapsed_leases"]
             .into_iter()
             .chain(lookup.iter().copied())
             .chain(["put_lease", "update_thread", "insert_event", "commit"])

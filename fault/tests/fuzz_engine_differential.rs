@@ -5,7 +5,8 @@
 //! store can show (every thread, message, artifact, cursor and event).
 //!
 //! The commands mix well-formed work (sends, claims, updates, answers,
-//! finishes, cancels, reads, waits, sweeps, clock jumps past lease expiry)
+//! finishes, cancels, reads, waits, sweeps, retention's `gc` and automatic
+//! steps, clock jumps past lease expiry)
 //! with every kind of bad field (wrong agents, unknown threads, limits ± 1,
 //! absurd numbers, control characters, oversized bodies and payloads, too
 //! many artifacts), so that both the rules and the storage of odd values are
@@ -242,7 +243,16 @@ fn request() -> impl Strategy<Value = Request> {
         1 => (agent(), prop::collection::vec((1u32..=10).prop_map(|n| format!("msg_{n:06}")), 0..3), prop::option::of(0u64..40)).prop_map(|(agent, message_ids, through_event)| Request::MarkRead(MarkReadRequest { agent, message_ids, through_event })),
         1 => Just(Request::Sweep(SweepRequest {})),
         1 => Just(Request::Version(VersionRequest {})),
+        1 => (any::<bool>(), prop::option::of(keep())).prop_map(|(auto_gc, keep_messages)| Request::Settings(SettingsRequest { auto_gc: Some(auto_gc), keep_messages, keep_days: Some(0), ..Default::default() })),
+        1 => (prop::option::of(keep()), prop::option::of(keep()), prop::option::of(keep()), any::<bool>(), prop::option::of(prop::sample::select(vec![0u32, 1, 2, 10_001])))
+            .prop_map(|(keep_days, keep_messages, keep_read_hours, dry_run, limit)| Request::Gc(GcRequest { keep_days, keep_messages, keep_read_hours, dry_run, limit })),
     ]
+}
+
+/// A retention limit: mostly small, so that threads go; sometimes past its
+/// bound.
+fn keep() -> impl Strategy<Value = u32> {
+    prop_oneof![6 => 0u32..4, 1 => prop::sample::select(vec![24u32, 36_500, 36_501, 876_001, u32::MAX])]
 }
 
 fn step() -> impl Strategy<Value = Step> {

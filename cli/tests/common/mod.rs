@@ -155,6 +155,7 @@ impl TestEnv {
             .current_dir(self.dir())
             .env_remove("INBOX_DB")
             .env_remove("INBOX_AGENT")
+            .env_remove("INBOX_AGENT_TOKEN")
             .env("INBOX_NOW", self.now.borrow().as_str())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null());

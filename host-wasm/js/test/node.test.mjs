@@ -271,6 +271,40 @@ describe("idempotency keys and the registry", () => {
   });
 });
 
+describe("agent tokens and retention", () => {
+  test("with tokens required, a registered agent acts only with the token it was given once", async () => {
+    const inbox = await Inbox.open({ store: "sqlite" });
+    assert.equal(inbox.settings({ agent_tokens: "required" }).settings.agent_tokens, "required");
+    const token = inbox.agentRegister({ agent: "w1" }).agent_token;
+    assert.match(token, /^tok_[0-9a-f]{64}$/);
+    assert.notEqual(inbox.agentRegister({ agent: "w2" }).agent_token, token);
+    const sent = inbox.send({ from_agent: "lead", to_agent: "w1", subject: "Tokened" });
+    const id = sent.thread.thread_id;
+    assert.equal(thrown(() => inbox.claim({ agent: "w1", thread_id: id })).code, "agent_token_required");
+    assert.equal(thrown(() => inbox.claim({ agent: "w1", thread_id: id, agent_token: "tok_x" })).code, "agent_token_invalid");
+    assert.equal(inbox.claim({ agent: "w1", thread_id: id, agent_token: token }).lease.agent, "w1");
+    const waited = await rejected(inbox.waitReply({ agent: "w1", thread_id: id, timeout_seconds: 0 }));
+    assert.equal(waited.code, "agent_token_required");
+    const quiet = await inbox.waitReply({ agent: "w1", thread_id: id, timeout_seconds: 0, agent_token: token });
+    assert.equal(quiet.woke, false);
+  });
+
+  test("gc removes finished threads by the limits, and a dry run removes nothing", async () => {
+    const inbox = await Inbox.open({ store: "memory" });
+    const sent = inbox.send({ from_agent: "lead", to_agent: "w", subject: "Finish me" });
+    inbox.claim({ agent: "w", thread_id: sent.thread.thread_id });
+    inbox.done({ agent: "w", thread_id: sent.thread.thread_id, summary: "ok" });
+    inbox.send({ from_agent: "lead", to_agent: "w", subject: "Open" });
+    const dry = inbox.gc({ keep_messages: 0, dry_run: true });
+    assert.deepEqual(dry.removed.map((r) => [r.thread_id, r.reason]), [[sent.thread.thread_id, "count"]]);
+    assert.equal(inbox.list({}).threads.length, 2);
+    const done = inbox.gc({ keep_messages: 0 });
+    assert.equal(done.removed_messages, 2);
+    assert.equal(done.messages_left, 1);
+    assert.equal(inbox.list({}).threads.length, 1);
+  });
+});
+
 describe("open options", () => {
   test("bad options are refused with invalid_request and say what to pass", async () => {
     const cases = [

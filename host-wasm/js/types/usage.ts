@@ -4,7 +4,7 @@
 // fails if one of them compiles).
 
 import { Inbox, runScript } from "inbox-wasm";
-import type { ErrorCode, InboxError, Success, Thread, Status, Response } from "inbox-wasm";
+import type { AgentTokens, ErrorCode, InboxError, Success, Thread, Status, Response } from "inbox-wasm";
 
 export async function workerLoop(): Promise<Thread> {
   const inbox: Inbox = await Inbox.open({ store: "sqlite" });
@@ -32,7 +32,12 @@ export async function workerLoop(): Promise<Thread> {
   const present: string = inbox.agentList({}).agents[0]?.presence ?? "gone";
   const unread = inbox.read({ agent: "worker" }).messages.length;
   inbox.markRead({ agent: "worker", through_event: 10 });
-  void replayed; void present; void unread;
+  const tokens: AgentTokens = inbox.settings({ agent_tokens: "required" }).settings.agent_tokens;
+  const secret: string | undefined = inbox.agentRegister({ agent: "w2" }).agent_token;
+  inbox.claim({ agent: "w2", next: true, agent_token: secret });
+  await inbox.waitReply({ agent: "w2", thread_id: id, timeout_seconds: 0, agent_token: secret });
+  const removed: number = inbox.gc({ keep_days: 1, dry_run: true }).removed.length;
+  void replayed; void present; void unread; void tokens; void removed;
   const transcript = runScript("send from_agent=a to_agent=b subject=s", "memory");
   const failures: string[] = transcript.failures;
   void failures;
@@ -64,5 +69,9 @@ export async function mistakes(inbox: Inbox): Promise<void> {
   inbox.send({ from_agent: "lead", to_agent: "worker", subject: "s", idempotency_key: 7 });
   // @ts-expect-error: reads take no idempotency key
   inbox.list({ idempotency_key: "k" });
+  // @ts-expect-error: waits take no idempotency key either, only a token
+  await inbox.watch({ agent: "lead", idempotency_key: "k" });
+  // @ts-expect-error: "on" is not an agent_tokens setting
+  inbox.settings({ agent_tokens: "on" });
   void token; void status; void code;
 }

@@ -265,6 +265,31 @@ impl Store for BrokenWrites {
     ) -> Result<(), StoreError> {
         self.0.put_idempotency(record)
     }
+    fn delete_idempotency(
+        &mut self,
+        before: inbox_engine::Timestamp,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        self.0.delete_idempotency(before, limit)
+    }
+    fn settings(&mut self) -> Result<Option<inbox_engine::Settings>, StoreError> {
+        self.0.settings()
+    }
+    fn put_settings(&mut self, settings: &inbox_engine::Settings) -> Result<(), StoreError> {
+        self.0.put_settings(settings)
+    }
+    fn thread_page(
+        &mut self,
+        query: &inbox_engine::store::ThreadPage,
+    ) -> Result<Vec<ThreadState>, StoreError> {
+        self.0.thread_page(query)
+    }
+    fn message_count(&mut self) -> Result<u64, StoreError> {
+        self.0.message_count()
+    }
+    fn delete_thread(&mut self, thread_id: &str) -> Result<u64, StoreError> {
+        self.0.delete_thread(thread_id)
+    }
     fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
         self.0.run(run_id)
     }
@@ -361,7 +386,7 @@ fn a_component_of_another_world_is_refused_when_loaded() {
     let error = inbox_plugin_host::Plugin::from_bytes(empty, Limits::default()).unwrap_err();
     assert_eq!(error.code(), "plugin_incompatible", "{error}");
     assert!(
-        error.to_string().contains("inbox:engine/engine@0.4.0"),
+        error.to_string().contains("inbox:engine/engine@0.5.0"),
         "{error}"
     );
 }

@@ -200,10 +200,10 @@ fn the_engine_component_imports_only_our_interfaces() {
     assert_eq!(
         imports,
         [
-            "inbox:engine/clock@0.4.0",
-            "inbox:engine/entropy@0.4.0",
-            "inbox:engine/store@0.4.0",
-            "inbox:engine/types@0.4.0",
+            "inbox:engine/clock@0.5.0",
+            "inbox:engine/entropy@0.5.0",
+            "inbox:engine/store@0.5.0",
+            "inbox:engine/types@0.5.0",
         ],
         "the component must not import WASI or anything else"
     );

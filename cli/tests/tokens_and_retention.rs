@@ -1,0 +1,213 @@
+//! Agent tokens and retention, end to end with the real binary: one OS
+//! process per command against one real SQLite file.
+//!
+//! - With tokens required, a process that acts as a registered agent
+//!   without its token, or with another agent's, is refused and changes
+//!   nothing; the token itself never reaches the database file, the help
+//!   text or an error message.
+//! - `gc` keeps a busy database's file from growing: with `--auto-gc on`
+//!   the file stops growing while tasks keep coming, and `gc` removes
+//!   finished work across processes without touching open work.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::TestEnv;
+
+/// Every byte of the database's files, `-wal` included.
+fn database_bytes(db: &Path) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for suffix in ["", "-wal", "-shm"] {
+        let path = format!("{}{suffix}", db.display());
+        if let Ok(content) = std::fs::read(&path) {
+            bytes.extend(content);
+        }
+    }
+    bytes
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle.as_bytes())
+}
+
+fn code(json: &Value) -> &str {
+    json["error"]["code"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn an_agent_cannot_act_as_another_when_tokens_are_required() {
+    let env = TestEnv::initialized();
+    let set = env.json(&["settings", "--agent-tokens", "required"], 0);
+    assert_eq!(set["changed"], serde_json::json!(["agent_tokens"]), "{set}");
+    let worker = env.json(&["agent", "register", "--agent", "worker"], 0);
+    let token = worker["agent_token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("tok_") && token.len() == 68, "{worker}");
+    let other = env.json(&["agent", "register", "--agent", "other"], 0);
+    let other_token = other["agent_token"].as_str().unwrap().to_owned();
+    assert_ne!(token, other_token);
+    let sent = env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            "Build it",
+        ],
+        0,
+    );
+    let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+    let claim = ["claim", "--agent", "worker", "--thread", thread.as_str()];
+
+    // Without a token, with another agent's, with a mistyped one: refused.
+    let refused = env.json(&claim, 30);
+    assert_eq!(code(&refused), "agent_token_required", "{refused}");
+    let mut as_other = claim.to_vec();
+    as_other.push("--json");
+    let output = env
+        .command(&as_other)
+        .env("INBOX_AGENT_TOKEN", &other_token)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(30));
+    let refused: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(code(&refused), "agent_token_invalid", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.contains(&other_token), "{message}");
+    let mistyped = format!("{}0", &token[..67]);
+    let mut wrong = claim.to_vec();
+    wrong.extend(["--agent-token", mistyped.as_str()]);
+    assert_eq!(code(&env.json(&wrong, 30)), "agent_token_invalid");
+
+    // Nothing was done by the refused claims.
+    let shown = env.json(&["show", "--thread", thread.as_str()], 0);
+    assert_eq!(shown["thread"]["status"], "pending", "{shown}");
+
+    // With its own token, from the environment: it works.
+    let mut own = claim.to_vec();
+    own.push("--json");
+    let output = env
+        .command(&own)
+        .env("INBOX_AGENT_TOKEN", &token)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let done = [
+        "done",
+        "--agent",
+        "worker",
+        "--thread",
+        &thread,
+        "--summary",
+        "Built",
+        "--agent-token",
+        &token,
+    ];
+    assert_eq!(env.json(&done, 0)["thread"]["status"], "done");
+
+    // The token is nowhere but with whoever was given it.
+    let bytes = database_bytes(&env.db());
+    assert!(
+        !contains(&bytes, &token),
+        "the token is in the database file"
+    );
+    assert!(contains(
+        &bytes,
+        &inbox_engine::call::sha256_hex(token.as_bytes())
+    ));
+    let help = env
+        .command(&["claim", "--help"])
+        .env("INBOX_AGENT_TOKEN", &token)
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(
+        help.contains("--agent-token") && !help.contains(&token),
+        "{help}"
+    );
+}
+
+/// Sends, claims and finishes `n` tasks, one process per command as
+/// agents do; returns the last event id.
+fn finish_tasks(env: &TestEnv, from: usize, n: usize) -> u64 {
+    let mut last = 0;
+    for i in from..from + n {
+        let subject = format!("Task {i}");
+        let sent = env.json(
+            &["send", "--from", "lead", "--to", "w", "--subject", &subject],
+            0,
+        );
+        let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+        env.json(&["claim", "--agent", "w", "--thread", &thread], 0);
+        let done = env.json(
+            &[
+                "done",
+                "--agent",
+                "w",
+                "--thread",
+                &thread,
+                "--summary",
+                "ok",
+            ],
+            0,
+        );
+        last = done["event_id"].as_u64().unwrap();
+    }
+    last
+}
+
+#[test]
+fn auto_gc_keeps_a_busy_database_within_its_limits() {
+    let env = TestEnv::initialized();
+    env.json(&["settings", "--auto-gc", "on", "--keep-messages", "40"], 0);
+    let open = env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "w",
+            "--subject",
+            "Open work",
+        ],
+        0,
+    );
+    let open = open["thread"]["thread_id"].as_str().unwrap().to_owned();
+    let last = finish_tasks(&env, 0, 60);
+    let counted = env.json(&["gc", "--dry-run"], 0);
+    let left = counted["messages_left"].as_u64().unwrap();
+    // Each step removes what is over the limit; a step comes every 32
+    // events (about 10 tasks), so at most that much more is there.
+    assert!(left <= 40 + 2 * 12, "{counted}");
+    let listed = env.json(&["list", "--limit", "1000"], 0);
+    let threads = listed["threads"].as_array().unwrap();
+    assert!(threads.len() < 40, "{} threads kept", threads.len());
+    assert!(
+        threads.iter().any(|t| t["thread_id"] == open.as_str()),
+        "open work was removed"
+    );
+    // New work goes on with event ids above every removed one, and a
+    // waiter's old cursor still works.
+    let sent = env.json(
+        &["send", "--from", "lead", "--to", "w", "--subject", "After"],
+        0,
+    );
+    assert_eq!(sent["event_id"].as_u64().unwrap(), last + 1, "{sent}");
+    let watched = env.json(
+        &[
+            "watch",
+            "--agent",
+            "w",
+            "--after-event",
+            "1",
+            "--timeout-seconds",
+            "0",
+        ],
+        0,
+    );
+    assert!(watched["woke"].as_bool().unwrap(), "{watched}");
+}
