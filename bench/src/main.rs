@@ -94,6 +94,8 @@ enum Choice {
     Orch,
     /// 8. A command's cost against a baseline build ($INBOX_BENCH_BASELINE)
     Baseline,
+    /// 9. The database file under retention (auto gc off and on)
+    Retention,
 }
 
 #[derive(Subcommand)]
@@ -116,7 +118,7 @@ enum Sub {
 /// to run it. In report order.
 type Workload = (&'static str, Choice, fn(&Ctx) -> Result<Section>);
 
-const WORKLOADS: [Workload; 7] = [
+const WORKLOADS: [Workload; 8] = [
     ("send", Choice::Send, workloads::send::run),
     ("claim", Choice::Claim, workloads::claim::run),
     ("wake", Choice::Wake, workloads::wake::run),
@@ -124,6 +126,7 @@ const WORKLOADS: [Workload; 7] = [
     ("query", Choice::Query, workloads::query::run),
     ("orch", Choice::Orch, workloads::orch::run),
     ("baseline", Choice::Baseline, workloads::baseline::run),
+    ("retention", Choice::Retention, workloads::retention::run),
 ];
 
 fn main() -> ExitCode {
@@ -308,6 +311,7 @@ mod tests {
             "query",
             "orch",
             "baseline",
+            "retention",
         ];
         assert_eq!(keys(&[]), every);
         assert_eq!(keys(&["all", "--quick", "--no-build"]), every);

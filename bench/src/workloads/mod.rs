@@ -3,7 +3,9 @@
 //! target checks: [`send`] (1), [`claim`] (2), [`wake`] (3), [`roundtrip`]
 //! (4) and [`query`] (5); workload 6 (fsync-per-commit durability) runs
 //! inside each of them; [`orch`] (7) measures the leader's control plane;
-//! [`baseline`] (8) compares a CLI command's cost with a baseline build's. Shared helpers live here. A workload must never
+//! [`baseline`] (8) compares a CLI command's cost with a baseline build's;
+//! [`retention`] (9) follows the file's size with retention off and on.
+//! Shared helpers live here. A workload must never
 //! compare systems across durabilities: a table holds one durability, and a
 //! ratio's baseline is measured in the same run and the same table.
 
@@ -11,6 +13,7 @@ pub(crate) mod baseline;
 pub(crate) mod claim;
 pub(crate) mod orch;
 pub(crate) mod query;
+pub(crate) mod retention;
 pub(crate) mod roundtrip;
 pub(crate) mod send;
 pub(crate) mod wake;
