@@ -244,3 +244,60 @@ fn help_shows_the_engine_flag_in_plugin_builds() {
     let run = TestEnv::new().run(&["--help"]);
     assert!(run.stdout.contains("--engine <PATH>"), "{run}");
 }
+
+/// The component draws an agent's token from the host's random source
+/// (the WIT `secret-bytes` import), never from its seeded id generator:
+/// two registrations get different real tokens, and each works only for
+/// its own agent, whichever engine checks it.
+#[test]
+fn tokens_issued_through_the_component_are_real_secrets_that_work_everywhere() {
+    let env = TestEnv::initialized();
+    env.json(&["settings", "--agent-tokens", "required"], 0);
+    let register = |agent: &str| {
+        let run = env.run_command(through_component(
+            &env,
+            &["agent", "register", "--agent", agent, "--json"],
+        ));
+        assert_eq!(run.status, 0, "{run}");
+        run.json()["agent_token"].as_str().unwrap().to_owned()
+    };
+    let (a, b) = (register("a"), register("b"));
+    for token in [&a, &b] {
+        assert!(token.starts_with("tok_") && token.len() == 68, "{token}");
+    }
+    assert_ne!(a, b);
+    let sent = env.json(
+        &["send", "--from", "lead", "--to", "a", "--subject", "s"],
+        0,
+    );
+    let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+    let claim = |token: &str| {
+        let args = [
+            "claim",
+            "--agent",
+            "a",
+            "--thread",
+            &thread,
+            "--agent-token",
+            token,
+            "--json",
+        ];
+        env.run_command(through_component(&env, &args))
+    };
+    let refused = claim(&b);
+    assert_eq!(refused.status, 30, "{refused}");
+    assert_eq!(refused.json()["error"]["code"], "agent_token_invalid");
+    let claimed = claim(&a);
+    assert_eq!(claimed.status, 0, "{claimed}");
+    // The built-in engine accepts the component's token: one hash, one rule.
+    let renew = [
+        "renew",
+        "--agent",
+        "a",
+        "--thread",
+        &thread,
+        "--agent-token",
+        &a,
+    ];
+    env.json(&renew, 0);
+}
