@@ -331,10 +331,10 @@ vocabulary! {
 
 /// The database-wide settings the engine applies, stored as one record and
 /// changed with `settings`. A store that never had them stored reports
-/// `None`, read as [`Settings::default`].
+/// `None`, read as [`Settings::default`]; a stored record missing fields
+/// (written by an older inbox) is read with [`Settings::from_stored`].
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
 pub struct Settings {
     /// Whether commands acting as a registered agent need its token.
     pub agent_tokens: AgentTokens,
@@ -350,6 +350,19 @@ pub struct Settings {
     pub keep_read_hours: u32,
 }
 
+impl Settings {
+    /// Settings as a store kept them: fields the record lacks (settings
+    /// added after it was written) take their defaults.
+    pub fn from_stored(json: &str) -> Result<Settings, serde_json::Error> {
+        let mut merged = serde_json::to_value(Settings::default())?;
+        let stored: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json)?;
+        if let Some(object) = merged.as_object_mut() {
+            object.extend(stored);
+        }
+        serde_json::from_value(merged)
+    }
+}
+
 impl Default for Settings {
     /// Tokens off, `gc` by hand only, and seed 004's limits: 7 days, 5,000
     /// messages, read ones after 24 hours.
@@ -361,5 +374,22 @@ impl Default for Settings {
             keep_messages: 5000,
             keep_read_hours: 24,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_settings_missing_fields_take_their_defaults() {
+        let older = Settings::from_stored(r#"{"agent_tokens":"required"}"#);
+        let expected = Settings {
+            agent_tokens: AgentTokens::Required,
+            ..Settings::default()
+        };
+        assert!(older.is_ok_and(|s| s == expected));
+        assert!(Settings::from_stored(r#"{"agent_tokens":"maybe"}"#).is_err());
+        assert!(Settings::from_stored("[]").is_err());
     }
 }

@@ -37,7 +37,7 @@ impl SqliteStore {
         let Some(json) = self.setting(ENGINE_SETTINGS)? else {
             return Ok(None);
         };
-        serde_json::from_str(&json).map(Some).map_err(|e| {
+        Settings::from_stored(&json).map(Some).map_err(|e| {
             StoreError::other(format!(
                 "{}: the stored settings do not decode ({e}); set them again with `inbox settings`",
                 self.location()
