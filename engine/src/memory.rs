@@ -60,8 +60,7 @@ struct Data {
     idempotency: BTreeMap<String, IdempotencyRecord>,
     /// The engine's settings, once stored.
     settings: Option<Settings>,
-    /// The highest event id written, of either kind (removing a thread's
-    /// events leaves it as it is).
+    /// The highest event id written, of either kind.
     last_event_id: EventId,
     runs: BTreeMap<String, Run>,
     /// By (run, task).

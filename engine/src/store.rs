@@ -27,8 +27,8 @@
 //! which is what lets a waiter resume from "after event N" without missing
 //! anything. inbox's events and orch's events share the one sequence (one
 //! cursor orders both), so either kind's ids may skip the other's. A store
-//! must report the highest id ever written, of either kind, even if
-//! retention later deletes events.
+//! must report the highest id ever written, of either kind; retention
+//! never removes the newest event, so the highest stored id is it.
 
 use serde::{Deserialize, Serialize};
 
@@ -480,9 +480,9 @@ pub trait Store {
     fn message_count(&mut self) -> Result<u64, StoreError>;
 
     /// Removes a thread with everything of it (lease, messages, artifacts,
-    /// events, read cursors); returns how many messages went. The removed
-    /// events still count for [`Store::latest_event_id`], which never goes
-    /// back.
+    /// events, read cursors); returns how many messages went. The engine
+    /// never removes the thread that holds the newest event, so
+    /// [`Store::latest_event_id`] never goes back.
     fn delete_thread(&mut self, thread_id: &str) -> Result<u64, StoreError>;
 
     /// One run.

@@ -222,15 +222,14 @@ CREATE TABLE idempotency (
 CREATE INDEX idempotency_created ON idempotency (created_at);
 "#;
 
-/// Version 4: retention. `gc` removes whole threads with their events, so
-/// the highest event id can no longer be read off `events` alone: the
-/// store keeps it in `settings` as `event_high_water` before it removes
-/// any (the sequence never goes back, so no waiter's cursor is reused).
-/// A binary that does not know this must not write such a file, which is
-/// all this version says; it adds no table.
+/// Version 4: the engine's settings (`settings`, key `engine`: agent
+/// tokens, retention). An inbox that does not know them would let any
+/// process act as any agent where tokens are required, and would not run
+/// retention's automatic steps, so it must not write such a file: that is
+/// all this version says. It adds no table (nor anything every process
+/// would parse).
 const V4: &str = r#"
--- settings: 'event_high_water' (the highest event id ever written, once
--- gc removed events) and 'engine' (the engine's settings, as JSON).
+-- settings, key 'engine': the engine's settings, as JSON.
 "#;
 
 /// What a connection found when it looked at its file.

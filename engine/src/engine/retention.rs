@@ -16,9 +16,11 @@
 //!    oldest finished threads go.
 //!
 //! Idempotency keys older than `keep_days` go too: a key is honoured at
-//! least as long as the threads it made are kept. Event ids are never
-//! reused (the store keeps its highest id), so every waiter's cursor stays
-//! valid. Work per call is bounded: threads are walked oldest first in
+//! least as long as the threads it made are kept. The thread that holds
+//! the newest event is never removed (it goes once anything newer
+//! happens), so the store's highest event id never goes back, no event id
+//! is ever handed out twice, and every waiter's cursor stays valid, on
+//! every store and for every inbox that reads it, older ones included. Work per call is bounded: threads are walked oldest first in
 //! pages (thread ids sort in creation order, and a thread is never idle
 //! for longer than it has existed, so a walk stops at the first thread
 //! created too recently), at most [`SCAN_MAX`] of them.
@@ -110,6 +112,8 @@ struct Collection {
     messages: Option<u64>,
     /// Threads still to look at.
     budget: usize,
+    /// The newest event id: its thread stays.
+    newest: EventId,
     /// Stopped before it was through.
     more: bool,
 }
@@ -217,7 +221,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         // event of its own, so the store holds at most as many messages as
         // events were ever written: an automatic step below that need not
         // count. `gc` always does, to say how many are left.
-        let may_be_over = self.store.latest_event_id()? > u64::from(limits.keep_messages);
+        let newest = self.store.latest_event_id()?;
+        let may_be_over = newest > u64::from(limits.keep_messages);
         let messages = if may_be_over || !limits.auto {
             Some(self.store.message_count()?)
         } else {
@@ -229,6 +234,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             removed_messages: 0,
             messages,
             budget: SCAN_MAX,
+            newest,
             more: false,
         };
         let age_cutoff = self
@@ -384,12 +390,17 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Ok(self.store.threads(&query)?.is_empty())
     }
 
+    /// Removes the thread, unless it holds the newest event: the event
+    /// sequence must never go back (see the module docs).
     fn remove(
         &mut self,
         run: &mut Collection,
         state: &ThreadState,
         reason: GcReason,
     ) -> Result<(), EngineError> {
+        if state.thread.last_event_id >= run.newest {
+            return Ok(());
+        }
         let messages = self.store.delete_thread(&state.thread.thread_id)?;
         run.messages = run.messages.map(|n| n.saturating_sub(messages));
         run.removed_messages += messages;

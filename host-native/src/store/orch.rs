@@ -84,15 +84,12 @@ impl SqliteStore {
     }
 
     pub(super) fn orch_latest_event_id(&mut self) -> Result<EventId, StoreError> {
-        // Two steps down the right edges of two B-trees, and the high-water
-        // mark `gc` leaves when it removes events (one key lookup).
+        // Two steps down the right edges of two B-trees.
         let max: i64 = self
             .conn
             .prepare_cached(
                 "SELECT max(coalesce((SELECT max(event_id) FROM events), 0), \
-                            coalesce((SELECT max(event_id) FROM orch_events), 0), \
-                            coalesce((SELECT CAST(value AS INTEGER) FROM settings \
-                                      WHERE key = 'event_high_water'), 0))",
+                            coalesce((SELECT max(event_id) FROM orch_events), 0))",
             )
             .and_then(|mut s| s.query_row([], |row| row.get(0)))
             .map_err(|e| self.error(e))?;

@@ -2,14 +2,13 @@
 //! ask of the [`inbox_engine::Store`]. The settings are one row of the
 //! `settings` table (`engine`, the engine's JSON), read by the statement
 //! every process already prepares for its durability. Removing a thread
-//! deletes its rows table by table, each by an index of its thread; before
-//! it, the highest event id goes into `settings` as `event_high_water`, so
-//! that the event sequence never goes back (see
-//! [`SqliteStore::orch_latest_event_id`]). It must never decide what to
-//! remove; that is the engine's.
+//! deletes its rows table by table, each by an index of its thread (the
+//! engine never removes the one holding the newest event, so the highest
+//! event id stays in `events` or `orch_events`). It must never decide what
+//! to remove; that is the engine's.
 
 use inbox_engine::store::{ThreadPage, ThreadState};
-use inbox_engine::{Settings, Store, StoreError, Timestamp};
+use inbox_engine::{Settings, StoreError, Timestamp};
 use rusqlite::params_from_iter;
 use rusqlite::types::Value;
 
@@ -17,10 +16,6 @@ use super::{SqliteStore, THREAD_COLUMNS, push, sql_int, sql_limit, thread_state_
 
 /// The `settings` key of the engine's settings.
 const ENGINE_SETTINGS: &str = "engine";
-
-/// The `settings` key of the highest event id ever written, once `gc` has
-/// removed events.
-pub(super) const EVENT_HIGH_WATER: &str = "event_high_water";
 
 /// The tables a thread's rows live in, children first (foreign keys).
 const THREAD_TABLES: [&str; 6] = [
@@ -93,8 +88,6 @@ impl SqliteStore {
     }
 
     pub(super) fn remove_thread(&mut self, thread_id: &str) -> Result<u64, StoreError> {
-        let high = self.latest_event_id()?;
-        self.set_setting(EVENT_HIGH_WATER, &high.to_string())?;
         let mut messages = 0;
         for table in THREAD_TABLES {
             let gone = self.execute(
