@@ -65,7 +65,8 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Flags every command takes.
+// Flags every command takes.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct Global {
@@ -117,6 +118,7 @@ macro_rules! command_line {
     ) => {
         /// Every command.
         #[derive(Debug, Subcommand)]
+#[command(defer = true)]
         pub enum Command {
             $($(#[$meta])* $variant($args),)+
             $($(#[$group_meta])* $group($group_args),)+
@@ -537,7 +539,8 @@ Examples:
     }
 }
 
-/// `--artifact` and its companions.
+// `--artifact` and its companions.
+#[doc(hidden)]
 #[derive(Debug, Args, Default)]
 pub struct ArtifactArgs {
     /// Attach a file, log, patch or URL (repeat for several)
@@ -551,7 +554,8 @@ pub struct ArtifactArgs {
     pub metadata: Vec<String>,
 }
 
-/// `--body`, `--body-file`, `--payload-json`, `--payload-file`.
+// `--body`, `--body-file`, `--payload-json`, `--payload-file`.
+#[doc(hidden)]
 #[derive(Debug, Args, Default)]
 pub struct ContentArgs {
     /// The long form, for people and agents reading it
@@ -657,7 +661,8 @@ impl<V: Vocabulary + Send + Sync> TypedValueParser for VocabularyParser<V> {
     }
 }
 
-/// `init`.
+// `init`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// Commit durability for every process: normal (crash-safe, no fsync per
@@ -666,7 +671,8 @@ pub struct InitArgs {
     pub durability: Option<Durability>,
 }
 
-/// The retention limits, as `settings` stores them and `gc` applies them.
+// The retention limits, as `settings` stores them and `gc` applies them.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct KeepArgs {
     /// Finished threads idle for more days than this go [stored default: 7]
@@ -680,7 +686,8 @@ pub struct KeepArgs {
     pub keep_read_hours: Option<u32>,
 }
 
-/// `settings`.
+// `settings`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct SettingsArgs {
     /// required: writes and waits acting as a registered agent need its
@@ -696,7 +703,8 @@ pub struct SettingsArgs {
     pub keep: KeepArgs,
 }
 
-/// `gc`.
+// `gc`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct GcArgs {
     /// The limits for this run [default: the database's settings].
@@ -710,7 +718,8 @@ pub struct GcArgs {
     pub limit: Option<u32>,
 }
 
-/// `send`.
+// `send`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct SendArgs {
     /// Who sends it [default: --agent]
@@ -756,7 +765,8 @@ pub struct SendArgs {
     pub artifacts: ArtifactArgs,
 }
 
-/// `fetch`.
+// `fetch`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct FetchArgs {
     /// Statuses to include, comma-separated [default: pending]
@@ -770,7 +780,8 @@ pub struct FetchArgs {
     pub unread: bool,
 }
 
-/// `claim`.
+// `claim`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ClaimArgs {
     /// The thread to claim
@@ -785,7 +796,8 @@ pub struct ClaimArgs {
     pub lease_seconds: Option<u64>,
 }
 
-/// `renew`.
+// `renew`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct RenewArgs {
     /// The thread you hold
@@ -799,7 +811,8 @@ pub struct RenewArgs {
     pub lease_seconds: Option<u64>,
 }
 
-/// `update`.
+// `update`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
     /// The thread you hold
@@ -822,7 +835,8 @@ pub struct UpdateArgs {
     pub artifacts: ArtifactArgs,
 }
 
-/// `reply`.
+// `reply`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ReplyArgs {
     /// Who replies [default: --agent]
@@ -851,7 +865,8 @@ pub struct ReplyArgs {
     pub artifacts: ArtifactArgs,
 }
 
-/// `done` and `fail`.
+// `done` and `fail`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct FinishArgs {
     /// The thread you hold
@@ -871,7 +886,8 @@ pub struct FinishArgs {
     pub artifacts: ArtifactArgs,
 }
 
-/// `cancel`.
+// `cancel`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct CancelArgs {
     /// The thread
@@ -885,7 +901,8 @@ pub struct CancelArgs {
     pub artifacts: ArtifactArgs,
 }
 
-/// `list`.
+// `list`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Statuses to include, comma-separated [default: all]
@@ -908,7 +925,8 @@ pub struct ListArgs {
     pub limit: Option<u32>,
 }
 
-/// `show`.
+// `show`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The thread
@@ -925,7 +943,8 @@ pub struct ShowArgs {
     pub limit: Option<u32>,
 }
 
-/// `watch`.
+// `watch`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Only events that leave a thread in one of these statuses, comma-separated
@@ -945,7 +964,8 @@ pub struct WatchArgs {
     pub limit: Option<u32>,
 }
 
-/// `wait-reply`.
+// `wait-reply`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct WaitReplyArgs {
     /// The thread
@@ -968,7 +988,8 @@ pub struct WaitReplyArgs {
     pub lease_token: Option<u64>,
 }
 
-/// `read`.
+// `read`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ReadArgs {
     /// Also messages already read
@@ -985,7 +1006,8 @@ pub struct ReadArgs {
     pub limit: Option<u32>,
 }
 
-/// `mark-read`.
+// `mark-read`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct MarkReadArgs {
     /// The messages read, comma-separated
@@ -996,7 +1018,8 @@ pub struct MarkReadArgs {
     pub through_event: Option<u64>,
 }
 
-/// `agent`: the registry's commands.
+// `agent`: the registry's commands.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     /// What to do.
@@ -1004,8 +1027,10 @@ pub struct AgentArgs {
     pub command: AgentCommand,
 }
 
-/// `agent register`, `agent list`, `agent unregister`.
+// `agent register`, `agent list`, `agent unregister`.
+#[doc(hidden)]
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum AgentCommand {
     /// Register --agent (or replace its roles and description)
     #[command(
@@ -1031,7 +1056,8 @@ Examples:
     Unregister(AgentUnregisterArgs),
 }
 
-/// `agent register`.
+// `agent register`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct AgentRegisterArgs {
     /// Its roles, comma-separated (repeat or list): role:NAME reaches it
@@ -1047,7 +1073,8 @@ pub struct AgentRegisterArgs {
     pub description: Option<String>,
 }
 
-/// `agent list`.
+// `agent list`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct AgentListArgs {
     /// Only members of this role
@@ -1058,11 +1085,13 @@ pub struct AgentListArgs {
     pub limit: Option<u32>,
 }
 
-/// `agent unregister`.
+// `agent unregister`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct AgentUnregisterArgs {}
 
-/// `skill`.
+// `skill`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct SkillArgs {
     /// Write it to DIR/inbox/SKILL.md instead of printing it
@@ -1070,7 +1099,8 @@ pub struct SkillArgs {
     pub install: Option<PathBuf>,
 }
 
-/// `export`.
+// `export`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// The file to write: an SQLite database of its own
@@ -1081,7 +1111,8 @@ pub struct ExportArgs {
     pub force: bool,
 }
 
-/// `import`.
+// `import`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// The database file to read
@@ -1092,11 +1123,13 @@ pub struct ImportArgs {
     pub replace: bool,
 }
 
-/// `mcp`: everything it takes is a global flag (`--agent`, `--db`).
+// `mcp`: everything it takes is a global flag (`--agent`, `--db`).
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct McpArgs {}
 
-/// `script`.
+// `script`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
     /// The script file (- for stdin)

@@ -285,9 +285,12 @@ fn subcommand_words(binary: Binary, raw: &[OsString]) -> Option<String> {
     (!words.is_empty()).then(|| words.join(" "))
 }
 
-/// The subcommands named in the raw arguments, outermost first.
+/// The subcommands named in the raw arguments, outermost first. Only
+/// errors and help ask, so it builds the whole tree (subcommands are
+/// otherwise built only when they are the one parsed).
 fn subcommand_path(binary: Binary, raw: &[OsString]) -> Vec<String> {
     let mut at = binary.command();
+    at.build();
     let mut path = Vec::new();
     for arg in raw.iter().skip(1).filter_map(|a| a.to_str()) {
         if let Some(sub) = at.find_subcommand(arg) {

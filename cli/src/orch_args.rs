@@ -66,8 +66,10 @@ pub struct OrchCli {
     pub command: OrchCommand,
 }
 
-/// Every `orch` command.
+// Every `orch` command.
+#[doc(hidden)]
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum OrchCommand {
     /// Runs: create, list, cancel
     #[command(subcommand)]
@@ -234,7 +236,8 @@ Examples:
     Skill(OrchSkillArgs),
 }
 
-/// `orch skill`.
+// `orch skill`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct OrchSkillArgs {
     /// Write it to DIR/orch/SKILL.md instead of printing it
@@ -242,8 +245,10 @@ pub struct OrchSkillArgs {
     pub install: Option<PathBuf>,
 }
 
-/// `orch run ...`.
+// `orch run ...`.
+#[doc(hidden)]
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum RunCommand {
     /// Start a run: the goal a task graph will serve
     #[command(after_help = "\
@@ -268,6 +273,7 @@ Examples:
 // Parsed once per process; boxing the larger variant would buy nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum TaskCommand {
     /// Add one task to the run
     #[command(after_help = "\
@@ -284,7 +290,8 @@ Examples:
     Show(TaskShowArgs),
 }
 
-/// `--run`.
+// `--run`.
+#[doc(hidden)]
 #[derive(Debug, Args, Default)]
 pub struct RunArg {
     /// The run [default: the only active run, else the newest]
@@ -292,7 +299,8 @@ pub struct RunArg {
     pub run: Option<String>,
 }
 
-/// `orch run create`.
+// `orch run create`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct RunCreateArgs {
     /// What the run is for, one line
@@ -303,7 +311,8 @@ pub struct RunCreateArgs {
     pub id: Option<String>,
 }
 
-/// `orch run list`.
+// `orch run list`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct RunListArgs {
     /// Only runs in these statuses, comma-separated
@@ -317,7 +326,8 @@ pub struct RunListArgs {
     pub limit: Option<u32>,
 }
 
-/// `orch run cancel`.
+// `orch run cancel`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct RunCancelArgs {
     /// The run.
@@ -328,8 +338,9 @@ pub struct RunCancelArgs {
     pub reason: Option<String>,
 }
 
-/// A task's description, as `orch task add` takes it (a plan file has the
-/// same fields).
+// A task's description, as `orch task add` takes it (a plan file has the
+// same fields).
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct TaskAddArgs {
     /// The run.
@@ -376,7 +387,8 @@ pub struct TaskAddArgs {
     pub review: bool,
 }
 
-/// `orch task show`.
+// `orch task show`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct TaskShowArgs {
     /// The task
@@ -387,7 +399,8 @@ pub struct TaskShowArgs {
     pub run: RunArg,
 }
 
-/// `orch plan`.
+// `orch plan`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     /// The run.
@@ -398,7 +411,8 @@ pub struct PlanArgs {
     pub file: Option<PathBuf>,
 }
 
-/// `orch status`.
+// `orch status`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// The run.
@@ -409,7 +423,8 @@ pub struct StatusArgs {
     pub limit: Option<u32>,
 }
 
-/// `orch ready`.
+// `orch ready`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ReadyArgs {
     /// The run.
@@ -420,7 +435,8 @@ pub struct ReadyArgs {
     pub limit: Option<u32>,
 }
 
-/// `orch dispatch`.
+// `orch dispatch`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct DispatchArgs {
     /// The run.
@@ -437,7 +453,8 @@ pub struct DispatchArgs {
     pub limit: Option<u32>,
 }
 
-/// The task a decision is about, and its run.
+// The task a decision is about, and its run.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct TaskTarget {
     /// The task
@@ -448,7 +465,8 @@ pub struct TaskTarget {
     pub run: RunArg,
 }
 
-/// `orch accept`.
+// `orch accept`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct AcceptArgs {
     /// The task and its run.
@@ -459,7 +477,8 @@ pub struct AcceptArgs {
     pub summary: Option<String>,
 }
 
-/// `orch reject`.
+// `orch reject`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct RejectArgs {
     /// The task and its run.
@@ -473,7 +492,8 @@ pub struct RejectArgs {
     pub body: Option<String>,
 }
 
-/// `orch answer`.
+// `orch answer`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct AnswerArgs {
     /// The task and its run.
@@ -490,7 +510,8 @@ pub struct AnswerArgs {
     pub body_file: Option<PathBuf>,
 }
 
-/// `orch retry`.
+// `orch retry`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct RetryArgs {
     /// The task and its run.
@@ -501,7 +522,8 @@ pub struct RetryArgs {
     pub to: Option<String>,
 }
 
-/// `orch reassign`.
+// `orch reassign`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ReassignArgs {
     /// The task and its run.
@@ -512,7 +534,8 @@ pub struct ReassignArgs {
     pub to: Option<String>,
 }
 
-/// `orch cancel`.
+// `orch cancel`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct CancelTaskArgs {
     /// The task and its run.
@@ -526,7 +549,8 @@ pub struct CancelTaskArgs {
     pub cascade: bool,
 }
 
-/// `orch wait`.
+// `orch wait`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// The run.
@@ -543,7 +567,8 @@ pub struct WaitArgs {
     pub limit: Option<u32>,
 }
 
-/// `orch reconcile`.
+// `orch reconcile`.
+#[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
     /// The run.

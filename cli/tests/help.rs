@@ -26,7 +26,10 @@ fn subcommands() -> Vec<String> {
 /// Every command as typed (`["agent", "register"]`), groups included.
 fn paths() -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    for c in Cli::command().get_subcommands() {
+    // Subcommands are deferred: build the whole tree to see them all.
+    let mut cli = Cli::command();
+    cli.build();
+    for c in cli.get_subcommands() {
         let group = c.get_name().to_owned();
         let mut nested = c
             .get_subcommands()
@@ -45,7 +48,9 @@ fn paths() -> Vec<Vec<String>> {
 #[test]
 fn every_command_has_help_that_says_when_to_use_it() {
     let env = TestEnv::new();
-    let groups = Cli::command()
+    let mut cli = Cli::command();
+    cli.build();
+    let groups = cli
         .get_subcommands()
         .filter(|c| c.has_subcommands())
         .map(|c| vec![c.get_name().to_owned()])

@@ -68,7 +68,10 @@ fn leaf_subcommands() -> Vec<Vec<String>> {
         }
     }
     let mut out = Vec::new();
-    walk(&OrchCli::command(), &mut Vec::new(), &mut out);
+    // Subcommands are deferred: build the whole tree to see them all.
+    let mut orch = OrchCli::command();
+    orch.build();
+    walk(&orch, &mut Vec::new(), &mut out);
     out
 }
 
