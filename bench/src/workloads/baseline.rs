@@ -42,14 +42,20 @@ struct Build {
 }
 
 impl Build {
-    fn new(ctx: &Ctx, label: &'static str, inbox: PathBuf) -> Build {
+    /// A build measured from a fresh copy of its binary: how long a
+    /// binary's file has sat in the page cache moved a process's time here
+    /// by more than the differences this workload looks for (the same
+    /// bytes ran 15% faster from a file just written), so both builds, and
+    /// the floor, run from copies made in the same minute.
+    fn new(ctx: &Ctx, label: &'static str, inbox: &Path) -> Result<Build> {
         let dir = ctx.tmp.path();
-        Build {
-            send_db: dir.join(format!("baseline-{label}-send.db")),
-            claim_db: dir.join(format!("baseline-{label}-claim.db")),
+        let slug = label.replace(' ', "-");
+        Ok(Build {
+            send_db: dir.join(format!("baseline-{slug}-send.db")),
+            claim_db: dir.join(format!("baseline-{slug}-claim.db")),
             label,
-            inbox,
-        }
+            inbox: fresh_copy(inbox, &dir.join(format!("baseline-{slug}-inbox")))?,
+        })
     }
 
     /// `inbox ARGS` on `db`, with nothing inherited that would change it.
@@ -111,6 +117,13 @@ impl Build {
     }
 }
 
+/// Copies `binary` to `to` (executable), for [`Build::new`].
+fn fresh_copy(binary: &Path, to: &Path) -> Result<PathBuf> {
+    std::fs::copy(binary, to)
+        .with_context(|| format!("cannot copy {} to {}", binary.display(), to.display()))?;
+    Ok(to.to_owned())
+}
+
 /// Runs the workload.
 pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let started = Instant::now();
@@ -139,21 +152,24 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
          the machine falls on all alike, every other round in reverse order, so that no \
          command always runs in the same place of a round) with the process-spawn floor \
          (`inbox-bench-noop`). \
-         This build is `{}` ({}); the baseline is `{}` ({}). Each build runs on databases it \
-         created itself; `claim --next` drains a queue of {} threads its own build sent.",
+         This build is `{}` ({}); the baseline is `{}` ({}); each runs from a copy of its \
+         binary made at the start of the run, as does the floor (how long a binary's file \
+         has sat in the page cache moved a process's time by up to 15% here). Each build \
+         runs on databases it created itself; `claim --next` drains a queue of {} threads \
+         its own build sent.",
         ctx.bins.inbox.display(),
         version(&ctx.bins.inbox)?,
         baseline.display(),
         version(&baseline)?,
         total + WARMUP,
     ));
-    let after = Build::new(ctx, "this build", ctx.bins.inbox.clone());
-    let before = Build::new(ctx, "baseline", baseline);
+    let after = Build::new(ctx, "this build", &ctx.bins.inbox)?;
+    let before = Build::new(ctx, "baseline", &baseline)?;
     for build in [&after, &before] {
         progress(&format!("baseline: preparing {}", build.label));
         build.prepare(total + WARMUP)?;
     }
-    let noop = ctx.bins.noop.clone();
+    let noop = fresh_copy(&ctx.bins.noop, &ctx.tmp.path().join("baseline-noop"))?;
     let rows: Vec<(String, MakeCommand<'_>)> = vec![
         (
             "floor: inbox-bench-noop".into(),
