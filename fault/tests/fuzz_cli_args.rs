@@ -46,7 +46,9 @@ struct Flag {
 fn vocabulary() -> &'static Vec<(String, Vec<Flag>)> {
     static VOCABULARY: OnceLock<Vec<(String, Vec<Flag>)>> = OnceLock::new();
     VOCABULARY.get_or_init(|| {
-        let root = Cli::command();
+        // Subcommands are deferred: build the whole tree to see them all.
+        let mut root = Cli::command();
+        root.build();
         let flags_of = |command: &clap::Command| -> Vec<Flag> {
             command
                 .get_arguments()

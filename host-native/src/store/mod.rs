@@ -249,6 +249,16 @@ impl SqliteStore {
         store_error(error, &self.location)
     }
 
+    /// The thread states a query of [`THREAD_COLUMNS`] returns.
+    fn thread_states(&self, sql: &str, params: Vec<Value>) -> Result<Vec<ThreadState>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.error(e))?;
+        let rows = stmt
+            .query_map(params_from_iter(params), thread_state_row)
+            .map_err(|e| self.error(e))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|e| self.error(e))
+    }
+
     fn artifacts(&self, sql: &str, key: &str) -> Result<Vec<Artifact>, StoreError> {
         let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.error(e))?;
         let rows = stmt
@@ -720,12 +730,7 @@ impl Store for SqliteStore {
                 )
             }
         };
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
-        let rows = stmt
-            .query_map(params_from_iter(params), thread_state_row)
-            .map_err(|e| self.error(e))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.error(e))
+        self.thread_states(&sql, params)
     }
 
     fn insert_thread(&mut self, t: &Thread) -> Result<(), StoreError> {

@@ -9,10 +9,9 @@
 
 use inbox_engine::store::{ThreadPage, ThreadState};
 use inbox_engine::{Settings, StoreError, Timestamp};
-use rusqlite::params_from_iter;
 use rusqlite::types::Value;
 
-use super::{SqliteStore, THREAD_COLUMNS, push, sql_int, sql_limit, thread_state_row};
+use super::{SqliteStore, THREAD_COLUMNS, push, sql_int, sql_limit};
 
 /// The `settings` key of the engine's settings.
 const ENGINE_SETTINGS: &str = "engine";
@@ -70,12 +69,7 @@ impl SqliteStore {
             clauses.join(" AND "),
             sql_limit(query.limit)
         );
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
-        let rows = stmt
-            .query_map(params_from_iter(params), thread_state_row)
-            .map_err(|e| self.error(e))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.error(e))
+        self.thread_states(&sql, params)
     }
 
     pub(super) fn count_messages(&mut self) -> Result<u64, StoreError> {
