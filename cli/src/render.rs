@@ -299,26 +299,35 @@ fn gc(out: &GcOutput) -> String {
         "Removed"
     };
     let mut text = format!(
-        "{verb} {} threads ({} messages) and {} idempotency keys; {} messages left\n",
-        out.removed.len(),
-        out.removed_messages,
-        out.expired_keys,
-        out.messages_left
+        "{verb} {} ({}) and {}; {} left\n",
+        counted(out.removed.len() as u64, "thread"),
+        counted(out.removed_messages, "message"),
+        counted(out.expired_keys, "idempotency key"),
+        counted(out.messages_left, "message"),
     );
     for removed in &out.removed {
         let _ = writeln!(
             text,
-            "  {} {} · {} · {} messages",
+            "  {} {} · {} · {}",
             removed.thread_id,
             paint(status_style(removed.status), removed.status),
             removed.reason,
-            removed.messages
+            counted(removed.messages, "message")
         );
     }
     if out.more {
         let _ = writeln!(text, "{}", paint(DIM, "More to remove: run it again."));
     }
     text
+}
+
+/// `1 thread`, `2 threads`.
+fn counted(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// An output's fields as indented JSON, without the `command` tag.
