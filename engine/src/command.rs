@@ -156,6 +156,13 @@ macro_rules! for_each_command {
             /// what the attempts' threads did, then looks once; a host blocks
             /// until it wakes).
             OrchWait = "orch-wait" orch_wait/orchWait(OrchWaitRequest) -> OrchWaitOutput or_nothing: Wait, records;
+            /// orch: every attempt's git worktree, with where it is (live,
+            /// uncommitted, saved, commits, merged, removed, missing).
+            OrchWorktreeList = "orch-worktree-list" orch_worktree_list/orchWorktreeList(OrchWorktreeListRequest) -> WorktreesOutput: Read, preview;
+            /// orch: tidy the ended attempts' worktrees: save what is
+            /// uncommitted on a ref of its own, remove exactly the clean
+            /// ones (their branches stay).
+            OrchWorktreeGc = "orch-worktree-gc" orch_worktree_gc/orchWorktreeGc(OrchWorktreeGcRequest) -> WorktreeGcOutput: Write;
             /// orch: record what the attempts' threads and the clock have made
             /// true (every orch write does this first).
             OrchReconcile = "orch-reconcile" orch_reconcile/orchReconcile(OrchReconcileRequest) -> ReconcileOutput: Write;

@@ -27,6 +27,7 @@ mod orch_steps;
 mod reads;
 mod retention;
 mod tx;
+mod worktrees;
 mod writes;
 
 use crate::call::Call;
@@ -34,6 +35,8 @@ use crate::command::Effect;
 use crate::error::EngineError;
 use crate::ids::IdSource;
 use crate::model::Kind;
+use crate::orch::model::{AttemptStatus, Worktree};
+use crate::orch::workspace::{self, Workspace};
 use crate::store::{Store, TxMode};
 use crate::time::{Clock, Timestamp};
 use crate::wire::*;
@@ -58,6 +61,8 @@ pub struct Engine<S, C, I> {
     replayed: bool,
     /// Who the call being executed acts as, with its token.
     caller: Option<identity::Caller>,
+    /// The host's git, for the worktrees of runs with a repository.
+    workspace: Option<Box<dyn Workspace>>,
 }
 
 impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
@@ -70,7 +75,16 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             key: None,
             replayed: false,
             caller: None,
+            workspace: None,
         }
+    }
+
+    /// The same engine, making and tidying the git worktrees of runs with
+    /// a repository through `workspace` (the host's git). Without one, a
+    /// run with a repository cannot dispatch (`git_unavailable`).
+    pub fn with_workspace(mut self, workspace: Box<dyn Workspace>) -> Self {
+        self.workspace = Some(workspace);
+        self
     }
 
     /// The store, e.g. to inspect it in tests.
@@ -296,6 +310,8 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
         self.store.begin(mode)?;
+        let mut created = Vec::new();
+        let mut ended = Vec::new();
         let result = (|| {
             // A store that keeps one clock for every writer (a database
             // server) judges time instead of this host (see Store::clock).
@@ -310,24 +326,68 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 now,
                 next_event_id,
                 discard: false,
+                workspace: self.workspace.as_deref_mut(),
+                preview: !keep,
+                created: Vec::new(),
+                ended: Vec::new(),
             };
-            f(&mut tx).map(|value| (value, tx.discard))
+            let result = f(&mut tx);
+            created = std::mem::take(&mut tx.created);
+            ended = std::mem::take(&mut tx.ended);
+            result.map(|value| (value, tx.discard))
         })();
-        match result {
+        let kept = match result {
             Ok((value, discard)) if !keep || discard => {
-                self.store.rollback()?;
-                Ok(value)
+                self.store.rollback().map(|()| (value, false))
             }
             Ok((value, _)) => match self.store.commit() {
-                Ok(()) => Ok(value),
+                Ok(()) => Ok((value, true)),
                 Err(error) => {
                     let _ = self.store.rollback();
-                    Err(error.into())
+                    Err(error)
                 }
             },
             Err(error) => {
                 let _ = self.store.rollback();
-                Err(error)
+                self.discard_worktrees(created);
+                return Err(error);
+            }
+        };
+        match kept {
+            Ok((value, true)) => {
+                self.tidy_worktrees(ended);
+                Ok(value)
+            }
+            Ok((value, false)) => {
+                self.discard_worktrees(created);
+                Ok(value)
+            }
+            Err(error) => {
+                self.discard_worktrees(created);
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Takes back the worktrees a transaction that rolled back had made,
+    /// so that a dispatch that did not happen leaves none behind. Best
+    /// effort: one git could not remove is reported by `orch worktree list`.
+    fn discard_worktrees(&mut self, created: Vec<Worktree>) {
+        if let Some(workspace) = self.workspace.as_deref_mut() {
+            for worktree in &created {
+                let _ = workspace.discard(worktree);
+            }
+        }
+    }
+
+    /// Tidies the worktrees of attempts a committed transaction ended (see
+    /// [`workspace::tidy`]): never lose work, keep nothing that is clean.
+    /// After the commit, because git cannot roll back; best effort, since
+    /// `orch worktree gc` does the same for whatever is left.
+    fn tidy_worktrees(&mut self, ended: Vec<(Worktree, AttemptStatus)>) {
+        if let Some(workspace) = self.workspace.as_deref_mut() {
+            for (worktree, status) in &ended {
+                let _ = workspace::tidy(workspace, worktree, *status);
             }
         }
     }

@@ -43,6 +43,11 @@ vocabulary! {
         IdempotencyConflict = "idempotency_conflict" : "The idempotency key was already used for a different request; a retry must repeat the request exactly, and a new request needs a new key.",
         AgentTokenRequired = "agent_token_required" : "The database requires agent tokens and the command acts as a registered agent without one: pass the token `agent register` printed (`--agent-token`, `$INBOX_AGENT_TOKEN`, `agent_token`).",
         AgentTokenInvalid = "agent_token_invalid" : "The token given is not the acting agent's: another agent's, mistyped, or replaced; nothing was done.",
+        CheckoutDirty = "checkout_dirty" : "Strict mode: the leader's checkout has uncommitted changes a new worktree would leave out; commit or stash them, or dispatch outside strict mode.",
+        InvalidBase = "invalid_base" : "The base revision names no commit of the repository (unknown, a tree, an empty repository), or a task with no accepted branch.",
+        WorktreeFailed = "worktree_failed" : "git could not make the attempt's worktree (its branch or folder exists, a permission); nothing was dispatched.",
+        RepositoryNotFound = "repository_not_found" : "The run's repository is not a git repository (or is gone).",
+        GitUnavailable = "git_unavailable" : "git is missing or older than 2.17, or this host runs no git (the npm package and the engine component do not): dispatch runs with a repository from the orch command line.",
         RunFinished = "run_finished" : "The run has ended; a succeeded or cancelled run changes no more (start another run).",
         StorageBusy = "storage_busy" : "The store stayed busy past its retry budget; retry.",
         SchemaTooNew = "schema_too_new" : "The store was written by a newer version of inbox; upgrade.",
@@ -81,13 +86,18 @@ impl ErrorCode {
             | ErrorCode::TaskInvalidState
             | ErrorCode::IdempotencyConflict
             | ErrorCode::AgentTokenRequired
-            | ErrorCode::AgentTokenInvalid => 30,
+            | ErrorCode::AgentTokenInvalid
+            | ErrorCode::CheckoutDirty
+            | ErrorCode::InvalidBase
+            | ErrorCode::WorktreeFailed => 30,
             ErrorCode::ThreadNotFound
             | ErrorCode::MessageNotFound
             | ErrorCode::AgentNotFound
             | ErrorCode::RunNotFound
-            | ErrorCode::TaskNotFound => 40,
+            | ErrorCode::TaskNotFound
+            | ErrorCode::RepositoryNotFound => 40,
             ErrorCode::StorageBusy
+            | ErrorCode::GitUnavailable
             | ErrorCode::SchemaTooNew
             | ErrorCode::NotInitialized
             | ErrorCode::StorageError
@@ -268,6 +278,51 @@ pub enum EngineError {
         /// The agent the command acts as.
         agent: String,
     },
+    /// See [`ErrorCode::CheckoutDirty`].
+    #[error(
+        "{repo} has {count} uncommitted paths ({}) that a worktree of the base would leave out, and the run is strict; commit or stash them, or dispatch outside strict mode",
+        shown.join(", ")
+    )]
+    CheckoutDirty {
+        /// The repository.
+        repo: String,
+        /// The first few paths.
+        shown: Vec<String>,
+        /// How many in all.
+        count: usize,
+    },
+    /// See [`ErrorCode::InvalidBase`].
+    #[error("base `{base}` in {repo}: {why}")]
+    InvalidBase {
+        /// The revision asked for.
+        base: String,
+        /// The repository.
+        repo: String,
+        /// What is wrong and what to do.
+        why: String,
+    },
+    /// See [`ErrorCode::WorktreeFailed`].
+    #[error("could not make the worktree {path}: {message}")]
+    WorktreeFailed {
+        /// The worktree's folder.
+        path: String,
+        /// What git said.
+        message: String,
+    },
+    /// See [`ErrorCode::RepositoryNotFound`].
+    #[error("{repo} is not a git repository: {message}")]
+    RepositoryNotFound {
+        /// The path.
+        repo: String,
+        /// What git said.
+        message: String,
+    },
+    /// See [`ErrorCode::GitUnavailable`].
+    #[error("{message}")]
+    GitUnavailable {
+        /// Why, and what to do.
+        message: String,
+    },
     /// See [`ErrorCode::AgentNotFound`].
     #[error("no registered agent is named {agent}; `inbox agent list` shows who is")]
     AgentNotFound {
@@ -401,6 +456,11 @@ impl EngineError {
             EngineError::IdempotencyConflict { .. } => ErrorCode::IdempotencyConflict,
             EngineError::AgentTokenRequired { .. } => ErrorCode::AgentTokenRequired,
             EngineError::AgentTokenInvalid { .. } => ErrorCode::AgentTokenInvalid,
+            EngineError::CheckoutDirty { .. } => ErrorCode::CheckoutDirty,
+            EngineError::InvalidBase { .. } => ErrorCode::InvalidBase,
+            EngineError::WorktreeFailed { .. } => ErrorCode::WorktreeFailed,
+            EngineError::RepositoryNotFound { .. } => ErrorCode::RepositoryNotFound,
+            EngineError::GitUnavailable { .. } => ErrorCode::GitUnavailable,
             EngineError::RunNotFound { .. } => ErrorCode::RunNotFound,
             EngineError::TaskNotFound { .. } => ErrorCode::TaskNotFound,
             EngineError::RunExists { .. } => ErrorCode::RunExists,

@@ -345,6 +345,7 @@ const COMMANDS: &[&str] = &[
     r#"{"command":"agent-unregister","agent":"w2"}"#,
     r#"{"command":"settings","agent_tokens":"required","auto_gc":true,"keep_days":1}"#,
     r#"{"command":"gc","keep_days":0,"keep_messages":0,"keep_read_hours":0}"#,
+    r#"{"command":"orch-worktree-gc","run_id":"r"}"#,
     r#"{"command":"mark-read","agent":"w","through_event":1000}"#,
     r#"{"command":"mark-read","agent":"w2","message_ids":["msg_000001"]}"#,
     r#"{"command":"read","agent":"w2","include_read":true}"#,

@@ -49,6 +49,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 created_at: self.now,
                 updated_at: self.now,
                 finished_at: None,
+                repo: input.repo,
             },
             events: Vec::new(),
             affected: Vec::new(),
@@ -532,6 +533,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// transaction is a preview, rolled back after).
     fn current_run(&mut self, run_id: Option<&str>) -> Result<Run, EngineError> {
         let run = self.find_run(run_id)?;
+        self.reconciled(run)
+    }
+
+    /// `run` after recording what its attempts' threads did (no retry is
+    /// dispatched).
+    pub(super) fn reconciled(&mut self, run: Run) -> Result<Run, EngineError> {
         let mut change = RunChange {
             run,
             events: Vec::new(),
@@ -830,6 +837,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             last_event_id: 0,
             created_at: self.now,
             updated_at: self.now,
+            base: spec.base,
         };
         *change.run.counts.of_mut(status) += 1;
         statuses.insert(task.task_id.clone(), status);

@@ -14,10 +14,11 @@ use crate::error::{EngineError, ErrorCode};
 use crate::ids::IdSource;
 use crate::model::{JsonObject, Kind, Message, Status};
 use crate::orch::model::{
-    Attempt, AttemptStatus, OrchEvent, OrchEventType, Run, RunStatus, Task, TaskStatus,
+    Attempt, AttemptStatus, OrchEvent, OrchEventType, Run, RunStatus, Task, TaskStatus, Worktree,
 };
 use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
 use crate::orch::rules::{self, TaskAction};
+use crate::orch::workspace;
 use crate::store::{EventQuery, Store, ThreadState};
 use crate::time::Timestamp;
 use crate::validate::{self as v, ORCH_AGENT};
@@ -239,7 +240,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         previous: Option<Previous>,
     ) -> Result<Attempt, EngineError> {
         let number = task.attempts + 1;
-        let draft = attempt_message(task, number, previous);
+        let earlier = self.attempt_worktree_of(task, task.attempts)?;
+        let worktree = self.attempt_worktree(&change.run, task, number)?;
+        let draft = attempt_message(task, number, previous, worktree.as_ref(), earlier.as_ref());
         let sent = self.send(SendInput::New {
             from: change.run.created_by.clone(),
             thread: NewThread {
@@ -266,6 +269,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             reason: None,
             started_at: self.now,
             ended_at: None,
+            worktree,
         };
         self.store.put_attempt(&attempt)?;
         task.attempts = number;
@@ -302,7 +306,26 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         attempt.status = status;
         attempt.reason = reason;
         attempt.ended_at.get_or_insert(self.now);
+        if let Some(worktree) = &attempt.worktree {
+            self.ended.push((worktree.clone(), status));
+        }
         Ok(self.store.put_attempt(&attempt)?)
+    }
+
+    /// The worktree attempt `number` of `task` worked in, if any.
+    fn attempt_worktree_of(
+        &mut self,
+        task: &Task,
+        number: u32,
+    ) -> Result<Option<Worktree>, EngineError> {
+        if number == 0 {
+            return Ok(None);
+        }
+        let attempts = self.store.attempts(&task.run_id, &task.task_id)?;
+        Ok(attempts
+            .into_iter()
+            .find(|a| a.attempt == number)
+            .and_then(|a| a.worktree))
     }
 
     /// The last message of the task's current attempt's thread.
@@ -851,7 +874,13 @@ pub(super) fn task_not_found(run_id: &str, task_id: &str, named_in: Option<&str>
 /// The first message of an attempt's thread: the task's text, its
 /// acceptance criteria, and what happened to the attempt before, in the
 /// body for people and in the payload for programs.
-fn attempt_message(task: &Task, number: u32, previous: Option<Previous>) -> MessageDraft {
+fn attempt_message(
+    task: &Task,
+    number: u32,
+    previous: Option<Previous>,
+    worktree: Option<&Worktree>,
+    earlier: Option<&Worktree>,
+) -> MessageDraft {
     let mut body = task.body.clone();
     if !task.acceptance.is_empty() {
         body.push_str(if body.is_empty() { "" } else { "\n\n" });
@@ -865,6 +894,17 @@ fn attempt_message(task: &Task, number: u32, previous: Option<Previous>) -> Mess
     payload.insert("task_id".into(), task.task_id.clone().into());
     payload.insert("attempt".into(), number.into());
     payload.insert("acceptance".into(), task.acceptance.clone().into());
+    if let Some(worktree) = worktree {
+        body.push_str(&worktree_note(worktree));
+        payload.insert("worktree".into(), worktree_payload(worktree));
+    }
+    if let Some(earlier) = earlier {
+        body.push_str(&format!(
+            "\n\nThe attempt before worked on branch {}; what it left uncommitted is saved on {}.\n",
+            earlier.branch,
+            workspace::wip_ref(earlier)
+        ));
+    }
     if let Some(previous) = previous {
         body.push_str(&format!(
             "\n\nAttempt {number}. Attempt {} {}: {}\n",
@@ -900,6 +940,37 @@ fn attempt_message(task: &Task, number: u32, previous: Option<Previous>) -> Mess
         payload,
         artifacts: Vec::new(),
     }
+}
+
+/// What the worker is told about its worktree.
+fn worktree_note(worktree: &Worktree) -> String {
+    let mut note = format!(
+        "\n\nWork in the git worktree {} (branch {}, from {} at {}), never in the leader's checkout, and commit your work there: when the attempt ends, what is left uncommitted is saved on {}, and the folder is removed once clean.\n",
+        worktree.path,
+        worktree.branch,
+        worktree.base,
+        worktree.base_commit,
+        workspace::wip_ref(worktree)
+    );
+    if worktree.left_out_count > 0 {
+        note.push_str(&format!(
+            "The leader's checkout had {} uncommitted paths that this worktree does not have.\n",
+            worktree.left_out_count
+        ));
+    }
+    note
+}
+
+/// A worktree as a task message's payload carries it.
+fn worktree_payload(worktree: &Worktree) -> serde_json::Value {
+    let mut out = JsonObject::new();
+    out.insert("path".into(), worktree.path.clone().into());
+    out.insert("branch".into(), worktree.branch.clone().into());
+    out.insert("base".into(), worktree.base.clone().into());
+    out.insert("base_commit".into(), worktree.base_commit.clone().into());
+    out.insert("repo".into(), worktree.repo.clone().into());
+    out.insert("wip_ref".into(), workspace::wip_ref(worktree).into());
+    out.into()
 }
 
 /// Keeps a composed body within the documented limit (the task's own body

@@ -12,6 +12,8 @@ use crate::ids::{IdKind, IdSource};
 use crate::model::{
     Event, EventId, EventType, JsonObject, Lease, LeaseToken, Message, Status, Thread,
 };
+use crate::orch::model::{AttemptStatus, Worktree};
+use crate::orch::workspace::Workspace;
 use crate::rules::{self, Action};
 use crate::store::{EventQuery, Store, ThreadState};
 use crate::time::Timestamp;
@@ -28,6 +30,16 @@ pub(super) struct Tx<'a, S, I> {
     /// Roll the transaction back even though the command succeeded: a
     /// dry run, which does everything and keeps nothing.
     pub(super) discard: bool,
+    /// The host's git, if it runs one (worktrees of code-writing attempts).
+    pub(super) workspace: Option<&'a mut (dyn Workspace + 'static)>,
+    /// The transaction is a preview that will be rolled back (an orch
+    /// read): it makes no worktree.
+    pub(super) preview: bool,
+    /// Worktrees made in this transaction: discarded if it rolls back.
+    pub(super) created: Vec<Worktree>,
+    /// Worktrees of attempts ended in this transaction: tidied once it
+    /// commits.
+    pub(super) ended: Vec<(Worktree, AttemptStatus)>,
 }
 
 /// What a command changes besides the thread record: one event, and maybe

@@ -8,6 +8,8 @@
 //! - [`rules`]: the task state machine as a table, backoff, cycles, outcomes.
 //! - [`query`]: what orch asks a store.
 //! - [`wire`]: the orch commands' requests and outputs.
+//! - [`workspace`]: git worktrees for code-writing attempts: what orch asks
+//!   of a host that runs git, and the rules about worktrees.
 //!
 //! The handlers are in the engine (`engine::orch`). The boundary runs one
 //! way: orch reads and writes inbox threads; inbox's commands know nothing
@@ -18,3 +20,4 @@ pub mod model;
 pub mod query;
 pub mod rules;
 pub mod wire;
+pub mod workspace;

@@ -244,6 +244,30 @@ pub struct Run {
     pub updated_at: Timestamp,
     /// When it last finished (succeeded, failed or cancelled).
     pub finished_at: Option<Timestamp>,
+    /// The git repository its attempts work in, each in a worktree of its
+    /// own; `None`: attempts are plain threads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<RepoSpec>,
+}
+
+/// Where a run's code-writing attempts work: a git repository, the folder
+/// their worktrees are made in, the revision they start from, and whether
+/// a dispatch may leave the leader's uncommitted changes out.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoSpec {
+    /// The repository (the leader's checkout), an absolute path.
+    pub repo: String,
+    /// The folder orch makes the worktrees in, an absolute path (default
+    /// `REPO/.agents/worktrees`, inbox's own folder, which git is told to
+    /// ignore).
+    pub worktrees: String,
+    /// The revision an attempt starts from unless its task names one,
+    /// resolved to a commit at each dispatch (default `HEAD`).
+    pub base: String,
+    /// Refuse to dispatch while the leader's checkout has uncommitted
+    /// changes the worktree would leave out (else dispatch, and say so).
+    pub strict: bool,
 }
 
 /// When and how often orch tries a task again after an attempt fails.
@@ -306,6 +330,11 @@ pub struct Task {
     pub created_at: Timestamp,
     /// When anything about it last changed.
     pub updated_at: Timestamp,
+    /// The revision its attempts start from in the run's repository,
+    /// instead of the run's: a revision, or `task:ID` for the branch of a
+    /// task it needs, as that task was accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 /// One try at a task: the inbox thread it was dispatched as.
@@ -330,6 +359,37 @@ pub struct Attempt {
     pub started_at: Timestamp,
     /// When it ended.
     pub ended_at: Option<Timestamp>,
+    /// The git worktree it works in, when its run names a repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<Worktree>,
+}
+
+/// An attempt's git worktree: a new branch from a commit, checked out in a
+/// folder of its own, made when the attempt was dispatched.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Worktree {
+    /// The repository, an absolute path.
+    pub repo: String,
+    /// The worktree's folder, an absolute path.
+    pub path: String,
+    /// Its branch (`orch/RUN/TASK/N`), never used by another attempt.
+    pub branch: String,
+    /// The revision asked for.
+    pub base: String,
+    /// The commit it resolved to when the attempt was dispatched.
+    pub base_commit: String,
+    /// Uncommitted paths of the leader's checkout the worktree left out
+    /// (dispatched outside strict mode), at most 50.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<String>,
+    /// How many there were in all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub left_out_count: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One change in a run, in the same id sequence as inbox's events: one

@@ -14,7 +14,8 @@ use crate::model::{EventId, Message, Priority};
 use crate::time::Timestamp;
 use crate::wire::{Found, ThreadView};
 
-use super::model::{Attempt, OrchEvent, Run, RunStatus, Task, TaskStatus};
+use super::model::{Attempt, AttemptStatus, OrchEvent, Run, RunStatus, Task, TaskStatus, Worktree};
+use super::workspace::WorktreeState;
 
 /// `orch-run-create`: start a run.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
@@ -28,6 +29,19 @@ pub struct OrchRunCreateRequest {
     pub run_id: Option<String>,
     /// What the run is for, one line (required).
     pub goal: Option<String>,
+    /// A git repository its attempts work in, each in a worktree of its
+    /// own (an absolute path; the command line makes a relative one
+    /// absolute).
+    pub repo: Option<String>,
+    /// The folder the worktrees are made in, absolute (default
+    /// `REPO/.agents/worktrees`).
+    pub worktrees: Option<String>,
+    /// The revision attempts start from (default `HEAD`), resolved to a
+    /// commit at each dispatch.
+    pub base: Option<String>,
+    /// Refuse to dispatch while the repository's checkout has uncommitted
+    /// changes a worktree would leave out.
+    pub strict: bool,
 }
 
 /// `orch-run-list`: runs, newest first.
@@ -101,6 +115,10 @@ pub struct TaskSpec {
     pub max_backoff_seconds: Option<u64>,
     /// Whether a finished attempt waits for `orch accept` (default false).
     pub review: Option<bool>,
+    /// In a run with a repository: the revision its attempts start from
+    /// instead of the run's, or `task:ID` for the accepted branch of a task
+    /// it needs.
+    pub base: Option<String>,
 }
 
 /// `orch-task-add`: add one task.
@@ -455,4 +473,75 @@ pub struct ReconcileOutput {
     /// When something is next due by the clock (a retry's backoff ends, a
     /// lease runs out), or `null`: a waiting host reconciles again then.
     pub next_due: Option<Timestamp>,
+}
+
+/// `orch-worktree-list`: the attempts' git worktrees and where each is.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchWorktreeListRequest {
+    /// Only this run's (default: every run with a repository).
+    pub run_id: Option<String>,
+}
+
+/// `orch-worktree-gc`: tidy the ended attempts' worktrees.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchWorktreeGcRequest {
+    /// Only this run's (default: every run with a repository).
+    pub run_id: Option<String>,
+    /// Say what would be saved and removed, and do nothing.
+    pub dry_run: bool,
+}
+
+/// One attempt's worktree and where it is.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreeView {
+    /// The run.
+    pub run_id: String,
+    /// The task.
+    pub task_id: String,
+    /// The attempt.
+    pub attempt: u32,
+    /// Whether and how the attempt ended.
+    pub attempt_status: AttemptStatus,
+    /// Where the worktree is (`unknown` on a host without git).
+    pub state: WorktreeState,
+    /// Its uncommitted paths, untracked files included.
+    pub uncommitted: u32,
+    /// Commits on its branch since its base.
+    pub commits: u32,
+    /// The commit its uncommitted work was saved as, if it was.
+    pub saved: Option<String>,
+    /// The ref that work is (or would be) saved on.
+    pub wip_ref: String,
+    /// The worktree: folder, branch, base.
+    pub worktree: Worktree,
+}
+
+/// `orch-worktree-list`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreesOutput {
+    /// Every attempt's worktree, by run, task and attempt.
+    pub worktrees: Vec<WorktreeView>,
+}
+
+/// `orch-worktree-gc`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreeGcOutput {
+    /// Nothing was done: this is what would have been.
+    pub dry_run: bool,
+    /// Clean worktrees of ended attempts, removed (their branches stay).
+    pub removed: Vec<WorktreeView>,
+    /// Worktrees whose uncommitted work was saved on their ref (they stay).
+    pub saved: Vec<WorktreeView>,
+    /// Everything else, untouched: live attempts, saved work not yet
+    /// committed or discarded, missing or removed folders.
+    pub kept: Vec<WorktreeView>,
 }

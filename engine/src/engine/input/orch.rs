@@ -5,8 +5,9 @@
 use crate::address;
 use crate::error::EngineError;
 use crate::model::Priority;
-use crate::orch::model::{RetryPolicy, RunStatus};
+use crate::orch::model::{RepoSpec, RetryPolicy, RunStatus};
 use crate::orch::rules::{self, DEFAULT_RETRY};
+use crate::orch::workspace;
 use crate::validate as v;
 use crate::wire::*;
 
@@ -42,6 +43,7 @@ pub(in crate::engine) struct RunCreateInput {
     pub(in crate::engine) agent: String,
     pub(in crate::engine) run_id: Option<String>,
     pub(in crate::engine) goal: String,
+    pub(in crate::engine) repo: Option<RepoSpec>,
 }
 
 pub(in crate::engine) fn orch_run_create(
@@ -49,11 +51,83 @@ pub(in crate::engine) fn orch_run_create(
 ) -> Result<RunCreateInput, EngineError> {
     let goal = v::required("goal", &r.goal, "say in one line what the run is for")?;
     v::line("goal", goal, v::SUBJECT_MAX_CHARS)?;
+    let repo = repo_spec(&r)?;
     Ok(RunCreateInput {
         agent: v::agent("agent", &r.agent)?.to_owned(),
         run_id: run(&r.run_id)?,
         goal: goal.to_owned(),
+        repo,
     })
+}
+
+/// The run's repository settings, if it names a repository; refuses
+/// worktree settings without one.
+fn repo_spec(r: &OrchRunCreateRequest) -> Result<Option<RepoSpec>, EngineError> {
+    let Some(repo) = &r.repo else {
+        let stray = [
+            ("worktrees", r.worktrees.is_some()),
+            ("base", r.base.is_some()),
+            ("strict", r.strict),
+        ];
+        return match stray.iter().find(|(_, given)| *given) {
+            Some((field, _)) => Err(EngineError::invalid(
+                *field,
+                "applies to a run with a repository; give `repo` too",
+            )),
+            None => Ok(None),
+        };
+    };
+    let repo = absolute_path("repo", repo)?;
+    let worktrees = match &r.worktrees {
+        Some(folder) => absolute_path("worktrees", folder)?,
+        None => workspace::default_worktrees(&repo),
+    };
+    if worktrees.split('/').any(|part| part == ".git") {
+        return Err(EngineError::invalid(
+            "worktrees",
+            "is inside a .git folder, which is git's own; choose a folder of orch's",
+        ));
+    }
+    Ok(Some(RepoSpec {
+        repo,
+        worktrees,
+        base: revision("base", r.base.as_deref())?.unwrap_or_else(|| "HEAD".to_owned()),
+        strict: r.strict,
+    }))
+}
+
+/// An absolute path, as the host made it (without a trailing `/`).
+fn absolute_path(field: &str, path: &str) -> Result<String, EngineError> {
+    // The same bound as an artifact's path: the longest path systems take.
+    v::line(field, path, v::ARTIFACT_PATH_MAX_BYTES)?;
+    let absolute = path.starts_with('/')
+        || (path.len() > 2 && path.as_bytes()[1] == b':' && path.as_bytes()[2] == b'\\');
+    if !absolute {
+        return Err(EngineError::invalid(
+            field,
+            format!("`{path}` is not an absolute path; give the full path"),
+        ));
+    }
+    let trimmed = path.trim_end_matches('/');
+    Ok(if trimmed.is_empty() { "/" } else { trimmed }.to_owned())
+}
+
+/// A git revision as given (`HEAD`, `main`, a commit id, `task:ID`):
+/// one line that cannot be read as an option of git.
+fn revision(field: &str, given: Option<&str>) -> Result<Option<String>, EngineError> {
+    let Some(rev) = given else {
+        return Ok(None);
+    };
+    v::line(field, rev, v::SUMMARY_MAX_CHARS)?;
+    if rev.starts_with('-') || rev.chars().any(char::is_whitespace) {
+        return Err(EngineError::invalid(
+            field,
+            format!(
+                "`{rev}` is not a revision: no leading `-`, no spaces (e.g. HEAD, main, a commit id, task:ID)"
+            ),
+        ));
+    }
+    Ok(Some(rev.to_owned()))
 }
 
 pub(in crate::engine) struct RunListInput {
@@ -120,6 +194,7 @@ pub(in crate::engine) struct NewTask {
     pub(in crate::engine) needs: Vec<String>,
     pub(in crate::engine) retry: RetryPolicy,
     pub(in crate::engine) review: bool,
+    pub(in crate::engine) base: Option<String>,
 }
 
 /// Checks one task; `at` is its JSON path (`task`, `tasks[3]`), which every
@@ -178,9 +253,29 @@ fn new_task(spec: TaskSpec, at: &str) -> Result<NewTask, EngineError> {
         acceptance: spec.acceptance,
         assignee,
         priority: spec.priority.unwrap_or(Priority::Normal),
+        base: task_base(&field("base"), spec.base.as_deref(), &needs)?,
         needs,
         review: spec.review.unwrap_or(false),
     })
+}
+
+/// A task's base: a revision, or `task:ID` naming a task it needs (whose
+/// accepted branch it starts from).
+fn task_base(
+    field: &str,
+    given: Option<&str>,
+    needs: &[String],
+) -> Result<Option<String>, EngineError> {
+    let base = revision(field, given)?;
+    if let Some(dependency) = base.as_deref().and_then(|b| b.strip_prefix("task:"))
+        && !needs.iter().any(|n| n == dependency)
+    {
+        return Err(EngineError::invalid(
+            field,
+            format!("names task {dependency}, which the task does not need; add it to `needs`"),
+        ));
+    }
+    Ok(base)
 }
 
 fn retry_policy(spec: &TaskSpec, at: &str) -> Result<RetryPolicy, EngineError> {
@@ -490,4 +585,28 @@ pub(in crate::engine) fn orch_reconcile(
     r: OrchReconcileRequest,
 ) -> Result<Option<String>, EngineError> {
     run(&r.run_id)
+}
+
+/// `orch worktree list` and `gc`: which run, and whether to do anything.
+pub(in crate::engine) struct WorktreeInput {
+    pub(in crate::engine) run_id: Option<String>,
+    pub(in crate::engine) dry_run: bool,
+}
+
+pub(in crate::engine) fn orch_worktree_list(
+    r: OrchWorktreeListRequest,
+) -> Result<WorktreeInput, EngineError> {
+    Ok(WorktreeInput {
+        run_id: run(&r.run_id)?,
+        dry_run: true,
+    })
+}
+
+pub(in crate::engine) fn orch_worktree_gc(
+    r: OrchWorktreeGcRequest,
+) -> Result<WorktreeInput, EngineError> {
+    Ok(WorktreeInput {
+        run_id: run(&r.run_id)?,
+        dry_run: r.dry_run,
+    })
 }

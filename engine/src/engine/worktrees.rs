@@ -1,0 +1,275 @@
+//! Worktrees at work: making an attempt's git worktree when it is
+//! dispatched in a run with a repository, and the `orch worktree list` and
+//! `orch worktree gc` handlers. The naming, the refusals and the rules about
+//! what is safe to remove are in [`crate::orch::workspace`]; git itself is
+//! the host's, reached through the [`Workspace`] the transaction carries.
+//!
+//! A worktree is made inside the dispatch's transaction, so that a dispatch
+//! whose worktree git refuses fails as a whole (no thread, no attempt); one
+//! made for a transaction that then rolls back is discarded by the engine.
+//! When an attempt ends, its worktree is tidied after the transaction
+//! commits (see `Engine::run_in`). A preview (an orch read, `orch worktree
+//! list` among them) makes and tidies none: it shows what is.
+
+use crate::error::EngineError;
+use crate::ids::IdSource;
+use crate::orch::model::{AttemptStatus, RepoSpec, Run, Task, TaskStatus, Worktree};
+use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
+use crate::orch::wire::*;
+use crate::orch::workspace::{
+    self, LEFT_OUT_MAX, Tidied, Workspace, WorkspaceError, WorkspaceErrorKind, WorktreeLook,
+    WorktreeState,
+};
+use crate::store::Store;
+
+use super::input::*;
+use super::tx::Tx;
+
+/// Most runs `orch worktree list` and `gc` look through without `--run`.
+const RUNS_MAX: usize = 100;
+
+/// Most tasks of one run they look through.
+const TASKS_MAX: usize = 10_000;
+
+impl<S: Store, I: IdSource> Tx<'_, S, I> {
+    /// The worktree attempt `number` of `task` works in, made now, when its
+    /// run names a repository; `None` otherwise, and in a preview (an orch
+    /// read makes nothing).
+    pub(super) fn attempt_worktree(
+        &mut self,
+        run: &Run,
+        task: &Task,
+        number: u32,
+    ) -> Result<Option<Worktree>, EngineError> {
+        let Some(spec) = &run.repo else {
+            return Ok(None);
+        };
+        if self.preview {
+            return Ok(None);
+        }
+        let base = self.base_of(spec, task)?;
+        let workspace = self.workspace()?;
+        let look = workspace
+            .look(&spec.repo, &base)
+            .map_err(|e| repo_error(e, &spec.repo))?;
+        let Some(base_commit) = look.commit else {
+            return Err(EngineError::InvalidBase {
+                base,
+                repo: spec.repo.clone(),
+                why: "names no commit (unknown, or the repository has no commit yet); give a branch, tag or commit id".into(),
+            });
+        };
+        if spec.strict && !look.uncommitted.is_empty() {
+            return Err(EngineError::CheckoutDirty {
+                repo: spec.repo.clone(),
+                shown: look.uncommitted.iter().take(5).cloned().collect(),
+                count: look.uncommitted.len(),
+            });
+        }
+        let worktree = Worktree {
+            repo: spec.repo.clone(),
+            path: workspace::worktree_path(&spec.worktrees, &task.run_id, &task.task_id, number),
+            branch: workspace::branch_name(&task.run_id, &task.task_id, number),
+            base,
+            base_commit,
+            left_out_count: u32::try_from(look.uncommitted.len()).unwrap_or(u32::MAX),
+            left_out: look.uncommitted.into_iter().take(LEFT_OUT_MAX).collect(),
+        };
+        workspace
+            .create(&worktree)
+            .map_err(|e| create_error(e, &worktree))?;
+        self.created.push(worktree.clone());
+        Ok(Some(worktree))
+    }
+
+    /// The revision a task's attempts start from: its own, else the run's;
+    /// `task:ID` is the branch of that task's accepted attempt.
+    fn base_of(&mut self, spec: &RepoSpec, task: &Task) -> Result<String, EngineError> {
+        let base = task.base.clone().unwrap_or_else(|| spec.base.clone());
+        let Some(dependency) = base.strip_prefix("task:") else {
+            return Ok(base);
+        };
+        let invalid = |why: String| EngineError::InvalidBase {
+            base: base.clone(),
+            repo: spec.repo.clone(),
+            why,
+        };
+        let need = self
+            .store
+            .task(&task.run_id, dependency)?
+            .ok_or_else(|| invalid(format!("the run has no task {dependency}")))?;
+        if need.status != TaskStatus::Done {
+            return Err(invalid(format!(
+                "task {dependency} is {}, not accepted yet",
+                need.status
+            )));
+        }
+        let accepted = self
+            .store
+            .attempts(&task.run_id, dependency)?
+            .into_iter()
+            .rev()
+            .find(|a| a.status == AttemptStatus::Succeeded);
+        match accepted.and_then(|a| a.worktree) {
+            Some(worktree) => Ok(worktree.branch),
+            None => Err(invalid(format!(
+                "task {dependency} was done without a worktree, so it has no branch"
+            ))),
+        }
+    }
+
+    /// The host's git, or `git_unavailable` when this host runs none.
+    fn workspace(&mut self) -> Result<&mut (dyn Workspace + 'static), EngineError> {
+        self.workspace
+            .as_deref_mut()
+            .ok_or_else(|| EngineError::GitUnavailable {
+                message: "this host runs no git (the npm package and the engine component do not); dispatch runs with a repository from the orch command line".into(),
+            })
+    }
+
+    pub(super) fn orch_worktree_list(
+        &mut self,
+        input: WorktreeInput,
+    ) -> Result<WorktreesOutput, EngineError> {
+        let mut worktrees = Vec::new();
+        for view in self.worktrees_of(&input)? {
+            let look = self.look_at(&view.worktree);
+            worktrees.push(view.with(&look));
+        }
+        Ok(WorktreesOutput { worktrees })
+    }
+
+    pub(super) fn orch_worktree_gc(
+        &mut self,
+        input: WorktreeInput,
+    ) -> Result<WorktreeGcOutput, EngineError> {
+        let mut out = WorktreeGcOutput {
+            dry_run: input.dry_run,
+            removed: Vec::new(),
+            saved: Vec::new(),
+            kept: Vec::new(),
+        };
+        let views = self.worktrees_of(&input)?;
+        // Everything the reconcile just ended is tidied below, once.
+        self.ended.clear();
+        self.discard = input.dry_run;
+        for view in views {
+            let look = self.look_at(&view.worktree);
+            let view = view.with(&look);
+            let done = match (view.state, input.dry_run) {
+                (state, true) if state.removable() => Some(Tidied::Removed),
+                (WorktreeState::Uncommitted, true) => Some(Tidied::Saved),
+                (_, true) => Some(Tidied::Left),
+                (_, false) => self.workspace().ok().map(|workspace| {
+                    workspace::tidy(workspace, &view.worktree, view.attempt_status)
+                        .unwrap_or(Tidied::Left)
+                }),
+            };
+            match done {
+                Some(Tidied::Removed) => out.removed.push(view),
+                Some(Tidied::Saved) => out.saved.push(view),
+                _ => out.kept.push(view),
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the host sees of a worktree; `None` when it runs no git or
+    /// cannot look.
+    fn look_at(&mut self, worktree: &Worktree) -> Option<WorktreeLook> {
+        let wip = workspace::wip_ref(worktree);
+        self.workspace.as_deref_mut()?.inspect(worktree, &wip).ok()
+    }
+
+    /// Every attempt with a worktree in the runs asked about, oldest first,
+    /// each run reconciled first (attempts whose threads ended have ended).
+    fn worktrees_of(&mut self, input: &WorktreeInput) -> Result<Vec<WorktreeView>, EngineError> {
+        let runs = match &input.run_id {
+            Some(run_id) => vec![self.find_run(Some(run_id))?],
+            None => self.store.runs(&RunQuery {
+                created_by: None,
+                statuses: Vec::new(),
+                limit: RUNS_MAX,
+            })?,
+        };
+        let mut found = Vec::new();
+        for run in runs.into_iter().filter(|r| r.repo.is_some()).rev() {
+            let run = self.reconciled(run)?;
+            let query = TaskQuery {
+                run_id: run.run_id.clone(),
+                statuses: Vec::new(),
+                needing: None,
+                order: TaskOrder::Added,
+                limit: TASKS_MAX,
+            };
+            for task in self.store.tasks(&query)? {
+                let attempts = self.store.attempts(&run.run_id, &task.task_id)?;
+                found.extend(attempts.into_iter().filter_map(WorktreeView::of));
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl WorktreeView {
+    /// The view of an attempt's worktree, if it has one; its state is not
+    /// known until [`WorktreeView::with`] a look.
+    fn of(attempt: crate::orch::model::Attempt) -> Option<WorktreeView> {
+        let worktree = attempt.worktree?;
+        Some(WorktreeView {
+            wip_ref: workspace::wip_ref(&worktree),
+            run_id: attempt.run_id,
+            task_id: attempt.task_id,
+            attempt: attempt.attempt,
+            attempt_status: attempt.status,
+            state: WorktreeState::Unknown,
+            uncommitted: 0,
+            commits: 0,
+            saved: None,
+            worktree,
+        })
+    }
+
+    /// With what a look found (`None`: this host cannot look).
+    fn with(mut self, look: &Option<WorktreeLook>) -> WorktreeView {
+        if let Some(look) = look {
+            self.state = WorktreeState::of(self.attempt_status, look);
+            self.uncommitted = u32::try_from(look.uncommitted.len()).unwrap_or(u32::MAX);
+            self.commits = look.commits;
+            self.saved = look.saved.clone();
+        }
+        self
+    }
+}
+
+/// A failure to look at the repository before a dispatch.
+fn repo_error(error: WorkspaceError, repo: &str) -> EngineError {
+    match error.kind {
+        WorkspaceErrorKind::Unavailable => EngineError::GitUnavailable {
+            message: error.message,
+        },
+        WorkspaceErrorKind::NotARepository | WorkspaceErrorKind::Failed => {
+            EngineError::RepositoryNotFound {
+                repo: repo.to_owned(),
+                message: error.message,
+            }
+        }
+    }
+}
+
+/// A failure to make the worktree.
+fn create_error(error: WorkspaceError, worktree: &Worktree) -> EngineError {
+    match error.kind {
+        WorkspaceErrorKind::Unavailable => EngineError::GitUnavailable {
+            message: error.message,
+        },
+        WorkspaceErrorKind::NotARepository => EngineError::RepositoryNotFound {
+            repo: worktree.repo.clone(),
+            message: error.message,
+        },
+        WorkspaceErrorKind::Failed => EngineError::WorktreeFailed {
+            path: worktree.path.clone(),
+            message: error.message,
+        },
+    }
+}
