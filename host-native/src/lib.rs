@@ -28,6 +28,8 @@ pub mod clock;
 #[cfg(feature = "native")]
 pub mod file;
 #[cfg(feature = "native")]
+pub mod git;
+#[cfg(feature = "native")]
 pub mod open;
 pub mod schema;
 pub mod shared_file;

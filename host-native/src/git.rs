@@ -1,0 +1,420 @@
+//! [`GitWorkspace`]: orch's [`Workspace`] over the real `git`, run as a
+//! child process. It does what the engine asks (resolve a revision, list
+//! uncommitted paths, make, inspect, save and remove worktrees) and decides
+//! nothing: which worktree, when, and what is safe are the engine's
+//! (`inbox_engine::orch::workspace`).
+//!
+//! Every git runs with the caller's git settings but none of its `GIT_*`
+//! location variables (a leader running orch from a git hook must not point
+//! it at another repository), no terminal prompt, and no hooks. Folders
+//! orch makes for worktrees are refused if something planted a symbolic
+//! link where one goes; the worktrees folder, when it is inside the
+//! repository, holds a `.gitignore` of `*`, so the leader's checkout never
+//! sees the worktrees as untracked files. This module must never remove
+//! anything git calls dirty.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use inbox_engine::orch::model::Worktree;
+use inbox_engine::orch::workspace::{
+    GIT_MIN_VERSION, RepoLook, Workspace, WorkspaceError, WorkspaceErrorKind, WorktreeLook,
+};
+
+/// Who the commits orch makes for saved work are by.
+const ORCH_IDENTITY: (&str, &str) = ("orch", "orch@inbox.invalid");
+
+/// Location variables that would point git elsewhere than asked.
+const GIT_LOCATION_VARS: [&str; 7] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+];
+
+/// orch's worktrees made and tidied with the `git` on `PATH`.
+#[derive(Debug, Default)]
+pub struct GitWorkspace {
+    /// Whether git was found new enough, once asked.
+    checked: Option<Result<(), WorkspaceError>>,
+}
+
+impl GitWorkspace {
+    /// A workspace that looks for git when first asked to do something.
+    pub fn new() -> GitWorkspace {
+        GitWorkspace::default()
+    }
+
+    /// Refuses (once for all) a missing git or one older than
+    /// [`GIT_MIN_VERSION`].
+    fn ready(&mut self) -> Result<(), WorkspaceError> {
+        self.checked.get_or_insert_with(check_version).clone()
+    }
+
+    /// `git ARGS` in `dir`, succeeded, its stdout trimmed.
+    fn run(&mut self, dir: &str, args: &[&str]) -> Result<String, WorkspaceError> {
+        let output = self.output(dir, args, &[])?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout)
+                .trim_end()
+                .to_owned())
+        } else {
+            Err(failed(args, &output))
+        }
+    }
+
+    /// `git ARGS` in `dir` with `env`, whatever its exit.
+    fn output(
+        &mut self,
+        dir: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Output, WorkspaceError> {
+        self.ready()?;
+        let mut command = git();
+        command
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "core.hooksPath=/dev/null"])
+            .args(args);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        command.output().map_err(|e| {
+            WorkspaceError::new(
+                WorkspaceErrorKind::Unavailable,
+                format!("cannot run git: {e}"),
+            )
+        })
+    }
+
+    /// Whether `git ARGS` in `dir` succeeds (a yes/no question to git).
+    fn holds(&mut self, dir: &str, args: &[&str]) -> Result<bool, WorkspaceError> {
+        Ok(self.output(dir, args, &[])?.status.success())
+    }
+
+    /// The commit `rev` names in `repo`, if it names one.
+    fn commit(&mut self, repo: &str, rev: &str) -> Result<Option<String>, WorkspaceError> {
+        let spec = format!("{rev}^{{commit}}");
+        let output = self.output(repo, &["rev-parse", "--verify", "--quiet", &spec], &[])?;
+        let id = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        Ok((output.status.success() && !id.is_empty()).then_some(id))
+    }
+
+    /// The uncommitted paths of the checkout at `dir`, untracked files
+    /// included (ignored ones not).
+    fn uncommitted(&mut self, dir: &str) -> Result<Vec<String>, WorkspaceError> {
+        let args = ["status", "--porcelain=v1", "-z", "--untracked-files=all"];
+        let output = self.output(dir, &args, &[])?;
+        if !output.status.success() {
+            return Err(failed(&args, &output));
+        }
+        Ok(porcelain_paths(&output.stdout))
+    }
+
+    /// The tree everything in the worktree at `dir` would commit as, built
+    /// in an index of orch's own (the worktree's index is left alone).
+    fn current_tree(&mut self, dir: &str) -> Result<String, WorkspaceError> {
+        let index = self.run(dir, &["rev-parse", "--git-path", "orch-wip-index"])?;
+        let index = absolute_in(dir, &index);
+        let env = [("GIT_INDEX_FILE", index.as_str())];
+        let result = (|| {
+            for args in [&["read-tree", "HEAD"][..], &["add", "-A"][..]] {
+                let output = self.output(dir, args, &env)?;
+                if !output.status.success() {
+                    return Err(failed(args, &output));
+                }
+            }
+            let output = self.output(dir, &["write-tree"], &env)?;
+            if !output.status.success() {
+                return Err(failed(&["write-tree"], &output));
+            }
+            Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        })();
+        let _ = std::fs::remove_file(&index);
+        result
+    }
+
+    /// Makes the folders above the worktree's, refusing links it did not
+    /// make; the worktrees folder gets its `.gitignore` when it is new.
+    fn make_parents(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
+        let path = Path::new(&worktree.path);
+        let Some(parent) = path.parent() else {
+            return Err(refused(format!("{} has no parent folder", worktree.path)));
+        };
+        // WORKTREES/RUN/TASK/N: the folders orch owns are the three above.
+        let root = parent
+            .parent()
+            .and_then(Path::parent)
+            .ok_or_else(|| refused(format!("{} is not WORKTREES/RUN/TASK/N", worktree.path)))?;
+        let new_root = std::fs::symlink_metadata(root).is_err();
+        std::fs::create_dir_all(parent)
+            .map_err(|e| refused(format!("cannot make {}: {e}", parent.display())))?;
+        for folder in [root, parent.parent().unwrap_or(root), parent] {
+            let meta = std::fs::symlink_metadata(folder)
+                .map_err(|e| refused(format!("{}: {e}", folder.display())))?;
+            if !meta.is_dir() {
+                return Err(refused(format!(
+                    "{} is a symbolic link or not a folder; orch makes worktrees only in folders of its own",
+                    folder.display()
+                )));
+            }
+        }
+        if new_root && root.starts_with(&worktree.repo) {
+            std::fs::write(root.join(".gitignore"), "*\n")
+                .map_err(|e| refused(format!("cannot write {}/.gitignore: {e}", root.display())))?;
+        }
+        Ok(())
+    }
+}
+
+impl Workspace for GitWorkspace {
+    fn look(&mut self, repo: &str, base: &str) -> Result<RepoLook, WorkspaceError> {
+        self.ready()?;
+        let top = self.output(repo, &["rev-parse", "--show-toplevel"], &[])?;
+        if !top.status.success() {
+            return Err(WorkspaceError::new(
+                WorkspaceErrorKind::NotARepository,
+                first_line(&top.stderr),
+            ));
+        }
+        Ok(RepoLook {
+            commit: self.commit(repo, base)?,
+            uncommitted: self.uncommitted(repo)?,
+        })
+    }
+
+    fn create(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
+        self.ready()?;
+        self.make_parents(worktree)?;
+        let args = [
+            "worktree",
+            "add",
+            "-b",
+            &worktree.branch,
+            &worktree.path,
+            &worktree.base_commit,
+        ];
+        let output = self.output(&worktree.repo, &args, &[])?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(refused(first_line(&output.stderr)))
+        }
+    }
+
+    fn discard(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
+        self.remove(worktree)?;
+        self.run(&worktree.repo, &["branch", "-D", &worktree.branch])
+            .map(drop)
+    }
+
+    fn inspect(
+        &mut self,
+        worktree: &Worktree,
+        wip_ref: &str,
+    ) -> Result<WorktreeLook, WorkspaceError> {
+        let repo = worktree.repo.as_str();
+        let exists = Path::new(&worktree.path).join(".git").exists();
+        let range = format!("{}..{}", worktree.base_commit, worktree.branch);
+        let commits = self
+            .run(repo, &["rev-list", "--count", &range])
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let merged = self.holds(
+            repo,
+            &["merge-base", "--is-ancestor", &worktree.branch, "HEAD"],
+        )?;
+        let saved = self.commit(repo, wip_ref)?;
+        let uncommitted = match exists {
+            true => self.uncommitted(&worktree.path)?,
+            false => Vec::new(),
+        };
+        let saved_is_current = match (&saved, uncommitted.is_empty()) {
+            (Some(_), false) => {
+                let saved_tree = self.run(repo, &["rev-parse", &format!("{wip_ref}^{{tree}}")])?;
+                self.current_tree(&worktree.path)? == saved_tree
+            }
+            _ => false,
+        };
+        Ok(WorktreeLook {
+            exists,
+            uncommitted,
+            commits,
+            merged,
+            saved,
+            saved_is_current,
+        })
+    }
+
+    fn save(&mut self, worktree: &Worktree, wip_ref: &str) -> Result<String, WorkspaceError> {
+        let dir = worktree.path.as_str();
+        let tree = self.current_tree(dir)?;
+        let message = format!(
+            "orch: work {} left uncommitted on {}",
+            worktree.path, worktree.branch
+        );
+        let (name, email) = ORCH_IDENTITY;
+        let env = [
+            ("GIT_AUTHOR_NAME", name),
+            ("GIT_AUTHOR_EMAIL", email),
+            ("GIT_COMMITTER_NAME", name),
+            ("GIT_COMMITTER_EMAIL", email),
+        ];
+        let args = ["commit-tree", &tree, "-p", "HEAD", "-m", &message];
+        let output = self.output(dir, &args, &env)?;
+        if !output.status.success() {
+            return Err(failed(&args, &output));
+        }
+        let commit = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        self.run(&worktree.repo, &["update-ref", wip_ref, &commit])?;
+        Ok(commit)
+    }
+
+    fn remove(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
+        let output = self.output(&worktree.repo, &["worktree", "remove", &worktree.path], &[])?;
+        if !output.status.success() {
+            return Err(refused(first_line(&output.stderr)));
+        }
+        // The task's and the run's folders go too once empty (never a
+        // folder with anything left in it).
+        let mut folder = Path::new(&worktree.path).parent();
+        for _ in 0..2 {
+            let Some(dir) = folder else { break };
+            if std::fs::remove_dir(dir).is_err() {
+                break;
+            }
+            folder = dir.parent();
+        }
+        Ok(())
+    }
+}
+
+/// `git`, without the variables that would point it at another repository
+/// and without ever prompting.
+fn git() -> Command {
+    let mut command = Command::new("git");
+    for var in GIT_LOCATION_VARS {
+        command.env_remove(var);
+    }
+    command
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null());
+    command
+}
+
+/// Whether git is there and new enough.
+fn check_version() -> Result<(), WorkspaceError> {
+    let unavailable = |why: String| {
+        let (major, minor) = GIT_MIN_VERSION;
+        WorkspaceError::new(
+            WorkspaceErrorKind::Unavailable,
+            format!("{why}; orch's worktrees need git {major}.{minor} or newer on PATH"),
+        )
+    };
+    let output = git()
+        .arg("--version")
+        .output()
+        .map_err(|e| unavailable(format!("git could not be run ({e})")))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    match parse_version(&text) {
+        Some(version) if version >= GIT_MIN_VERSION => Ok(()),
+        Some((major, minor)) => Err(unavailable(format!("git is {major}.{minor}"))),
+        None => Err(unavailable(format!(
+            "`git --version` said {:?}",
+            text.trim()
+        ))),
+    }
+}
+
+/// `(major, minor)` of `git version 2.47.3` (and of vendor suffixes).
+fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let version = text.trim().strip_prefix("git version ")?;
+    let mut parts = version.split(['.', ' ']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The paths of `git status --porcelain=v1 -z` output (a rename's new path
+/// only).
+fn porcelain_paths(stdout: &[u8]) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut entries = stdout.split(|&b| b == 0).filter(|e| !e.is_empty());
+    while let Some(entry) = entries.next() {
+        if entry.len() < 4 {
+            continue;
+        }
+        let (status, path) = entry.split_at(3);
+        paths.push(String::from_utf8_lossy(path).into_owned());
+        // A rename or copy is followed by its old path.
+        if status[0] == b'R' || status[0] == b'C' {
+            entries.next();
+        }
+    }
+    paths
+}
+
+/// `path` as git printed it, made absolute from `dir`.
+fn absolute_in(dir: &str, path: &str) -> String {
+    let path = PathBuf::from(path);
+    if path.is_absolute() {
+        path.display().to_string()
+    } else {
+        Path::new(dir).join(path).display().to_string()
+    }
+}
+
+fn first_line(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("git failed");
+    line.trim().to_owned()
+}
+
+fn failed(args: &[&str], output: &Output) -> WorkspaceError {
+    WorkspaceError::new(
+        WorkspaceErrorKind::Failed,
+        format!(
+            "git {} failed: {}",
+            args.join(" "),
+            first_line(&output.stderr)
+        ),
+    )
+}
+
+fn refused(message: String) -> WorkspaceError {
+    WorkspaceError::new(WorkspaceErrorKind::Failed, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_with_vendor_suffixes() {
+        assert_eq!(parse_version("git version 2.47.3\n"), Some((2, 47)));
+        assert_eq!(
+            parse_version("git version 2.39.5 (Apple Git-154)"),
+            Some((2, 39))
+        );
+        assert_eq!(parse_version("git version 2.17.0.windows.1"), Some((2, 17)));
+        assert_eq!(parse_version("not git"), None);
+    }
+
+    #[test]
+    fn porcelain_lists_every_path_once() {
+        let out = b" M src/a.rs\0?? new file.txt\0R  b.rs\0old.rs\0A  c.rs\0";
+        assert_eq!(
+            porcelain_paths(out),
+            ["src/a.rs", "new file.txt", "b.rs", "c.rs"]
+        );
+    }
+}

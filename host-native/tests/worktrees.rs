@@ -1,0 +1,486 @@
+//! orch's git worktrees with the real git, on real repositories made in
+//! temporary folders, through the engine over a SQLite file as the `orch`
+//! command line runs it: each attempt works in a worktree of its own, made
+//! at dispatch; work is never lost when an attempt ends; a dispatch git
+//! refuses leaves no thread, no attempt, no folder and no branch behind.
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use inbox_engine::{Engine, ManualClock, SequentialIds, Store};
+use inbox_host_native::git::GitWorkspace;
+use inbox_host_native::{SqliteStore, open_or_create};
+use serde_json::{Value, json};
+
+type TestEngine = Engine<SqliteStore, ManualClock, SequentialIds>;
+
+/// A folder with a git repository of one commit on `main`, and a database.
+struct Setup {
+    dir: tempfile::TempDir,
+    engine: TestEngine,
+}
+
+/// `git ARGS` in `dir`, which must succeed; its stdout, trimmed.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=Tester", "-c", "user.email=t@example.com"])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+        // Like a project using inbox: its database folder is not tracked.
+        std::fs::write(repo.join(".gitignore"), ".agents/\n").unwrap();
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-q", "-m", "first"]);
+        let mut store = open_or_create(&dir.path().join("coord.db")).unwrap();
+        store.initialize().unwrap();
+        let clock = ManualClock::new(ManualClock::SCRIPT_EPOCH);
+        let engine = Engine::new(store, clock, SequentialIds::new())
+            .with_workspace(Box::new(GitWorkspace::new()));
+        Setup { dir, engine }
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    /// Runs one request; its JSON response, which must have the exit code.
+    fn run(&mut self, request: Value, exit: u8) -> Value {
+        let response = self.engine.execute_json(&request.to_string());
+        let json: Value = serde_json::from_str(&response.to_json()).unwrap();
+        assert_eq!(response.exit_code(), exit, "{request}\n{json:#}");
+        json
+    }
+
+    /// A run over the repository with `tasks`, as the leader `lead`.
+    fn run_with(&mut self, extra: Value, tasks: Value) {
+        let mut create = json!({
+            "command": "orch-run-create", "agent": "lead", "run_id": "r", "goal": "Ship",
+            "repo": self.repo().display().to_string(),
+        });
+        for (key, value) in extra.as_object().unwrap() {
+            create[key] = value.clone();
+        }
+        self.run(create, 0);
+        self.run(
+            json!({"command": "orch-plan", "agent": "lead", "tasks": tasks}),
+            0,
+        );
+    }
+
+    fn dispatch_all(&mut self, exit: u8) -> Value {
+        self.run(
+            json!({"command": "orch-dispatch", "agent": "lead", "all_ready": true}),
+            exit,
+        )
+    }
+
+    /// The worktree of a task's current attempt.
+    fn worktree(&mut self, task: &str) -> Value {
+        let shown = self.run(json!({"command": "orch-task-show", "task_id": task}), 0);
+        shown["attempts"].as_array().unwrap().last().unwrap()["worktree"].clone()
+    }
+
+    fn thread(&mut self, task: &str) -> String {
+        let shown = self.run(json!({"command": "orch-task-show", "task_id": task}), 0);
+        shown["task"]["thread_id"].as_str().unwrap().to_owned()
+    }
+
+    fn claim(&mut self, thread: &str) {
+        self.run(
+            json!({"command": "claim", "agent": "w", "thread_id": thread}),
+            0,
+        );
+    }
+
+    fn finish(&mut self, thread: &str, command: &str) {
+        self.run(
+            json!({"command": command, "agent": "w", "thread_id": thread, "summary": "ok"}),
+            0,
+        );
+    }
+
+    fn branches(&self) -> Vec<String> {
+        let list = git(
+            &self.repo(),
+            &["branch", "--list", "orch/*", "--format=%(refname:short)"],
+        );
+        list.lines().map(str::to_owned).collect()
+    }
+
+    fn states(&mut self) -> Vec<(String, String)> {
+        let listed = self.run(json!({"command": "orch-worktree-list"}), 0);
+        listed["worktrees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                let name = format!("{}#{}", w["task_id"].as_str().unwrap(), w["attempt"]);
+                (name, w["state"].as_str().unwrap().to_owned())
+            })
+            .collect()
+    }
+
+    /// Nothing of a refused dispatch is left: the task is ready with no
+    /// attempt, no thread exists, no orch branch or worktree folder.
+    fn nothing_left(&mut self, task: &str) {
+        let shown = self.run(json!({"command": "orch-task-show", "task_id": task}), 0);
+        assert_eq!(shown["task"]["status"], "ready", "{shown:#}");
+        assert_eq!(shown["attempts"], json!([]), "{shown:#}");
+        let threads = self.run(json!({"command": "list"}), 0);
+        assert_eq!(threads["threads"], json!([]));
+        assert_eq!(self.branches(), Vec::<String>::new());
+        let worktrees = self.repo().join(".agents/worktrees/r");
+        assert!(!worktrees.join(task).exists(), "{}", worktrees.display());
+    }
+}
+
+fn task(id: &str, extra: Value) -> Value {
+    let mut task = json!({"task_id": id, "title": format!("Do {id}"), "assignee": "w"});
+    for (key, value) in extra.as_object().unwrap() {
+        task[key] = value.clone();
+    }
+    task
+}
+
+#[test]
+fn each_dispatched_attempt_gets_a_worktree_and_a_branch_of_its_own() {
+    let mut s = Setup::new();
+    let head = git(&s.repo(), &["rev-parse", "HEAD"]);
+    let tasks = json!([
+        task("api", json!({})),
+        task("ui", json!({})),
+        task("db/schema", json!({}))
+    ]);
+    s.run_with(json!({}), tasks);
+    let dispatched = s.dispatch_all(0);
+    assert_eq!(dispatched["dispatched"].as_array().unwrap().len(), 3);
+    let mut paths = Vec::new();
+    for (task, component) in [("api", "api"), ("ui", "ui"), ("db/schema", "db%2Fschema")] {
+        let w = s.worktree(task);
+        let path = PathBuf::from(w["path"].as_str().unwrap());
+        assert_eq!(
+            path,
+            s.repo()
+                .join(".agents/worktrees/r")
+                .join(component)
+                .join("1")
+        );
+        assert_eq!(w["branch"], format!("orch/r/{component}/1"));
+        assert_eq!(w["base"], "HEAD");
+        assert_eq!(w["base_commit"], head.as_str());
+        assert_eq!(
+            git(&path, &["rev-parse", "--abbrev-ref", "HEAD"]),
+            format!("orch/r/{component}/1")
+        );
+        assert!(path.join("README.md").exists());
+        // The worker is told where to work, in the body and the payload.
+        let thread = s.thread(task);
+        let shown = s.run(json!({"command": "show", "thread_id": thread}), 0);
+        let first = &shown["messages"][0];
+        assert_eq!(first["payload"]["worktree"]["path"], w["path"]);
+        assert!(
+            first["body"]
+                .as_str()
+                .unwrap()
+                .contains(w["path"].as_str().unwrap())
+        );
+        paths.push(path);
+    }
+    paths.dedup();
+    assert_eq!(paths.len(), 3);
+    // The leader's checkout does not see the worktrees as untracked files.
+    assert_eq!(git(&s.repo(), &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_worker_s_commits_stay_on_its_branch_and_the_clean_worktree_goes() {
+    let mut s = Setup::new();
+    s.run_with(json!({}), json!([task("api", json!({"review": true}))]));
+    s.dispatch_all(0);
+    let w = s.worktree("api");
+    let path = PathBuf::from(w["path"].as_str().unwrap());
+    let thread = s.thread("api");
+    s.claim(&thread);
+    std::fs::write(path.join("api.rs"), "fn login() {}\n").unwrap();
+    git(&path, &["add", "api.rs"]);
+    git(&path, &["commit", "-q", "-m", "login"]);
+    s.finish(&thread, "done");
+    // The next orch command records the attempt's end, then tidies.
+    s.run(json!({"command": "orch-reconcile"}), 0);
+    assert!(
+        !path.exists(),
+        "a clean worktree is removed once its attempt ends"
+    );
+    assert_eq!(s.branches(), ["orch/r/api/1"]);
+    assert_eq!(s.states(), [("api#1".to_owned(), "removed".to_owned())]);
+    s.run(
+        json!({"command": "orch-accept", "agent": "lead", "task_id": "api"}),
+        0,
+    );
+    let tip = git(&s.repo(), &["show", "orch/r/api/1:api.rs"]);
+    assert_eq!(tip, "fn login() {}");
+}
+
+#[test]
+fn uncommitted_and_untracked_work_is_saved_when_an_attempt_is_reassigned() {
+    let mut s = Setup::new();
+    s.run_with(json!({}), json!([task("api", json!({}))]));
+    s.dispatch_all(0);
+    let w = s.worktree("api");
+    let path = PathBuf::from(w["path"].as_str().unwrap());
+    let thread = s.thread("api");
+    s.claim(&thread);
+    std::fs::write(path.join("README.md"), "hello, edited\n").unwrap();
+    std::fs::write(path.join("notes.txt"), "half done\n").unwrap();
+    let reassigned = s.run(
+        json!({"command": "orch-reassign", "agent": "lead", "task_id": "api", "to": "w2"}),
+        0,
+    );
+    assert_eq!(reassigned["task"]["attempts"], 2);
+    // Nothing was lost: the saved ref holds both files; the folder stays.
+    assert_eq!(
+        git(&s.repo(), &["show", "refs/orch/wip/r/api/1:README.md"]),
+        "hello, edited"
+    );
+    assert_eq!(
+        git(&s.repo(), &["show", "refs/orch/wip/r/api/1:notes.txt"]),
+        "half done"
+    );
+    assert!(path.join("notes.txt").exists());
+    assert_eq!(
+        git(&path, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "orch/r/api/1"
+    );
+    let states = s.states();
+    assert_eq!(states[0], ("api#1".to_owned(), "saved".to_owned()));
+    assert_eq!(states[1], ("api#2".to_owned(), "live".to_owned()));
+    // The new attempt starts afresh, told where the old work is.
+    let second = s.worktree("api");
+    assert_eq!(second["branch"], "orch/r/api/2");
+    let thread = s.thread("api");
+    let shown = s.run(json!({"command": "show", "thread_id": thread}), 0);
+    let body = shown["messages"][0]["body"].as_str().unwrap();
+    assert!(body.contains("refs/orch/wip/r/api/1"), "{body}");
+    // gc keeps what it would lose; once the leader discards the changes,
+    // the worktree is clean and gc removes it.
+    let gc = s.run(json!({"command": "orch-worktree-gc"}), 0);
+    assert_eq!(gc["removed"], json!([]));
+    git(&path, &["checkout", "--", "README.md"]);
+    std::fs::remove_file(path.join("notes.txt")).unwrap();
+    let gc = s.run(json!({"command": "orch-worktree-gc", "dry_run": true}), 0);
+    assert_eq!(gc["removed"][0]["task_id"], "api");
+    assert!(path.exists(), "a dry run removes nothing");
+    let gc = s.run(json!({"command": "orch-worktree-gc"}), 0);
+    assert_eq!(gc["removed"].as_array().unwrap().len(), 1);
+    assert_eq!(gc["kept"][0]["state"], "live");
+    assert!(!path.exists());
+    assert!(PathBuf::from(second["path"].as_str().unwrap()).exists());
+}
+
+#[test]
+fn a_dependent_task_starts_from_the_accepted_branch() {
+    let mut s = Setup::new();
+    let tasks = json!([
+        task("api", json!({"review": true})),
+        task("ui", json!({"needs": ["api"], "base": "task:api"})),
+    ]);
+    s.run_with(json!({}), tasks);
+    s.dispatch_all(0);
+    let path = PathBuf::from(s.worktree("api")["path"].as_str().unwrap());
+    let thread = s.thread("api");
+    s.claim(&thread);
+    std::fs::write(path.join("api.rs"), "fn login() {}\n").unwrap();
+    git(&path, &["add", "api.rs"]);
+    git(&path, &["commit", "-q", "-m", "login"]);
+    s.finish(&thread, "done");
+    s.run(
+        json!({"command": "orch-accept", "agent": "lead", "task_id": "api"}),
+        0,
+    );
+    s.dispatch_all(0);
+    let ui = s.worktree("ui");
+    assert_eq!(ui["base"], "orch/r/api/1");
+    assert_eq!(
+        ui["base_commit"],
+        git(&s.repo(), &["rev-parse", "orch/r/api/1"]).as_str()
+    );
+    assert!(
+        PathBuf::from(ui["path"].as_str().unwrap())
+            .join("api.rs")
+            .exists()
+    );
+}
+
+#[test]
+fn strict_mode_refuses_a_dirty_checkout_and_leaves_nothing() {
+    let mut s = Setup::new();
+    s.run_with(json!({"strict": true}), json!([task("api", json!({}))]));
+    std::fs::write(s.repo().join("wip.rs"), "unfinished\n").unwrap();
+    let refused = s.dispatch_all(30);
+    assert_eq!(refused["error"]["code"], "checkout_dirty");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("wip.rs")
+    );
+    s.nothing_left("api");
+}
+
+#[test]
+fn outside_strict_mode_a_dispatch_says_what_it_left_out() {
+    let mut s = Setup::new();
+    s.run_with(json!({}), json!([task("api", json!({}))]));
+    std::fs::write(s.repo().join("wip.rs"), "unfinished\n").unwrap();
+    let dispatched = s.dispatch_all(0);
+    let worktree = &dispatched["dispatched"][0]["attempt"]["worktree"];
+    assert_eq!(worktree["left_out"], json!(["wip.rs"]));
+    assert_eq!(worktree["left_out_count"], 1);
+    assert!(
+        !PathBuf::from(worktree["path"].as_str().unwrap())
+            .join("wip.rs")
+            .exists()
+    );
+}
+
+#[test]
+fn a_base_that_is_not_a_commit_is_refused_and_leaves_nothing() {
+    let mut s = Setup::new();
+    s.run_with(
+        json!({"base": "no-such-branch"}),
+        json!([task("api", json!({}))]),
+    );
+    let refused = s.dispatch_all(30);
+    assert_eq!(refused["error"]["code"], "invalid_base");
+    s.nothing_left("api");
+    // A tree is not a commit either.
+    let tree = git(&s.repo(), &["rev-parse", "HEAD^{tree}"]);
+    s.run(
+        json!({"command": "orch-task-add", "agent": "lead", "task": task("ui", json!({"base": tree}))}),
+        0,
+    );
+    let refused = s.run(
+        json!({"command": "orch-dispatch", "agent": "lead", "task_id": "ui"}),
+        30,
+    );
+    assert_eq!(refused["error"]["code"], "invalid_base");
+}
+
+#[test]
+fn a_missing_repository_is_refused_and_leaves_nothing() {
+    let mut s = Setup::new();
+    let gone = s.dir.path().join("not-a-repo");
+    std::fs::create_dir(&gone).unwrap();
+    s.run(
+        json!({"command": "orch-run-create", "agent": "lead", "run_id": "r", "goal": "g",
+               "repo": gone.display().to_string()}),
+        0,
+    );
+    s.run(
+        json!({"command": "orch-plan", "agent": "lead", "tasks": [task("api", json!({}))]}),
+        0,
+    );
+    let refused = s.dispatch_all(40);
+    assert_eq!(refused["error"]["code"], "repository_not_found");
+    let shown = s.run(json!({"command": "orch-task-show", "task_id": "api"}), 0);
+    assert_eq!(shown["attempts"], json!([]));
+}
+
+#[test]
+fn a_branch_name_collision_undoes_the_whole_dispatch() {
+    let mut s = Setup::new();
+    s.run_with(
+        json!({}),
+        json!([task("api", json!({})), task("ui", json!({}))]),
+    );
+    // Someone already has the branch the second task's attempt would get.
+    git(&s.repo(), &["branch", "orch/r/ui/1"]);
+    let refused = s.dispatch_all(30);
+    assert_eq!(refused["error"]["code"], "worktree_failed");
+    // The worktree made for `api` before the refusal is taken back too.
+    assert_eq!(s.branches(), ["orch/r/ui/1"]);
+    let worktrees = s.repo().join(".agents/worktrees/r");
+    assert!(!worktrees.join("api").exists());
+    let threads = s.run(json!({"command": "list"}), 0);
+    assert_eq!(threads["threads"], json!([]));
+}
+
+#[test]
+fn a_failed_attempt_s_worktree_is_tidied_and_the_retry_gets_a_new_one() {
+    let mut s = Setup::new();
+    s.run_with(
+        json!({}),
+        json!([task(
+            "api",
+            json!({"max_attempts": 2, "backoff_seconds": 0})
+        )]),
+    );
+    s.dispatch_all(0);
+    let first = PathBuf::from(s.worktree("api")["path"].as_str().unwrap());
+    let thread = s.thread("api");
+    s.claim(&thread);
+    s.finish(&thread, "fail");
+    // The reconcile ends attempt 1 (clean: removed) and starts attempt 2.
+    s.run(json!({"command": "orch-reconcile"}), 0);
+    assert!(!first.exists());
+    let second = s.worktree("api");
+    assert_eq!(second["branch"], "orch/r/api/2");
+    assert!(PathBuf::from(second["path"].as_str().unwrap()).exists());
+    // An orch read shows the truth but makes and removes nothing.
+    s.run(json!({"command": "orch-status"}), 0);
+    assert_eq!(s.branches(), ["orch/r/api/1", "orch/r/api/2"]);
+}
+
+#[test]
+fn a_run_without_a_repository_has_no_worktrees() {
+    let mut s = Setup::new();
+    s.run(
+        json!({"command": "orch-run-create", "agent": "lead", "run_id": "r", "goal": "g"}),
+        0,
+    );
+    s.run(
+        json!({"command": "orch-plan", "agent": "lead", "tasks": [task("api", json!({}))]}),
+        0,
+    );
+    s.dispatch_all(0);
+    assert_eq!(s.worktree("api"), Value::Null);
+    let listed = s.run(json!({"command": "orch-worktree-list"}), 0);
+    assert_eq!(listed["worktrees"], json!([]));
+    let stray = s.run(
+        json!({"command": "orch-run-create", "agent": "lead", "goal": "g", "strict": true}),
+        30,
+    );
+    assert_eq!(stray["error"]["code"], "invalid_value");
+    let relative = s.run(
+        json!({"command": "orch-run-create", "agent": "lead", "goal": "g", "repo": "repo"}),
+        30,
+    );
+    assert!(
+        relative["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("absolute")
+    );
+}
