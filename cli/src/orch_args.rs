@@ -223,6 +223,23 @@ Examples:
   orch wait --after-event 42 --json"
     )]
     Wait(WaitArgs),
+    /// The attempts' git worktrees: list them, tidy them up
+    #[command(
+        subcommand,
+        long_about = "\
+In a run with a repository (orch run create --repo), every attempt works in
+a git worktree and on a branch of its own (orch/RUN/TASK/N), made from the
+base at dispatch. When an attempt ends, whatever it left uncommitted
+(untracked files too) is saved as a commit on refs/orch/wip/RUN/TASK/N and
+a clean worktree is removed; its branch always stays. list shows every
+attempt's worktree and where it is; gc does the tidying again for whatever
+is left, removing exactly the clean ones.",
+        after_help = "\
+Examples:
+  orch worktree list
+  orch worktree gc --dry-run"
+    )]
+    Worktree(WorktreeCommand),
     /// Record what workers and the clock did (every orch write does this)
     #[command(after_help = "\
 Examples:
@@ -290,6 +307,72 @@ Examples:
     Show(TaskShowArgs),
 }
 
+// `orch worktree ...`.
+#[doc(hidden)]
+#[derive(Debug, Subcommand)]
+#[command(defer = true)]
+pub enum WorktreeCommand {
+    /// Every attempt's worktree: folder, branch, base and state
+    #[command(
+        long_about = "\
+List every attempt's git worktree with where it is: live (its attempt is
+on), uncommitted (ended with changes not saved yet), saved (ended with
+changes saved on its refs/orch/wip/... ref; kept until committed or
+discarded), commits (clean; its branch has commits HEAD lacks), merged
+(clean; nothing unmerged), removed (the folder is gone, the branch stays) or
+missing (its attempt is on but the folder is gone).",
+        after_help = "\
+Examples:
+  orch worktree list
+  orch worktree list --run login --json"
+    )]
+    List(WorktreeListArgs),
+    /// Save uncommitted work of ended attempts, remove the clean worktrees
+    #[command(
+        long_about = "\
+Tidy the worktrees of ended attempts: save what is uncommitted (untracked
+files too) as a commit on the attempt's refs/orch/wip/... ref, then remove
+exactly the clean worktrees, the way git worktree remove does without
+--force; their branches stay, for the leader to merge. A live attempt's
+worktree is never touched, nor one with uncommitted changes.",
+        after_help = "\
+Examples:
+  orch worktree gc --dry-run
+  orch worktree gc --run login --json"
+    )]
+    Gc(WorktreeGcArgs),
+}
+
+// `orch worktree list`.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct WorktreeListArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: WorktreeRunArg,
+}
+
+// `orch worktree gc`.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct WorktreeGcArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: WorktreeRunArg,
+    /// Say what would be saved and removed, and do nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+// `--run` of the worktree commands, which default to every run.
+#[doc(hidden)]
+#[derive(Debug, Args, Default)]
+pub struct WorktreeRunArg {
+    /// Only this run's [default: every run with a repository]
+    #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
+    pub run: Option<String>,
+}
+
 // `--run`.
 #[doc(hidden)]
 #[derive(Debug, Args, Default)]
@@ -309,6 +392,25 @@ pub struct RunCreateArgs {
     /// An id of your choosing [default: a new run_... id]
     #[arg(long, visible_alias = "run-id", value_name = "RUN_ID")]
     pub id: Option<String>,
+    /// A git repository the run's attempts work in, each in a worktree and
+    /// on a branch of its own
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// The folder orch makes the worktrees in [default: REPO/.agents/worktrees]
+    #[arg(long, value_name = "DIR", requires = "repo")]
+    pub worktrees: Option<PathBuf>,
+    /// The revision attempts start from, resolved at each dispatch [default: HEAD]
+    #[arg(
+        long,
+        value_name = "REV",
+        requires = "repo",
+        allow_hyphen_values = true
+    )]
+    pub base: Option<String>,
+    /// Refuse to dispatch while the repository's checkout has uncommitted
+    /// changes a worktree would leave out
+    #[arg(long, requires = "repo")]
+    pub strict: bool,
 }
 
 // `orch run list`.
@@ -385,6 +487,10 @@ pub struct TaskAddArgs {
     /// A finished attempt waits for orch accept
     #[arg(long)]
     pub review: bool,
+    /// In a run with a repository: the revision its attempts start from,
+    /// or task:ID for the accepted branch of a task it needs [default: the run's]
+    #[arg(long, value_name = "REV", allow_hyphen_values = true)]
+    pub base: Option<String>,
 }
 
 // `orch task show`.
@@ -595,11 +701,16 @@ impl OrchCommand {
         };
         let request = match self {
             OrchCommand::Skill(_) => return None,
-            OrchCommand::Run(RunCommand::Create(a)) => {
-                Ok(Request::OrchRunCreate(OrchRunCreateRequest {
-                    agent,
-                    run_id: a.id,
-                    goal: a.goal,
+            OrchCommand::Run(RunCommand::Create(a)) => run_create(a, agent),
+            OrchCommand::Worktree(WorktreeCommand::List(a)) => {
+                Ok(Request::OrchWorktreeList(OrchWorktreeListRequest {
+                    run_id: a.run.run,
+                }))
+            }
+            OrchCommand::Worktree(WorktreeCommand::Gc(a)) => {
+                Ok(Request::OrchWorktreeGc(OrchWorktreeGcRequest {
+                    run_id: a.run.run,
+                    dry_run: a.dry_run,
                 }))
             }
             OrchCommand::Run(RunCommand::List(a)) => Ok(Request::OrchRunList(OrchRunListRequest {
@@ -674,6 +785,34 @@ impl OrchCommand {
     }
 }
 
+/// A path given on the command line, absolute (from the current folder),
+/// as the engine takes repository and worktree folders.
+fn absolute(path: &std::path::Path) -> Result<String, EngineError> {
+    let absolute = std::path::absolute(path).map_err(|e| EngineError::InvalidValue {
+        field: "repo".into(),
+        problem: format!("{}: {e}", path.display()),
+    })?;
+    absolute
+        .to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| EngineError::InvalidValue {
+            field: "repo".into(),
+            problem: format!("{} is not valid UTF-8", absolute.display()),
+        })
+}
+
+fn run_create(a: RunCreateArgs, agent: Option<String>) -> Result<Request, EngineError> {
+    Ok(Request::OrchRunCreate(OrchRunCreateRequest {
+        agent,
+        run_id: a.id,
+        goal: a.goal,
+        repo: a.repo.as_deref().map(absolute).transpose()?,
+        worktrees: a.worktrees.as_deref().map(absolute).transpose()?,
+        base: a.base,
+        strict: a.strict,
+    }))
+}
+
 fn task_add(a: TaskAddArgs, agent: Option<String>) -> Result<Request, EngineError> {
     let body = match &a.body_file {
         Some(path) => Some(read_text(
@@ -697,6 +836,7 @@ fn task_add(a: TaskAddArgs, agent: Option<String>) -> Result<Request, EngineErro
         backoff_factor: a.backoff_factor,
         max_backoff_seconds: a.max_backoff_seconds,
         review: a.review.then_some(true),
+        base: a.base,
     };
     Ok(Request::OrchTaskAdd(OrchTaskAddRequest {
         agent,

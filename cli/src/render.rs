@@ -300,10 +300,10 @@ fn gc(out: &GcOutput) -> String {
     };
     let mut text = format!(
         "{verb} {} ({}) and {}; {} left\n",
-        counted(out.removed.len() as u64, "thread"),
-        counted(out.removed_messages, "message"),
-        counted(out.expired_keys, "idempotency key"),
-        counted(out.messages_left, "message"),
+        crate::render_orch::plural(out.removed.len() as u64, "thread"),
+        crate::render_orch::plural(out.removed_messages, "message"),
+        crate::render_orch::plural(out.expired_keys, "idempotency key"),
+        crate::render_orch::plural(out.messages_left, "message"),
     );
     for removed in &out.removed {
         let _ = writeln!(
@@ -312,22 +312,13 @@ fn gc(out: &GcOutput) -> String {
             removed.thread_id,
             paint(status_style(removed.status), removed.status),
             removed.reason,
-            counted(removed.messages, "message")
+            crate::render_orch::plural(removed.messages, "message")
         );
     }
     if out.more {
         let _ = writeln!(text, "{}", paint(DIM, "More to remove: run it again."));
     }
     text
-}
-
-/// `1 thread`, `2 threads`.
-fn counted(n: u64, noun: &str) -> String {
-    if n == 1 {
-        format!("1 {noun}")
-    } else {
-        format!("{n} {noun}s")
-    }
 }
 
 /// An output's fields as indented JSON, without the `command` tag.

@@ -66,6 +66,11 @@ pub(crate) fn success(output: &Output, now: Timestamp) -> Option<String> {
         | Output::OrchCancel(out) => task_changed(out, now),
         Output::OrchWait(out) => wait(out, now),
         Output::OrchReconcile(out) => reconcile(out, now),
+        Output::OrchWorktreeList(out) if out.worktrees.is_empty() => {
+            "No attempt has a worktree (runs get them with orch run create --repo).\n".to_owned()
+        }
+        Output::OrchWorktreeList(out) => worktree_lines(&out.worktrees),
+        Output::OrchWorktreeGc(out) => worktree_gc(out),
         _ => return None,
     };
     Some(text)
@@ -207,7 +212,92 @@ fn attempt_line(task_id: &str, a: &Attempt) -> String {
     if let Some(reason) = &a.reason {
         let _ = write!(line, ": {reason}");
     }
+    if let Some(w) = &a.worktree {
+        let _ = write!(
+            line,
+            "\n{:14} worktree {} (branch {}, from {} at {})",
+            "",
+            w.path,
+            w.branch,
+            w.base,
+            short(&w.base_commit)
+        );
+        if w.left_out_count > 0 {
+            let _ = write!(
+                line,
+                "\n{:14} {}",
+                "",
+                paint(
+                    AnsiColor::Yellow.on_default(),
+                    format!(
+                        "left out: {} uncommitted in the leader's checkout ({})",
+                        plural(w.left_out_count, "path"),
+                        w.left_out.join(", ")
+                    )
+                )
+            );
+        }
+    }
     line
+}
+
+/// A commit id's first 12 digits.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+fn worktree_line(view: &WorktreeView) -> String {
+    let w = &view.worktree;
+    let mut facts = vec![w.branch.clone()];
+    if view.commits > 0 {
+        facts.push(plural(view.commits, "commit"));
+    }
+    if view.uncommitted > 0 {
+        facts.push(format!("{} uncommitted", plural(view.uncommitted, "path")));
+    }
+    if let Some(saved) = &view.saved {
+        facts.push(format!("saved on {} ({})", view.wip_ref, short(saved)));
+    }
+    format!(
+        "{}/{} #{}  {:<11}  {}\n      {}",
+        view.run_id,
+        view.task_id,
+        view.attempt,
+        view.state,
+        facts.join(" · "),
+        w.path
+    )
+}
+
+fn worktree_lines(views: &[WorktreeView]) -> String {
+    let mut text = String::new();
+    for view in views {
+        let _ = writeln!(text, "{}", worktree_line(view));
+    }
+    text
+}
+
+fn worktree_gc(out: &WorktreeGcOutput) -> String {
+    let (removed, saved) = match out.dry_run {
+        true => ("Would remove", "would save"),
+        false => ("Removed", "saved"),
+    };
+    let mut text = format!(
+        "{removed} {}, {saved} the work of {}, kept {}.\n",
+        plural(out.removed.len() as u64, "worktree"),
+        plural(out.saved.len() as u64, "worktree"),
+        plural(out.kept.len() as u64, "worktree"),
+    );
+    for (label, views) in [
+        ("removed", &out.removed),
+        ("saved", &out.saved),
+        ("kept", &out.kept),
+    ] {
+        for view in views.iter() {
+            let _ = writeln!(text, "{label:<8} {}", worktree_line(view));
+        }
+    }
+    text
 }
 
 fn task_show(out: &TaskShowOutput, now: Timestamp) -> String {
@@ -299,7 +389,7 @@ fn reconcile(out: &ReconcileOutput, _now: Timestamp) -> String {
 }
 
 /// `1 task`, `3 tasks`.
-fn plural(n: impl Into<u64>, noun: &str) -> String {
+pub(crate) fn plural(n: impl Into<u64>, noun: &str) -> String {
     let n: u64 = n.into();
     if n == 1 {
         format!("1 {noun}")

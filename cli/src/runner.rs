@@ -41,11 +41,11 @@ impl EngineChoice {
     /// The engine over `store`, ready to run a command.
     pub(crate) fn start(self, store: SqliteStore, clock: HostClock) -> Result<Runner, EngineError> {
         match self {
-            EngineChoice::BuiltIn => Ok(Runner::BuiltIn(Box::new(inbox_engine::Engine::new(
-                store,
-                clock,
-                inbox_host_native::host_ids(),
-            )))),
+            EngineChoice::BuiltIn => Ok(Runner::BuiltIn(Box::new(
+                inbox_engine::Engine::new(store, clock, inbox_host_native::host_ids())
+                    // Runs no git until a run with a repository asks.
+                    .with_workspace(Box::new(inbox_host_native::git::GitWorkspace::new())),
+            ))),
             #[cfg(feature = "plugin")]
             EngineChoice::Component(plugin) => {
                 let mut engine = plugin

@@ -545,3 +545,159 @@ fn orch_skill_prints_and_installs_the_leaders_skill() {
     assert_eq!(installed["installed"], path.display().to_string());
     assert_eq!(std::fs::read_to_string(path).unwrap(), printed.raw_stdout);
 }
+
+/// `git ARGS` in `dir`, which must succeed; its stdout.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let output = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=Tester", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// A run with a repository, end to end with the real `git` and real
+/// processes: each attempt gets its own worktree and branch, the worker is
+/// told where, a worker's commits stay on its branch, uncommitted work is
+/// saved on a ref when the attempt ends, and `orch worktree list` and `gc`
+/// say and do exactly that.
+#[test]
+fn a_run_with_a_repository_gives_each_attempt_a_worktree() {
+    let env = TestEnv::initialized();
+    let repo = env.dir().join("project");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    let created = lead(&[
+        "run", "create", "--goal", "g", "--id", "web", "--repo", "project", "--json",
+    ]);
+    assert_eq!(created.status, 0, "{created}");
+    let spec = &created.json()["run"]["repo"];
+    assert_eq!(spec["repo"], repo.display().to_string());
+    assert_eq!(
+        spec["worktrees"],
+        repo.join(".agents/worktrees").display().to_string()
+    );
+    for (task, who) in [("api", "w1"), ("ui", "w2")] {
+        let added = lead(&[
+            "task",
+            "add",
+            "--task",
+            task,
+            "--title",
+            task,
+            "--assignee",
+            who,
+        ]);
+        assert_eq!(added.status, 0, "{added}");
+    }
+    let dispatched = lead(&["dispatch", "--all-ready"]);
+    assert_eq!(dispatched.status, 0, "{dispatched}");
+    assert!(dispatched.stdout.contains("worktree "), "{dispatched}");
+    assert!(
+        dispatched.stdout.contains("branch orch/web/api/1"),
+        "{dispatched}"
+    );
+
+    // w1 claims, finds its worktree in the task's payload, commits there.
+    let claim = ran(env.dir(), inbox_bin(), "w1", &["claim", "--next", "--json"]).json();
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    let shown = ran(
+        env.dir(),
+        inbox_bin(),
+        "w1",
+        &["show", "--thread", &thread, "--json"],
+    )
+    .json();
+    let api = std::path::PathBuf::from(
+        shown["messages"][0]["payload"]["worktree"]["path"]
+            .as_str()
+            .unwrap(),
+    );
+    std::fs::write(api.join("api.rs"), "fn login() {}\n").unwrap();
+    git(&api, &["add", "api.rs"]);
+    git(&api, &["commit", "-q", "-m", "login"]);
+    let done = ran(
+        env.dir(),
+        inbox_bin(),
+        "w1",
+        &["done", "--thread", &thread, "--summary", "ok"],
+    );
+    assert_eq!(done.status, 0, "{done}");
+
+    // w2 leaves an untracked file and gives up.
+    let claim = ran(env.dir(), inbox_bin(), "w2", &["claim", "--next", "--json"]).json();
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    let ui = repo.join(".agents/worktrees/web/ui/1");
+    std::fs::write(ui.join("draft.txt"), "half\n").unwrap();
+    let failed = ran(
+        env.dir(),
+        inbox_bin(),
+        "w2",
+        &["fail", "--thread", &thread, "--summary", "stuck"],
+    );
+    assert_eq!(failed.status, 0, "{failed}");
+
+    // Before any orch write, the list shows the truth untidied: api's
+    // worktree clean with a commit, ui's with uncommitted work.
+    let states = |listed: &Ran| -> Vec<(String, String)> {
+        listed.json()["worktrees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (
+                    w["task_id"].as_str().unwrap().to_owned(),
+                    w["state"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let listed = lead(&["worktree", "list", "--json"]);
+    assert_eq!(listed.status, 0, "{listed}");
+    let pair = |t: &str, s: &str| (t.to_owned(), s.to_owned());
+    assert_eq!(
+        states(&listed),
+        [pair("api", "commits"), pair("ui", "uncommitted")]
+    );
+    let plain = lead(&["worktree", "list"]);
+    assert!(plain.stdout.contains("web/ui #1  uncommitted"), "{plain}");
+    let dry = lead(&["worktree", "gc", "--dry-run"]);
+    assert!(
+        dry.stdout
+            .starts_with("Would remove 1 worktree, would save the work of 1 worktree"),
+        "{dry}"
+    );
+    assert!(api.exists());
+    // gc records both ends and tidies: api's clean worktree goes (its
+    // branch stays), ui's work is saved on a ref and the folder stays.
+    let gc = lead(&["worktree", "gc"]);
+    assert_eq!(gc.status, 0, "{gc}");
+    assert!(
+        gc.stdout
+            .starts_with("Removed 1 worktree, saved the work of 1 worktree"),
+        "{gc}"
+    );
+    assert!(!api.exists() && ui.join("draft.txt").exists());
+    assert_eq!(
+        git(&repo, &["show", "orch/web/api/1:api.rs"]),
+        "fn login() {}"
+    );
+    assert_eq!(
+        git(&repo, &["show", "refs/orch/wip/web/ui/1:draft.txt"]),
+        "half"
+    );
+    let listed = lead(&["worktree", "list", "--json"]);
+    assert_eq!(
+        states(&listed),
+        [pair("api", "removed"), pair("ui", "saved")]
+    );
+    // The leader's checkout never sees the worktrees.
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+}

@@ -150,6 +150,12 @@ pub(crate) fn exposure(command: Command) -> Exposure {
         Command::OrchWait => Tool {
             when: "Leader: to wait until the run needs you (a result to review, a question, a failure, tasks ready), instead of polling orch_status.",
         },
+        Command::OrchWorktreeList => Tool {
+            when: "Leader, in a run with a repository: to see every attempt's git worktree (folder, branch, base) and where it is, before merging a branch or cleaning up.",
+        },
+        Command::OrchWorktreeGc => Tool {
+            when: "Leader, in a run with a repository: to tidy ended attempts' worktrees (uncommitted work saved on a ref, clean ones removed; branches stay); dry_run: true says what it would do.",
+        },
         // Not a tool: housekeeping that every orch write and orch_wait do first.
         Command::OrchReconcile => Hidden,
     }
