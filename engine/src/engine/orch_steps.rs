@@ -225,6 +225,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             JsonObject::new(),
         )?;
         self.store.update_task(task)?;
+        if let Some(seat) = task.council.as_ref().filter(|_| to.is_terminal()) {
+            self.council_settled(change, &seat.clone())?;
+        }
         Ok(())
     }
 
@@ -239,7 +242,23 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         previous: Option<Previous>,
     ) -> Result<Attempt, EngineError> {
         let number = task.attempts + 1;
-        let draft = attempt_message(task, number, previous);
+        let draft = match task.council.clone() {
+            Some(seat) => self.council_draft(task, &seat, number)?,
+            None => attempt_message(task, number, previous),
+        };
+        self.start_attempt_with(change, task, action, source, draft)
+    }
+
+    /// [`Self::start_attempt`] with the thread's first message given.
+    pub(super) fn start_attempt_with(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        action: TaskAction,
+        source: &str,
+        draft: MessageDraft,
+    ) -> Result<Attempt, EngineError> {
+        let number = task.attempts + 1;
         let sent = self.send(SendInput::New {
             from: change.run.created_by.clone(),
             thread: NewThread {
@@ -904,7 +923,7 @@ fn attempt_message(task: &Task, number: u32, previous: Option<Previous>) -> Mess
 
 /// Keeps a composed body within the documented limit (the task's own body
 /// may already be at it), cutting at a character boundary.
-fn truncate_body(body: &mut String) {
+pub(super) fn truncate_body(body: &mut String) {
     const MARK: &str = "\n[truncated]";
     if body.len() <= v::BODY_MAX_BYTES {
         return;
