@@ -15,6 +15,7 @@ use inbox_engine::orch::model::{
     Attempt, AttemptStatus, OrchEvent, OrchEventType, RetryPolicy, Run, RunStatus, Task,
     TaskCounts, TaskStatus,
 };
+use inbox_engine::orch::council::CouncilSeat;
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
 use inbox_engine::{
     Event, EventId, EventType, JsonObject, MemoryStore, Priority, Status, Store, Thread, Timestamp,
@@ -183,6 +184,15 @@ fn task(rng: &mut Rng, run_id: &str, seq: u64, earlier: &[String], backoff_facto
         last_event_id: rng.next() % 1000,
         created_at: at(1),
         updated_at: at(2),
+        // Council seats' markers round-trip in the record like any field.
+        council: rng.chance(30).then(|| CouncilSeat {
+            council_id: format!("c{seq}"),
+            seat: "B".to_owned(),
+            round: 2,
+            seats: 3,
+            ballot: true,
+            revision: rng.chance(50).then(|| "3f2c1e0".to_owned()),
+        }),
     }
 }
 

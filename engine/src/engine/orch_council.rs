@@ -23,6 +23,7 @@ use crate::orch::query::{TaskOrder, TaskQuery};
 use crate::orch::rules::{DEFAULT_RETRY, TaskAction};
 use crate::store::{MessageQuery, Store};
 use crate::validate as v;
+use crate::vocabulary::Vocabulary;
 use crate::wire::*;
 
 use super::input::{CouncilInput, CouncilRead, CouncilSubject, Holder, MessageDraft, NewTask};
@@ -477,14 +478,17 @@ fn subject_payload(subject: &CouncilSubject) -> serde_json::Value {
     })
 }
 
-/// The closed lists, as the messages name them.
+/// The closed lists, as the messages' payloads carry them.
 fn lists() -> serde_json::Value {
+    fn all<V: Vocabulary>() -> Vec<&'static str> {
+        V::ALL.iter().map(|v| v.as_str()).collect()
+    }
     serde_json::json!({
-        "verdict": council::Verdict::expected(),
-        "severity": council::Severity::expected(),
-        "category": council::Category::expected(),
-        "topic": council::Topic::expected(),
-        "vote": council::Vote::expected(),
+        "verdict": all::<council::Verdict>(),
+        "severity": all::<council::Severity>(),
+        "category": all::<council::Category>(),
+        "topic": all::<council::Topic>(),
+        "vote": all::<council::Vote>(),
     })
 }
 
