@@ -11,11 +11,11 @@
 
 use std::path::Path;
 
+use inbox_engine::orch::council::CouncilSeat;
 use inbox_engine::orch::model::{
     Attempt, AttemptStatus, OrchEvent, OrchEventType, RetryPolicy, Run, RunStatus, Task,
     TaskCounts, TaskStatus,
 };
-use inbox_engine::orch::council::CouncilSeat;
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
 use inbox_engine::{
     Event, EventId, EventType, JsonObject, MemoryStore, Priority, Status, Store, Thread, Timestamp,
