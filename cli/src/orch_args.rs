@@ -244,7 +244,7 @@ Each finishes its thread with `inbox done` and a council_review payload; a
 payload of another shape is refused with the JSON path of the value at
 fault, and the reviewer corrects it. --reviewer names agents (one seat
 each) or role:NAME (whose members fill the seats the agents leave); --seats
-defaults to the agents named, or 3 with a role. With --ballot, a second
+defaults to one per reviewer named (at least 3 with a role). With --ballot, a second
 round follows once every seat answered: its tasks become ready (orch wait
 wakes), `orch dispatch --all-ready` starts them, and each seat votes on the
 grouped findings. orch wait wakes with council_completed when every seat
@@ -354,7 +354,7 @@ pub struct CouncilStartArgs {
         value_name = "AGENT"
     )]
     pub reviewer: Vec<String>,
-    /// How many seats, 2 to 26 [default: the agents named, or 3 with a role]
+    /// How many seats, 2 to 26 [default: one per reviewer, at least 3 with a role]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub seats: Option<u32>,
     /// Add a second round: every seat votes on the grouped findings

@@ -399,7 +399,7 @@ fn council_sections() -> Vec<(&'static str, String)> {
             vec![
                 "seats".into(),
                 format!(
-                    "{} to {}; default: one per agent named, or {} when a role is named",
+                    "{} to {}; default: one per reviewer named, at least {} when a role is among them",
                     council::MIN_SEATS,
                     council::MAX_SEATS,
                     council::DEFAULT_SEATS

@@ -257,8 +257,8 @@ pub struct OrchCouncilRequest {
     /// Who reviews: agents (one seat each) or `role:NAME` addresses (which
     /// fill the seats the agents leave), in seat order (required).
     pub reviewers: Vec<String>,
-    /// How many seats, 2 to 26 (default: as many as agents named, or 3
-    /// when a role is named).
+    /// How many seats, 2 to 26 (default: one per reviewer named, and at
+    /// least 3 when a role is among them).
     pub seats: Option<u32>,
     /// Whether a second round follows in which every seat votes on the
     /// grouped findings (default false).
