@@ -50,18 +50,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), false)?;
         let council_id = council_id.unwrap_or_else(|| self.ids.next_id(IdKind::Council, self.now));
-        let marker = |index: usize, round: u32| CouncilSeat {
-            council_id: council_id.clone(),
-            seat: council::seat_letter(u32::try_from(index).unwrap_or(u32::MAX)),
-            round,
-            seats: u32::try_from(seats.len()).unwrap_or(u32::MAX),
-            ballot,
-            revision: subject.revision.clone(),
-        };
-        let markers: Vec<(CouncilSeat, &String)> = (1..=if ballot { 2 } else { 1 })
-            .flat_map(|round| seats.iter().enumerate().map(move |(i, a)| (i, a, round)))
-            .map(|(i, assignee, round)| (marker(i, round), assignee))
-            .collect();
+        let markers = seat_markers(&council_id, &seats, ballot, &subject.revision);
         self.expect_new_council(&change.run, &markers)?;
         let first_round: Vec<String> = markers
             .iter()
@@ -399,6 +388,32 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         )?;
         Ok(())
     }
+}
+
+/// Every seat of a new council with its reviewer: the first round's seats,
+/// then (with a ballot) the second round's, each in seat order.
+fn seat_markers<'a>(
+    council_id: &str,
+    seats: &'a [String],
+    ballot: bool,
+    revision: &Option<String>,
+) -> Vec<(CouncilSeat, &'a String)> {
+    let rounds = if ballot { 2 } else { 1 };
+    let count = u32::try_from(seats.len()).unwrap_or(u32::MAX);
+    (1..=rounds)
+        .flat_map(|round| (0..count).zip(seats).map(move |(i, a)| (i, a, round)))
+        .map(|(index, assignee, round)| {
+            let seat = CouncilSeat {
+                council_id: council_id.to_owned(),
+                seat: council::seat_letter(index),
+                round,
+                seats: count,
+                ballot,
+                revision: revision.clone(),
+            };
+            (seat, assignee)
+        })
+        .collect()
 }
 
 /// Where a council is, from its seats' tasks.

@@ -272,8 +272,8 @@ fn known_fields<'a>(
     Ok(object)
 }
 
-/// The string at `key`: `None` when absent and not `required`; one line
-/// unless `multiline`; at most `max` characters.
+/// The string at `key`: empty when absent and not `rule.required`; one
+/// line unless `rule.multiline`; at most `max` characters.
 fn text(object: &JsonObject, path: &str, key: &str, max: usize, rule: Text) -> Read<String> {
     let at = format!("{path}.{key}");
     let value = match object.get(key) {
