@@ -156,7 +156,11 @@ fn orch_invocation(cli: OrchCli, name: String) -> Invocation {
     let OrchCli { global, command } = cli;
     let action = match command {
         OrchCommand::Skill(args) => Action::Tool(Box::new(move |g: &Global| {
-            tools::skill(&tools::ORCH_SKILL, args.install.as_deref(), g.json)
+            let skill = match args.name.as_deref() {
+                Some("council-review") => &tools::COUNCIL_SKILL,
+                _ => &tools::ORCH_SKILL,
+            };
+            tools::skill(skill, args.install.as_deref(), g.json)
         })),
         command => engine_action(&name, None, |notes| {
             command.request(global.agent.clone(), notes)

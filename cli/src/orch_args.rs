@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use inbox_engine::orch::council;
 use inbox_engine::orch::model::RunStatus;
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, Priority, Request};
@@ -37,6 +38,10 @@ The leader's loop:
     orch retry T [--to AGENT]                    a task failed
   orch wait --after-event N                    resume from the cursor it printed
   orch status                                  the run at a glance
+
+A council review (several reviewers on one subject, findings tallied):
+  orch council --title \"...\" --diff-file d.diff --reviewer a,b,c [--ballot]
+  orch council show                            the grouped, tallied report
 
 --run may be left out: the only active run is meant (or, when none is
 active, the newest). Output is for people unless --json is given: then
@@ -245,11 +250,38 @@ Examples:
 Examples:
   orch reconcile --run login")]
     Reconcile(ReconcileArgs),
-    /// Print (or install) the SKILL.md that teaches a leader orch
+    /// Council review: several reviewers on one subject, findings tallied
+    #[command(
+        long_about = "\
+Start a council review of one subject: one orch task per seat (A, B, C,
+...), each assigned to its reviewer and dispatched at once as its own inbox
+thread, which carries the subject (title, body, files, diff, revision) and
+the answer's shape. Reviewers are known to each other by seat letter only.
+Each finishes its thread with `inbox done` and a council_review payload; a
+payload of another shape is refused with the JSON path of the value at
+fault, and the reviewer corrects it. --reviewer names agents (one seat
+each) or role:NAME (whose members fill the seats the agents leave); --seats
+defaults to one per reviewer named (at least 3 with a role). With --ballot, a second
+round follows once every seat answered: its tasks become ready (orch wait
+wakes), `orch dispatch --all-ready` starts them, and each seat votes on the
+grouped findings. orch wait wakes with council_completed when every seat
+has ended; `orch council show` is the grouped, tallied report. Reviewers
+learn the shape from `orch skill council-review`.",
+        after_help = "\
+Examples:
+  orch council --title \"Review the login API\" --diff-file change.diff \\
+      --reviewer alice --reviewer bob --reviewer carol --ballot --id login-review
+  orch council --title \"Review src/login.rs\" --file src/login.rs --revision 3f2c1e0 \\
+      --body \"Is the lockout right?\" --reviewer role:reviewer --seats 3
+  orch council show login-review"
+    )]
+    Council(CouncilArgs),
+    /// Print (or install) the SKILL.md that teaches a leader orch (or reviewers a council)
     #[command(after_help = "\
 Examples:
   orch skill
-  orch skill --install ~/.claude/skills")]
+  orch skill --install ~/.claude/skills
+  orch skill council-review            the reviewers' skill: how to answer a council")]
     Skill(OrchSkillArgs),
 }
 
@@ -257,9 +289,106 @@ Examples:
 #[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct OrchSkillArgs {
-    /// Write it to DIR/orch/SKILL.md instead of printing it
+    /// Which skill [default: orch, the leader's]
+    #[arg(value_name = "SKILL", value_parser = ["orch", "council-review"])]
+    pub name: Option<String>,
+    /// Write it to DIR/<skill>/SKILL.md instead of printing it
     #[arg(long, value_name = "DIR")]
     pub install: Option<PathBuf>,
+}
+
+// `orch council` starts a council; `orch council show` reads one.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct CouncilArgs {
+    /// `show`, or none to start a council.
+    #[command(subcommand)]
+    pub command: Option<CouncilCommand>,
+    /// What a new council reviews, and who.
+    #[command(flatten)]
+    pub start: CouncilStartArgs,
+}
+
+// `orch council show`.
+#[doc(hidden)]
+#[derive(Debug, Subcommand)]
+pub enum CouncilCommand {
+    /// A council's report: findings grouped and tallied, verdicts, votes
+    #[command(
+        long_about = "\
+Show a council's report: the seats' findings grouped by code (the same
+file and category with lines at most 3 apart, or the same topic and
+category), each group with how many seats raised it, its highest and median
+severity, the seats' verdicts and, with a ballot, the agree and disagree
+votes; the verdict counts; every seat with its reviewer and status; and the
+seats that have not answered or voted. The same answers always give the same
+report. Without COUNCIL, the run's newest council.",
+        after_help = "\
+Examples:
+  orch council show
+  orch council show login-review --json"
+    )]
+    Show(CouncilShowArgs),
+}
+
+// `orch council` (start).
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct CouncilStartArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
+    /// An id of your choosing, unique in the run [default: a new council_... id]
+    #[arg(long, visible_alias = "council-id", value_name = "COUNCIL_ID")]
+    pub id: Option<String>,
+    /// What is reviewed, one line
+    #[arg(long, allow_hyphen_values = true, value_parser = text())]
+    pub title: Option<String>,
+    /// What the reviewers should know: the request, the context
+    #[arg(long, conflicts_with = "body_file", allow_hyphen_values = true, value_parser = text())]
+    pub body: Option<String>,
+    /// Read the body from a UTF-8 file (- for stdin)
+    #[arg(long, value_name = "PATH")]
+    pub body_file: Option<PathBuf>,
+    /// A file under review, by path (repeat for several; its content is not sent)
+    #[arg(long, visible_alias = "files", value_name = "PATH", allow_hyphen_values = true, value_parser = text())]
+    pub file: Vec<String>,
+    /// The change under review, as a diff
+    #[arg(long, conflicts_with = "diff_file", allow_hyphen_values = true, value_parser = text())]
+    pub diff: Option<String>,
+    /// Read the diff from a UTF-8 file (- for stdin)
+    #[arg(long, value_name = "PATH")]
+    pub diff_file: Option<PathBuf>,
+    /// The commit id or ref the review is about
+    #[arg(long, value_name = "REV")]
+    pub revision: Option<String>,
+    /// A reviewer: an agent (one seat) or role:NAME, in seat order (repeat or comma-separate)
+    #[arg(
+        long,
+        visible_alias = "reviewers",
+        value_delimiter = ',',
+        value_name = "AGENT"
+    )]
+    pub reviewer: Vec<String>,
+    /// How many seats, 2 to 26 [default: one per reviewer, at least 3 with a role]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub seats: Option<u32>,
+    /// Add a second round: every seat votes on the grouped findings
+    #[arg(long)]
+    pub ballot: bool,
+}
+
+// `orch council show`.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct CouncilShowArgs {
+    /// The council [default: the run's newest]
+    #[arg(value_name = "COUNCIL_ID")]
+    pub council: Option<String>,
+    /// The run.
+    #[command(flatten)]
+    pub run: RunArg,
 }
 
 // `orch run ...`.
@@ -780,6 +909,14 @@ impl OrchCommand {
             OrchCommand::Reconcile(a) => Ok(Request::OrchReconcile(OrchReconcileRequest {
                 run_id: a.run.run,
             })),
+            OrchCommand::Council(CouncilArgs {
+                command: Some(CouncilCommand::Show(a)),
+                ..
+            }) => Ok(Request::OrchCouncilShow(OrchCouncilShowRequest {
+                run_id: a.run.run,
+                council_id: a.council,
+            })),
+            OrchCommand::Council(a) => council(a.start, agent),
         };
         Some(request)
     }
@@ -842,6 +979,41 @@ fn task_add(a: TaskAddArgs, agent: Option<String>) -> Result<Request, EngineErro
         agent,
         run_id: a.run.run,
         task: Some(task),
+    }))
+}
+
+/// `orch council`: the body and diff may come from files.
+fn council(a: CouncilStartArgs, agent: Option<String>) -> Result<Request, EngineError> {
+    let body = match &a.body_file {
+        Some(path) => Some(read_text(
+            "--body-file",
+            "body",
+            path,
+            council::BODY_MAX_BYTES,
+        )?),
+        None => a.body,
+    };
+    let diff = match &a.diff_file {
+        Some(path) => Some(read_text(
+            "--diff-file",
+            "diff",
+            path,
+            council::DIFF_MAX_BYTES,
+        )?),
+        None => a.diff,
+    };
+    Ok(Request::OrchCouncil(OrchCouncilRequest {
+        agent,
+        run_id: a.run.run,
+        council_id: a.id,
+        title: a.title,
+        body,
+        files: a.file,
+        diff,
+        revision: a.revision,
+        reviewers: a.reviewer,
+        seats: a.seats,
+        ballot: a.ballot,
     }))
 }
 

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
+use inbox_engine::orch::council_report::{CouncilReport, Group, GroupAnchor};
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, RunStatus, Task, TaskStatus};
 use inbox_engine::wire::*;
 use inbox_engine::{Output, Timestamp};
@@ -71,6 +72,8 @@ pub(crate) fn success(output: &Output, now: Timestamp) -> Option<String> {
         }
         Output::OrchWorktreeList(out) => worktree_lines(&out.worktrees),
         Output::OrchWorktreeGc(out) => worktree_gc(out),
+        Output::OrchCouncil(out) => council_started(out),
+        Output::OrchCouncilShow(out) => council_report(&out.council),
         _ => return None,
     };
     Some(text)
@@ -385,6 +388,205 @@ fn reconcile(out: &ReconcileOutput, _now: Timestamp) -> String {
         let _ = writeln!(text, "  {}", event_line(e));
     }
     let _ = writeln!(text, "Run {}", run_line(&out.run));
+    text
+}
+
+fn council_started(out: &CouncilOutput) -> String {
+    let mut text = format!(
+        "Started council {} in run {}:\n",
+        paint(BOLD, &out.council_id),
+        out.run.run_id
+    );
+    for task in &out.tasks {
+        let thread = task
+            .thread_id
+            .as_deref()
+            .unwrap_or("(waits for every seat's answer)");
+        let _ = writeln!(
+            text,
+            "  {:<16} {} {:<12} {}",
+            task.task_id,
+            paint(
+                task_style(task.status),
+                format!("{:<10}", task.status.as_str())
+            ),
+            task.assignee,
+            paint(DIM, thread)
+        );
+    }
+    let _ = writeln!(
+        text,
+        "  next: orch wait (council_completed when every seat has ended), then orch council show {}",
+        out.council_id
+    );
+    text
+}
+
+/// A council's report: the verdicts, the seats, then the groups as a table
+/// (one row each) with every finding under its row.
+fn council_report(r: &CouncilReport) -> String {
+    let revision = r
+        .revision
+        .as_ref()
+        .map_or_else(String::new, |v| format!(" @ {v}"));
+    let mut text = format!(
+        "Council {} ({}): {}{revision} — run {}\n",
+        paint(BOLD, &r.council_id),
+        r.stage,
+        r.title,
+        r.run_id
+    );
+    let answered = r.seats.len() - r.unanswered.len();
+    let _ = writeln!(
+        text,
+        "Verdicts: {} approve, {} changes, {} block ({answered} of {} seats answered)",
+        r.verdicts.approve,
+        r.verdicts.changes,
+        r.verdicts.block,
+        r.seats.len()
+    );
+    let _ = write!(text, "{}:\n{}", paint(BOLD, "Seats"), seat_lines(r));
+    if !r.unanswered.is_empty() {
+        let _ = writeln!(text, "Not answered: {}", r.unanswered.join(", "));
+    }
+    if !r.unvoted.is_empty() {
+        let _ = writeln!(text, "Not voted: {}", r.unvoted.join(", "));
+    }
+    if r.groups.is_empty() {
+        text.push_str("No findings.\n");
+        return text;
+    }
+    let _ = writeln!(
+        text,
+        "{}: {} (the same file and category within {} lines, or the same topic and category)",
+        paint(BOLD, "Groups"),
+        r.groups.len(),
+        r.line_tolerance
+    );
+    text.push_str(&group_table(&r.groups, r.ballot));
+    text
+}
+
+fn seat_lines(r: &CouncilReport) -> String {
+    let width = r.seats.iter().map(|s| s.assignee.len()).max().unwrap_or(0);
+    let mut text = String::new();
+    for s in &r.seats {
+        let answer = match (s.verdict, s.findings) {
+            (Some(verdict), Some(n)) => format!("{verdict}, {}", plural(n, "finding")),
+            _ => "no answer".to_owned(),
+        };
+        let _ = write!(
+            text,
+            "  {}  {:<width$}  {} {}  {answer}",
+            s.seat,
+            s.assignee,
+            s.task_id,
+            paint(task_style(s.status), s.status)
+        );
+        if let (Some(id), Some(status)) = (&s.ballot_task_id, s.ballot_status) {
+            let voted = if s.voted { "voted" } else { "not voted" };
+            let _ = write!(
+                text,
+                "  · {id} {} ({voted})",
+                paint(task_style(status), status)
+            );
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// The groups as an aligned table, each row followed by its findings.
+fn group_table(groups: &[Group], ballot: bool) -> String {
+    let rows: Vec<[String; 6]> = groups
+        .iter()
+        .map(|g| {
+            [
+                g.group.clone(),
+                group_anchor(&g.anchor),
+                g.category.to_string(),
+                format!("{} ({})", g.count, g.seats.join(",")),
+                format!("{}/{}", g.highest, g.median),
+                g.ballot
+                    .as_ref()
+                    .filter(|_| ballot)
+                    .map_or_else(String::new, |b| {
+                        format!("{} agree, {} disagree", b.agree, b.disagree)
+                    }),
+            ]
+        })
+        .collect();
+    let header = [
+        "group",
+        "about",
+        "category",
+        "seats",
+        "highest/median",
+        "ballot",
+    ];
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        format!("  {}\n", padded.join("  ").trim_end())
+    };
+    let header: Vec<String> = header.iter().map(|h| (*h).to_owned()).collect();
+    let mut text = paint(DIM, line(&header).trim_end()) + "\n";
+    for (row, group) in rows.iter().zip(groups) {
+        text.push_str(&line(row));
+        text.push_str(&group_findings(group));
+    }
+    text
+}
+
+fn group_anchor(anchor: &GroupAnchor) -> String {
+    match (&anchor.path, &anchor.lines, anchor.topic) {
+        (Some(path), Some(lines), _) if lines.len() == 2 => {
+            format!("{path}:{}-{}", lines[0], lines[1])
+        }
+        (Some(path), _, _) => path.clone(),
+        (_, _, Some(topic)) => format!("topic: {topic}"),
+        _ => String::new(),
+    }
+}
+
+fn group_findings(group: &Group) -> String {
+    let mut text = String::new();
+    for f in &group.findings {
+        let lines = f
+            .lines
+            .as_ref()
+            .filter(|l| l.len() == 2)
+            .map_or_else(String::new, |l| format!(" {}-{}", l[0], l[1]));
+        let _ = writeln!(text, "      {} {}{lines}: {}", f.seat, f.severity, f.claim);
+        if !f.action.is_empty() {
+            let _ = writeln!(text, "        {} {}", paint(DIM, "action:"), f.action);
+        }
+        if !f.evidence.is_empty() {
+            let _ = writeln!(text, "        {} {}", paint(DIM, "evidence:"), f.evidence);
+        }
+    }
+    if let Some(ballot) = &group.ballot {
+        for v in &ballot.votes {
+            let comment = if v.comment.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", v.comment)
+            };
+            let _ = writeln!(text, "      {} votes {}{comment}", v.seat, v.vote);
+        }
+    }
     text
 }
 

@@ -36,6 +36,13 @@ pub(crate) const ORCH_SKILL: Skill = Skill {
     text: include_str!("../ORCH-SKILL.md"),
 };
 
+/// The reviewers' skill: how to answer a council review.
+pub(crate) const COUNCIL_SKILL: Skill = Skill {
+    folder: "council-review",
+    command: "orch-skill",
+    text: include_str!("../COUNCIL-REVIEW-SKILL.md"),
+};
+
 /// The largest transition script `inbox script` reads (4 MiB): far above any
 /// protocol worth pinning down, and a stop for `inbox script /dev/zero`.
 const SCRIPT_MAX_BYTES: usize = 4 << 20;

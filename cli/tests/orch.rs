@@ -54,12 +54,17 @@ fn ran(dir: &std::path::Path, binary: &str, agent: &str, args: &[&str]) -> Ran {
     }
 }
 
-/// Every leaf subcommand of `orch`, as its words (`["run", "create"]`).
+/// Every runnable subcommand of `orch`, as its words (`["run", "create"]`):
+/// the leaves, and a group that runs by itself too (`orch council` starts a
+/// council, `orch council show` reads one).
 fn leaf_subcommands() -> Vec<Vec<String>> {
     fn walk(command: &clap::Command, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
         for sub in command.get_subcommands() {
             path.push(sub.get_name().to_owned());
             if sub.has_subcommands() {
+                if !sub.is_subcommand_required_set() {
+                    out.push(path.clone());
+                }
                 walk(sub, path, out);
             } else {
                 out.push(path.clone());
@@ -700,4 +705,245 @@ fn a_run_with_a_repository_gives_each_attempt_a_worktree() {
     );
     // The leader's checkout never sees the worktrees.
     assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+}
+
+/// Each line of a skill that runs `inbox` or `orch` must be a real command
+/// with real flags: every flag it uses is in that command's `--help`.
+fn assert_skill_commands_are_real(env: &TestEnv, skill: &str) {
+    let mut checked = 0;
+    for line in skill.lines().map(str::trim_start) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (binary, rest) = match words.first() {
+            Some(&"inbox") => (inbox_bin(), &words[1..]),
+            Some(&"orch") => (orch_bin(), &words[1..]),
+            _ => continue,
+        };
+        let command: Vec<&str> = rest
+            .iter()
+            .take_while(|w| !w.starts_with('-'))
+            .copied()
+            .collect();
+        let mut args = command.clone();
+        args.push("--help");
+        let help = ran(env.dir(), binary, "lead", &args);
+        assert_eq!(
+            help.status, 0,
+            "the skill uses an unknown command: {line}\n{help}"
+        );
+        for flag in rest.iter().filter(|w| w.starts_with("--")) {
+            assert!(
+                help.stdout.contains(flag),
+                "the skill uses `{flag}`, which `{command:?}` lacks: {line}"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked >= 4, "the skill shows only {checked} commands");
+}
+
+#[test]
+fn orch_skill_council_review_teaches_reviewers_with_real_commands() {
+    let env = TestEnv::new();
+    let printed = env.orch(&["skill", "council-review"]);
+    assert_eq!(printed.status, 0, "{printed}");
+    assert!(
+        printed.stdout.starts_with("---\nname: council-review\n"),
+        "{printed}"
+    );
+    for needle in [
+        "\"council_review\": 1",
+        "\"council_ballot\": 1",
+        "invalid_answer",
+        "blocker",
+    ] {
+        assert!(printed.stdout.contains(needle), "the skill lacks {needle}");
+    }
+    assert_skill_commands_are_real(&env, &printed.raw_stdout);
+    let installed = env.orch_json(&["skill", "council-review", "--install", "skills"], 0);
+    let path = env.dir().join("skills/council-review/SKILL.md");
+    assert_eq!(installed["installed"], path.display().to_string());
+    assert_eq!(std::fs::read_to_string(path).unwrap(), printed.raw_stdout);
+    // The leader's skill mentions the council, and its commands are real too.
+    let leader = env.orch(&["skill"]);
+    assert!(leader.stdout.contains("orch council"), "{leader}");
+    assert_skill_commands_are_real(&env, &leader.raw_stdout);
+}
+
+/// A reviewer's claim, the thread it got, and its first message.
+fn claim_seat(env: &TestEnv, reviewer: &str) -> (String, Value) {
+    let claim = env.json(&["claim", "--agent", reviewer, "--next"], 0);
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    let show = env.json(&["show", "--thread", &thread], 0);
+    (thread, show["messages"][0].clone())
+}
+
+fn finish_seat(env: &TestEnv, t: &mut String, reviewer: &str, thread: &str, payload: &str) -> i32 {
+    let args = [
+        "done",
+        "--agent",
+        reviewer,
+        "--thread",
+        thread,
+        "--summary",
+        "answered",
+        "--payload-json",
+        payload,
+    ];
+    env.step(t, &args).status
+}
+
+/// A council end to end with real processes: the leader starts it, three
+/// reviewers answer through `inbox done --payload-json` (one corrects a
+/// refused answer), the ballot round votes, `orch wait` wakes on the
+/// council's completion, and the report reads well, plain and as JSON.
+#[test]
+fn a_council_of_three_reviews_votes_and_reports() {
+    let env = TestEnv::initialized();
+    let mut t = String::new();
+    env.orch_json(
+        &[
+            "--agent",
+            "lead",
+            "run",
+            "create",
+            "--goal",
+            "Ship login",
+            "--id",
+            "r",
+        ],
+        0,
+    );
+    std::fs::write(
+        env.dir().join("change.diff"),
+        "--- a/src/login.rs\n+++ b/src/login.rs\n+    failures = 0;\n",
+    )
+    .unwrap();
+    let start = [
+        "--agent",
+        "lead",
+        "council",
+        "--id",
+        "cr",
+        "--title",
+        "Review the login API",
+        "--revision",
+        "3f2c1e0",
+        "--file",
+        "src/login.rs",
+        "--diff-file",
+        "change.diff",
+        "--reviewer",
+        "alice,bob",
+        "--reviewer",
+        "carol",
+        "--ballot",
+    ];
+    assert_eq!(env.orch_step(&mut t, &start).status, 0, "{t}");
+
+    let reviewers = ["alice", "bob", "carol"];
+    let mut threads = Vec::new();
+    for (i, reviewer) in reviewers.iter().enumerate() {
+        let (thread, first) = claim_seat(&env, reviewer);
+        let seat = ["A", "B", "C"][i];
+        assert_eq!(first["payload"]["council"]["seat"], seat, "{first}");
+        assert_eq!(first["payload"]["subject"]["revision"], "3f2c1e0");
+        assert!(
+            first["body"].as_str().unwrap().contains("failures = 0"),
+            "{first}"
+        );
+        // Anonymous: nothing a reviewer is sent names another reviewer.
+        for other in reviewers.iter().filter(|o| *o != reviewer) {
+            assert!(
+                !first.to_string().contains(other),
+                "{reviewer} was told of {other}: {first}"
+            );
+        }
+        threads.push(thread);
+    }
+    let wrong = r#"{"council_review": 1, "verdict": "changes", "findings": [{"anchor": {"path": "src/login.rs", "lines": [40, 52]}, "category": "security", "severity": "huge", "claim": "the counter resets"}]}"#;
+    assert_eq!(
+        finish_seat(&env, &mut t, "alice", &threads[0], wrong),
+        30,
+        "{t}"
+    );
+    let refused = env.json(
+        &[
+            "done",
+            "--agent",
+            "alice",
+            "--thread",
+            &threads[0],
+            "--summary",
+            "x",
+            "--payload-json",
+            wrong,
+        ],
+        30,
+    );
+    assert_eq!(refused["error"]["code"], "invalid_answer");
+    let still = env.json(&["show", "--thread", &threads[0]], 0);
+    assert_eq!(
+        still["thread"]["status"], "claimed",
+        "a refused answer changed the thread"
+    );
+    let answers = [
+        r#"{"council_review": 1, "verdict": "changes", "findings": [{"anchor": {"path": "src/login.rs", "lines": [40, 52]}, "category": "security", "severity": "blocker", "claim": "the counter resets on success", "action": "reset after the window", "evidence": "line 47"}]}"#,
+        r#"{"council_review": 1, "verdict": "block", "findings": [{"anchor": {"path": "src/login.rs", "lines": [50, 55]}, "category": "security", "severity": "major", "claim": "a success wipes the failures"}, {"anchor": {"topic": "tests"}, "category": "testing", "severity": "minor", "claim": "no lockout test"}]}"#,
+        r#"{"council_review": 1, "verdict": "approve", "findings": [{"anchor": {"path": "src/login.rs", "lines": [200, 210]}, "category": "bug", "severity": "minor", "claim": "the error hides the cause"}]}"#,
+    ];
+    for ((reviewer, thread), answer) in reviewers.iter().zip(&threads).zip(answers) {
+        assert_eq!(
+            finish_seat(&env, &mut t, reviewer, thread, answer),
+            0,
+            "{t}"
+        );
+    }
+
+    // Every seat answered: the ballot tasks are ready and wake the leader.
+    let woke = env.orch_json(&["wait", "--timeout-seconds", "5"], 0);
+    assert_eq!(woke["actionable"][0]["task_id"], "cr-A-ballot", "{woke}");
+    let cursor = woke["next_event_id"].to_string();
+    env.orch_json(&["--agent", "lead", "dispatch", "--all-ready"], 0);
+    for reviewer in reviewers {
+        let (thread, first) = claim_seat(&env, reviewer);
+        assert_eq!(
+            first["payload"]["groups"].as_array().map(Vec::len),
+            Some(3),
+            "{first}"
+        );
+        let vote = if reviewer == "carol" {
+            "disagree"
+        } else {
+            "agree"
+        };
+        let ballot = format!(
+            r#"{{"council_ballot": 1, "votes": [{{"group": "G1", "vote": "{vote}"}}, {{"group": "G2", "vote": "agree"}}, {{"group": "G3", "vote": "agree", "comment": "seen it"}}]}}"#
+        );
+        assert_eq!(
+            finish_seat(&env, &mut t, reviewer, &thread, &ballot),
+            0,
+            "{t}"
+        );
+    }
+    let done = env.orch_json(
+        &["wait", "--after-event", &cursor, "--timeout-seconds", "5"],
+        0,
+    );
+    let types: Vec<&str> = done["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert!(types.contains(&"council_completed"), "{done}");
+
+    env.orch_step(&mut t, &["council", "show"]);
+    insta::assert_snapshot!(t);
+    let json = env.orch(&["council", "show", "cr", "--json"]);
+    assert_eq!(json.status, 0, "{json}");
+    let report = json.json();
+    assert_eq!(report["council"]["stage"], "complete");
+    assert_eq!(report["council"]["groups"][0]["count"], 2);
+    assert_eq!(report["council"]["groups"][0]["ballot"]["disagree"], 1);
+    insta::assert_snapshot!("a_council_report_as_json", json.stdout);
 }

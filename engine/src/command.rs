@@ -166,6 +166,14 @@ macro_rules! for_each_command {
             /// orch: record what the attempts' threads and the clock have made
             /// true (every orch write does this first).
             OrchReconcile = "orch-reconcile" orch_reconcile/orchReconcile(OrchReconcileRequest) -> ReconcileOutput: Write;
+            /// orch: start a council review of one subject: a task per
+            /// reviewer's seat, dispatched at once, each answered in a checked
+            /// shape (and a ballot round on the grouped findings, if asked).
+            OrchCouncil = "orch-council" orch_council/orchCouncil(OrchCouncilRequest by agent) -> CouncilOutput: Write;
+            /// orch: a council's report: the seats' findings grouped and
+            /// tallied by code, the verdicts and votes, and which seats have
+            /// not answered.
+            OrchCouncilShow = "orch-council-show" orch_council_show/orchCouncilShow(OrchCouncilShowRequest) -> CouncilShowOutput: Read, preview;
         }
     };
 }

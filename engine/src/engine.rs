@@ -23,6 +23,7 @@ mod idempotent;
 mod identity;
 mod input;
 mod orch;
+mod orch_council;
 mod orch_steps;
 mod reads;
 mod retention;

@@ -19,6 +19,7 @@ vocabulary! {
         InvalidValue = "invalid_value" : "A field is well-formed but not allowed: out of range, bad characters, or a kind the command does not take.",
         TooLong = "too_long" : "A text or JSON field is over its documented limit.",
         InvalidPayload = "invalid_payload" : "A payload or artifact metadata is not valid JSON or not a JSON object.",
+        InvalidAnswer = "invalid_answer" : "A council seat's `done` payload does not follow the council's answer shape; the message names the value by its JSON path. The thread stays open: correct the payload and run `done` again.",
         InvalidState = "invalid_state" : "The command is not allowed in the thread's current status, e.g. an update on a thread nobody claimed.",
         NotAssigned = "not_assigned" : "Only the thread's assignee, or a registered member of the role it is sent to, may claim it; a broadcast is information nobody claims.",
         ThreadFinished = "thread_finished" : "The thread is done, failed or cancelled and accepts nothing more; usually someone else got there first: move on.",
@@ -30,6 +31,7 @@ vocabulary! {
         AgentNotFound = "agent_not_found" : "No registered agent has that name.",
         RunNotFound = "run_not_found" : "No orch run has that id (or no run is active and none was named).",
         TaskNotFound = "task_not_found" : "The run has no task with that id (as the task asked for, or as a need).",
+        CouncilNotFound = "council_not_found" : "The run has no council with that id (or no council at all when none was named).",
         RunExists = "run_exists" : "A run with that id already exists; pick another id.",
         TaskExists = "task_exists" : "The run (or the plan) already has a task with that id; task ids are unique in a run.",
         DependencyCycle = "dependency_cycle" : "The needs given would make a task wait, through others, on itself; the message names the cycle.",
@@ -73,6 +75,7 @@ impl ErrorCode {
             | ErrorCode::InvalidValue
             | ErrorCode::TooLong
             | ErrorCode::InvalidPayload
+            | ErrorCode::InvalidAnswer
             | ErrorCode::InvalidState
             | ErrorCode::NotAssigned
             | ErrorCode::RunExists
@@ -96,6 +99,7 @@ impl ErrorCode {
             | ErrorCode::RunNotFound
             | ErrorCode::TaskNotFound
             | ErrorCode::RepositoryNotFound => 40,
+            ErrorCode::CouncilNotFound => 40,
             ErrorCode::StorageBusy
             | ErrorCode::GitUnavailable
             | ErrorCode::SchemaTooNew
@@ -154,6 +158,22 @@ pub enum EngineError {
         /// The field, as spelled in the request.
         field: String,
         /// What the parser said or what type was given.
+        problem: String,
+    },
+    /// See [`ErrorCode::InvalidAnswer`].
+    #[error(
+        "{path}: {problem}. Thread {thread_id} is seat {seat} of council {council_id} and stays open: correct the payload and run `inbox done` again (`orch skill council-review` shows the shape)"
+    )]
+    InvalidAnswer {
+        /// The seat's thread.
+        thread_id: String,
+        /// The council.
+        council_id: String,
+        /// The seat.
+        seat: String,
+        /// The JSON path of the value at fault, from `payload`.
+        path: String,
+        /// What is wrong and what is allowed.
         problem: String,
     },
     /// See [`ErrorCode::InvalidState`].
@@ -347,6 +367,14 @@ pub enum EngineError {
         /// Where it was named and what to do.
         message: String,
     },
+    /// See [`ErrorCode::CouncilNotFound`].
+    #[error("{message}")]
+    CouncilNotFound {
+        /// The run searched.
+        run_id: String,
+        /// What was not found and what to do.
+        message: String,
+    },
     /// See [`ErrorCode::RunExists`].
     #[error("run {run_id} already exists; pick another id, or leave it out for a new one")]
     RunExists {
@@ -442,6 +470,7 @@ impl EngineError {
             EngineError::InvalidValue { .. } => ErrorCode::InvalidValue,
             EngineError::TooLong { .. } => ErrorCode::TooLong,
             EngineError::InvalidPayload { .. } => ErrorCode::InvalidPayload,
+            EngineError::InvalidAnswer { .. } => ErrorCode::InvalidAnswer,
             EngineError::InvalidState { .. } => ErrorCode::InvalidState,
             EngineError::ThreadFinished { .. } => ErrorCode::ThreadFinished,
             EngineError::NotAssigned { .. } => ErrorCode::NotAssigned,
@@ -463,6 +492,7 @@ impl EngineError {
             EngineError::GitUnavailable { .. } => ErrorCode::GitUnavailable,
             EngineError::RunNotFound { .. } => ErrorCode::RunNotFound,
             EngineError::TaskNotFound { .. } => ErrorCode::TaskNotFound,
+            EngineError::CouncilNotFound { .. } => ErrorCode::CouncilNotFound,
             EngineError::RunExists { .. } => ErrorCode::RunExists,
             EngineError::TaskExists { .. } => ErrorCode::TaskExists,
             EngineError::DependencyCycle { .. } => ErrorCode::DependencyCycle,

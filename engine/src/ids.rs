@@ -29,6 +29,8 @@ pub enum IdKind {
     Artifact,
     /// `run_` (an orch run the leader did not name)
     Run,
+    /// `council_` (an orch council the leader did not name)
+    Council,
 }
 
 impl IdKind {
@@ -39,6 +41,7 @@ impl IdKind {
             IdKind::Message => "msg_",
             IdKind::Artifact => "art_",
             IdKind::Run => "run_",
+            IdKind::Council => "council_",
         }
     }
 }
@@ -135,6 +138,7 @@ pub struct SequentialIds {
     messages: u64,
     artifacts: u64,
     runs: u64,
+    councils: u64,
     secrets: u64,
 }
 
@@ -152,6 +156,7 @@ impl IdSource for SequentialIds {
             IdKind::Message => &mut self.messages,
             IdKind::Artifact => &mut self.artifacts,
             IdKind::Run => &mut self.runs,
+            IdKind::Council => &mut self.councils,
         };
         *counter += 1;
         format!("{}{:06}", kind.prefix(), counter)

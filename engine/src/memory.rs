@@ -90,7 +90,9 @@ enum Undo {
     /// The event id counter before an insert.
     LastEvent(EventId),
     PutRun(String, Option<Run>),
-    PutTask((String, String), Option<Task>),
+    /// Boxed: a task is the largest record, and every other undo entry
+    /// would pay for its size.
+    PutTask((String, String), Option<Box<Task>>),
     PutAttempt((String, String, u32), Option<Attempt>),
     InsertOrchEvent,
 }
@@ -226,7 +228,7 @@ impl Store for MemoryStore {
                 Undo::Removal(before) => *data = *before,
                 Undo::LastEvent(id) => data.last_event_id = id,
                 Undo::PutRun(key, old) => restore(&mut data.runs, key, old),
-                Undo::PutTask(key, old) => restore(&mut data.tasks, key, old),
+                Undo::PutTask(key, old) => restore(&mut data.tasks, key, old.map(|t| *t)),
                 Undo::PutAttempt(key, old) => restore(&mut data.attempts, key, old),
                 Undo::InsertOrchEvent => {
                     data.orch_events.pop();
@@ -763,7 +765,7 @@ impl MemoryStore {
 
     fn put_task(&mut self, key: (String, String), task: &Task) {
         let old = self.data.tasks.insert(key.clone(), task.clone());
-        self.undo.push(Undo::PutTask(key, old));
+        self.undo.push(Undo::PutTask(key, old.map(Box::new)));
     }
 }
 

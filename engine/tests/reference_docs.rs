@@ -13,10 +13,13 @@
     clippy::disallowed_methods
 )]
 
+use inbox_engine::orch::council::{self, Category, Severity, Topic, Verdict, Vote};
+use inbox_engine::orch::council_report::{CouncilStage, LINE_TOLERANCE};
 use inbox_engine::orch::model::{OrchEventType, RunStatus, TaskStatus};
 use inbox_engine::orch::rules::{self as orch_rules, TASK_TRANSITIONS};
 use inbox_engine::rules::{TRANSITIONS, Target};
 use inbox_engine::validate as v;
+use inbox_engine::vocabulary::Vocabulary;
 use inbox_engine::{Command, Effect, ErrorCode, EventType, Kind, Priority, Status};
 
 fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
@@ -367,12 +370,115 @@ fn orch_sections() -> Vec<(&'static str, String)> {
             ],
         ],
     );
-    vec![
+    let mut sections = vec![
         ("orch-task-statuses", task_statuses),
         ("orch-run-statuses", run_statuses),
         ("orch-transitions", transitions),
         ("orch-events", events),
         ("orch-limits", limits),
+    ];
+    sections.extend(council_sections());
+    sections
+}
+
+/// One closed list of council review: each value and what it means.
+fn closed_list<V: Vocabulary>(name: &str) -> String {
+    table(
+        &[name, "meaning"],
+        V::ALL
+            .iter()
+            .map(|value| vec![code(value.as_str()), value.description().into()])
+            .collect(),
+    )
+}
+
+fn council_sections() -> Vec<(&'static str, String)> {
+    let limits = table(
+        &["what", "limit"],
+        vec![
+            vec![
+                "seats".into(),
+                format!(
+                    "{} to {}; default: one per reviewer named, at least {} when a role is among them",
+                    council::MIN_SEATS,
+                    council::MAX_SEATS,
+                    council::DEFAULT_SEATS
+                ),
+            ],
+            vec![
+                "`council_id`".into(),
+                format!(
+                    "1 to {} bytes of {}",
+                    council::COUNCIL_ID_MAX_BYTES,
+                    v::ID_NAME_CHARS
+                ),
+            ],
+            vec![
+                "`body`".into(),
+                format!("{} bytes", council::BODY_MAX_BYTES),
+            ],
+            vec![
+                "`diff`".into(),
+                format!("{} bytes", council::DIFF_MAX_BYTES),
+            ],
+            vec![
+                "`files`".into(),
+                format!(
+                    "{} paths of at most {} bytes, one line each",
+                    council::MAX_FILES,
+                    council::PATH_MAX_BYTES
+                ),
+            ],
+            vec![
+                "`revision`".into(),
+                format!("{} characters, one line", council::REVISION_MAX_CHARS),
+            ],
+            vec![
+                "findings per review".into(),
+                council::MAX_FINDINGS.to_string(),
+            ],
+            vec![
+                "`claim`".into(),
+                format!("1 to {} characters", council::CLAIM_MAX_CHARS),
+            ],
+            vec![
+                "`action`".into(),
+                format!("{} characters", council::ACTION_MAX_CHARS),
+            ],
+            vec![
+                "`evidence`".into(),
+                format!("{} characters", council::EVIDENCE_MAX_CHARS),
+            ],
+            vec![
+                "anchor `path`".into(),
+                format!("{} characters, one line", council::PATH_MAX_BYTES),
+            ],
+            vec![
+                "anchor `lines`".into(),
+                format!("[first, last], 1 ≤ first ≤ last ≤ {}", council::MAX_LINE),
+            ],
+            vec![
+                "ballot `comment`".into(),
+                format!("{} characters", council::COMMENT_MAX_CHARS),
+            ],
+            vec![
+                "grouping tolerance".into(),
+                format!("{LINE_TOLERANCE} lines"),
+            ],
+            vec![
+                "a whole answer".into(),
+                format!("the `payload` limit, {} bytes", v::PAYLOAD_MAX_BYTES),
+            ],
+        ],
+    );
+    vec![
+        ("council-verdicts", closed_list::<Verdict>("verdict")),
+        ("council-severities", closed_list::<Severity>("severity")),
+        ("council-categories", closed_list::<Category>("category")),
+        ("council-topics", closed_list::<Topic>("topic")),
+        ("council-votes", closed_list::<Vote>("vote")),
+        ("council-stages", closed_list::<CouncilStage>("stage")),
+        ("council-limits", limits),
     ]
 }
 
@@ -423,6 +529,13 @@ fn orch_doc_matches_the_code() {
             "orch-transitions",
             "orch-events",
             "orch-limits",
+            "council-verdicts",
+            "council-severities",
+            "council-categories",
+            "council-topics",
+            "council-votes",
+            "council-stages",
+            "council-limits",
         ],
     );
 }

@@ -316,6 +316,7 @@ fn setup() -> TestEngine {
         r#"{"command":"agent-register","agent":"w2","roles":["builders"]}"#,
         r#"{"command":"send","from_agent":"lead","to_agent":"role:builders","subject":"pooled"}"#,
         r#"{"command":"send","from_agent":"lead","to_agent":"broadcast","subject":"notice"}"#,
+        r#"{"command":"orch-council","agent":"lead","run_id":"r","council_id":"c0","title":"t","body":"b","reviewers":["w","w2"]}"#,
     ] {
         ok(&mut engine, json);
     }
@@ -365,6 +366,7 @@ const COMMANDS: &[&str] = &[
     r#"{"command":"orch-reassign","agent":"lead","run_id":"r","task_id":"blk","to":"w2"}"#,
     r#"{"command":"orch-cancel","agent":"lead","run_id":"r","task_id":"rdy","cascade":true}"#,
     r#"{"command":"orch-reconcile","run_id":"r"}"#,
+    r#"{"command":"orch-council","agent":"lead","run_id":"r","council_id":"c","title":"t","diff":"+x","reviewers":["w","role:builders"],"seats":3,"ballot":true}"#,
 ];
 
 /// The rollback tests below must cover every command that writes: a new

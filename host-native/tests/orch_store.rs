@@ -11,9 +11,10 @@
 
 use std::path::Path;
 
+use inbox_engine::orch::council::CouncilSeat;
 use inbox_engine::orch::model::{
-    Attempt, AttemptStatus, OrchEvent, OrchEventType, RetryPolicy, Run, RunStatus, Task,
-    TaskCounts, TaskStatus,
+    Attempt, AttemptStatus, OrchEvent, OrchEventType, RepoSpec, RetryPolicy, Run, RunStatus, Task,
+    TaskCounts, TaskStatus, Worktree,
 };
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
 use inbox_engine::{
@@ -106,6 +107,13 @@ fn run(rng: &mut Rng, id: &str, created_at: Timestamp) -> Run {
         created_at,
         updated_at: created_at.plus_millis(1),
         finished_at: rng.chance(30).then(|| created_at.plus_millis(5)),
+        // A repository's settings round-trip in the record too.
+        repo: rng.chance(30).then(|| RepoSpec {
+            repo: "/src/app".to_owned(),
+            worktrees: "/src/app/.agents/worktrees".to_owned(),
+            base: "main".to_owned(),
+            strict: rng.chance(50),
+        }),
     }
 }
 
@@ -183,6 +191,16 @@ fn task(rng: &mut Rng, run_id: &str, seq: u64, earlier: &[String], backoff_facto
         last_event_id: rng.next() % 1000,
         created_at: at(1),
         updated_at: at(2),
+        // Council seats' markers round-trip in the record like any field.
+        council: rng.chance(30).then(|| CouncilSeat {
+            council_id: format!("c{seq}"),
+            seat: "B".to_owned(),
+            round: 2,
+            seats: 3,
+            ballot: true,
+            revision: rng.chance(50).then(|| "3f2c1e0".to_owned()),
+        }),
+        base: rng.chance(20).then(|| "task:a".to_owned()),
     }
 }
 
@@ -197,6 +215,15 @@ fn attempt(run_id: &str, task_id: &str, number: u32, status: AttemptStatus) -> A
         reason: (status != AttemptStatus::Succeeded).then(|| "why".to_owned()),
         started_at: at(3),
         ended_at: (status != AttemptStatus::Live).then(|| at(4)),
+        worktree: (number % 2 == 0).then(|| Worktree {
+            repo: "/src/app".to_owned(),
+            path: format!("/src/app/.agents/worktrees/{run_id}/{task_id}/{number}"),
+            branch: format!("orch/{run_id}/{task_id}/{number}"),
+            base: "HEAD".to_owned(),
+            base_commit: "0123456789abcdef0123456789abcdef01234567".to_owned(),
+            left_out: vec!["notes.txt".to_owned()],
+            left_out_count: 1,
+        }),
     }
 }
 

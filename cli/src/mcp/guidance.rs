@@ -158,6 +158,12 @@ pub(crate) fn exposure(command: Command) -> Exposure {
         },
         // Not a tool: housekeeping that every orch write and orch_wait do first.
         Command::OrchReconcile => Hidden,
+        Command::OrchCouncil => Tool {
+            when: "Leader: to have several reviewers review one subject (title, and a body, files or a diff) on their own: one task per seat, dispatched at once; their findings come back grouped and tallied (ballot: true adds a round where every seat votes on the groups). Reviewers answer by done with a council_review payload (`orch skill council-review`).",
+        },
+        Command::OrchCouncilShow => Tool {
+            when: "Leader: a council's report once orch_wait woke with council_completed (or any time): the findings grouped and tallied, the verdicts and votes, and which seats have not answered.",
+        },
     }
 }
 

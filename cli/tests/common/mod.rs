@@ -215,7 +215,8 @@ impl TestEnv {
     pub fn normalize(&self, text: &str) -> String {
         let dir = self.dir().display().to_string();
         let text = text.replace(&dir, "$TEST_DIR");
-        let ids = regex::Regex::new(r"\b(thr|msg|art|run)_[0-9A-HJKMNP-TV-Z]{26}\b").unwrap();
+        let ids =
+            regex::Regex::new(r"\b(thr|msg|art|run|council)_[0-9A-HJKMNP-TV-Z]{26}\b").unwrap();
         let text = ids
             .replace_all(&text, |caps: &regex::Captures<'_>| {
                 self.stable_id(&caps[0], &caps[1])

@@ -531,7 +531,7 @@ fn what_now(task: &Task) -> String {
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// The run as it is now, for a read: reconciled (the caller's
     /// transaction is a preview, rolled back after).
-    fn current_run(&mut self, run_id: Option<&str>) -> Result<Run, EngineError> {
+    pub(super) fn current_run(&mut self, run_id: Option<&str>) -> Result<Run, EngineError> {
         let run = self.find_run(run_id)?;
         self.reconciled(run)
     }
@@ -791,7 +791,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Ok(order)
     }
 
-    fn add_task(
+    pub(super) fn add_task(
         &mut self,
         change: &mut RunChange,
         spec: NewTask,
@@ -838,6 +838,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             created_at: self.now,
             updated_at: self.now,
             base: spec.base,
+            council: spec.council,
         };
         *change.run.counts.of_mut(status) += 1;
         statuses.insert(task.task_id.clone(), status);

@@ -226,6 +226,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             JsonObject::new(),
         )?;
         self.store.update_task(task)?;
+        if let Some(seat) = task.council.as_ref().filter(|_| to.is_terminal()) {
+            self.council_settled(change, &seat.clone())?;
+        }
         Ok(())
     }
 
@@ -240,9 +243,29 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         previous: Option<Previous>,
     ) -> Result<Attempt, EngineError> {
         let number = task.attempts + 1;
+        // A council seat reviews; it writes no code, so it gets no worktree.
+        if let Some(seat) = task.council.clone() {
+            let draft = self.council_draft(task, &seat, number)?;
+            return self.start_attempt_with(change, task, action, source, draft, None);
+        }
         let earlier = self.attempt_worktree_of(task, task.attempts)?;
         let worktree = self.attempt_worktree(&change.run, task, number)?;
         let draft = attempt_message(task, number, previous, worktree.as_ref(), earlier.as_ref());
+        self.start_attempt_with(change, task, action, source, draft, worktree)
+    }
+
+    /// [`Self::start_attempt`] with the thread's first message given, and
+    /// the worktree already made, if the attempt has one.
+    pub(super) fn start_attempt_with(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        action: TaskAction,
+        source: &str,
+        draft: MessageDraft,
+        worktree: Option<Worktree>,
+    ) -> Result<Attempt, EngineError> {
+        let number = task.attempts + 1;
         let sent = self.send(SendInput::New {
             from: change.run.created_by.clone(),
             thread: NewThread {
@@ -975,7 +998,7 @@ fn worktree_payload(worktree: &Worktree) -> serde_json::Value {
 
 /// Keeps a composed body within the documented limit (the task's own body
 /// may already be at it), cutting at a character boundary.
-fn truncate_body(body: &mut String) {
+pub(super) fn truncate_body(body: &mut String) {
     const MARK: &str = "\n[truncated]";
     if body.len() <= v::BODY_MAX_BYTES {
         return;

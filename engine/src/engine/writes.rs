@@ -324,6 +324,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             ),
         };
         let (mut state, mut payload) = self.hold(&holder, what)?;
+        if action == Action::Complete {
+            let thread = &state.thread;
+            let (run_id, task_id) = (thread.run_id.clone(), thread.task_id.clone());
+            self.check_council_answer(&holder, &draft, run_id.as_deref(), task_id.as_deref())?;
+        }
         let event_type = self.holder_step(&mut state, &mut payload, action, verb, lease_move)?;
         let to = state.thread.created_by.clone();
         self.write_message(state, event_type, (&holder.agent, &to), payload, draft)

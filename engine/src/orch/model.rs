@@ -12,6 +12,8 @@ use crate::model::{EventId, JsonObject, Priority};
 use crate::time::Timestamp;
 use crate::vocabulary::vocabulary;
 
+use super::council::CouncilSeat;
+
 vocabulary! {
     /// Where a run is. A run finishes by itself when every task has ended.
     pub enum RunStatus ("run status") {
@@ -110,6 +112,7 @@ vocabulary! {
         TaskFailed = "task_failed" : "The last allowed attempt failed.",
         TaskCancelled = "task_cancelled" : "The task was cancelled.",
         TaskSkipped = "task_skipped" : "A task it needs failed or was cancelled.",
+        CouncilCompleted = "council_completed" : "Every seat of a council, in every round, has ended: `orch council show` has its final report.",
     }
 }
 
@@ -139,6 +142,7 @@ impl OrchEventType {
         OrchEventType::TaskRetryWait,
         OrchEventType::TaskFailed,
         OrchEventType::TaskSkipped,
+        OrchEventType::CouncilCompleted,
         OrchEventType::RunSucceeded,
         OrchEventType::RunFailed,
         OrchEventType::RunCancelled,
@@ -335,6 +339,9 @@ pub struct Task {
     /// task it needs, as that task was accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
+    /// The council seat it is, if `orch council` made it (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub council: Option<CouncilSeat>,
 }
 
 /// One try at a task: the inbox thread it was dispatched as.

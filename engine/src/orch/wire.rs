@@ -14,6 +14,7 @@ use crate::model::{EventId, Message, Priority};
 use crate::time::Timestamp;
 use crate::wire::{Found, ThreadView};
 
+use super::council_report::CouncilReport;
 use super::model::{Attempt, AttemptStatus, OrchEvent, Run, RunStatus, Task, TaskStatus, Worktree};
 use super::workspace::WorktreeState;
 
@@ -245,6 +246,53 @@ pub struct OrchWaitRequest {
 pub struct OrchReconcileRequest {
     /// The run (the only active one if absent).
     pub run_id: Option<String>,
+}
+
+/// `orch-council`: start a council review of one subject.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchCouncilRequest {
+    /// The leader (required).
+    pub agent: Option<String>,
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// An id of your choosing, unique in the run; `council_...` if absent.
+    /// Its seats' tasks are `<council_id>-A`, `-B`, ... (and
+    /// `<council_id>-A-ballot`, ... for the ballot round).
+    pub council_id: Option<String>,
+    /// What is reviewed, one line (required).
+    pub title: Option<String>,
+    /// What the reviewers should know: the request, the context.
+    pub body: Option<String>,
+    /// The files under review, by path (their content is not sent).
+    pub files: Vec<String>,
+    /// The change under review, as a diff.
+    pub diff: Option<String>,
+    /// The commit id or ref the review is about.
+    pub revision: Option<String>,
+    /// Who reviews: agents (one seat each) or `role:NAME` addresses (which
+    /// fill the seats the agents leave), in seat order (required).
+    pub reviewers: Vec<String>,
+    /// How many seats, 2 to 26 (default: one per reviewer named, and at
+    /// least 3 when a role is among them).
+    pub seats: Option<u32>,
+    /// Whether a second round follows in which every seat votes on the
+    /// grouped findings (default false).
+    pub ballot: bool,
+}
+
+/// `orch-council-show`: a council's report.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OrchCouncilShowRequest {
+    /// The run (the only active one if absent).
+    pub run_id: Option<String>,
+    /// The council (the run's newest if absent).
+    pub council_id: Option<String>,
 }
 
 /// A run and its tasks' counts.
@@ -544,4 +592,29 @@ pub struct WorktreeGcOutput {
     /// Everything else, untouched: live attempts, saved work not yet
     /// committed or discarded, missing or removed folders.
     pub kept: Vec<WorktreeView>,
+}
+
+/// `orch-council`: the council started.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CouncilOutput {
+    /// The run after the command.
+    pub run: Run,
+    /// The council.
+    pub council_id: String,
+    /// Its seats' tasks: the first round's, dispatched, then the ballot
+    /// round's, pending on them.
+    pub tasks: Vec<Task>,
+    /// The newest event recorded.
+    pub event_id: EventId,
+}
+
+/// `orch-council-show`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CouncilShowOutput {
+    /// The run.
+    pub run: Run,
+    /// The report.
+    pub council: CouncilReport,
 }

@@ -5,6 +5,7 @@
 use crate::address;
 use crate::error::EngineError;
 use crate::model::Priority;
+use crate::orch::council;
 use crate::orch::model::{RepoSpec, RetryPolicy, RunStatus};
 use crate::orch::rules::{self, DEFAULT_RETRY};
 use crate::orch::workspace;
@@ -195,6 +196,8 @@ pub(in crate::engine) struct NewTask {
     pub(in crate::engine) retry: RetryPolicy,
     pub(in crate::engine) review: bool,
     pub(in crate::engine) base: Option<String>,
+    /// The council seat it is (`orch council` only; a plan cannot say).
+    pub(in crate::engine) council: Option<council::CouncilSeat>,
 }
 
 /// Checks one task; `at` is its JSON path (`task`, `tasks[3]`), which every
@@ -256,6 +259,7 @@ fn new_task(spec: TaskSpec, at: &str) -> Result<NewTask, EngineError> {
         base: task_base(&field("base"), spec.base.as_deref(), &needs)?,
         needs,
         review: spec.review.unwrap_or(false),
+        council: None,
     })
 }
 
@@ -608,5 +612,168 @@ pub(in crate::engine) fn orch_worktree_gc(
     Ok(WorktreeInput {
         run_id: run(&r.run_id)?,
         dry_run: r.dry_run,
+    })
+}
+
+/// `orch-council`, checked: the subject, and one reviewer address per seat
+/// in seat order.
+pub(in crate::engine) struct CouncilInput {
+    pub(in crate::engine) leader: Leader,
+    pub(in crate::engine) council_id: Option<String>,
+    pub(in crate::engine) subject: CouncilSubject,
+    /// One address per seat: `seats[0]` holds seat A.
+    pub(in crate::engine) seats: Vec<String>,
+    pub(in crate::engine) ballot: bool,
+}
+
+/// What a council reviews, as every seat is sent it.
+pub(in crate::engine) struct CouncilSubject {
+    pub(in crate::engine) title: String,
+    pub(in crate::engine) body: String,
+    pub(in crate::engine) files: Vec<String>,
+    pub(in crate::engine) diff: String,
+    pub(in crate::engine) revision: Option<String>,
+}
+
+pub(in crate::engine) fn orch_council(r: OrchCouncilRequest) -> Result<CouncilInput, EngineError> {
+    let leader = Leader::check(&r.agent, &r.run_id)?;
+    let council_id = v::optional_name("council_id", &r.council_id)?.map(str::to_owned);
+    if let Some(id) = council_id
+        .as_deref()
+        .filter(|id| id.len() > council::COUNCIL_ID_MAX_BYTES)
+    {
+        return Err(EngineError::TooLong {
+            field: "council_id".into(),
+            actual: Some(id.len()),
+            limit: council::COUNCIL_ID_MAX_BYTES,
+            unit: "bytes",
+        });
+    }
+    let seats = council_seats(&r.reviewers, r.seats)?;
+    Ok(CouncilInput {
+        leader,
+        council_id,
+        subject: council_subject(r.title, r.body, r.files, r.diff, r.revision)?,
+        seats,
+        ballot: r.ballot,
+    })
+}
+
+fn council_subject(
+    title: Option<String>,
+    body: Option<String>,
+    files: Vec<String>,
+    diff: Option<String>,
+    revision: Option<String>,
+) -> Result<CouncilSubject, EngineError> {
+    let title = v::required("title", &title, "say in one line what is reviewed")?.to_owned();
+    v::line("title", &title, v::SUBJECT_MAX_CHARS)?;
+    let body = limited("body", body.unwrap_or_default(), council::BODY_MAX_BYTES)?;
+    let diff = limited("diff", diff.unwrap_or_default(), council::DIFF_MAX_BYTES)?;
+    if files.len() > council::MAX_FILES {
+        let problem = format!(
+            "names {} files; at most {}",
+            files.len(),
+            council::MAX_FILES
+        );
+        return Err(EngineError::invalid("files", problem));
+    }
+    for (i, file) in files.iter().enumerate() {
+        v::line(&format!("files[{i}]"), file, council::PATH_MAX_BYTES)?;
+    }
+    if body.trim().is_empty() && diff.trim().is_empty() && files.is_empty() {
+        return Err(EngineError::missing(
+            "body",
+            "give the reviewers something to review: a body, files or a diff",
+        ));
+    }
+    if let Some(revision) = &revision {
+        v::line("revision", revision, council::REVISION_MAX_CHARS)?;
+    }
+    Ok(CouncilSubject {
+        title,
+        body,
+        files,
+        diff,
+        revision,
+    })
+}
+
+/// `text`, if it is at most `max` bytes.
+fn limited(field: &str, text: String, max: usize) -> Result<String, EngineError> {
+    if text.len() > max {
+        return Err(EngineError::TooLong {
+            field: field.to_owned(),
+            actual: Some(text.len()),
+            limit: max,
+            unit: "bytes",
+        });
+    }
+    Ok(text)
+}
+
+/// Who holds each seat: the reviewers in the order named, then the roles
+/// among them in turn for the seats left. An agent holds one seat at most
+/// (two answers of one agent are not independent); a role's members may
+/// fill several.
+fn council_seats(reviewers: &[String], seats: Option<u32>) -> Result<Vec<String>, EngineError> {
+    if reviewers.is_empty() {
+        return Err(EngineError::missing(
+            "reviewers",
+            "name the reviewers: agents (one seat each) or role:NAME",
+        ));
+    }
+    let mut named: Vec<String> = Vec::with_capacity(reviewers.len());
+    for (i, reviewer) in reviewers.iter().enumerate() {
+        let field = format!("reviewers[{i}]");
+        let address = address::work_address(&field, &Some(reviewer.clone()))?;
+        if let Some(first) = named.iter().position(|n| *n == address) {
+            let problem =
+                format!("names {address} again (also reviewers[{first}]); name each reviewer once");
+            return Err(EngineError::invalid(field, problem));
+        }
+        named.push(address);
+    }
+    let roles: Vec<&String> = named.iter().filter(|n| n.starts_with("role:")).collect();
+    let count = u32::try_from(named.len()).unwrap_or(u32::MAX);
+    let default = match roles.is_empty() {
+        true => count,
+        false => count.max(council::DEFAULT_SEATS),
+    };
+    let seats = seats.unwrap_or(default);
+    if !(council::MIN_SEATS..=council::MAX_SEATS).contains(&seats) {
+        let problem = format!(
+            "is {seats}; a council has {} to {} seats",
+            council::MIN_SEATS,
+            council::MAX_SEATS
+        );
+        return Err(EngineError::invalid("seats", problem));
+    }
+    if seats < count {
+        let problem = format!("names {count} reviewers for {seats} seats; name one per seat");
+        return Err(EngineError::invalid("reviewers", problem));
+    }
+    if seats > count && roles.is_empty() {
+        let problem = format!(
+            "names {count} agents for {seats} seats; an agent holds one seat at most (its answers would not be independent): name {seats}, add a role:NAME whose members fill the rest, or ask for {count} seats"
+        );
+        return Err(EngineError::invalid("reviewers", problem));
+    }
+    let extra = (0..(seats - count) as usize).map(|i| roles[i % roles.len()].clone());
+    Ok(named.iter().cloned().chain(extra).collect())
+}
+
+/// `orch-council-show`, checked.
+pub(in crate::engine) struct CouncilRead {
+    pub(in crate::engine) run_id: Option<String>,
+    pub(in crate::engine) council_id: Option<String>,
+}
+
+pub(in crate::engine) fn orch_council_show(
+    r: OrchCouncilShowRequest,
+) -> Result<CouncilRead, EngineError> {
+    Ok(CouncilRead {
+        run_id: run(&r.run_id)?,
+        council_id: v::optional_name("council_id", &r.council_id)?.map(str::to_owned),
     })
 }
