@@ -947,3 +947,49 @@ fn a_council_of_three_reviews_votes_and_reports() {
     assert_eq!(report["council"]["groups"][0]["ballot"]["disagree"], 1);
     insta::assert_snapshot!("a_council_report_as_json", json.stdout);
 }
+
+/// Without git on `PATH`, a run with a repository cannot dispatch: the
+/// refusal says so and what git it needs (exit 50, `git_unavailable`), and
+/// nothing is left behind.
+#[test]
+fn a_dispatch_without_git_is_refused_and_leaves_nothing() {
+    let env = TestEnv::initialized();
+    let repo = env.dir().join("project");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    lead(&[
+        "run", "create", "--goal", "g", "--id", "web", "--repo", "project",
+    ]);
+    lead(&[
+        "task",
+        "add",
+        "--task",
+        "api",
+        "--title",
+        "api",
+        "--assignee",
+        "w",
+    ]);
+    let output = std::process::Command::new(orch_bin())
+        .args(["dispatch", "--all-ready", "--json"])
+        .current_dir(env.dir())
+        .env_remove("INBOX_DB")
+        .env_remove("INBOX_NOW")
+        .env("INBOX_AGENT", "lead")
+        .env("PATH", env.dir().join("no-such-bin"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(50), "{output:?}");
+    let refused: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(refused["error"]["code"], "git_unavailable");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("2.17"), "{message}");
+    let shown = lead(&["task", "show", "api", "--json"]).json();
+    assert_eq!(shown["task"]["status"], "ready");
+    assert_eq!(shown["attempts"], serde_json::json!([]));
+    assert_eq!(git(&repo, &["branch", "--list", "orch/*"]), "");
+}

@@ -215,7 +215,7 @@ fn attempt(run_id: &str, task_id: &str, number: u32, status: AttemptStatus) -> A
         reason: (status != AttemptStatus::Succeeded).then(|| "why".to_owned()),
         started_at: at(3),
         ended_at: (status != AttemptStatus::Live).then(|| at(4)),
-        worktree: (number % 2 == 0).then(|| Worktree {
+        worktree: number.is_multiple_of(2).then(|| Worktree {
             repo: "/src/app".to_owned(),
             path: format!("/src/app/.agents/worktrees/{run_id}/{task_id}/{number}"),
             branch: format!("orch/{run_id}/{task_id}/{number}"),
