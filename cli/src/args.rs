@@ -515,6 +515,23 @@ Examples:
     )]
     Import(ImportArgs),
 
+    /// Keep a file-based queue or inbox in step with this database
+    #[command(
+        long_about = "\
+Run a bridge: a long-running process that keeps a file-based system other
+tools already use working, with this database as the durable, leased store
+behind it. `file-drop DIR` ingests seed 001's *.task.json descriptors. Each
+bridge prints one line per action (--json: one JSON object per line), stops
+cleanly on SIGINT or SIGTERM between two files, and continues exactly where
+it stopped when started again. docs/bridges.md maps every field.",
+        after_help = "\
+Examples:
+  inbox bridge file-drop ~/.fleet/inbox --to lead
+  inbox bridge file-drop .agents/drop --to role:builder --trust-all --json
+  inbox bridge file-drop .agents/drop --to lead --once"
+    )]
+    Bridge(BridgeArgs),
+
     /// Serve these commands to an agent runtime over MCP (stdio)
     #[command(
         long_about = "\
@@ -1121,6 +1138,75 @@ pub struct ImportArgs {
     /// Replace what the database holds (saved beside it first)
     #[arg(long)]
     pub replace: bool,
+}
+
+// `bridge`: one subcommand per file-based system.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct BridgeArgs {
+    /// Which system.
+    #[command(subcommand)]
+    pub command: BridgeCommand,
+}
+
+// `bridge file-drop`.
+#[doc(hidden)]
+#[derive(Debug, Subcommand)]
+#[command(defer = true)]
+pub enum BridgeCommand {
+    /// Turn *.task.json descriptors dropped into DIR into threads
+    #[command(
+        long_about = "\
+Watch DIR (created owner-only if missing, and again if it is removed) for
+seed 001 descriptors, NAME.task.json: version 1, kind prompt or spawn_worker
+(with its crew fields skill, role, skills, model, cwd). Each one, in file
+name order, becomes an inbox thread from --from to its role (role, else
+skill, as role:NAME) or else to --to, and is renamed NAME.task.json.processed
+beside a NAME.task.json.result that says {\"ok\":true,...,\"threadId\":...}.
+What the seed refuses (over 64 KB, a symbolic link, malformed JSON, a schema
+violation, spawn_worker without --trust-all) is renamed .failed beside a
+.result with the reason. When a thread finishes, its outcome (status,
+summary, result message, artifacts) is written into its .result, atomically.
+Wakes on the folder changing (inotify), with --poll-ms as the fallback;
+one bridge per folder.",
+        after_help = "\
+Examples:
+  inbox bridge file-drop ~/.fleet/inbox --from fleet --to lead
+  echo '{\"version\":1,\"kind\":\"prompt\",\"prompt\":\"Summarise today\"}' > ~/.fleet/inbox/note.task.json"
+    )]
+    FileDrop(FileDropArgs),
+}
+
+// `bridge file-drop`.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct FileDropArgs {
+    /// The folder descriptors are dropped into
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Recipient of descriptors that name no role or skill: an address
+    #[arg(long, value_name = "ADDRESS")]
+    pub to: Option<String>,
+    /// Sender of the threads it opens
+    #[arg(long, value_name = "AGENT", default_value = "file-drop")]
+    pub from: String,
+    /// Accept spawn_worker descriptors (anyone who can write DIR may send them)
+    #[arg(long)]
+    pub trust_all: bool,
+    #[command(flatten)]
+    pub run: BridgeRunArgs,
+}
+
+// How every bridge runs.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct BridgeRunArgs {
+    /// Process what is there now, then exit
+    #[arg(long)]
+    pub once: bool,
+    /// Look again at least this often, even without a notification
+    #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub poll_ms: u64,
 }
 
 // `mcp`: everything it takes is a global flag (`--agent`, `--db`).

@@ -11,6 +11,7 @@
 //! apply an inbox rule of its own.
 
 pub mod args;
+mod bridge;
 mod mcp_launch;
 pub mod orch_args;
 mod output;
@@ -33,6 +34,7 @@ use inbox_host_native::{Durability, HostClock, SqliteStore, open, watch};
 
 use args::{Cli, Command, Global};
 use orch_args::{OrchCli, OrchCommand};
+pub use request::subject_from;
 
 /// Runs `inbox` with the process's arguments and returns its exit code.
 pub fn main() -> ExitCode {
@@ -134,6 +136,7 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
         Command::Import(args) => {
             Action::Tool(Box::new(move |g: &Global| transfer::import(g, &args)))
         }
+        Command::Bridge(args) => Action::Tool(Box::new(move |g: &Global| bridge::run(g, args))),
         Command::Mcp(_) => Action::Tool(Box::new(mcp_launch::launch)),
         command => {
             let init = match &command {

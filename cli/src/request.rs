@@ -21,6 +21,23 @@ use sha2::{Digest, Sha256};
 
 use crate::args::*;
 
+/// The body's first non-blank line as a subject, shortened to the subject's
+/// limit (with an ellipsis) since nobody wrote it as one (an MCP
+/// message without a subject, a bridged descriptor's prompt).
+pub fn subject_from(body: &str) -> String {
+    let line = body
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    if line.chars().count() <= v::SUBJECT_MAX_CHARS {
+        return line.to_owned();
+    }
+    let mut short: String = line.chars().take(v::SUBJECT_MAX_CHARS - 1).collect();
+    short.push('…');
+    short
+}
+
 /// A notice for the user that does not stop the command (e.g. an artifact
 /// that does not exist yet is recorded without a digest).
 pub(crate) type Notes = Vec<String>;

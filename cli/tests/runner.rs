@@ -15,6 +15,7 @@ mod common;
 mod arguments_and_output;
 mod artifacts;
 mod bad_input;
+mod bridge;
 mod clock;
 mod concurrency;
 mod database;

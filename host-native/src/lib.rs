@@ -9,6 +9,8 @@
 //! - [`file`]: whether a database file can be trusted, and whether it is
 //!   still the file a connection opened;
 //! - [`watch`]: cross-process waiting (inotify on Linux, polling elsewhere);
+//! - [`folder`]: a folder other programs write into and a bridge keeps,
+//!   read and written without trusting it, and its changes waited for;
 //! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds;
 //! - [`transfer`]: a self-contained copy of a database out, and one in;
 //! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
@@ -27,6 +29,8 @@
 pub mod clock;
 #[cfg(feature = "native")]
 pub mod file;
+#[cfg(feature = "native")]
+pub mod folder;
 #[cfg(feature = "native")]
 pub mod git;
 #[cfg(feature = "native")]

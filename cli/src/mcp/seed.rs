@@ -28,7 +28,6 @@
 //!
 //! This module only maps arguments to requests: the rules stay the engine's.
 
-use inbox_engine::validate::SUBJECT_MAX_CHARS;
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, Kind, Request, Response, Timestamp};
 use serde::Deserialize;
@@ -209,7 +208,7 @@ fn send_message(agent: &str, args: SendMessage) -> Result<Request, EngineError> 
     let line = args
         .subject
         .clone()
-        .unwrap_or_else(|| first_line(&args.body));
+        .unwrap_or_else(|| inbox_cli::subject_from(&args.body));
     let me = Some(agent.to_owned());
     let needs_thread = |what: &str| EngineError::MissingField {
         field: "threadId".into(),
@@ -311,22 +310,6 @@ fn payload(args: &SendMessage) -> Result<Value, EngineError> {
         }
     }
     Ok(Value::Object(payload))
-}
-
-/// The body's first non-blank line as a subject, shortened to the subject's
-/// limit (with an ellipsis) since nobody wrote it as one.
-fn first_line(body: &str) -> String {
-    let line = body
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or_default();
-    if line.chars().count() <= SUBJECT_MAX_CHARS {
-        return line.to_owned();
-    }
-    let mut short: String = line.chars().take(SUBJECT_MAX_CHARS - 1).collect();
-    short.push('…');
-    short
 }
 
 /// `read_messages`'s arguments, with the seed's names.

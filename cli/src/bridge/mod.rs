@@ -1,0 +1,163 @@
+//! `inbox bridge`: long-running processes that keep a file-based system
+//! other tools already use (seed 001's drop folder, ...) working, with the
+//! database as the durable, leased store behind it.
+//!
+//! What every bridge shares lives here: the engine it runs its requests on
+//! (one connection for its whole life, opened like every command opens
+//! one), the stop asked by SIGINT or SIGTERM (seen between two files, never
+//! in the middle of one), and the lines it prints, one per action (with
+//! `--json`, one JSON object per line). Each bridge's own module maps its
+//! files to inbox requests; the engine applies every rule. This module must
+//! never interpret a file.
+
+mod descriptor;
+mod file_drop;
+
+use std::io::Write as _;
+use std::os::fd::{AsFd as _, BorrowedFd};
+use std::os::unix::net::UnixStream;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use inbox_engine::{Call, EngineError, Output, Request, Response};
+use inbox_host_native::{HostClock, Lifetime, NativeEngine, open};
+use serde_json::Value;
+
+use crate::args::{BridgeArgs, BridgeCommand, Global};
+use crate::terminal;
+
+/// Runs the bridge `args` names until it is stopped (or, with `--once`,
+/// until what is there is processed); returns the exit code.
+pub(crate) fn run(global: &Global, args: BridgeArgs) -> u8 {
+    match args.command {
+        BridgeCommand::FileDrop(args) => file_drop::run(global, &args),
+    }
+}
+
+/// The engine a bridge runs its requests on, with the caller's token.
+pub(crate) struct Bus {
+    engine: NativeEngine,
+    token: Option<String>,
+    /// Which database, for people.
+    pub(crate) database: String,
+}
+
+impl Bus {
+    /// Opens the database the command line names (it must exist and be
+    /// initialized, as for every command but `init`).
+    pub(crate) fn open(global: &Global) -> Result<Bus, EngineError> {
+        let (db, cwd) = crate::resolve_db(global);
+        let clock = HostClock::from_env().map_err(|e| EngineError::InvalidValue {
+            field: inbox_host_native::clock::NOW_ENV.into(),
+            problem: e.to_string(),
+        })?;
+        let (mut store, _) = open::open_existing(&db.path, None).map_err(EngineError::Store)?;
+        // A bridge runs for hours: like a wait, it leaves truncating the WAL
+        // to the one-command writers.
+        inbox_host_native::set_lifetime(&mut store, Lifetime::LongLived)
+            .map_err(EngineError::Store)?;
+        Ok(Bus {
+            engine: inbox_engine::Engine::new(store, clock, inbox_host_native::host_ids()),
+            token: global.agent_token.clone(),
+            database: crate::database_line(&db, &cwd),
+        })
+    }
+
+    /// Runs `request`, under `key` if given (a retried or replayed action
+    /// then returns what the first one did, and writes nothing again).
+    pub(crate) fn execute(
+        &mut self,
+        request: Request,
+        key: Option<String>,
+    ) -> Result<Output, EngineError> {
+        let mut call = Call::from(request);
+        call.idempotency_key = key;
+        call.agent_token.clone_from(&self.token);
+        match self.engine.execute_call(call) {
+            Response::Success(output) | Response::Replayed(output) => Ok(output),
+            Response::Failure { error, .. } => Err(error),
+        }
+    }
+
+    /// The engine's time now, as RFC 3339 (what `.result` files say).
+    pub(crate) fn now(&mut self) -> String {
+        self.engine.now().to_string()
+    }
+}
+
+/// SIGINT and SIGTERM, turned into a descriptor that becomes readable (so a
+/// sleeping bridge wakes at once) and a flag checked between two files.
+pub(crate) struct Stop {
+    read: UnixStream,
+    asked: Arc<AtomicBool>,
+}
+
+impl Stop {
+    /// Registers the handlers. Before this, the signals end the process as
+    /// usual (nothing has been done yet).
+    pub(crate) fn register() -> std::io::Result<Stop> {
+        let (read, write) = UnixStream::pair()?;
+        read.set_nonblocking(true)?;
+        let asked = Arc::new(AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+            signal_hook::flag::register(signal, Arc::clone(&asked))?;
+            signal_hook::low_level::pipe::register(signal, write.try_clone()?)?;
+        }
+        Ok(Stop { read, asked })
+    }
+
+    /// Whether a stop was asked for.
+    pub(crate) fn asked(&self) -> bool {
+        self.asked.load(Ordering::SeqCst)
+    }
+
+    /// The descriptor to sleep on: readable once a signal arrived (its
+    /// bytes are never read, so every later sleep ends at once too).
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.read.as_fd()
+    }
+}
+
+/// Where a bridge says what it did: one line per action.
+pub(crate) struct Lines {
+    json: bool,
+}
+
+impl Lines {
+    pub(crate) fn new(json: bool) -> Lines {
+        Lines { json }
+    }
+
+    /// One action: `fields` (with `"action"` first) as a JSON line, or
+    /// `human` (already made terminal-safe by [`Lines::safe`]) as text.
+    pub(crate) fn action(&self, action: &str, fields: Value, human: &str) {
+        let line = if self.json {
+            let mut object = serde_json::Map::new();
+            object.insert("action".into(), action.into());
+            if let Value::Object(fields) = fields {
+                object.extend(fields);
+            }
+            format!("{}\n", Value::Object(object))
+        } else {
+            format!("{human}\n")
+        };
+        let mut stdout = std::io::stdout().lock();
+        // A reader that went away does not stop the bridge: its files are
+        // the record of what it did.
+        let _ = stdout.write_all(line.as_bytes());
+        let _ = stdout.flush();
+    }
+
+    /// Text from a file or an agent, safe to show on a terminal.
+    pub(crate) fn safe(text: &str) -> String {
+        terminal::safe(text).into_owned()
+    }
+
+    /// A refusal to start (or a failure that stops the bridge), in the JSON
+    /// contract's error shape, with its exit code.
+    pub(crate) fn fail(&self, command: &str, error: EngineError) -> u8 {
+        let response = Response::failure(Some(command.to_owned()), error);
+        crate::finish(&response, self.json, None, &[])
+    }
+}

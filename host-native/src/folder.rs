@@ -1,0 +1,362 @@
+//! A folder other programs write into and a bridge keeps (`inbox bridge`):
+//! its files read, written and renamed without trusting what is in it, and
+//! its changes waited for.
+//!
+//! Whatever lands in such a folder is hostile: a name may be a symbolic
+//! link planted to make the bridge read or overwrite another file, a file
+//! may be huge or still being written. So a file is opened without
+//! following links and only if it is a regular file, read up to a bound,
+//! and written by creating a fresh owner-only file beside it and renaming
+//! it over the name (a rename replaces a planted link, never follows it).
+//! The folder itself is created owner-only and refused when another user
+//! owns it.
+//!
+//! [`Changes`] sleeps until one of the watched folders changes (inotify on
+//! Linux, a plain sleep elsewhere), a stop is asked for, or a timeout. It
+//! says only *that* something may have changed: callers always list the
+//! folder again, so a missed or merged notification delays nothing beyond
+//! the timeout. This module must never interpret a file's content.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read as _, Write as _};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A folder a bridge keeps, checked to be this user's own.
+#[derive(Debug)]
+pub struct Folder {
+    path: PathBuf,
+}
+
+/// Why a file of the folder could not be read.
+#[derive(Debug)]
+pub enum ReadProblem {
+    /// The name is a symbolic link: never followed.
+    Symlink,
+    /// Not a regular file (a folder, a FIFO, a device...).
+    NotAFile,
+    /// Larger than the bound (its size).
+    TooLarge(u64),
+    /// Gone since it was listed (another process moved it).
+    Gone,
+    /// Anything else the operating system said.
+    Io(io::Error),
+}
+
+impl Folder {
+    /// The folder at `path`, created (owner-only, its parents as needed) if
+    /// it does not exist. Refused when it is a symbolic link, not a folder,
+    /// or another user's.
+    pub fn ensure(path: &Path) -> io::Result<Folder> {
+        match std::fs::symlink_metadata(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(path)?;
+            }
+            Err(e) => return Err(e),
+            Ok(_) => {}
+        }
+        let meta = std::fs::symlink_metadata(path)?;
+        if meta.file_type().is_symlink() {
+            return Err(refused(format!(
+                "{} is a symbolic link; name the folder it points to instead",
+                path.display()
+            )));
+        }
+        if !meta.is_dir() {
+            return Err(refused(format!("{} is not a folder", path.display())));
+        }
+        let me = rustix::process::geteuid().as_raw();
+        if meta.uid() != me {
+            return Err(refused(format!(
+                "{} belongs to another user (uid {}, you are {me}); a bridge never writes into a \
+                 folder someone else controls",
+                path.display(),
+                meta.uid()
+            )));
+        }
+        Ok(Folder {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The folder's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether the folder is still there (it may be removed at run time;
+    /// [`Folder::ensure`] then creates it again).
+    pub fn exists(&self) -> bool {
+        std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.is_dir())
+    }
+
+    /// The names in the folder ending with `suffix`, in byte order (the
+    /// order a bridge processes them in).
+    pub fn names_ending(&self, suffix: &str) -> io::Result<Vec<OsString>> {
+        let mut names: Vec<OsString> = std::fs::read_dir(&self.path)?
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name())
+            .filter(|name| {
+                let bytes = name.as_bytes();
+                bytes.len() > suffix.len() && bytes.ends_with(suffix.as_bytes())
+            })
+            .collect();
+        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        Ok(names)
+    }
+
+    /// `name`'s path in the folder.
+    pub fn join(&self, name: &OsStr) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// The content of the regular file `name`, at most `max` bytes, with its
+    /// modification time; never through a symbolic link, never more than
+    /// `max + 1` bytes read.
+    pub fn read(
+        &self,
+        name: &OsStr,
+        max: u64,
+    ) -> Result<(Vec<u8>, std::time::SystemTime), ReadProblem> {
+        let path = self.join(name);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            // Never block on a FIFO planted under a descriptor's name.
+            .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
+            .open(&path);
+        let mut file = match file {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(ReadProblem::Gone),
+            Err(_) if is_symlink(&path) => return Err(ReadProblem::Symlink),
+            Err(e) => return Err(ReadProblem::Io(e)),
+        };
+        let meta = file.metadata().map_err(ReadProblem::Io)?;
+        if !meta.is_file() {
+            return Err(ReadProblem::NotAFile);
+        }
+        if meta.len() > max {
+            return Err(ReadProblem::TooLarge(meta.len()));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+        (&mut file)
+            .take(max + 1)
+            .read_to_end(&mut bytes)
+            .map_err(ReadProblem::Io)?;
+        // It grew between the size check and the read.
+        if bytes.len() as u64 > max {
+            return Err(ReadProblem::TooLarge(bytes.len() as u64));
+        }
+        let modified = meta.modified().map_err(ReadProblem::Io)?;
+        Ok((bytes, modified))
+    }
+
+    /// Writes `bytes` as `name`, whole or not at all: into a fresh
+    /// owner-only file beside it, synced, then renamed over `name`. A reader
+    /// never sees a half-written file, and a link planted at `name` is
+    /// replaced, not followed.
+    pub fn write_atomically(&self, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+        let mut temporary = OsString::from(".");
+        temporary.push(name);
+        temporary.push(".tmp");
+        let temporary = self.join(&temporary);
+        // A leftover of a process that stopped mid-write, or something
+        // planted: either way not ours to write through.
+        match std::fs::remove_file(&temporary) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc_flags::NOFOLLOW)
+            .open(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_data()?;
+        drop(file);
+        std::fs::rename(&temporary, self.join(name))
+    }
+
+    /// Renames `from` to `to` within the folder (replacing `to`).
+    pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
+        std::fs::rename(self.join(from), self.join(to))
+    }
+
+    /// Takes the folder's bridge lock, `.inbox-bridge.lock`: held for as
+    /// long as the returned file is open, released by the kernel when the
+    /// process dies. `Ok(None)` when another process holds it.
+    pub fn lock(&self) -> io::Result<Option<File>> {
+        use rustix::fs::{FlockOperation, flock};
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc_flags::NOFOLLOW)
+            .open(self.path.join(".inbox-bridge.lock"))?;
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(Some(file)),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Open flags the standard library does not name.
+mod libc_flags {
+    pub(super) const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
+    pub(super) const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+}
+
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+fn refused(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, message)
+}
+
+/// What ended a [`Changes::wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Woke {
+    /// A watched folder changed (or may have).
+    Changed,
+    /// The timeout passed.
+    Timeout,
+    /// The stop descriptor became readable.
+    Stop,
+}
+
+/// Waits for any of a few folders to change.
+pub struct Changes {
+    folders: Vec<PathBuf>,
+    #[cfg(target_os = "linux")]
+    inotify: Option<inotify::Watch>,
+}
+
+impl Changes {
+    /// Watches `folders` (those that exist now; see [`Changes::rewatch`]).
+    pub fn watch(folders: &[&Path]) -> Changes {
+        let folders: Vec<PathBuf> = folders.iter().map(|f| f.to_path_buf()).collect();
+        Changes {
+            #[cfg(target_os = "linux")]
+            inotify: inotify::Watch::new(&folders).ok(),
+            folders,
+        }
+    }
+
+    /// Whether changes are noticed by notification rather than only by the
+    /// timeout.
+    pub fn notified(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.inotify.is_some();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
+    /// Watches the folders again: a folder that was removed and created
+    /// again is a new folder, which the old watch does not see.
+    pub fn rewatch(&mut self) {
+        #[cfg(target_os = "linux")]
+        {
+            self.inotify = inotify::Watch::new(&self.folders).ok();
+        }
+    }
+
+    /// Sleeps until a watched folder changes, `stop` becomes readable, or
+    /// `timeout` passes.
+    pub fn wait(&mut self, timeout: Duration, stop: Option<std::os::fd::BorrowedFd<'_>>) -> Woke {
+        #[cfg(target_os = "linux")]
+        if let Some(watch) = &mut self.inotify {
+            return watch.wait(timeout, stop);
+        }
+        sleep_or_stop(timeout, stop)
+    }
+}
+
+/// Without notifications: sleeps `timeout`, ending early on `stop`.
+fn sleep_or_stop(timeout: Duration, stop: Option<std::os::fd::BorrowedFd<'_>>) -> Woke {
+    use rustix::event::{PollFd, PollFlags, poll};
+    let timespec = timespec(timeout);
+    let mut fds: Vec<PollFd<'_>> = stop.iter().map(|s| PollFd::new(s, PollFlags::IN)).collect();
+    match poll(&mut fds, Some(&timespec)) {
+        Ok(0) => Woke::Timeout,
+        Ok(_) => Woke::Stop,
+        Err(_) => Woke::Changed,
+    }
+}
+
+fn timespec(timeout: Duration) -> rustix::event::Timespec {
+    rustix::event::Timespec {
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(timeout.subsec_nanos()),
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod inotify {
+    use std::mem::MaybeUninit;
+    use std::os::fd::{BorrowedFd, OwnedFd};
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use rustix::event::{PollFd, PollFlags, poll};
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+
+    use super::{Woke, timespec};
+
+    /// One inotify descriptor watching every folder.
+    pub(super) struct Watch {
+        fd: OwnedFd,
+    }
+
+    impl Watch {
+        pub(super) fn new(folders: &[PathBuf]) -> std::io::Result<Watch> {
+            let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
+            let flags = WatchFlags::CREATE
+                | WatchFlags::MODIFY
+                | WatchFlags::CLOSE_WRITE
+                | WatchFlags::MOVED_TO
+                | WatchFlags::MOVED_FROM
+                | WatchFlags::DELETE
+                | WatchFlags::DELETE_SELF
+                | WatchFlags::MOVE_SELF;
+            for folder in folders {
+                inotify::add_watch(&fd, folder, flags)?;
+            }
+            Ok(Watch { fd })
+        }
+
+        pub(super) fn wait(&mut self, timeout: Duration, stop: Option<BorrowedFd<'_>>) -> Woke {
+            let timespec = timespec(timeout);
+            let mut fds = vec![PollFd::new(&self.fd, PollFlags::IN)];
+            if let Some(stop) = &stop {
+                fds.push(PollFd::new(stop, PollFlags::IN));
+            }
+            match poll(&mut fds, Some(&timespec)) {
+                Ok(0) => Woke::Timeout,
+                Ok(_) if fds.get(1).is_some_and(|s| !s.revents().is_empty()) => Woke::Stop,
+                Ok(_) => {
+                    self.drain();
+                    Woke::Changed
+                }
+                // Interrupted (a signal): the caller looks again.
+                Err(_) => Woke::Changed,
+            }
+        }
+
+        /// Reads every pending event: callers list the folder again anyway.
+        fn drain(&mut self) {
+            let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+            let mut reader = inotify::Reader::new(&self.fd, &mut buf);
+            while reader.next().is_ok() {}
+        }
+    }
+}
