@@ -493,3 +493,52 @@ fn a_bridge_needs_an_initialized_database_and_a_folder_of_its_own() {
         "a planted link is not followed"
     );
 }
+
+#[test]
+fn a_descriptor_still_being_written_is_waited_for_not_refused() {
+    let env = TestEnv::initialized();
+    let dir = drop_dir(&env);
+    let text = prompt("Written in two steps");
+    let (head, tail) = text.split_at(10);
+    write(&dir, "slow.task.json", head);
+    let bridge = env
+        .command(&[
+            "bridge",
+            "file-drop",
+            "drop",
+            "--to",
+            "worker",
+            "--once",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("slow.task.json"))
+        .unwrap();
+    file.write_all(tail.as_bytes()).unwrap();
+    drop(file);
+    let output = bridge.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let result = result_of(&dir, "slow.task.json");
+    assert_eq!(result["ok"], true, "{result}");
+    assert!(dir.join("slow.task.json.processed").exists());
+
+    // A file cut short and left so is malformed once it settled.
+    write(&dir, "cut.task.json", head);
+    let run = env.run(&[
+        "bridge",
+        "file-drop",
+        "drop",
+        "--to",
+        "worker",
+        "--once",
+        "--json",
+    ]);
+    assert_eq!(run.status, 0, "{run}");
+    assert_eq!(result_of(&dir, "cut.task.json")["code"], "malformed_json");
+}

@@ -368,13 +368,9 @@ impl ResultFile {
     }
 
     /// A `.result` read back: its thread, when it still waits for an outcome.
-    pub(crate) fn awaiting(bytes: &[u8]) -> Option<(ResultFile, String)> {
+    pub(crate) fn awaiting(bytes: &[u8]) -> Option<String> {
         let file: ResultFile = serde_json::from_slice(bytes).ok()?;
-        let thread = file
-            .thread_id
-            .clone()
-            .filter(|_| file.ok && file.outcome.is_none())?;
-        Some((file, thread))
+        file.thread_id.filter(|_| file.ok && file.outcome.is_none())
     }
 }
 

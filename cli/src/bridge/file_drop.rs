@@ -152,7 +152,9 @@ impl FileDrop {
                 first = false;
             }
             self.write_outcomes(lines)?;
-            if args.run.once || stop.asked() {
+            // `--once` still waits for a file being written to settle: it
+            // is there, only not finished.
+            if (args.run.once && !self.settling) || stop.asked() {
                 return Ok(());
             }
             let timeout = if self.settling {
@@ -308,7 +310,7 @@ impl FileDrop {
             let Ok((bytes, _)) = self.folder.read(&result, RESULT_MAX_BYTES) else {
                 continue;
             };
-            if let Some((_, thread)) = ResultFile::awaiting(&bytes) {
+            if let Some(thread) = ResultFile::awaiting(&bytes) {
                 let bytes = result.as_bytes();
                 let descriptor = OsStr::from_bytes(&bytes[..bytes.len() - ".result".len()]);
                 self.following.insert(thread, descriptor.to_owned());
