@@ -53,6 +53,19 @@ impl Bridge {
     }
 }
 
+/// `inbox bridge file-drop drop --to worker --once --json`, to its end.
+fn once(env: &TestEnv) -> crate::common::Run {
+    env.run(&[
+        "bridge",
+        "file-drop",
+        "drop",
+        "--to",
+        "worker",
+        "--once",
+        "--json",
+    ])
+}
+
 fn drop_dir(env: &TestEnv) -> PathBuf {
     env.dir().join("drop")
 }
@@ -141,15 +154,7 @@ fn what_seed_001_refuses_is_failed_with_a_result_that_says_why() {
     write(&dir, "good.task.json", &prompt("Summarise today's changes"));
     write(&dir, "ignored.json", &prompt("not a descriptor name"));
 
-    let run = env.run(&[
-        "bridge",
-        "file-drop",
-        "drop",
-        "--to",
-        "worker",
-        "--once",
-        "--json",
-    ]);
+    let run = once(&env);
     assert_eq!(run.status, 0, "{run}");
     let lines: Vec<Value> = run
         .raw_stdout
@@ -325,29 +330,13 @@ fn a_thread_that_finishes_while_no_bridge_runs_gets_its_outcome_at_the_next_star
         ],
         0,
     );
-    let run = env.run(&[
-        "bridge",
-        "file-drop",
-        "drop",
-        "--to",
-        "worker",
-        "--once",
-        "--json",
-    ]);
+    let run = once(&env);
     assert_eq!(run.status, 0, "{run}");
     let outcome = &result_of(&dir, "a.task.json")["outcome"];
     assert_eq!(outcome["status"], "failed", "{outcome}");
     assert_eq!(outcome["summary"], "Could not");
     // Written once: the next start has nothing left to follow.
-    let again = env.run(&[
-        "bridge",
-        "file-drop",
-        "drop",
-        "--to",
-        "worker",
-        "--once",
-        "--json",
-    ]);
+    let again = once(&env);
     assert!(!again.raw_stdout.contains("finished"), "{again}");
 }
 
@@ -419,15 +408,7 @@ fn one_bridge_per_folder_and_a_removed_folder_comes_back() {
         std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
         0o700
     );
-    let second = env.run(&[
-        "bridge",
-        "file-drop",
-        "drop",
-        "--to",
-        "worker",
-        "--once",
-        "--json",
-    ]);
+    let second = once(&env);
     assert_eq!(second.status, 30, "{second}");
     assert_eq!(second.json()["error"]["code"], "invalid_state");
 
@@ -446,15 +427,7 @@ fn one_bridge_per_folder_and_a_removed_folder_comes_back() {
 #[test]
 fn a_bridge_needs_an_initialized_database_and_a_folder_of_its_own() {
     let env = TestEnv::new();
-    let run = env.run(&[
-        "bridge",
-        "file-drop",
-        "drop",
-        "--to",
-        "worker",
-        "--once",
-        "--json",
-    ]);
+    let run = once(&env);
     assert_eq!(run.status, 50, "{run}");
     assert_eq!(run.json()["ok"], false);
 
@@ -530,15 +503,7 @@ fn a_descriptor_still_being_written_is_waited_for_not_refused() {
 
     // A file cut short and left so is malformed once it settled.
     write(&dir, "cut.task.json", head);
-    let run = env.run(&[
-        "bridge",
-        "file-drop",
-        "drop",
-        "--to",
-        "worker",
-        "--once",
-        "--json",
-    ]);
+    let run = once(&env);
     assert_eq!(run.status, 0, "{run}");
     assert_eq!(result_of(&dir, "cut.task.json")["code"], "malformed_json");
 }
