@@ -95,10 +95,12 @@ fn through_poller(ctx: &Ctx, n: usize) -> Result<Vec<f64>> {
     let poller = std::thread::spawn(move || seed_poller(&poller_dir, n, &done));
     let mut samples = Vec::with_capacity(n);
     for i in 0..n {
-        // Land at points spread over the poller's tick, as writers do (a
-        // fixed spread: the same in every run).
+        // Land at points spread evenly over the poller's tick (the middles
+        // of n equal slices), as writers unaware of it do; the same in
+        // every run.
         let tick = POLL.as_millis() as u64;
-        std::thread::sleep(Duration::from_millis((i as u64 * 7_919) % tick));
+        let offset = (2 * i as u64 + 1) * tick / (2 * n as u64);
+        std::thread::sleep(Duration::from_millis(offset));
         let landed = drop_one(&dir, i)?;
         finished.recv().map_err(|_| anyhow!("the poller stopped"))?;
         samples.push(landed.elapsed().as_secs_f64() * 1e6);
@@ -141,8 +143,8 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
          (woken by inotify; the clock stops when its `dispatched` line is read, printed after \
          the thread committed at normal durability, the `.result` was written and the \
          descriptor renamed) takes {n_bridge}; seed 001's poller (every 2 s, one descriptor \
-         per tick; the clock stops at its `.result`) takes {n_poller}, each landing at a \
-         random point of its tick. Same run, same machine."
+         per tick; the clock stops at its `.result`) takes {n_poller}, landing at points spread \
+         evenly over its tick. Same run, same machine."
     ));
     progress(&format!(
         "bridge: {n_bridge} descriptors through inbox bridge file-drop"
