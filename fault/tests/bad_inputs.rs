@@ -243,6 +243,9 @@ fn cases() -> Vec<Case> {
         case("`import` of a file that is not a database", "import --sqlite nul.txt", Refused(30, "invalid_value")),
         case("`import` of a folder", "import --sqlite .", Refused(30, "invalid_value")),
         case("`import` of a database that does not exist", "import --sqlite nope.db", Refused(30, "invalid_value")),
+        // Bridges: refused before they touch a file.
+        case("`bridge file-drop` on a file instead of a folder", "bridge file-drop nul.txt --to worker --once", Refused(30, "invalid_value")),
+        case("`bridge file-drop` without a database", "bridge file-drop drop --to worker --once", Refused(50, "not_initialized")).on(Setup::Missing),
     ]
 }
 

@@ -48,8 +48,8 @@ pub enum ReadProblem {
 
 impl Folder {
     /// The folder at `path`, created (owner-only, its parents as needed) if
-    /// it does not exist. Refused when it is a symbolic link, not a folder,
-    /// or another user's.
+    /// it does not exist. Refused (`InvalidInput`, the message naming the
+    /// folder) when it is a symbolic link, not a folder, or another user's.
     pub fn ensure(path: &Path) -> io::Result<Folder> {
         match std::fs::symlink_metadata(path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -219,8 +219,10 @@ fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
+/// A folder this module will not use; the message names it. Its kind,
+/// `InvalidInput`, tells it apart from what the operating system said.
 fn refused(message: String) -> io::Error {
-    io::Error::new(io::ErrorKind::PermissionDenied, message)
+    io::Error::new(io::ErrorKind::InvalidInput, message)
 }
 
 /// What ended a [`Changes::wait`].

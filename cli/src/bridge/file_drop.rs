@@ -540,15 +540,20 @@ fn internal(error: &dyn std::fmt::Display) -> EngineError {
 }
 
 fn folder_error(path: &std::path::Path, error: &std::io::Error) -> EngineError {
-    let code = if error.kind() == std::io::ErrorKind::PermissionDenied {
-        ErrorCode::InvalidValue
-    } else {
-        ErrorCode::StorageError
+    use std::io::ErrorKind;
+    let (code, message) = match error.kind() {
+        // Folder's own refusals name the folder already.
+        ErrorKind::InvalidInput => (ErrorCode::InvalidValue, error.to_string()),
+        ErrorKind::PermissionDenied => (
+            ErrorCode::InvalidValue,
+            format!("{}: {error}", path.display()),
+        ),
+        _ => (
+            ErrorCode::StorageError,
+            format!("{}: {error}", path.display()),
+        ),
     };
-    EngineError::Relayed {
-        code,
-        message: format!("{}: {error}", path.display()),
-    }
+    EngineError::Relayed { code, message }
 }
 
 /// The folder the database is in, watched for its commits.
