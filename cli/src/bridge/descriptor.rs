@@ -412,6 +412,11 @@ mod tests {
             ("worker-1", "Fix it")
         );
         assert_eq!(plain.thread("f", None), Err(Refusal::NoRecipient));
+        let escapes =
+            parse(br#"{"version":1,"kind":"prompt","prompt":"\tFix\tthe \u001b[31mbug"}"#).unwrap();
+        let thread = escapes.thread("f", Some("w")).unwrap();
+        assert_eq!(thread.subject, "Fix the  [31mbug");
+        assert_eq!(thread.body, "\tFix\tthe \u{1b}[31mbug");
     }
 
     #[test]
