@@ -1191,7 +1191,8 @@ pub struct FileDropArgs {
     #[arg(long, value_name = "AGENT", default_value = "file-drop")]
     pub from: String,
     /// Accept spawn_worker descriptors (anyone who can write DIR may send them)
-    #[arg(long)]
+    // The seed's own flag name is accepted too, for its users' scripts.
+    #[arg(long, visible_alias = "inbox-trust-all")]
     pub trust_all: bool,
     #[command(flatten)]
     pub run: BridgeRunArgs,
