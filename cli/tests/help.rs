@@ -88,7 +88,17 @@ fn the_subcommands_are_the_engine_s_commands_and_the_tools() {
         .map(String::as_str)
         .filter(|name| EngineCommand::parse(name).is_none())
         .collect();
-    assert_eq!(tools, ["skill", "script", "export", "import", "bridge-file-drop", "mcp"]);
+    assert_eq!(
+        tools,
+        [
+            "skill",
+            "script",
+            "export",
+            "import",
+            "bridge-file-drop",
+            "mcp"
+        ]
+    );
 }
 
 #[test]

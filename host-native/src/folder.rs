@@ -209,6 +209,144 @@ impl Folder {
     }
 }
 
+/// A file inside a folder's subfolder (`members/NAME/inbox`), opened
+/// one name at a time from the folder, none of them through a link: a
+/// subfolder swapped for a link between a listing and the open is refused,
+/// not followed.
+impl Folder {
+    /// The names of the real subfolders (never links), in byte order.
+    pub fn subfolders(&self) -> io::Result<Vec<OsString>> {
+        let mut names: Vec<OsString> = std::fs::read_dir(&self.path)?
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|entry| entry.file_name())
+            .filter(|name| !name.as_bytes().starts_with(b"."))
+            .collect();
+        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        Ok(names)
+    }
+
+    /// The subfolder `dir`, opened without following a link.
+    fn open_subfolder(&self, dir: &OsStr) -> io::Result<std::os::fd::OwnedFd> {
+        use rustix::fs::{Mode, OFlags, openat};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let top = rustix::fs::open(&self.path, flags, Mode::empty())?;
+        Ok(openat(&top, dir, flags, Mode::empty())?)
+    }
+
+    /// The regular file `name` of the subfolder `dir`, open for reading
+    /// (the caller seeks and reads a bounded amount): never through a link,
+    /// never blocking on a FIFO.
+    pub fn open_in(&self, dir: &OsStr, name: &OsStr) -> Result<File, ReadProblem> {
+        use rustix::fs::{Mode, OFlags, openat};
+        let problem = |e: rustix::io::Errno| match e {
+            rustix::io::Errno::NOENT => ReadProblem::Gone,
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => ReadProblem::Symlink,
+            e => ReadProblem::Io(e.into()),
+        };
+        let sub = self.open_subfolder(dir).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ReadProblem::Gone,
+            _ => ReadProblem::Symlink,
+        })?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = openat(&sub, name, flags, Mode::empty()).map_err(problem)?;
+        let file = File::from(fd);
+        let meta = file.metadata().map_err(ReadProblem::Io)?;
+        if !meta.is_file() {
+            return Err(ReadProblem::NotAFile);
+        }
+        Ok(file)
+    }
+
+    /// Appends `lines` to the file `name` of the subfolder `dir` (created
+    /// owner-only if missing), under an exclusive `flock` on `lock` beside
+    /// it, one `write` per line: the contention protocol of a file other
+    /// writers append to with `flock -x` on the same lock file. Neither
+    /// name is followed if it is a link.
+    pub fn append_locked(
+        &self,
+        dir: &OsStr,
+        name: &OsStr,
+        lock: &OsStr,
+        lines: &[Vec<u8>],
+    ) -> io::Result<()> {
+        use rustix::fs::{FlockOperation, Mode, OFlags, flock, openat};
+        let sub = self.open_subfolder(dir)?;
+        let create = OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mode = Mode::from_raw_mode(0o600);
+        let lock = File::from(openat(&sub, lock, create | OFlags::RDWR, mode)?);
+        // Blocking: other holders append a line and let go.
+        flock(&lock, FlockOperation::LockExclusive)?;
+        let file = File::from(openat(
+            &sub,
+            name,
+            create | OFlags::WRONLY | OFlags::APPEND,
+            mode,
+        )?);
+        if !file.metadata()?.is_file() {
+            return Err(refused(format!(
+                "{} is not a regular file",
+                name.to_string_lossy()
+            )));
+        }
+        for line in lines {
+            (&file).write_all(line)?;
+        }
+        file.sync_data()?;
+        // Closing `lock` releases the flock.
+        Ok(())
+    }
+
+    /// Takes the lock `name` the way Node's `proper-lockfile` (Claude
+    /// Code's) does: by creating a folder of that name, which only one
+    /// process can. A lock folder older than `stale` is a crashed holder's
+    /// and is taken over. Gives up (`WouldBlock`) after `patience`.
+    pub fn lock_folder(
+        &self,
+        name: &OsStr,
+        stale: Duration,
+        patience: Duration,
+    ) -> io::Result<FolderLock> {
+        let path = self.join(name);
+        let started = std::time::Instant::now();
+        loop {
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(FolderLock { path }),
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                Err(_) => {}
+            }
+            let age = std::fs::symlink_metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| m.elapsed().ok());
+            if age.is_some_and(|age| age > stale) {
+                // Removes only an empty folder: never anything planted in it.
+                let _ = std::fs::remove_dir(&path);
+                continue;
+            }
+            if started.elapsed() > patience {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!("{} is held by another process", path.display()),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A lock taken by [`Folder::lock_folder`], released when dropped.
+#[derive(Debug)]
+pub struct FolderLock {
+    path: PathBuf,
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
 /// Open flags the standard library does not name.
 mod libc_flags {
     pub(super) const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;

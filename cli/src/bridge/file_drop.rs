@@ -28,7 +28,7 @@ use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use super::descriptor::{self, Outcome, Refusal, ResultFile};
-use super::{Bus, Lines, Stop};
+use super::{Bus, Lines, Stop, database_folder, folder_error, io_error, unexpected};
 use crate::args::{FileDropArgs, Global};
 
 const COMMAND: &str = "bridge-file-drop";
@@ -74,10 +74,6 @@ pub(crate) fn run(global: &Global, args: &FileDropArgs) -> u8 {
         }
         Err(error) => lines.fail(COMMAND, error),
     }
-}
-
-fn io_error(what: &str, error: &std::io::Error) -> EngineError {
-    EngineError::Store(inbox_engine::StoreError::other(format!("{what}: {error}")))
 }
 
 /// The bridge's state: its folder, its connection, and the threads whose
@@ -510,50 +506,11 @@ fn unreadable(problem: ReadProblem) -> Refusal {
 /// database) stops the bridge, leaving the descriptor for the next start.
 fn inbox_refusal(error: EngineError) -> Result<Refusal, EngineError> {
     let code = error.code();
-    let bridge_s_own = matches!(
-        code,
-        ErrorCode::AgentTokenRequired | ErrorCode::AgentTokenInvalid
-    ) || code.exit_code() >= 50;
-    if bridge_s_own {
+    if super::bridge_s_own(code) {
         return Err(error);
     }
     Ok(Refusal::Inbox {
         code: code.as_str().to_owned(),
         message: error.to_string(),
     })
-}
-
-/// An answer of another command than the one asked: a bug.
-fn unexpected(output: &Output) -> EngineError {
-    internal(&format!(
-        "answered {} unexpectedly",
-        output.command().as_str()
-    ))
-}
-
-fn internal(error: &dyn std::fmt::Display) -> EngineError {
-    EngineError::Internal {
-        message: format!("bridge: {error}"),
-    }
-}
-
-fn folder_error(path: &std::path::Path, error: &std::io::Error) -> EngineError {
-    let code = if error.kind() == std::io::ErrorKind::PermissionDenied {
-        ErrorCode::InvalidValue
-    } else {
-        ErrorCode::StorageError
-    };
-    EngineError::Relayed {
-        code,
-        message: format!("{}: {error}", path.display()),
-    }
-}
-
-/// The folder the database is in, watched for its commits.
-fn database_folder(global: &Global) -> std::path::PathBuf {
-    let (db, _) = crate::resolve_db(global);
-    match db.path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    }
 }
