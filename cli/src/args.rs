@@ -1213,7 +1213,7 @@ pub struct TeamsArgs {
     /// The team folder (with members/ or inboxes/)
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// The inbox agent the folder's coordinator (team-lead) is
+    /// The inbox agent that is the folder's coordinator (seed 002's coordinator, Claude Code's team-lead)
     #[arg(long, value_name = "NAME")]
     pub lead: Option<String>,
     #[command(flatten)]
