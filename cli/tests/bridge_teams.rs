@@ -566,6 +566,72 @@ fn a_claude_code_inboxes_folder_round_trips() {
         env.json(&["list"], 0)["threads"].as_array().unwrap().len(),
         2
     );
+
+    // Started again, it applies no entry twice (nor says so).
+    let mut entries: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(inboxes.join("worker.json")).unwrap())
+            .unwrap();
+    entries.push(json!({"from": "team-lead", "text": "One more thing", "timestamp": "2026-02-15T11:00:00.000Z", "read": false}));
+    std::fs::write(
+        inboxes.join("worker.json"),
+        serde_json::to_string(&entries).unwrap(),
+    )
+    .unwrap();
+    let lines = once(&env, &["--lead", "lead"]);
+    assert_eq!(count(&lines, "opened"), 1, "{lines:?}");
+    let lines = once(&env, &["--lead", "lead"]);
+    assert_eq!(count(&lines, "opened"), 0, "{lines:?}");
+}
+
+#[test]
+fn links_planted_in_a_team_folder_are_never_followed() {
+    let env = TestEnv::initialized();
+    team(&env, &["worker"]);
+    let secret = env.dir().join("secret.txt");
+    let line = r#"{"type":"task_assignment","from":"lead","to":"evil","timestamp":"2026-02-15T10:30:00Z","content":{"subject":"Secret"}}"#;
+    std::fs::write(&secret, format!("{line}\n")).unwrap();
+    let evil = env.dir().join("team/members/evil");
+    std::fs::create_dir_all(&evil).unwrap();
+    std::os::unix::fs::symlink(&secret, evil.join("inbox")).unwrap();
+    let elsewhere = env.dir().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("inbox"), format!("{line}\n")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, env.dir().join("team/members/linked")).unwrap();
+
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "unreadable"), 1, "{lines:?}");
+    assert_eq!(count(&lines, "opened"), 0, "{lines:?}");
+    env.json(
+        &["send", "--from", "lead", "--to", "evil", "--subject", "Hi"],
+        0,
+    );
+    env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "linked",
+            "--subject",
+            "Hi",
+        ],
+        0,
+    );
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "unwritable"), 1, "{lines:?}");
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        format!("{line}\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("inbox")).unwrap(),
+        format!("{line}\n")
+    );
+    assert_eq!(
+        env.json(&["list"], 0)["threads"].as_array().unwrap().len(),
+        2
+    );
 }
 
 #[test]

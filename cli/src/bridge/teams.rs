@@ -136,6 +136,10 @@ struct Place {
     /// bridge has looked at the member's mailbox once.
     #[serde(default)]
     outbound: Option<EventId>,
+    /// Claude Code: the keys of the entries applied that are still unread
+    /// (the file keeps them until the agent reads them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    applied: Vec<String>,
 }
 
 /// The hint file's content.
@@ -164,8 +168,9 @@ struct Teams {
     /// The newest event when the bridge started: a member never seen
     /// before gets what is sent from then on.
     start_event: EventId,
-    /// Claude Code entries applied in this run (their keys).
-    applied: HashSet<String>,
+    /// The problem last reported for a member's file, said once until it
+    /// changes or goes away.
+    problems: HashMap<String, String>,
     /// Thread id → the task id lines name it by.
     tasks: HashMap<String, String>,
 }
@@ -207,7 +212,7 @@ impl Teams {
             saved: hint.clone(),
             hint,
             start_event: 0,
-            applied: HashSet::new(),
+            problems: HashMap::new(),
             tasks: HashMap::new(),
         };
         bridge.start_event = bridge.bus.latest_event()?;
@@ -338,6 +343,7 @@ impl Teams {
                 return Ok(());
             }
         };
+        self.problems.remove(&format!("unreadable:{member}"));
         let meta = file.metadata().map_err(|e| io_error("inbox file", &e))?;
         let place = self.place(member).clone();
         let mut place = if place.inode == meta.ino() && place.offset <= meta.len() {
@@ -420,8 +426,12 @@ impl Teams {
             return Ok(());
         };
         let owner = self.agent(member);
+        let known: HashSet<String> = self.place(member).applied.drain(..).collect();
+        let mut applied = Vec::new();
         for (index, entry) in entries.iter().enumerate() {
             if stop.asked() {
+                // What was not looked at stays unapplied.
+                applied.extend(known.iter().cloned());
                 break;
             }
             let at = Position {
@@ -439,15 +449,17 @@ impl Teams {
                 continue;
             }
             let key = entry_key(member, entry);
-            if self.applied.contains(&key) {
-                continue;
+            if !known.contains(&key) {
+                match parsed {
+                    Ok(inbound) => self.apply(&at, &inbound, &key, lines)?,
+                    Err(problem) => self.report_line(&at, &problem, lines),
+                }
             }
-            match parsed {
-                Ok(inbound) => self.apply(&at, &inbound, &key, lines)?,
-                Err(problem) => self.report_line(&at, &problem, lines),
-            }
-            self.applied.insert(key);
+            applied.push(key);
         }
+        applied.sort();
+        applied.dedup();
+        self.place(member).applied = applied;
         Ok(())
     }
 
@@ -748,8 +760,8 @@ impl Teams {
                 .into_iter()
                 .filter(|m| !m.message.payload.contains_key(teams_line::PAYLOAD_KEY))
                 .collect();
-            if !fresh.is_empty() {
-                self.append(member, &fresh, lines)?;
+            if !fresh.is_empty() && !self.append(member, &fresh, lines)? {
+                return Ok(());
             }
             cursor = cursor.max(mailbox.next_event_id);
             self.place(member).outbound = Some(cursor);
@@ -759,13 +771,14 @@ impl Teams {
         }
     }
 
-    /// Appends `messages` to `member`'s file, in the layout's way.
+    /// Appends `messages` to `member`'s file, in the layout's way; `false`
+    /// when the file could not be written (said once).
     fn append(
         &mut self,
         member: &str,
         messages: &[MailboxMessage],
         lines: &Lines,
-    ) -> Result<(), EngineError> {
+    ) -> Result<bool, EngineError> {
         let mut written = Vec::with_capacity(messages.len());
         for message in messages {
             let task = self.task_of(&message.message.thread_id)?;
@@ -793,12 +806,18 @@ impl Teams {
                 self.append_entries(member, entries)
             }
         };
-        let file = self.folder.join(OsStr::new(member));
-        result.map_err(|e| folder_error(&file, &e))?;
+        if let Err(error) = result {
+            // The member's file, not the bridge: a link planted there, a
+            // spoiled array. The messages wait (the cursor stays) and the
+            // bridge goes on with the other members.
+            self.report_file(member, "unwritable", &error.to_string(), lines);
+            return Ok(false);
+        }
+        self.problems.remove(&format!("unwritable:{member}"));
         for (message, _, _) in &written {
             self.report_written(member, message, lines);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Claude Code: the array read, extended and written whole (renamed
@@ -895,7 +914,14 @@ impl Teams {
         );
     }
 
-    fn report_file(&self, member: &str, action: &str, error: &str, lines: &Lines) {
+    /// A member's file the bridge cannot use: said once, until it changes.
+    fn report_file(&mut self, member: &str, action: &str, error: &str, lines: &Lines) {
+        let said = self
+            .problems
+            .insert(format!("{action}:{member}"), error.to_owned());
+        if said.as_deref() == Some(error) {
+            return;
+        }
         lines.action(
             action,
             json!({ "member": member, "error": error }),
