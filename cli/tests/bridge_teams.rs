@@ -368,6 +368,56 @@ fn malformed_lines_are_skipped_and_counted_and_never_read_again() {
 }
 
 #[test]
+fn the_seed_s_rotation_and_clean_up_apply_nothing_again() {
+    let env = TestEnv::initialized();
+    team(&env, &["worker"]);
+    for i in 1..=3 {
+        seed_send(
+            &env,
+            "worker",
+            "task_assignment",
+            "lead",
+            "worker",
+            &json!({"taskId": format!("T-{i}"), "subject": format!("Task {i}")}),
+        );
+    }
+    assert_eq!(count(&once(&env, &[]), "opened"), 3);
+    // "Archive old messages": keep the last 2 lines, through a new file.
+    sh(
+        &env,
+        r#"INBOX=team/members/worker/inbox
+ARCHIVE=team/members/worker/inbox-archive
+head -n -2 "$INBOX" >> "$ARCHIVE"
+tail -n 2 "$INBOX" > "${INBOX}.tmp"
+mv "${INBOX}.tmp" "$INBOX""#,
+    );
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "rotated"), 1, "{lines:?}");
+    let opened: Vec<&Value> = lines.iter().filter(|l| l["action"] == "opened").collect();
+    assert_eq!(opened.len(), 2, "{lines:?}");
+    assert!(opened.iter().all(|l| l["replayed"] == true), "{lines:?}");
+    // "Rotate if over threshold": a fresh file; its lines are new.
+    sh(
+        &env,
+        r#"INBOX=team/members/worker/inbox
+mv "$INBOX" "${INBOX}.$(date +%Y%m%d-%H%M%S)"
+touch "$INBOX""#,
+    );
+    seed_send(
+        &env,
+        "worker",
+        "task_assignment",
+        "lead",
+        "worker",
+        &json!({"taskId": "T-4", "subject": "Task 4"}),
+    );
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "opened"), 1, "{lines:?}");
+    let threads = env.json(&["list"], 0);
+    assert_eq!(threads["threads"].as_array().unwrap().len(), 4, "{threads}");
+}
+
+#[test]
 fn killed_and_started_again_it_applies_every_line_exactly_once() {
     let env = TestEnv::initialized();
     team(&env, &["worker"]);
@@ -412,6 +462,12 @@ done"#,
     std::fs::remove_file(env.dir().join("team/.inbox-bridge-teams.json")).unwrap();
     let lines = once(&env, &[]);
     assert_eq!(count(&lines, "opened"), 200, "replayed, each once");
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["action"] == "opened")
+            .all(|l| l["replayed"] == true)
+    );
     assert_eq!(
         env.json(&["list", "--limit", "1000"], 0)["threads"]
             .as_array()

@@ -271,12 +271,29 @@ impl Folder {
         lines: &[Vec<u8>],
     ) -> io::Result<()> {
         use rustix::fs::{FlockOperation, Mode, OFlags, flock, openat};
+        let lock_name = lock;
         let sub = self.open_subfolder(dir)?;
         let create = OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let mode = Mode::from_raw_mode(0o600);
         let lock = File::from(openat(&sub, lock, create | OFlags::RDWR, mode)?);
-        // Blocking: other holders append a line and let go.
-        flock(&lock, FlockOperation::LockExclusive)?;
+        // Other holders append a line and let go; one that never does makes
+        // this append fail (and be tried again later), not hang the caller.
+        let started = std::time::Instant::now();
+        loop {
+            match flock(&lock, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::WOULDBLOCK) if started.elapsed() < LOCK_PATIENCE => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!("{} is held by another process", lock_name.to_string_lossy()),
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let file = File::from(openat(
             &sub,
             name,
@@ -334,6 +351,9 @@ impl Folder {
         }
     }
 }
+
+/// How long [`Folder::append_locked`] waits for another holder of the lock.
+const LOCK_PATIENCE: Duration = Duration::from_secs(10);
 
 /// A lock taken by [`Folder::lock_folder`], released when dropped.
 #[derive(Debug)]

@@ -130,7 +130,7 @@ impl FileDrop {
         // The cursor first, then the files: a thread that finishes in
         // between is seen by both, and written once (the second finds it
         // no longer followed).
-        bridge.cursor = Some(bridge.latest_event()?);
+        bridge.cursor = Some(bridge.bus.latest_event()?);
         bridge.read_following();
         Ok(bridge)
     }
@@ -309,14 +309,6 @@ impl FileDrop {
                 let descriptor = OsStr::from_bytes(&bytes[..bytes.len() - ".result".len()]);
                 self.following.insert(thread, descriptor.to_owned());
             }
-        }
-    }
-
-    /// The newest event id now: finishes after it are new.
-    fn latest_event(&mut self) -> Result<EventId, EngineError> {
-        match self.bus.execute(watch(None), None)? {
-            Output::Watch(watched) => Ok(watched.next_event_id),
-            other => Err(unexpected(&other)),
         }
     }
 

@@ -74,11 +74,22 @@ impl Bus {
         request: Request,
         key: Option<String>,
     ) -> Result<Output, EngineError> {
+        self.execute_keyed(request, key).map(|(output, _)| output)
+    }
+
+    /// [`Bus::execute`], saying whether the answer is a replay (the key's
+    /// first outcome, nothing written now).
+    pub(crate) fn execute_keyed(
+        &mut self,
+        request: Request,
+        key: Option<String>,
+    ) -> Result<(Output, bool), EngineError> {
         let mut call = Call::from(request);
         call.idempotency_key = key;
         call.agent_token.clone_from(&self.token);
         match self.engine.execute_call(call) {
-            Response::Success(output) | Response::Replayed(output) => Ok(output),
+            Response::Success(output) => Ok((output, false)),
+            Response::Replayed(output) => Ok((output, true)),
             Response::Failure { error, .. } => Err(error),
         }
     }

@@ -171,6 +171,8 @@ struct Teams {
     /// The problem last reported for a member's file, said once until it
     /// changes or goes away.
     problems: HashMap<String, String>,
+    /// Whether the last keyed write was a replay (a line applied before).
+    replayed: bool,
     /// Thread id → the task id lines name it by.
     tasks: HashMap<String, String>,
 }
@@ -213,6 +215,7 @@ impl Teams {
             hint,
             start_event: 0,
             problems: HashMap::new(),
+            replayed: false,
             tasks: HashMap::new(),
         };
         bridge.start_event = bridge.bus.latest_event()?;
@@ -351,6 +354,16 @@ impl Teams {
         } else {
             // Rotated, rewritten or new: read from the start; every line
             // already applied replays.
+            if place.offset > 0 {
+                lines.action(
+                    "rotated",
+                    json!({ "member": member, "lines_before": place.line }),
+                    &format!(
+                        "{}: inbox rotated or rewritten, read again from its start",
+                        Lines::safe(member)
+                    ),
+                );
+            }
             Place {
                 inode: meta.ino(),
                 outbound: place.outbound,
@@ -677,10 +690,17 @@ impl Teams {
     /// Runs `request` under `key`. `Ok(None)`: the key was used for another
     /// request, which means this line was applied before (what it found
     /// then differs from now: a thread opened since, a role changed).
+    /// Whether it wrote nothing is kept for the action line.
     fn execute(&mut self, request: Request, key: &str) -> Result<Option<Output>, EngineError> {
-        match self.bus.execute(request, Some(key.to_owned())) {
-            Ok(output) => Ok(Some(output)),
-            Err(error) if error.code() == ErrorCode::IdempotencyConflict => Ok(None),
+        match self.bus.execute_keyed(request, Some(key.to_owned())) {
+            Ok((output, replayed)) => {
+                self.replayed = replayed;
+                Ok(Some(output))
+            }
+            Err(error) if error.code() == ErrorCode::IdempotencyConflict => {
+                self.replayed = true;
+                Ok(None)
+            }
             Err(error) => Err(error),
         }
     }
@@ -877,13 +897,21 @@ impl Teams {
         let thread = thread.filter(|t| !t.is_empty());
         lines.action(
             action,
-            json!({ "member": at.member, "line": at.line, "type": type_of(inbound), "thread_id": thread }),
+            json!({
+                "member": at.member, "line": at.line, "type": type_of(inbound),
+                "thread_id": thread, "replayed": self.replayed,
+            }),
             &format!(
-                "{} line {}: {} -> {action}{}",
+                "{} line {}: {} -> {action}{}{}",
                 Lines::safe(at.member),
                 at.line,
                 type_of(inbound),
-                thread.map(|t| format!(" thread {t}")).unwrap_or_default()
+                thread.map(|t| format!(" thread {t}")).unwrap_or_default(),
+                if self.replayed {
+                    " (applied before)"
+                } else {
+                    ""
+                }
             ),
         );
     }
