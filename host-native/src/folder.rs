@@ -9,7 +9,11 @@
 //! and written by creating a fresh owner-only file beside it and renaming
 //! it over the name (a rename replaces a planted link, never follows it).
 //! The folder itself is created owner-only and refused when another user
-//! owns it.
+//! owns it. A file one level down (a team member's `members/NAME/inbox`) is
+//! reached name by name from the folder (`openat`, never through a link),
+//! and appended to under the `flock` its other writers take; a lock other
+//! programs take by creating a folder (Node's `proper-lockfile`) is taken
+//! the same way.
 //!
 //! [`Changes`] sleeps until one of the watched folders changes (inotify on
 //! Linux, a plain sleep elsewhere), a stop is asked for, or a timeout. It
