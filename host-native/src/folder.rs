@@ -522,3 +522,102 @@ mod inotify {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn team() -> (tempfile::TempDir, Folder) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("members/worker")).unwrap();
+        let folder = Folder::ensure(&dir.path().join("members")).unwrap();
+        (dir, folder)
+    }
+
+    #[test]
+    fn appends_wait_for_the_flock_other_writers_hold() {
+        let (dir, folder) = team();
+        let lock_path = dir.path().join("members/worker/inbox.lock");
+        let held = File::create(&lock_path).unwrap();
+        rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(held);
+        });
+        let started = std::time::Instant::now();
+        let lines = [b"one\n".to_vec(), b"two\n".to_vec()];
+        let worker = OsStr::new("worker");
+        folder
+            .append_locked(
+                worker,
+                OsStr::new("inbox"),
+                OsStr::new("inbox.lock"),
+                &lines,
+            )
+            .unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        releaser.join().unwrap();
+        let file = folder.open_in(worker, OsStr::new("inbox")).unwrap();
+        let mut text = String::new();
+        (&file).read_to_string(&mut text).unwrap();
+        assert_eq!(text, "one\ntwo\n");
+    }
+
+    #[test]
+    fn a_member_folder_or_file_that_is_a_link_is_refused() {
+        let (dir, folder) = team();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("inbox"), "secret\n").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("members/linked")).unwrap();
+        std::os::unix::fs::symlink(
+            elsewhere.join("inbox"),
+            dir.path().join("members/worker/inbox"),
+        )
+        .unwrap();
+        assert_eq!(folder.subfolders().unwrap(), [OsString::from("worker")]);
+        let linked = OsStr::new("linked");
+        assert!(matches!(
+            folder.open_in(linked, OsStr::new("inbox")),
+            Err(ReadProblem::Symlink)
+        ));
+        assert!(matches!(
+            folder.open_in(OsStr::new("worker"), OsStr::new("inbox")),
+            Err(ReadProblem::Symlink)
+        ));
+        let line = [b"x\n".to_vec()];
+        let lock = OsStr::new("inbox.lock");
+        assert!(
+            folder
+                .append_locked(OsStr::new("worker"), OsStr::new("inbox"), lock, &line)
+                .is_err()
+        );
+        assert!(
+            folder
+                .append_locked(linked, OsStr::new("inbox"), lock, &line)
+                .is_err()
+        );
+        assert_eq!(
+            std::fs::read_to_string(elsewhere.join("inbox")).unwrap(),
+            "secret\n"
+        );
+    }
+
+    #[test]
+    fn a_folder_lock_is_exclusive_and_a_stale_one_is_taken_over() {
+        let (_dir, folder) = team();
+        let name = OsStr::new("worker.json.lock");
+        let long = Duration::from_secs(60);
+        let held = folder.lock_folder(name, long, long).unwrap();
+        let short = Duration::from_millis(50);
+        let busy = folder.lock_folder(name, long, short).unwrap_err();
+        assert_eq!(busy.kind(), io::ErrorKind::WouldBlock);
+        // Its holder crashed: older than `stale`, it is taken over.
+        std::mem::forget(held);
+        std::thread::sleep(Duration::from_millis(30));
+        let taken = folder.lock_folder(name, Duration::from_millis(10), long);
+        assert!(taken.is_ok());
+        drop(taken);
+        assert!(!folder.join(name).exists());
+    }
+}
