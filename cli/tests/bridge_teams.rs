@@ -276,6 +276,13 @@ fn seed_002_lines_open_block_and_finish_threads_and_inbox_writes_back() {
     let written = bridge.next_of("written");
     assert_eq!(written["member"], "backend-dev", "{written}");
     assert_eq!(written["type"], "task_assignment");
+    let raw = std::fs::read_to_string(env.dir().join("team/members/backend-dev/inbox")).unwrap();
+    assert!(
+        raw.lines().last().unwrap().starts_with(
+            r#"{"type":"task_assignment","from":"coordinator","to":"backend-dev","timestamp":""#
+        ),
+        "{raw}"
+    );
     let lines = read_inbox(&env, "backend-dev");
     let line = lines.last().unwrap();
     assert_eq!(line["type"], "task_assignment", "{line}");

@@ -166,7 +166,7 @@ pub(crate) fn parse_line(
         Some(_) => return Err(schema("content", "must be an object")),
         None => return Err(schema("content", "required")),
     };
-    let payload = json!({ PAYLOAD_KEY: { "layout": "members", "line": Value::Object(fields) } });
+    let payload = payload("members", "line", Value::Object(fields));
     inbound(&kind, from, owner, &content, payload)
 }
 
@@ -186,7 +186,7 @@ pub(crate) fn parse_entry(
     }
     let from = names(text(fields, "from")?);
     let body = text(fields, "text")?;
-    let payload = json!({ PAYLOAD_KEY: { "layout": "inboxes", "entry": entry } });
+    let payload = payload("inboxes", "entry", entry.clone());
     let structured = serde_json::from_str::<Value>(body)
         .ok()
         .and_then(|v| match v {
@@ -279,7 +279,7 @@ fn subject(content: &Map<String, Value>, from: &str, kind: &str) -> String {
     let given = ["subject", "summary", "text", "description"]
         .iter()
         .filter_map(|k| content.get(*k).and_then(Value::as_str))
-        .map(crate::request::subject_from)
+        .map(one_line_of)
         .find(|s| !s.is_empty());
     given.unwrap_or_else(|| match content.get("taskId").and_then(Value::as_str) {
         Some(task) => format!("{kind} {task} from {from}"),
@@ -298,9 +298,58 @@ fn body(content: &Map<String, Value>) -> String {
 fn one_line(content: &Map<String, Value>, keys: &[&str], otherwise: &str) -> String {
     keys.iter()
         .filter_map(|k| content.get(*k).and_then(Value::as_str))
-        .map(crate::request::subject_from)
+        .map(one_line_of)
         .find(|s| !s.is_empty())
         .unwrap_or_else(|| otherwise.to_owned())
+}
+
+/// The first line of `text` as a subject or summary: inbox takes no
+/// control characters there (a terminal escape in a line is shown, not
+/// obeyed, and the whole text stays in the body and the payload).
+fn one_line_of(text: &str) -> String {
+    let line = crate::request::subject_from(text);
+    line.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .trim()
+        .to_owned()
+}
+
+/// Longer strings are left out of a payload that would be over inbox's
+/// limit (the long text is the message's body already).
+const PAYLOAD_STRING_MAX: usize = 4096;
+
+/// `{"teams": {"layout": LAYOUT, KEY: ORIGINAL}}`, the original whole when
+/// it fits inbox's payload limit, else with its long strings replaced by a
+/// note of their size, else its envelope only.
+fn payload(layout: &str, key: &str, original: Value) -> Value {
+    let limit = inbox_engine::validate::PAYLOAD_MAX_BYTES - 1024;
+    let wrap = |value: Value| json!({ PAYLOAD_KEY: { "layout": layout, key: value } });
+    let full = wrap(original.clone());
+    if full.to_string().len() <= limit {
+        return full;
+    }
+    let mut slim = original;
+    shorten(&mut slim);
+    let slim = wrap(slim);
+    if slim.to_string().len() <= limit {
+        return slim;
+    }
+    json!({ PAYLOAD_KEY: { "layout": layout, "truncated": true } })
+}
+
+fn shorten(value: &mut Value) {
+    match value {
+        Value::String(s) if s.len() > PAYLOAD_STRING_MAX => {
+            *s = format!(
+                "({} bytes, left out: the message body has the text)",
+                s.len()
+            );
+        }
+        Value::Array(items) => items.iter_mut().for_each(shorten),
+        Value::Object(fields) => fields.values_mut().for_each(shorten),
+        _ => {}
+    }
 }
 
 /// The seed's example priority is 4 of (presumably) 1 to 5.
@@ -384,16 +433,18 @@ pub(crate) fn seed_line(message: &MailboxMessage, member: &str, from: &str, task
     } else {
         member
     };
-    let line = json!({
-        "type": seed_type(message),
-        "from": from,
-        "to": to,
-        "timestamp": message.message.created_at.to_string(),
-        "content": content(message, task),
-    });
-    let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
-    bytes.push(b'\n');
-    bytes
+    // In the seed's order (type first), which a JSON map would sort away:
+    // people and `grep` read these lines too.
+    let text = |v: &str| Value::from(v).to_string();
+    let line = format!(
+        "{{\"type\":{},\"from\":{},\"to\":{},\"timestamp\":{},\"content\":{}}}\n",
+        text(seed_type(message)),
+        text(from),
+        text(to),
+        text(&message.message.created_at.to_string()),
+        Value::Object(content(message, task)),
+    );
+    line.into_bytes()
 }
 
 /// A Claude Code inbox entry for `message`: `text` is the seed's message
@@ -465,6 +516,25 @@ mod tests {
         assert!(
             matches!(line(hello), Ok(Inbound::Say { task: None, open }) if open.subject == "Hello")
         );
+    }
+
+    #[test]
+    fn a_long_text_is_the_body_and_a_control_character_no_refusal() {
+        let text = "y".repeat(300_000);
+        let long = json!({"type":"message","from":"lead","to":"w","timestamp":"t",
+            "content":{"text": format!("Look\u{1b}[31m here\n{text}")}});
+        let Ok(Inbound::Say { open, .. }) = line(&long.to_string()) else {
+            panic!("not a message");
+        };
+        assert_eq!(open.subject, "Look [31m here");
+        assert!(open.body.len() > 300_000);
+        let payload = open.payload.to_string();
+        assert!(
+            payload.len() < inbox_engine::validate::PAYLOAD_MAX_BYTES,
+            "{}",
+            payload.len()
+        );
+        assert!(payload.contains("left out"));
     }
 
     #[test]
