@@ -523,8 +523,9 @@ tools already use working, with this database as the durable, leased store
 behind it. `file-drop DIR` ingests seed 001's *.task.json descriptors;
 `teams DIR` keeps an Agent Teams folder's member inboxes in step. Each
 bridge prints one line per action (--json: one JSON object per line), stops
-cleanly on SIGINT or SIGTERM between two files, and continues exactly where
-it stopped when started again. docs/bridges.md maps every field.",
+cleanly on SIGINT or SIGTERM between two files (or lines), and continues
+exactly where it stopped when started again. docs/bridges.md maps every
+field.",
         after_help = "\
 Examples:
   inbox bridge file-drop ~/.fleet/inbox --to lead
