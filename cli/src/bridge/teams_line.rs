@@ -456,6 +456,10 @@ pub(crate) fn claude_entry(message: &MailboxMessage, from: &str, task: &str) -> 
     let text = if kind == "task_assignment" {
         let mut c = content(message, task);
         c.remove("inbox");
+        // Claude Code's own task_assignment says `description`.
+        if let Some(text) = c.remove("text") {
+            c.insert("description".into(), text);
+        }
         c.insert("type".into(), kind.into());
         c.insert("assignedBy".into(), from.into());
         Value::Object(c).to_string()
