@@ -520,15 +520,18 @@ Examples:
         long_about = "\
 Run a bridge: a long-running process that keeps a file-based system other
 tools already use working, with this database as the durable, leased store
-behind it. `file-drop DIR` ingests seed 001's *.task.json descriptors. Each
+behind it. `file-drop DIR` ingests seed 001's *.task.json descriptors;
+`teams DIR` keeps an Agent Teams folder's member inboxes in step. Each
 bridge prints one line per action (--json: one JSON object per line), stops
-cleanly on SIGINT or SIGTERM between two files, and continues exactly where
-it stopped when started again. docs/bridges.md maps every field.",
+cleanly on SIGINT or SIGTERM between two files (or lines), and continues
+exactly where it stopped when started again. docs/bridges.md maps every
+field.",
         after_help = "\
 Examples:
   inbox bridge file-drop ~/.fleet/inbox --to lead
   inbox bridge file-drop .agents/drop --to role:builder --trust-all --json
-  inbox bridge file-drop .agents/drop --to lead --once"
+  inbox bridge file-drop .agents/drop --to lead --once
+  inbox bridge teams ~/.claude/teams/team-alpha --lead lead --json"
     )]
     Bridge(BridgeArgs),
 
@@ -1175,6 +1178,47 @@ Examples:
   echo '{\"version\":1,\"kind\":\"prompt\",\"prompt\":\"Summarise today\"}' > ~/.fleet/inbox/note.task.json"
     )]
     FileDrop(FileDropArgs),
+    /// Keep an Agent Teams folder's member inboxes in step with inbox
+    #[command(
+        long_about = "\
+Bridge a team folder both ways. DIR is either seed 002's layout,
+DIR/members/<member>/inbox (JSONL, one message per line), or the one Claude
+Code agent teams use, DIR/inboxes/<agent>.json (a JSON array of {from, text,
+summary, timestamp, read} entries); a folder with neither is refused.
+Inbound, each line other tools append (an unread entry, for Claude Code)
+becomes an inbox operation: task_assignment opens a thread for the member,
+task_completion claims it for the member and finishes it,
+blocking_notification blocks it with its reason, message and
+task_status_request go into the thread their taskId names (or a new one),
+team_broadcast goes to broadcast, idle_notification registers the member
+again (activity). Each line is applied once, under an idempotency key made
+of its file and content; malformed lines are reported and skipped.
+Outbound, every message inbox delivers to a bridged member (a task, a reply,
+an answer, a broadcast) is appended to its inbox file as a seed 002 line
+(under flock on inbox.lock; for Claude Code, the array rewritten under
+<agent>.json.lock and renamed). Lines the bridge ingested are never written
+back. One bridge per folder.",
+        after_help = "\
+Examples:
+  inbox bridge teams ~/.claude/teams/team-alpha --lead lead
+  MESSAGE='{\"type\":\"message\",\"from\":\"coordinator\",\"to\":\"backend-dev\",\"timestamp\":\"'$(date -u +%Y-%m-%dT%H:%M:%SZ)'\",\"content\":{\"text\":\"Hello\"}}'
+  echo \"$MESSAGE\" >> ~/.claude/teams/team-alpha/members/backend-dev/inbox"
+    )]
+    Teams(TeamsArgs),
+}
+
+// `bridge teams`.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct TeamsArgs {
+    /// The team folder (with members/ or inboxes/)
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The inbox agent that is the folder's coordinator (seed 002's coordinator, Claude Code's team-lead)
+    #[arg(long, value_name = "NAME")]
+    pub lead: Option<String>,
+    #[command(flatten)]
+    pub run: BridgeRunArgs,
 }
 
 // `bridge file-drop`.

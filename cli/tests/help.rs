@@ -96,6 +96,7 @@ fn the_subcommands_are_the_engine_s_commands_and_the_tools() {
             "export",
             "import",
             "bridge-file-drop",
+            "bridge-teams",
             "mcp"
         ]
     );

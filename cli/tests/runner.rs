@@ -16,6 +16,7 @@ mod arguments_and_output;
 mod artifacts;
 mod bad_input;
 mod bridge;
+mod bridge_teams;
 mod clock;
 mod concurrency;
 mod database;

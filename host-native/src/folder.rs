@@ -9,7 +9,11 @@
 //! and written by creating a fresh owner-only file beside it and renaming
 //! it over the name (a rename replaces a planted link, never follows it).
 //! The folder itself is created owner-only and refused when another user
-//! owns it.
+//! owns it. A file one level down (a team member's `members/NAME/inbox`) is
+//! reached name by name from the folder (`openat`, never through a link),
+//! and appended to under the `flock` its other writers take; a lock other
+//! programs take by creating a folder (Node's `proper-lockfile`) is taken
+//! the same way.
 //!
 //! [`Changes`] sleeps until one of the watched folders changes (inotify on
 //! Linux, a plain sleep elsewhere), a stop is asked for, or a timeout. It
@@ -209,6 +213,164 @@ impl Folder {
     }
 }
 
+/// A file inside a folder's subfolder (`members/NAME/inbox`), opened
+/// one name at a time from the folder, none of them through a link: a
+/// subfolder swapped for a link between a listing and the open is refused,
+/// not followed.
+impl Folder {
+    /// The names of the real subfolders (never links), in byte order.
+    pub fn subfolders(&self) -> io::Result<Vec<OsString>> {
+        let mut names: Vec<OsString> = std::fs::read_dir(&self.path)?
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|entry| entry.file_name())
+            .filter(|name| !name.as_bytes().starts_with(b"."))
+            .collect();
+        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        Ok(names)
+    }
+
+    /// The subfolder `dir`, opened without following a link.
+    fn open_subfolder(&self, dir: &OsStr) -> io::Result<std::os::fd::OwnedFd> {
+        use rustix::fs::{Mode, OFlags, openat};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let top = rustix::fs::open(&self.path, flags, Mode::empty())?;
+        Ok(openat(&top, dir, flags, Mode::empty())?)
+    }
+
+    /// The regular file `name` of the subfolder `dir`, open for reading
+    /// (the caller seeks and reads a bounded amount): never through a link,
+    /// never blocking on a FIFO.
+    pub fn open_in(&self, dir: &OsStr, name: &OsStr) -> Result<File, ReadProblem> {
+        use rustix::fs::{Mode, OFlags, openat};
+        let problem = |e: rustix::io::Errno| match e {
+            rustix::io::Errno::NOENT => ReadProblem::Gone,
+            rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR => ReadProblem::Symlink,
+            e => ReadProblem::Io(e.into()),
+        };
+        let sub = self.open_subfolder(dir).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => ReadProblem::Gone,
+            _ => ReadProblem::Symlink,
+        })?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let fd = openat(&sub, name, flags, Mode::empty()).map_err(problem)?;
+        let file = File::from(fd);
+        let meta = file.metadata().map_err(ReadProblem::Io)?;
+        if !meta.is_file() {
+            return Err(ReadProblem::NotAFile);
+        }
+        Ok(file)
+    }
+
+    /// Appends `lines` to the file `name` of the subfolder `dir` (created
+    /// owner-only if missing), under an exclusive `flock` on `lock` beside
+    /// it, one `write` per line: the contention protocol of a file other
+    /// writers append to with `flock -x` on the same lock file. Neither
+    /// name is followed if it is a link.
+    pub fn append_locked(
+        &self,
+        dir: &OsStr,
+        name: &OsStr,
+        lock: &OsStr,
+        lines: &[Vec<u8>],
+    ) -> io::Result<()> {
+        use rustix::fs::{FlockOperation, Mode, OFlags, flock, openat};
+        let lock_name = lock;
+        let sub = self.open_subfolder(dir)?;
+        let create = OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let mode = Mode::from_raw_mode(0o600);
+        let lock = File::from(openat(&sub, lock, create | OFlags::RDWR, mode)?);
+        // Other holders append a line and let go; one that never does makes
+        // this append fail (and be tried again later), not hang the caller.
+        let started = std::time::Instant::now();
+        loop {
+            match flock(&lock, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::WOULDBLOCK) if started.elapsed() < LOCK_PATIENCE => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!("{} is held by another process", lock_name.to_string_lossy()),
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let file = File::from(openat(
+            &sub,
+            name,
+            create | OFlags::WRONLY | OFlags::APPEND,
+            mode,
+        )?);
+        if !file.metadata()?.is_file() {
+            return Err(refused(format!(
+                "{} is not a regular file",
+                name.to_string_lossy()
+            )));
+        }
+        for line in lines {
+            (&file).write_all(line)?;
+        }
+        file.sync_data()?;
+        // Closing `lock` releases the flock.
+        Ok(())
+    }
+
+    /// Takes the lock `name` the way Node's `proper-lockfile` (Claude
+    /// Code's) does: by creating a folder of that name, which only one
+    /// process can. A lock folder older than `stale` is a crashed holder's
+    /// and is taken over. Gives up (`WouldBlock`) after `patience`.
+    pub fn lock_folder(
+        &self,
+        name: &OsStr,
+        stale: Duration,
+        patience: Duration,
+    ) -> io::Result<FolderLock> {
+        let path = self.join(name);
+        let started = std::time::Instant::now();
+        loop {
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Ok(FolderLock { path }),
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                Err(_) => {}
+            }
+            let age = std::fs::symlink_metadata(&path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|m| m.elapsed().ok());
+            if age.is_some_and(|age| age > stale) {
+                // Removes only an empty folder: never anything planted in it.
+                let _ = std::fs::remove_dir(&path);
+                continue;
+            }
+            if started.elapsed() > patience {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!("{} is held by another process", path.display()),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// How long [`Folder::append_locked`] waits for another holder of the lock.
+const LOCK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// A lock taken by [`Folder::lock_folder`], released when dropped.
+#[derive(Debug)]
+pub struct FolderLock {
+    path: PathBuf,
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
 /// Open flags the standard library does not name.
 mod libc_flags {
     pub(super) const NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits() as i32;
@@ -360,5 +522,104 @@ mod inotify {
             let mut reader = inotify::Reader::new(&self.fd, &mut buf);
             while reader.next().is_ok() {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn team() -> (tempfile::TempDir, Folder) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("members/worker")).unwrap();
+        let folder = Folder::ensure(&dir.path().join("members")).unwrap();
+        (dir, folder)
+    }
+
+    #[test]
+    fn appends_wait_for_the_flock_other_writers_hold() {
+        let (dir, folder) = team();
+        let lock_path = dir.path().join("members/worker/inbox.lock");
+        let held = File::create(&lock_path).unwrap();
+        rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).unwrap();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(held);
+        });
+        let started = std::time::Instant::now();
+        let lines = [b"one\n".to_vec(), b"two\n".to_vec()];
+        let worker = OsStr::new("worker");
+        folder
+            .append_locked(
+                worker,
+                OsStr::new("inbox"),
+                OsStr::new("inbox.lock"),
+                &lines,
+            )
+            .unwrap();
+        assert!(started.elapsed() >= Duration::from_millis(90));
+        releaser.join().unwrap();
+        let file = folder.open_in(worker, OsStr::new("inbox")).unwrap();
+        let mut text = String::new();
+        (&file).read_to_string(&mut text).unwrap();
+        assert_eq!(text, "one\ntwo\n");
+    }
+
+    #[test]
+    fn a_member_folder_or_file_that_is_a_link_is_refused() {
+        let (dir, folder) = team();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("inbox"), "secret\n").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("members/linked")).unwrap();
+        std::os::unix::fs::symlink(
+            elsewhere.join("inbox"),
+            dir.path().join("members/worker/inbox"),
+        )
+        .unwrap();
+        assert_eq!(folder.subfolders().unwrap(), [OsString::from("worker")]);
+        let linked = OsStr::new("linked");
+        assert!(matches!(
+            folder.open_in(linked, OsStr::new("inbox")),
+            Err(ReadProblem::Symlink)
+        ));
+        assert!(matches!(
+            folder.open_in(OsStr::new("worker"), OsStr::new("inbox")),
+            Err(ReadProblem::Symlink)
+        ));
+        let line = [b"x\n".to_vec()];
+        let lock = OsStr::new("inbox.lock");
+        assert!(
+            folder
+                .append_locked(OsStr::new("worker"), OsStr::new("inbox"), lock, &line)
+                .is_err()
+        );
+        assert!(
+            folder
+                .append_locked(linked, OsStr::new("inbox"), lock, &line)
+                .is_err()
+        );
+        assert_eq!(
+            std::fs::read_to_string(elsewhere.join("inbox")).unwrap(),
+            "secret\n"
+        );
+    }
+
+    #[test]
+    fn a_folder_lock_is_exclusive_and_a_stale_one_is_taken_over() {
+        let (_dir, folder) = team();
+        let name = OsStr::new("worker.json.lock");
+        let long = Duration::from_secs(60);
+        let held = folder.lock_folder(name, long, long).unwrap();
+        let short = Duration::from_millis(50);
+        let busy = folder.lock_folder(name, long, short).unwrap_err();
+        assert_eq!(busy.kind(), io::ErrorKind::WouldBlock);
+        // Its holder crashed: older than `stale`, it is taken over.
+        std::mem::forget(held);
+        std::thread::sleep(Duration::from_millis(30));
+        let taken = folder.lock_folder(name, Duration::from_millis(10), long);
+        assert!(taken.is_ok());
+        drop(taken);
+        assert!(!folder.join(name).exists());
     }
 }

@@ -28,7 +28,7 @@ use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use super::descriptor::{self, Outcome, Refusal, ResultFile};
-use super::{Bus, Lines, Stop};
+use super::{Bus, Lines, Stop, database_folder, folder_error, io_error, unexpected};
 use crate::args::{FileDropArgs, Global};
 
 const COMMAND: &str = "bridge-file-drop";
@@ -74,10 +74,6 @@ pub(crate) fn run(global: &Global, args: &FileDropArgs) -> u8 {
         }
         Err(error) => lines.fail(COMMAND, error),
     }
-}
-
-fn io_error(what: &str, error: &std::io::Error) -> EngineError {
-    EngineError::Store(inbox_engine::StoreError::other(format!("{what}: {error}")))
 }
 
 /// The bridge's state: its folder, its connection, and the threads whose
@@ -134,7 +130,7 @@ impl FileDrop {
         // The cursor first, then the files: a thread that finishes in
         // between is seen by both, and written once (the second finds it
         // no longer followed).
-        bridge.cursor = Some(bridge.latest_event()?);
+        bridge.cursor = Some(bridge.bus.latest_event()?);
         bridge.read_following();
         Ok(bridge)
     }
@@ -315,14 +311,6 @@ impl FileDrop {
                 let descriptor = OsStr::from_bytes(&bytes[..bytes.len() - ".result".len()]);
                 self.following.insert(thread, descriptor.to_owned());
             }
-        }
-    }
-
-    /// The newest event id now: finishes after it are new.
-    fn latest_event(&mut self) -> Result<EventId, EngineError> {
-        match self.bus.execute(watch(None), None)? {
-            Output::Watch(watched) => Ok(watched.next_event_id),
-            other => Err(unexpected(&other)),
         }
     }
 
@@ -512,55 +500,11 @@ fn unreadable(problem: ReadProblem) -> Refusal {
 /// database) stops the bridge, leaving the descriptor for the next start.
 fn inbox_refusal(error: EngineError) -> Result<Refusal, EngineError> {
     let code = error.code();
-    let bridge_s_own = matches!(
-        code,
-        ErrorCode::AgentTokenRequired | ErrorCode::AgentTokenInvalid
-    ) || code.exit_code() >= 50;
-    if bridge_s_own {
+    if super::bridge_s_own(code) {
         return Err(error);
     }
     Ok(Refusal::Inbox {
         code: code.as_str().to_owned(),
         message: error.to_string(),
     })
-}
-
-/// An answer of another command than the one asked: a bug.
-fn unexpected(output: &Output) -> EngineError {
-    internal(&format!(
-        "answered {} unexpectedly",
-        output.command().as_str()
-    ))
-}
-
-fn internal(error: &dyn std::fmt::Display) -> EngineError {
-    EngineError::Internal {
-        message: format!("bridge: {error}"),
-    }
-}
-
-fn folder_error(path: &std::path::Path, error: &std::io::Error) -> EngineError {
-    use std::io::ErrorKind;
-    let (code, message) = match error.kind() {
-        // Folder's own refusals name the folder already.
-        ErrorKind::InvalidInput => (ErrorCode::InvalidValue, error.to_string()),
-        ErrorKind::PermissionDenied => (
-            ErrorCode::InvalidValue,
-            format!("{}: {error}", path.display()),
-        ),
-        _ => (
-            ErrorCode::StorageError,
-            format!("{}: {error}", path.display()),
-        ),
-    };
-    EngineError::Relayed { code, message }
-}
-
-/// The folder the database is in, watched for its commits.
-fn database_folder(global: &Global) -> std::path::PathBuf {
-    let (db, _) = crate::resolve_db(global);
-    match db.path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    }
 }

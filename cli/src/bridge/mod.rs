@@ -12,6 +12,8 @@
 
 mod descriptor;
 mod file_drop;
+mod teams;
+mod teams_line;
 
 use std::io::Write as _;
 use std::os::fd::{AsFd as _, BorrowedFd};
@@ -20,7 +22,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use inbox_engine::{Call, EngineError, Output, Request, Response};
+use inbox_engine::{Call, EngineError, ErrorCode, Output, Request, Response};
 use inbox_host_native::{HostClock, Lifetime, NativeEngine, open};
 use serde_json::Value;
 
@@ -32,6 +34,7 @@ use crate::terminal;
 pub(crate) fn run(global: &Global, args: BridgeArgs) -> u8 {
     match args.command {
         BridgeCommand::FileDrop(args) => file_drop::run(global, &args),
+        BridgeCommand::Teams(args) => teams::run(global, &args),
     }
 }
 
@@ -71,11 +74,22 @@ impl Bus {
         request: Request,
         key: Option<String>,
     ) -> Result<Output, EngineError> {
+        self.execute_keyed(request, key).map(|(output, _)| output)
+    }
+
+    /// [`Bus::execute`], saying whether the answer is a replay (the key's
+    /// first outcome, nothing written now).
+    pub(crate) fn execute_keyed(
+        &mut self,
+        request: Request,
+        key: Option<String>,
+    ) -> Result<(Output, bool), EngineError> {
         let mut call = Call::from(request);
         call.idempotency_key = key;
         call.agent_token.clone_from(&self.token);
         match self.engine.execute_call(call) {
-            Response::Success(output) | Response::Replayed(output) => Ok(output),
+            Response::Success(output) => Ok((output, false)),
+            Response::Replayed(output) => Ok((output, true)),
             Response::Failure { error, .. } => Err(error),
         }
     }
@@ -159,5 +173,72 @@ impl Lines {
     pub(crate) fn fail(&self, command: &str, error: EngineError) -> u8 {
         let response = Response::failure(Some(command.to_owned()), error);
         crate::finish(&response, self.json, None, &[])
+    }
+}
+
+/// Whether an error inbox returned is the bridge's own (its token, the
+/// database): it stops the bridge and leaves the file where it is for the
+/// next start. Any other error is the file's fault and is reported for it.
+pub(crate) fn bridge_s_own(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::AgentTokenRequired | ErrorCode::AgentTokenInvalid
+    ) || code.exit_code() >= 50
+}
+
+pub(crate) fn io_error(what: &str, error: &std::io::Error) -> EngineError {
+    EngineError::Store(inbox_engine::StoreError::other(format!("{what}: {error}")))
+}
+
+/// An answer of another command than the one asked: a bug.
+pub(crate) fn unexpected(output: &Output) -> EngineError {
+    EngineError::Internal {
+        message: format!(
+            "bridge: answered {} unexpectedly",
+            output.command().as_str()
+        ),
+    }
+}
+
+/// A folder (or a file in it) the bridge could not use: refused (exit 30)
+/// when it is not the user's or not a folder, a storage error otherwise.
+pub(crate) fn folder_error(path: &std::path::Path, error: &std::io::Error) -> EngineError {
+    use std::io::ErrorKind;
+    let (code, message) = match error.kind() {
+        // A folder's own refusals (`Folder::ensure`) name the folder already.
+        ErrorKind::InvalidInput => (ErrorCode::InvalidValue, error.to_string()),
+        ErrorKind::PermissionDenied => (
+            ErrorCode::InvalidValue,
+            format!("{}: {error}", path.display()),
+        ),
+        _ => (
+            ErrorCode::StorageError,
+            format!("{}: {error}", path.display()),
+        ),
+    };
+    EngineError::Relayed { code, message }
+}
+
+/// The folder the database is in, watched for its commits.
+pub(crate) fn database_folder(global: &Global) -> std::path::PathBuf {
+    let (db, _) = crate::resolve_db(global);
+    match db.path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    }
+}
+
+impl Bus {
+    /// The newest event id now: what happens after it is new.
+    pub(crate) fn latest_event(&mut self) -> Result<inbox_engine::EventId, EngineError> {
+        let look = Request::Watch(inbox_engine::wire::WatchRequest {
+            timeout_seconds: Some(0),
+            limit: Some(1),
+            ..inbox_engine::wire::WatchRequest::default()
+        });
+        match self.execute(look, None)? {
+            Output::Watch(watched) => Ok(watched.next_event_id),
+            other => Err(unexpected(&other)),
+        }
     }
 }

@@ -1,0 +1,707 @@
+//! `inbox bridge teams`: an Agent Teams folder, with real files, seed 002's
+//! own shell snippets as the writer, `jq` (or a line reader) as the reader
+//! of what the bridge writes, and the bridge as a real process (stopped by
+//! signals, killed, started again).
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::TestEnv;
+
+/// A bridge running as a child process, its JSON lines read as they come.
+struct Bridge {
+    child: Child,
+    lines: BufReader<ChildStdout>,
+}
+
+impl Bridge {
+    fn start(env: &TestEnv, args: &[&str]) -> Bridge {
+        let mut all = vec!["bridge", "teams"];
+        all.extend_from_slice(args);
+        all.push("--json");
+        let mut command = env.command(&all);
+        command.stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = command.spawn().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap());
+        let mut bridge = Bridge { child, lines };
+        assert_eq!(bridge.next()["action"], "watching");
+        bridge
+    }
+
+    /// The next action line.
+    fn next(&mut self) -> Value {
+        let mut line = String::new();
+        self.lines.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}"))
+    }
+
+    /// The next action line that is `action`, skipping others.
+    fn next_of(&mut self, action: &str) -> Value {
+        loop {
+            let line = self.next();
+            if line["action"] == action {
+                return line;
+            }
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
+    /// Stops it with `signal` and returns its exit code and last lines.
+    fn stop(mut self, signal: rustix::process::Signal) -> (i32, Vec<Value>) {
+        self.signal(signal);
+        let mut rest = Vec::new();
+        let mut line = String::new();
+        while self.lines.read_line(&mut line).unwrap() > 0 {
+            if let Ok(value) = serde_json::from_str(&line) {
+                rest.push(value);
+            }
+            line.clear();
+        }
+        let status = self.child.wait().unwrap();
+        (status.code().unwrap_or(-1), rest)
+    }
+}
+
+/// Runs `script` with `sh -c` in the test folder.
+fn sh(env: &TestEnv, script: &str) -> String {
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(env.dir())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// Seed 002's writer, verbatim but for the folder: `MESSAGE=...` and
+/// `echo "$MESSAGE" >> .../inbox`, with the timestamp from `date -u`.
+fn seed_send(env: &TestEnv, member: &str, kind: &str, from: &str, to: &str, content: &Value) {
+    let script = format!(
+        r#"MESSAGE='{{"type":"{kind}","from":"{from}","to":"{to}","timestamp":"'$(date -u +%Y-%m-%dT%H:%M:%SZ)'","content":{content}}}'
+echo "$MESSAGE" >> team/members/{member}/inbox"#
+    );
+    sh(env, &script);
+}
+
+/// The member folders seed 002 has (its "Missing Inbox File" snippet).
+fn team(env: &TestEnv, members: &[&str]) {
+    for member in members {
+        sh(
+            env,
+            &format!(
+                r#"INBOX=team/members/{member}/inbox
+if [ ! -f "$INBOX" ]; then
+  mkdir -p "$(dirname "$INBOX")"
+  touch "$INBOX"
+fi"#
+            ),
+        );
+    }
+}
+
+/// The member's inbox read as seed 002's reader does (`jq` when installed,
+/// else a line reader), one JSON value per line.
+fn read_inbox(env: &TestEnv, member: &str) -> Vec<Value> {
+    let path = format!("team/members/{member}/inbox");
+    let jq = Command::new("jq").arg("--version").output().is_ok();
+    let text = if jq {
+        sh(
+            env,
+            &format!(r#"while IFS= read -r line; do echo "$line" | jq -c '.'; done < {path}"#),
+        )
+    } else {
+        std::fs::read_to_string(env.dir().join(&path)).unwrap()
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+fn once(env: &TestEnv, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["bridge", "teams", "team"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--once", "--json"]);
+    let run = env.run(&all);
+    assert_eq!(run.status, 0, "{run}");
+    run.raw_stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn count(lines: &[Value], action: &str) -> usize {
+    lines.iter().filter(|l| l["action"] == action).count()
+}
+
+fn thread(env: &TestEnv, id: &str) -> Value {
+    env.json(&["show", "--thread", id], 0)
+}
+
+#[test]
+fn seed_002_lines_open_block_and_finish_threads_and_inbox_writes_back() {
+    let env = TestEnv::initialized();
+    team(&env, &["backend-dev", "coordinator"]);
+    let mut bridge = Bridge::start(&env, &["team"]);
+
+    seed_send(
+        &env,
+        "backend-dev",
+        "task_assignment",
+        "coordinator",
+        "backend-dev",
+        &json!({"taskId": "a1b2c3d4", "subject": "Implement user authentication API", "priority": 4, "estimatedHours": 8}),
+    );
+    let opened = bridge.next_of("opened");
+    assert_eq!(opened["member"], "backend-dev", "{opened}");
+    assert_eq!(opened["type"], "task_assignment");
+    let id = opened["thread_id"].as_str().unwrap().to_owned();
+    let shown = thread(&env, &id);
+    assert_eq!(shown["thread"]["assigned_to"], "backend-dev");
+    assert_eq!(shown["thread"]["created_by"], "coordinator");
+    assert_eq!(shown["thread"]["task_id"], "a1b2c3d4");
+    assert_eq!(shown["thread"]["priority"], "high");
+    assert_eq!(
+        shown["thread"]["subject"],
+        "Implement user authentication API"
+    );
+    assert_eq!(
+        shown["messages"][0]["payload"]["teams"]["line"]["content"]["estimatedHours"],
+        8
+    );
+
+    // The member reports to the coordinator's inbox: blocked, then done.
+    seed_send(
+        &env,
+        "coordinator",
+        "blocking_notification",
+        "backend-dev",
+        "coordinator",
+        &json!({"taskId": "a1b2c3d4", "blockedBy": ["x"], "reason": "Waiting for the schema"}),
+    );
+    let blocked = bridge.next_of("blocked");
+    assert_eq!(blocked["thread_id"], id.as_str(), "{blocked}");
+    let shown = thread(&env, &id);
+    assert_eq!(shown["thread"]["status"], "blocked");
+    assert_eq!(shown["thread"]["lease"]["agent"], "backend-dev");
+    let question = shown["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(question["kind"], "question");
+    assert_eq!(question["summary"], "Waiting for the schema");
+
+    seed_send(
+        &env,
+        "backend-dev",
+        "message",
+        "coordinator",
+        "backend-dev",
+        &json!({"taskId": "a1b2c3d4", "text": "The schema is in main now"}),
+    );
+    let answered = bridge.next_of("message");
+    assert_eq!(answered["thread_id"], id.as_str(), "{answered}");
+    assert_eq!(thread(&env, &id)["thread"]["status"], "in_progress");
+
+    seed_send(
+        &env,
+        "coordinator",
+        "task_completion",
+        "backend-dev",
+        "coordinator",
+        &json!({"taskId": "a1b2c3d4", "actualHours": 7.5, "notes": "Implemented with JWT"}),
+    );
+    let done = bridge.next_of("done");
+    assert_eq!(done["thread_id"], id.as_str(), "{done}");
+    let shown = thread(&env, &id);
+    assert_eq!(shown["thread"]["status"], "done");
+    let result = shown["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(result["kind"], "result");
+    assert_eq!(result["from_agent"], "backend-dev");
+    assert_eq!(result["summary"], "Implemented with JWT");
+
+    seed_send(
+        &env,
+        "coordinator",
+        "idle_notification",
+        "backend-dev",
+        "coordinator",
+        &json!({"reason": "no_assigned_tasks", "lastTaskCompleted": "a1b2c3d4"}),
+    );
+    bridge.next_of("present");
+    let agents = env.json(&["agent", "list"], 0);
+    assert!(
+        agents["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "backend-dev"),
+        "{agents}"
+    );
+
+    // Outbound: a task sent through inbox lands in the member's file as a
+    // seed line, and the member's completion naming it finishes it.
+    let sent = env.json(
+        &[
+            "send",
+            "--from",
+            "coordinator",
+            "--to",
+            "backend-dev",
+            "--subject",
+            "Review the login page",
+        ],
+        0,
+    );
+    let new = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+    let written = bridge.next_of("written");
+    assert_eq!(written["member"], "backend-dev", "{written}");
+    assert_eq!(written["type"], "task_assignment");
+    let raw = std::fs::read_to_string(env.dir().join("team/members/backend-dev/inbox")).unwrap();
+    assert!(
+        raw.lines().last().unwrap().starts_with(
+            r#"{"type":"task_assignment","from":"coordinator","to":"backend-dev","timestamp":""#
+        ),
+        "{raw}"
+    );
+    let lines = read_inbox(&env, "backend-dev");
+    let line = lines.last().unwrap();
+    assert_eq!(line["type"], "task_assignment", "{line}");
+    assert_eq!(line["from"], "coordinator");
+    assert_eq!(line["to"], "backend-dev");
+    assert_eq!(line["content"]["taskId"], new.as_str());
+    assert_eq!(line["content"]["subject"], "Review the login page");
+    let timestamp = line["timestamp"].as_str().unwrap();
+    assert!(
+        timestamp.len() == 24 && timestamp.ends_with('Z') && timestamp.as_bytes()[10] == b'T',
+        "{timestamp}"
+    );
+    // Nothing the bridge ingested went back: the lines written by the
+    // writer, and this one.
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        read_inbox(&env, "coordinator")
+            .iter()
+            .all(|l| l["content"].get("inbox").is_none())
+    );
+
+    seed_send(
+        &env,
+        "coordinator",
+        "task_completion",
+        "backend-dev",
+        "coordinator",
+        &json!({"taskId": new, "notes": "Looks good"}),
+    );
+    let done = bridge.next_of("done");
+    assert_eq!(done["thread_id"], new.as_str(), "{done}");
+    assert_eq!(thread(&env, &new)["thread"]["status"], "done");
+
+    let (code, rest) = bridge.stop(rustix::process::Signal::TERM);
+    assert_eq!(code, 0);
+    assert_eq!(
+        rest.last().unwrap(),
+        &json!({"action": "stopped", "reason": "signal"})
+    );
+    // The hint of the bridge's own, beside the members.
+    assert!(env.dir().join("team/.inbox-bridge-teams.json").exists());
+}
+
+#[test]
+fn malformed_lines_are_skipped_and_counted_and_never_read_again() {
+    let env = TestEnv::initialized();
+    team(&env, &["worker"]);
+    let inbox = env.dir().join("team/members/worker/inbox");
+    let mut text = String::from("{nope\n");
+    text.push_str(r#"{"type":"gossip","from":"a","to":"worker","timestamp":"2026-02-15T10:30:00Z","content":{}}"#);
+    text.push('\n');
+    text.push_str(&format!("\"{}\"\n", "x".repeat(1_100_000)));
+    text.push_str(
+        r#"{"type":"task_completion","from":"worker","to":"c","timestamp":"t","content":{}}"#,
+    );
+    text.push('\n');
+    text.push_str(r#"{"type":"task_assignment","from":"lead","to":"worker","timestamp":"2026-02-15T10:30:00Z","content":{"taskId":"T-1","subject":"Real work"}}"#);
+    text.push('\n');
+    // A line still being written (no newline yet) waits for its end.
+    text.push_str(r#"{"type":"message","from":"lead","#);
+    std::fs::write(&inbox, &text).unwrap();
+
+    let lines = once(&env, &[]);
+    let codes: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["action"] == "skipped")
+        .map(|l| l["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        ["malformed_json", "unknown_type", "too_long", "no_task"],
+        "{lines:?}"
+    );
+    assert_eq!(count(&lines, "opened"), 1, "{lines:?}");
+    assert_eq!(lines.last().unwrap()["action"], "stopped");
+
+    // Read again: nothing is (the hint is past them) but the line that
+    // has ended since.
+    sh(
+        &env,
+        r#"printf '%s\n' '"to":"worker","timestamp":"t","content":{"text":"hi"}}' >> team/members/worker/inbox"#,
+    );
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    assert_eq!(count(&lines, "opened"), 1, "{lines:?}");
+    assert_eq!(
+        env.json(&["list"], 0)["threads"].as_array().unwrap().len(),
+        2
+    );
+}
+
+#[test]
+fn the_seed_s_rotation_and_clean_up_apply_nothing_again() {
+    let env = TestEnv::initialized();
+    team(&env, &["worker"]);
+    for i in 1..=3 {
+        seed_send(
+            &env,
+            "worker",
+            "task_assignment",
+            "lead",
+            "worker",
+            &json!({"taskId": format!("T-{i}"), "subject": format!("Task {i}")}),
+        );
+    }
+    assert_eq!(count(&once(&env, &[]), "opened"), 3);
+    // "Archive old messages": keep the last 2 lines, through a new file.
+    sh(
+        &env,
+        r#"INBOX=team/members/worker/inbox
+ARCHIVE=team/members/worker/inbox-archive
+head -n -2 "$INBOX" >> "$ARCHIVE"
+tail -n 2 "$INBOX" > "${INBOX}.tmp"
+mv "${INBOX}.tmp" "$INBOX""#,
+    );
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "rotated"), 1, "{lines:?}");
+    let opened: Vec<&Value> = lines.iter().filter(|l| l["action"] == "opened").collect();
+    assert_eq!(opened.len(), 2, "{lines:?}");
+    assert!(opened.iter().all(|l| l["replayed"] == true), "{lines:?}");
+    // "Rotate if over threshold": a fresh file; its lines are new.
+    sh(
+        &env,
+        r#"INBOX=team/members/worker/inbox
+mv "$INBOX" "${INBOX}.$(date +%Y%m%d-%H%M%S)"
+touch "$INBOX""#,
+    );
+    seed_send(
+        &env,
+        "worker",
+        "task_assignment",
+        "lead",
+        "worker",
+        &json!({"taskId": "T-4", "subject": "Task 4"}),
+    );
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "opened"), 1, "{lines:?}");
+    let threads = env.json(&["list"], 0);
+    assert_eq!(threads["threads"].as_array().unwrap().len(), 4, "{threads}");
+}
+
+#[test]
+fn killed_and_started_again_it_applies_every_line_exactly_once() {
+    let env = TestEnv::initialized();
+    team(&env, &["worker"]);
+    let mut bridge = Bridge::start(&env, &["team"]);
+    // The seed's writer, 200 times, while the bridge runs.
+    let mut writer = Command::new("sh")
+        .arg("-c")
+        .arg(
+            r#"i=0
+while [ $i -lt 200 ]; do
+  i=$((i + 1))
+  MESSAGE='{"type":"task_assignment","from":"lead","to":"worker","timestamp":"'$(date -u +%Y-%m-%dT%H:%M:%SZ)'","content":{"taskId":"T-'$i'","subject":"Task '$i'"}}'
+  echo "$MESSAGE" >> team/members/worker/inbox
+done"#,
+        )
+        .current_dir(env.dir())
+        .spawn()
+        .unwrap();
+    for _ in 0..20 {
+        bridge.next_of("opened");
+    }
+    bridge.signal(rustix::process::Signal::KILL);
+    let _ = bridge.child.wait();
+    assert!(writer.wait().unwrap().success());
+
+    let lines = once(&env, &["--poll-ms", "50"]);
+    assert_eq!(count(&lines, "refused"), 0, "{lines:?}");
+    let threads = env.json(&["list", "--limit", "1000"], 0);
+    let mut tasks: Vec<String> = threads["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(tasks.len(), 200);
+    tasks.sort();
+    tasks.dedup();
+    assert_eq!(tasks.len(), 200);
+
+    // Without its hint the bridge reads everything again: every line
+    // replays, nothing is added.
+    std::fs::remove_file(env.dir().join("team/.inbox-bridge-teams.json")).unwrap();
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "opened"), 200, "replayed, each once");
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["action"] == "opened")
+            .all(|l| l["replayed"] == true)
+    );
+    assert_eq!(
+        env.json(&["list", "--limit", "1000"], 0)["threads"]
+            .as_array()
+            .unwrap()
+            .len(),
+        200
+    );
+}
+
+#[test]
+fn outbound_lines_are_written_once_across_restarts_and_a_broadcast_reaches_everyone() {
+    let env = TestEnv::initialized();
+    team(&env, &["a", "b"]);
+    // Broadcasts reach registered agents, in inbox as everywhere.
+    env.json(&["agent", "register", "--agent", "a"], 0);
+    env.json(&["agent", "register", "--agent", "b"], 0);
+    // First start: the members are known from then on.
+    once(&env, &[]);
+    env.json(
+        &["send", "--from", "lead", "--to", "a", "--subject", "One"],
+        0,
+    );
+    env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "broadcast",
+            "--subject",
+            "Standup in 30 minutes",
+        ],
+        0,
+    );
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 3, "{lines:?}");
+    // The hint lost: the bridge finds its own lines in the files.
+    std::fs::remove_file(env.dir().join("team/.inbox-bridge-teams.json")).unwrap();
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+    let a = read_inbox(&env, "a");
+    assert_eq!(a.len(), 2, "{a:?}");
+    assert_eq!(a[1]["type"], "team_broadcast");
+    assert_eq!(a[1]["to"], "all");
+    assert_eq!(read_inbox(&env, "b").len(), 1);
+
+    // The same broadcast line appended to every member's file by its
+    // writer is one broadcast.
+    for member in ["a", "b"] {
+        sh(
+            &env,
+            &format!(
+                r#"echo '{{"type":"team_broadcast","from":"lead","to":"all","timestamp":"2026-02-15T09:00:00Z","content":{{"text":"Daily standup","recipients":["a","b"]}}}}' >> team/members/{member}/inbox"#
+            ),
+        );
+    }
+    once(&env, &[]);
+    let threads = env.json(&["list", "--assigned-to", "broadcast"], 0);
+    assert_eq!(threads["threads"].as_array().unwrap().len(), 2, "{threads}");
+}
+
+#[test]
+fn a_claude_code_inboxes_folder_round_trips() {
+    let env = TestEnv::initialized();
+    let inboxes = env.dir().join("team/inboxes");
+    std::fs::create_dir_all(&inboxes).unwrap();
+    let worker = json!([
+        {"from": "team-lead", "text": "Old news", "summary": "old", "timestamp": "2026-02-15T09:00:00.000Z", "read": true},
+        {"from": "team-lead", "text": "Please look at the flaky test", "summary": "flaky test", "timestamp": "2026-02-15T10:00:00.000Z", "read": false},
+    ]);
+    std::fs::write(inboxes.join("worker.json"), worker.to_string()).unwrap();
+    std::fs::write(inboxes.join("team-lead.json"), "[]").unwrap();
+    let mut bridge = Bridge::start(&env, &["team", "--lead", "lead"]);
+    let opened = bridge.next_of("opened");
+    assert_eq!(opened["member"], "worker", "{opened}");
+    let id = opened["thread_id"].as_str().unwrap().to_owned();
+    let shown = thread(&env, &id);
+    assert_eq!(shown["thread"]["created_by"], "lead");
+    assert_eq!(shown["thread"]["assigned_to"], "worker");
+    assert_eq!(shown["thread"]["subject"], "flaky test");
+
+    // A reply in inbox reaches the lead's file as an entry, under its
+    // lock, renamed over it.
+    env.json(
+        &[
+            "reply",
+            "--from",
+            "worker",
+            "--thread",
+            &id,
+            "--kind",
+            "progress",
+            "--summary",
+            "Found it: a race in setup",
+        ],
+        0,
+    );
+    let written = bridge.next_of("written");
+    assert_eq!(written["member"], "team-lead", "{written}");
+    let lead: Value =
+        serde_json::from_str(&std::fs::read_to_string(inboxes.join("team-lead.json")).unwrap())
+            .unwrap();
+    let entry = &lead[0];
+    assert_eq!(entry["from"], "worker", "{lead}");
+    assert_eq!(entry["read"], false);
+    assert_eq!(entry["summary"], "Found it: a race in setup");
+    assert!(entry["text"].as_str().unwrap().starts_with("Found it"));
+    assert!(!inboxes.join("team-lead.json.lock").exists());
+
+    // A task from the lead reaches the worker as Claude Code's JSON-encoded
+    // task_assignment; the bridge does not read its own entry back.
+    env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            "Fix the race",
+        ],
+        0,
+    );
+    bridge.next_of("written");
+    let entries: Value =
+        serde_json::from_str(&std::fs::read_to_string(inboxes.join("worker.json")).unwrap())
+            .unwrap();
+    let entries = entries.as_array().unwrap();
+    assert_eq!(entries.len(), 3);
+    let task: Value = serde_json::from_str(entries[2]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(task["type"], "task_assignment", "{task}");
+    assert_eq!(task["subject"], "Fix the race");
+    assert_eq!(task["assignedBy"], "team-lead");
+
+    // Claude Code marks them read and rewrites the file: nothing new.
+    let read: Vec<Value> = entries
+        .iter()
+        .map(|e| {
+            let mut e = e.clone();
+            e["read"] = json!(true);
+            e
+        })
+        .collect();
+    let tmp = inboxes.join("worker.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string(&read).unwrap()).unwrap();
+    std::fs::rename(&tmp, inboxes.join("worker.json")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (code, rest) = bridge.stop(rustix::process::Signal::INT);
+    assert_eq!(code, 0);
+    assert_eq!(rest, vec![json!({"action": "stopped", "reason": "signal"})]);
+    assert_eq!(
+        env.json(&["list"], 0)["threads"].as_array().unwrap().len(),
+        2
+    );
+
+    // Started again, it applies no entry twice (nor says so).
+    let mut entries: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(inboxes.join("worker.json")).unwrap())
+            .unwrap();
+    entries.push(json!({"from": "team-lead", "text": "One more thing", "timestamp": "2026-02-15T11:00:00.000Z", "read": false}));
+    std::fs::write(
+        inboxes.join("worker.json"),
+        serde_json::to_string(&entries).unwrap(),
+    )
+    .unwrap();
+    let lines = once(&env, &["--lead", "lead"]);
+    assert_eq!(count(&lines, "opened"), 1, "{lines:?}");
+    let lines = once(&env, &["--lead", "lead"]);
+    assert_eq!(count(&lines, "opened"), 0, "{lines:?}");
+}
+
+#[test]
+fn links_planted_in_a_team_folder_are_never_followed() {
+    let env = TestEnv::initialized();
+    team(&env, &["worker"]);
+    let secret = env.dir().join("secret.txt");
+    let line = r#"{"type":"task_assignment","from":"lead","to":"evil","timestamp":"2026-02-15T10:30:00Z","content":{"subject":"Secret"}}"#;
+    std::fs::write(&secret, format!("{line}\n")).unwrap();
+    let evil = env.dir().join("team/members/evil");
+    std::fs::create_dir_all(&evil).unwrap();
+    std::os::unix::fs::symlink(&secret, evil.join("inbox")).unwrap();
+    let elsewhere = env.dir().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("inbox"), format!("{line}\n")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, env.dir().join("team/members/linked")).unwrap();
+
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "unreadable"), 1, "{lines:?}");
+    assert_eq!(count(&lines, "opened"), 0, "{lines:?}");
+    env.json(
+        &["send", "--from", "lead", "--to", "evil", "--subject", "Hi"],
+        0,
+    );
+    env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "linked",
+            "--subject",
+            "Hi",
+        ],
+        0,
+    );
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "unwritable"), 1, "{lines:?}");
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+    assert_eq!(
+        std::fs::read_to_string(&secret).unwrap(),
+        format!("{line}\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(elsewhere.join("inbox")).unwrap(),
+        format!("{line}\n")
+    );
+    assert_eq!(
+        env.json(&["list"], 0)["threads"].as_array().unwrap().len(),
+        2
+    );
+}
+
+#[test]
+fn a_folder_that_is_no_team_is_refused() {
+    let env = TestEnv::initialized();
+    std::fs::create_dir_all(env.dir().join("team")).unwrap();
+    let run = env.run(&["bridge", "teams", "team", "--once", "--json"]);
+    assert_eq!(run.status, 30, "{run}");
+    assert!(run.raw_stdout.contains("not a team folder"), "{run}");
+}
