@@ -2,56 +2,13 @@
 //! real writer process and the bridge as a real process (stopped by
 //! signals, killed, started again).
 
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::common::TestEnv;
-
-/// A bridge running as a child process, its JSON lines read as they come.
-struct Bridge {
-    child: Child,
-    lines: BufReader<ChildStdout>,
-}
-
-impl Bridge {
-    fn start(env: &TestEnv, args: &[&str]) -> Bridge {
-        let mut all = vec!["bridge", "file-drop"];
-        all.extend_from_slice(args);
-        all.push("--json");
-        let mut command = env.command(&all);
-        command.stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut child = command.spawn().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap());
-        let mut bridge = Bridge { child, lines };
-        assert_eq!(bridge.next()["action"], "watching");
-        bridge
-    }
-
-    /// The next action line.
-    fn next(&mut self) -> Value {
-        let mut line = String::new();
-        self.lines.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}"))
-    }
-
-    /// Stops it with `signal` and returns its exit code.
-    fn stop(mut self, signal: rustix::process::Signal) -> (i32, Vec<Value>) {
-        let pid = rustix::process::Pid::from_child(&self.child);
-        rustix::process::kill_process(pid, signal).unwrap();
-        let mut rest = Vec::new();
-        let mut line = String::new();
-        while self.lines.read_line(&mut line).unwrap() > 0 {
-            rest.push(serde_json::from_str(&line).unwrap());
-            line.clear();
-        }
-        let status = self.child.wait().unwrap();
-        (status.code().unwrap_or(-1), rest)
-    }
-}
+use crate::common::{BridgeProcess, TestEnv};
 
 /// `inbox bridge file-drop drop --to worker --once --json`, to its end.
 fn once(env: &TestEnv) -> crate::common::Run {
@@ -257,7 +214,7 @@ fn a_spawn_worker_goes_to_its_role_when_the_folder_is_trusted() {
 fn a_finished_thread_s_outcome_lands_in_its_result_and_a_signal_stops_cleanly() {
     let env = TestEnv::initialized();
     let dir = drop_dir(&env);
-    let mut bridge = Bridge::start(&env, &["drop", "--to", "worker"]);
+    let mut bridge = BridgeProcess::start(&env, "file-drop", &["drop", "--to", "worker"]);
     // The seed's writer: a shell redirect, not an atomic rename.
     let status = Command::new("sh")
         .arg("-c")
@@ -345,7 +302,7 @@ fn five_hundred_descriptors_through_a_kill_and_a_restart_end_exactly_once() {
     let env = TestEnv::initialized();
     let dir = drop_dir(&env);
     std::fs::create_dir_all(&dir).unwrap();
-    let bridge = Bridge::start(&env, &["drop", "--to", "worker"]);
+    let bridge = BridgeProcess::start(&env, "file-drop", &["drop", "--to", "worker"]);
     // The writer: a shell loop, each descriptor written by a redirect.
     let mut writer = Command::new("sh")
         .arg("-c")
@@ -370,7 +327,7 @@ fn five_hundred_descriptors_through_a_kill_and_a_restart_end_exactly_once() {
     assert_eq!(code, -1, "killed");
     assert!(writer.wait().unwrap().success());
 
-    let bridge = Bridge::start(&env, &["drop", "--to", "worker"]);
+    let bridge = BridgeProcess::start(&env, "file-drop", &["drop", "--to", "worker"]);
     eventually("all 500 processed", || done_count() == 500);
     let (code, _) = bridge.stop(rustix::process::Signal::INT);
     assert_eq!(code, 0);
@@ -402,7 +359,7 @@ fn five_hundred_descriptors_through_a_kill_and_a_restart_end_exactly_once() {
 fn one_bridge_per_folder_and_a_removed_folder_comes_back() {
     let env = TestEnv::initialized();
     let dir = drop_dir(&env);
-    let mut bridge = Bridge::start(&env, &["drop", "--to", "worker"]);
+    let mut bridge = BridgeProcess::start(&env, "file-drop", &["drop", "--to", "worker"]);
     use std::os::unix::fs::PermissionsExt as _;
     assert_eq!(
         std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,

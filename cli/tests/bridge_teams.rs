@@ -3,71 +3,12 @@
 //! of what the bridge writes, and the bridge as a real process (stopped by
 //! signals, killed, started again).
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::TestEnv;
-
-/// A bridge running as a child process, its JSON lines read as they come.
-struct Bridge {
-    child: Child,
-    lines: BufReader<ChildStdout>,
-}
-
-impl Bridge {
-    fn start(env: &TestEnv, args: &[&str]) -> Bridge {
-        let mut all = vec!["bridge", "teams"];
-        all.extend_from_slice(args);
-        all.push("--json");
-        let mut command = env.command(&all);
-        command.stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut child = command.spawn().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap());
-        let mut bridge = Bridge { child, lines };
-        assert_eq!(bridge.next()["action"], "watching");
-        bridge
-    }
-
-    /// The next action line.
-    fn next(&mut self) -> Value {
-        let mut line = String::new();
-        self.lines.read_line(&mut line).unwrap();
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}"))
-    }
-
-    /// The next action line that is `action`, skipping others.
-    fn next_of(&mut self, action: &str) -> Value {
-        loop {
-            let line = self.next();
-            if line["action"] == action {
-                return line;
-            }
-        }
-    }
-
-    fn signal(&self, signal: rustix::process::Signal) {
-        let pid = rustix::process::Pid::from_child(&self.child);
-        rustix::process::kill_process(pid, signal).unwrap();
-    }
-
-    /// Stops it with `signal` and returns its exit code and last lines.
-    fn stop(mut self, signal: rustix::process::Signal) -> (i32, Vec<Value>) {
-        self.signal(signal);
-        let mut rest = Vec::new();
-        let mut line = String::new();
-        while self.lines.read_line(&mut line).unwrap() > 0 {
-            if let Ok(value) = serde_json::from_str(&line) {
-                rest.push(value);
-            }
-            line.clear();
-        }
-        let status = self.child.wait().unwrap();
-        (status.code().unwrap_or(-1), rest)
-    }
-}
+use crate::common::{BridgeProcess, TestEnv};
 
 /// Runs `script` with `sh -c` in the test folder.
 fn sh(env: &TestEnv, script: &str) -> String {
@@ -154,7 +95,7 @@ fn thread(env: &TestEnv, id: &str) -> Value {
 fn seed_002_lines_open_block_and_finish_threads_and_inbox_writes_back() {
     let env = TestEnv::initialized();
     team(&env, &["backend-dev", "coordinator"]);
-    let mut bridge = Bridge::start(&env, &["team"]);
+    let mut bridge = BridgeProcess::start(&env, "teams", &["team"]);
 
     seed_send(
         &env,
@@ -428,7 +369,7 @@ touch "$INBOX""#,
 fn killed_and_started_again_it_applies_every_line_exactly_once() {
     let env = TestEnv::initialized();
     team(&env, &["worker"]);
-    let mut bridge = Bridge::start(&env, &["team"]);
+    let mut bridge = BridgeProcess::start(&env, "teams", &["team"]);
     // The seed's writer, 200 times, while the bridge runs.
     let mut writer = Command::new("sh")
         .arg("-c")
@@ -446,8 +387,8 @@ done"#,
     for _ in 0..20 {
         bridge.next_of("opened");
     }
-    bridge.signal(rustix::process::Signal::KILL);
-    let _ = bridge.child.wait();
+    let (code, _) = bridge.stop(rustix::process::Signal::KILL);
+    assert_eq!(code, -1, "killed");
     assert!(writer.wait().unwrap().success());
 
     let lines = once(&env, &["--poll-ms", "50"]);
@@ -547,7 +488,7 @@ fn a_claude_code_inboxes_folder_round_trips() {
     ]);
     std::fs::write(inboxes.join("worker.json"), worker.to_string()).unwrap();
     std::fs::write(inboxes.join("team-lead.json"), "[]").unwrap();
-    let mut bridge = Bridge::start(&env, &["team", "--lead", "lead"]);
+    let mut bridge = BridgeProcess::start(&env, "teams", &["team", "--lead", "lead"]);
     let opened = bridge.next_of("opened");
     assert_eq!(opened["member"], "worker", "{opened}");
     let id = opened["thread_id"].as_str().unwrap().to_owned();

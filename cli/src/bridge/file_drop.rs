@@ -25,7 +25,6 @@ use inbox_engine::wire::*;
 use inbox_engine::{EngineError, ErrorCode, EventId, Message, Output, Request, Status};
 use inbox_host_native::folder::{Changes, Folder, ReadProblem, Woke};
 use serde_json::json;
-use sha2::{Digest as _, Sha256};
 
 use super::descriptor::{self, Outcome, Refusal, ResultFile};
 use super::{Bus, Lines, Stop, database_folder, folder_error, io_error, unexpected};
@@ -101,19 +100,7 @@ impl FileDrop {
     fn start(global: &Global, args: &FileDropArgs) -> Result<FileDrop, EngineError> {
         let bus = Bus::open(global)?;
         let folder = Folder::ensure(&args.dir).map_err(|e| folder_error(&args.dir, &e))?;
-        let lock = match folder.lock() {
-            Ok(Some(lock)) => lock,
-            Ok(None) => {
-                return Err(EngineError::Relayed {
-                    code: ErrorCode::InvalidState,
-                    message: format!(
-                        "another bridge is running on {}; one bridge per folder (stop it first)",
-                        args.dir.display()
-                    ),
-                });
-            }
-            Err(e) => return Err(folder_error(&args.dir, &e)),
-        };
+        let lock = super::lock(&folder)?;
         let changes = Changes::watch(&[folder.path(), database_folder(global).as_path()]);
         let mut bridge = FileDrop {
             folder,
@@ -467,16 +454,10 @@ fn still_written(bytes: &[u8], modified: SystemTime) -> bool {
 /// The idempotency key of a descriptor: its name and content, so a
 /// restarted bridge replays the send, and another file never collides.
 fn key(name: &OsStr, bytes: &[u8]) -> String {
-    let mut digest = Sha256::new();
-    digest.update(name.as_bytes());
-    digest.update([0]);
-    digest.update(bytes);
-    let hex: String = digest
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("file-drop:{hex}")
+    format!(
+        "file-drop:{}",
+        super::sha256_hex(&[name.as_bytes(), &[0], bytes])
+    )
 }
 
 fn with_suffix(name: &OsStr, suffix: &str) -> OsString {

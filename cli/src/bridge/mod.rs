@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use inbox_engine::{Call, EngineError, ErrorCode, Output, Request, Response};
+use inbox_host_native::folder::Folder;
 use inbox_host_native::{HostClock, Lifetime, NativeEngine, open};
 use serde_json::Value;
 
@@ -197,6 +198,37 @@ pub(crate) fn unexpected(output: &Output) -> EngineError {
             "bridge: answered {} unexpectedly",
             output.command().as_str()
         ),
+    }
+}
+
+/// The SHA-256 of `parts` one after another, in hex: what a bridge's
+/// idempotency keys are made of (bounded in length, whatever the file).
+pub(crate) fn sha256_hex(parts: &[&[u8]]) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut digest = Sha256::new();
+    for part in parts {
+        digest.update(part);
+    }
+    digest
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Takes `folder`'s bridge lock, held while the bridge runs: one bridge
+/// per folder.
+pub(crate) fn lock(folder: &Folder) -> Result<std::fs::File, EngineError> {
+    match folder.lock() {
+        Ok(Some(lock)) => Ok(lock),
+        Ok(None) => Err(EngineError::Relayed {
+            code: ErrorCode::InvalidState,
+            message: format!(
+                "another bridge is running on {}; one bridge per folder (stop it first)",
+                folder.path().display()
+            ),
+        }),
+        Err(e) => Err(folder_error(folder.path(), &e)),
     }
 }
 

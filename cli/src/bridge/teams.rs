@@ -33,7 +33,6 @@ use inbox_engine::{EngineError, ErrorCode, EventId, Kind, Output, Request, Statu
 use inbox_host_native::folder::{Changes, Folder, ReadProblem, Woke};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sha2::{Digest as _, Sha256};
 
 use super::teams_line::{self, Inbound, LineProblem, MAX_LINE_BYTES, Open};
 use super::{Bus, Lines, Stop, bridge_s_own, database_folder, folder_error, io_error, unexpected};
@@ -185,19 +184,7 @@ impl Teams {
         let root = Folder::ensure(&args.dir).map_err(|e| folder_error(&args.dir, &e))?;
         let inner = args.dir.join(layout.folder());
         let folder = Folder::ensure(&inner).map_err(|e| folder_error(&inner, &e))?;
-        let lock = match root.lock() {
-            Ok(Some(lock)) => lock,
-            Ok(None) => {
-                return Err(EngineError::Relayed {
-                    code: ErrorCode::InvalidState,
-                    message: format!(
-                        "another bridge is running on {}; one bridge per folder (stop it first)",
-                        args.dir.display()
-                    ),
-                });
-            }
-            Err(e) => return Err(folder_error(&args.dir, &e)),
-        };
+        let lock = super::lock(&root)?;
         let hint = read_hint(&root);
         let database_folder = database_folder(global);
         let changes = Changes::watch(&[folder.path(), database_folder.as_path()]);
@@ -1071,10 +1058,10 @@ fn read_hint(root: &Folder) -> Hint {
 /// broadcast, however many files it is in.
 fn line_key(member: &str, bytes: &[u8], inbound: &Inbound) -> String {
     match inbound {
-        Inbound::Broadcast(_) => format!("teams:broadcast:{}", hex(&[bytes])),
+        Inbound::Broadcast(_) => format!("teams:broadcast:{}", super::sha256_hex(&[bytes])),
         _ => format!(
             "teams:members:{}",
-            hex(&[member.as_bytes(), b"/inbox\0", bytes])
+            super::sha256_hex(&[member.as_bytes(), b"/inbox\0", bytes])
         ),
     }
 }
@@ -1089,20 +1076,8 @@ fn entry_key(member: &str, entry: &Value) -> String {
     let bytes = serde_json::to_vec(&entry).unwrap_or_default();
     format!(
         "teams:inboxes:{}",
-        hex(&[member.as_bytes(), b".json\0", &bytes])
+        super::sha256_hex(&[member.as_bytes(), b".json\0", &bytes])
     )
-}
-
-fn hex(parts: &[&[u8]]) -> String {
-    let mut digest = Sha256::new();
-    for part in parts {
-        digest.update(part);
-    }
-    digest
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn type_of(inbound: &Inbound) -> &'static str {

@@ -241,3 +241,68 @@ impl TestEnv {
         stable
     }
 }
+
+/// A bridge (`inbox bridge KIND ARGS... --json`) running as a child process
+/// of a test, its JSON lines read as they come.
+pub struct BridgeProcess {
+    child: std::process::Child,
+    lines: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl BridgeProcess {
+    /// Starts `inbox bridge KIND ARGS... --json` in `env` and waits for its
+    /// `watching` line.
+    pub fn start(env: &TestEnv, kind: &str, args: &[&str]) -> BridgeProcess {
+        let mut all = vec!["bridge", kind];
+        all.extend_from_slice(args);
+        all.push("--json");
+        let mut command = env.command(&all);
+        command.stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = command.spawn().unwrap();
+        let lines = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut bridge = BridgeProcess { child, lines };
+        assert_eq!(bridge.next()["action"], "watching");
+        bridge
+    }
+
+    /// The next action line.
+    pub fn next(&mut self) -> serde_json::Value {
+        use std::io::BufRead as _;
+        let mut line = String::new();
+        self.lines.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}"))
+    }
+
+    /// The next action line that is `action`, skipping others.
+    pub fn next_of(&mut self, action: &str) -> serde_json::Value {
+        loop {
+            let line = self.next();
+            if line["action"] == action {
+                return line;
+            }
+        }
+    }
+
+    /// Sends `signal` to it.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
+    /// Stops it with `signal` and returns its exit code (-1 when killed)
+    /// and the lines it printed meanwhile.
+    pub fn stop(mut self, signal: rustix::process::Signal) -> (i32, Vec<serde_json::Value>) {
+        use std::io::BufRead as _;
+        self.signal(signal);
+        let mut rest = Vec::new();
+        let mut line = String::new();
+        while self.lines.read_line(&mut line).unwrap() > 0 {
+            if let Ok(value) = serde_json::from_str(&line) {
+                rest.push(value);
+            }
+            line.clear();
+        }
+        let status = self.child.wait().unwrap();
+        (status.code().unwrap_or(-1), rest)
+    }
+}
