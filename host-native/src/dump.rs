@@ -75,7 +75,7 @@ pub enum DumpError {
     File(String),
     /// Writing the dump failed part way (a full disk, a closed pipe).
     #[error("cannot write the dump: {0}")]
-    Write(String),
+    Write(std::io::Error),
     /// Line 1 is not a dump's header.
     #[error("{0}")]
     NotADump(String),
@@ -295,7 +295,7 @@ fn export_in(store: &SqliteStore, out: &mut dyn Write) -> Result<Exported, DumpE
     let write = |out: &mut dyn Write, line: &str| {
         out.write_all(line.as_bytes())
             .and_then(|()| out.write_all(b"\n"))
-            .map_err(|e| DumpError::Write(e.to_string()))
+            .map_err(DumpError::Write)
     };
     write(out, &header())?;
     let mut exported = Exported::default();
@@ -323,7 +323,7 @@ fn export_in(store: &SqliteStore, out: &mut dyn Write) -> Result<Exported, DumpE
     }
     let end = serde_json::json!({"record": "end", "records": exported.records});
     write(out, &end.to_string())?;
-    out.flush().map_err(|e| DumpError::Write(e.to_string()))?;
+    out.flush().map_err(DumpError::Write)?;
     Ok(exported)
 }
 

@@ -295,6 +295,36 @@ impl SqliteStore {
         self.conn.execute_batch(sql).map_err(|e| self.error(e))
     }
 
+    /// Inside a batch, between the engine's transactions: begins a group
+    /// of them that [`SqliteStore::end_group`] keeps or drops together
+    /// (one savepoint around them), for an import whose one line runs
+    /// several commands and must leave all or none of them.
+    ///
+    /// # Errors
+    ///
+    /// No batch is open, or the store failed.
+    pub fn begin_group(&mut self) -> Result<(), StoreError> {
+        if !self.batch || self.tx.is_some() {
+            return Err(StoreError::other(
+                "sqlite store: a group begins inside a batch, between transactions",
+            ));
+        }
+        self.batch_statement("SAVEPOINT batch_group")
+    }
+
+    /// Ends the group [`SqliteStore::begin_group`] began: keeps what its
+    /// transactions wrote when `keep`, else drops all of it.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn end_group(&mut self, keep: bool) -> Result<(), StoreError> {
+        if !keep {
+            self.batch_statement("ROLLBACK TO batch_group")?;
+        }
+        self.batch_statement("RELEASE batch_group")
+    }
+
     /// A transaction of the engine's, inside the batch.
     fn begin_savepoint(&mut self, mode: TxMode) -> Result<(), StoreError> {
         self.batch_statement("SAVEPOINT engine_tx")?;
