@@ -11,6 +11,7 @@
 //! apply an inbox rule of its own.
 
 pub mod args;
+pub mod interchange;
 mod mcp_launch;
 pub mod orch_args;
 mod output;
