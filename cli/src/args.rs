@@ -482,20 +482,20 @@ Examples:
     /// Write the database to a file: as JSON lines, or an SQLite copy
     #[command(
         long_about = "\
-Write the database out. By default as JSON lines (--format jsonl): every row of
-every table (threads, messages, artifacts, leases, events, read cursors,
+Write the database out, by default as JSON lines (--format jsonl): every row
+of every table (threads, messages, artifacts, leases, events, read cursors,
 agents, settings, idempotency keys, orch's runs, tasks and attempts) with its
 ids and timestamps exactly, one record per line after a header line, in one
 consistent snapshot; `inbox import` brings it back, and exporting the result
 again gives the same bytes. --format mailbox-jsonl writes every message as a
 line of seed 004's mailbox.jsonl, --format teams-jsonl as a line of seed
 002's member inboxes (docs/bridges.md has the mappings). FILE is written
-owner-only (0600) beside it and then put in place; without FILE, or with -,
-the lines go to stdout. --sqlite FILE writes a consistent, self-contained
-SQLite copy instead (no -wal or -shm beside it): to back up or move a bus,
-or hand it to the wasm package (Inbox.open({store: \"sqlite\", bytes})).
-Safe while agents run. FILE must not exist unless --force is given; a
-symbolic link at FILE is replaced, never followed.",
+owner-only (0600) under a temporary name beside it, then renamed; without
+FILE, or with -, the lines go to stdout. --sqlite FILE writes a consistent,
+self-contained SQLite copy instead (no -wal or -shm beside it): to back up
+or move a bus, or hand it to the wasm package (Inbox.open({store:
+\"sqlite\", bytes})). Safe while agents run. FILE must not exist unless
+--force is given; a symbolic link at FILE is replaced, never followed.",
         after_help = "\
 Examples:
   inbox export backup.jsonl
@@ -1132,8 +1132,7 @@ pub struct SkillArgs {
 #[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// What to write: jsonl (the whole database, lossless), mailbox-jsonl
-    /// (seed 004's mailbox.jsonl), teams-jsonl (seed 002's inbox lines)
+    /// What to write
     #[arg(long, value_enum, default_value_t = Format::Jsonl)]
     pub format: Format,
     /// The file to write [default: -, stdout]
@@ -1151,8 +1150,7 @@ pub struct ExportArgs {
 #[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// What FILE holds: jsonl (a dump by `inbox export`), mailbox-jsonl
-    /// (seed 004's mailbox.jsonl), teams-jsonl (seed 002's inbox lines)
+    /// What FILE holds
     #[arg(long, value_enum, default_value_t = Format::Jsonl)]
     pub format: Format,
     /// The file to read (- for stdin)
@@ -1166,7 +1164,9 @@ pub struct ImportArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["format", "file"])]
     pub sqlite: Option<PathBuf>,
     /// With --sqlite: replace what the database holds (saved beside it first)
-    #[arg(long, requires = "sqlite")]
+    // `requires` alone lets `import FILE --replace` through (clap 4.6):
+    // the conflict with FILE says it.
+    #[arg(long, requires = "sqlite", conflicts_with_all = ["file", "format"])]
     pub replace: bool,
 }
 
@@ -1175,9 +1175,9 @@ pub struct ImportArgs {
 pub enum Format {
     /// inbox's own dump: every row of every table
     Jsonl,
-    /// Seed 004's mailbox.jsonl: one message per line
+    /// seed 004's mailbox.jsonl: one message per line
     MailboxJsonl,
-    /// Seed 002's member inbox: one message per line
+    /// seed 002's member inbox: one message per line
     TeamsJsonl,
 }
 

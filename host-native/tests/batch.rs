@@ -59,3 +59,23 @@ fn a_batch_keeps_every_command_that_succeeded_and_commits_once() {
     assert_eq!(threads(&path), 3);
     assert!(engine.store_mut().end_batch(true).is_err(), "no batch open");
 }
+
+#[test]
+fn a_group_keeps_or_drops_its_commands_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("group.db");
+    let mut store = open_or_create(&path).unwrap();
+    store.initialize().unwrap();
+    let mut engine = engine(store);
+    assert!(engine.store_mut().begin_group().is_err(), "only in a batch");
+    engine.store_mut().begin_batch().unwrap();
+    engine.store_mut().begin_group().unwrap();
+    assert!(engine.execute(send("Dropped one")).is_ok());
+    assert!(engine.execute(send("Dropped two")).is_ok());
+    engine.store_mut().end_group(false).unwrap();
+    engine.store_mut().begin_group().unwrap();
+    assert!(engine.execute(send("Kept")).is_ok());
+    engine.store_mut().end_group(true).unwrap();
+    engine.store_mut().end_batch(true).unwrap();
+    assert_eq!(threads(&path), 1);
+}

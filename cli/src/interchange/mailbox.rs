@@ -261,10 +261,13 @@ impl Mapping for MailboxImport {
 
 impl MailboxImport {
     /// The open thread `line` belongs in, if any: the one its
-    /// `metadata.threadId` names, else its agent's task, else (an answer)
-    /// its agent's question.
+    /// `metadata.threadId` names, else (but for a new task, which opens
+    /// one) its agent's task, else (an answer) its agent's question.
     fn thread_of(&self, line: &Line) -> Option<Tracked> {
         let named = line.thread_ref.as_ref().and_then(|r| self.named.get(r));
+        if line.kind == MessageType::TaskAssigned {
+            return named.filter(|t| t.is_open()).cloned();
+        }
         let worker = line.worker();
         let asked = (line.kind == MessageType::Answer)
             .then(|| self.questions.get(worker))
