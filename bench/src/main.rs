@@ -96,6 +96,8 @@ enum Choice {
     Baseline,
     /// 9. The database file under retention (auto gc off and on)
     Retention,
+    /// 10. Importing a mailbox log
+    Import,
 }
 
 #[derive(Subcommand)]
@@ -118,7 +120,7 @@ enum Sub {
 /// to run it. In report order.
 type Workload = (&'static str, Choice, fn(&Ctx) -> Result<Section>);
 
-const WORKLOADS: [Workload; 8] = [
+const WORKLOADS: [Workload; 9] = [
     ("send", Choice::Send, workloads::send::run),
     ("claim", Choice::Claim, workloads::claim::run),
     ("wake", Choice::Wake, workloads::wake::run),
@@ -127,6 +129,7 @@ const WORKLOADS: [Workload; 8] = [
     ("orch", Choice::Orch, workloads::orch::run),
     ("baseline", Choice::Baseline, workloads::baseline::run),
     ("retention", Choice::Retention, workloads::retention::run),
+    ("import", Choice::Import, workloads::import::run),
 ];
 
 fn main() -> ExitCode {
@@ -312,6 +315,7 @@ mod tests {
             "orch",
             "baseline",
             "retention",
+            "import",
         ];
         assert_eq!(keys(&[]), every);
         assert_eq!(keys(&["all", "--quick", "--no-build"]), every);

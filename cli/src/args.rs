@@ -509,13 +509,13 @@ Examples:
     #[command(
         long_about = "\
 Bring FILE (- for stdin) into this database, which is created if it does
-not exist, in one write transaction: agents may run meanwhile (their writes
-wait for it), and a file that cannot be imported changes nothing.
+not exist. Agents may run meanwhile: their writes wait for the import's.
 
---format jsonl (the default) reads a dump made by `inbox export`: its rows
-are copied as they are, ids and timestamps included; rows already present
-with the same values are skipped, so importing a file twice adds nothing,
-and a row whose id is present with other values refuses the whole file.
+--format jsonl (the default) reads a dump made by `inbox export`, in one
+write transaction: its rows are copied as they are, ids and timestamps
+included; rows already present with the same values are skipped, so
+importing a file twice adds nothing, and a row whose id is present with
+other values, like a file cut short, refuses the whole file.
 
 --format mailbox-jsonl reads seed 004's mailbox.jsonl and --format
 teams-jsonl seed 002's member inbox lines: each line becomes inbox commands
@@ -524,8 +524,11 @@ task_completion finishes it, a question or blocking_notification blocks it,
 ...; docs/bridges.md has every mapping), under inbox's rules, with an
 idempotency key per line, so importing a file twice adds nothing. A line
 that is not a message of the format, or that inbox refuses, is reported
-with its number and skipped; the summary counts them. On a terminal a
-progress bar shows how far a large file got.
+with its number and skipped; the summary counts them. Lines are committed
+a fifth of a second's worth at a time, each line whole, so agents' writes
+are never held up long; an import that stops (a storage error) is finished
+by running it again. On a terminal a progress bar shows how far a large
+file got.
 
 --sqlite FILE copies an inbox database file (made by `inbox export
 --sqlite`, the wasm package's exportBytes(), or any inbox database, an

@@ -612,3 +612,58 @@ fn a_large_import_shows_a_progress_bar_on_a_terminal_only() {
     assert!(!piped.stderr.contains("importing"), "{piped}");
     assert!(Path::new(&env.dir().join("big.jsonl")).exists());
 }
+
+#[test]
+fn agents_keep_writing_while_a_long_import_runs() {
+    let env = TestEnv::initialized();
+    let mut log = String::new();
+    for n in 0..4000 {
+        log.push_str(&format!(
+            r#"{{"id":"t{n}","type":"task-assigned","from":"orchestrator","to":"agent:w{}","body":"Task {n}","read":false,"createdAt":"2026-05-10T14:00:00Z"}}"#,
+            n % 4
+        ));
+        log.push('\n');
+    }
+    write(&env, "long.jsonl", &log);
+    let mut import = env.command(&[
+        "import",
+        "--format",
+        "mailbox-jsonl",
+        "long.jsonl",
+        "--json",
+    ]);
+    import.stdout(std::process::Stdio::piped());
+    let mut child = import.spawn().unwrap();
+    // While it runs, another agent sends: each send waits at most for one
+    // batch of the import (a fifth of a second), never for all of it, so
+    // sends finish while the import is still under way.
+    let mut during = 0;
+    let mut sent = 0;
+    while child.try_wait().unwrap().is_none() {
+        env.json(
+            &[
+                "send",
+                "--from",
+                "lead",
+                "--to",
+                "x",
+                "--subject",
+                "Meanwhile",
+            ],
+            0,
+        );
+        sent += 1;
+        if child.try_wait().unwrap().is_none() {
+            during += 1;
+        }
+    }
+    let output = child.wait_with_output().unwrap();
+    let imported: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(imported["imported"], 4000, "{imported}");
+    assert!(
+        during >= 1,
+        "no send finished while the import ran ({sent} sent)"
+    );
+    let list = env.json(&["list", "--assigned-to", "x", "--limit", "1000"], 0);
+    assert_eq!(list["threads"].as_array().unwrap().len(), sent);
+}

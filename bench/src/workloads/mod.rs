@@ -4,13 +4,15 @@
 //! (4) and [`query`] (5); workload 6 (fsync-per-commit durability) runs
 //! inside each of them; [`orch`] (7) measures the leader's control plane;
 //! [`baseline`] (8) compares a CLI command's cost with a baseline build's;
-//! [`retention`] (9) follows the file's size with retention off and on.
+//! [`retention`] (9) follows the file's size with retention off and on;
+//! [`import`] (10) times the import of a seed 004 mailbox log.
 //! Shared helpers live here. A workload must never
 //! compare systems across durabilities: a table holds one durability, and a
 //! ratio's baseline is measured in the same run and the same table.
 
 pub(crate) mod baseline;
 pub(crate) mod claim;
+pub(crate) mod import;
 pub(crate) mod orch;
 pub(crate) mod query;
 pub(crate) mod retention;

@@ -1,20 +1,25 @@
 //! Running a file of message lines as engine commands: the driver the
 //! `mailbox-jsonl` and `teams-jsonl` imports share.
 //!
-//! The whole file is one batch (one write transaction, see
-//! `SqliteStore::begin_batch`): each engine command is a transaction of its
-//! own inside it, and each line's commands form a group kept or dropped
-//! together, so a line inbox refuses halfway (a claim granted, then the
-//! `done` refused) leaves nothing. A line that is not a message of the
-//! format is *malformed*, one inbox's rules refuse is *refused*: both are
-//! reported with their line number and skipped, never fatal. What is fatal
-//! (the store failing, the file unreadable) rolls the whole batch back.
-//! Every command carries an idempotency key the format derives from the
-//! line, so a line imported before is answered from its key and counted as
-//! *present*. This module must never decide what a line means: a
-//! [`Mapping`] does.
+//! Lines run in batches (one write transaction each, see
+//! `SqliteStore::begin_batch`), each committed once it has run for
+//! [`BATCH_TIME`]: a batch holds SQLite's write lock, and agents writing
+//! meanwhile wait for it, so no batch may come near their 10 s busy budget
+//! (100,000 lines take several seconds). Each engine command is a
+//! transaction of its own inside the batch, and each line's commands form a
+//! group kept or dropped together, so a line inbox refuses halfway (a claim
+//! granted, then the `done` refused) leaves nothing. A line that is not a
+//! message of the format is *malformed*, one inbox's rules refuse is
+//! *refused*: both are reported with their line number and skipped, never
+//! fatal. What is fatal (the store failing, the file unreadable) stops the
+//! import: the batch under way is rolled back, the ones committed stay, and
+//! running the import again finishes it, since every command carries an
+//! idempotency key the format derives from the line: a line imported before
+//! is answered from its keys and counted as *present*. This module must
+//! never decide what a line means: a [`Mapping`] does.
 
 use std::io::BufRead;
+use std::time::{Duration, Instant};
 
 use inbox_engine::{Call, EngineError, ErrorCode, Output, Request, Response};
 use inbox_host_native::lines::{Line, Lines};
@@ -27,6 +32,16 @@ use crate::terminal;
 
 /// The problems a report lists; the rest are counted.
 const LISTED: usize = 100;
+
+/// How long a batch runs before it is committed and the next begins.
+const BATCH_TIME: Duration = Duration::from_millis(200);
+
+/// How long the import lets go of the write lock between batches. SQLite's
+/// locks are not fair: a writer waiting for one retries after a sleep (at
+/// most 3 ms, see `open`'s busy handler), and an import that began its next
+/// batch at once would win every time, holding agents up for the whole
+/// file. 5 ms of every 200 lets each waiting writer in.
+const YIELD: Duration = Duration::from_millis(5);
 
 /// One format's meaning of a line.
 pub(super) trait Mapping {
@@ -65,9 +80,28 @@ pub(super) struct Bus {
     engine: NativeEngine,
     /// Whether a command of the current line was applied, not replayed.
     wrote: bool,
+    /// When the batch under way began.
+    began: Instant,
 }
 
 impl Bus {
+    fn begin(&mut self) -> Result<(), InterchangeError> {
+        self.began = Instant::now();
+        Ok(self.engine.store_mut().begin_batch()?)
+    }
+
+    /// Commits the batch under way if it has run long enough, and begins
+    /// the next; returns whether it committed.
+    fn checkpoint(&mut self) -> Result<bool, InterchangeError> {
+        if self.began.elapsed() < BATCH_TIME {
+            return Ok(false);
+        }
+        self.engine.store_mut().end_batch(true)?;
+        std::thread::sleep(YIELD);
+        self.begin()?;
+        Ok(true)
+    }
+
     /// Runs `request` under idempotency key `key`.
     pub(super) fn run(&mut self, request: Request, key: String) -> Result<Output, Skip> {
         let call = Call {
@@ -97,6 +131,10 @@ pub(super) struct Summary {
     present: u64,
     malformed: u64,
     refused: u64,
+    /// Lines read in batches already committed.
+    committed: u64,
+    /// The number of the last line read.
+    last: u64,
     /// The first [`LISTED`] problems.
     problems: Vec<Problem>,
 }
@@ -176,8 +214,8 @@ impl Summary {
     }
 }
 
-/// Imports `input` into `store` with `mapping`, in one batch; `progress`
-/// is told the bytes read after each line.
+/// Imports `input` into `store` with `mapping`, in batches; `progress` is
+/// told the bytes read after each line.
 pub(super) fn import(
     store: SqliteStore,
     clock: HostClock,
@@ -190,14 +228,21 @@ pub(super) fn import(
     let mut bus = Bus {
         engine,
         wrote: false,
+        began: Instant::now(),
     };
-    bus.engine.store_mut().begin_batch()?;
+    bus.begin()?;
     let mut lines = Lines::new(input, limit);
-    let result = each_line(&mut bus, &mut lines, limit, mapping, progress);
+    let mut summary = Summary::default();
+    let result = each_line(&mut bus, &mut lines, limit, mapping, progress, &mut summary);
     let ended = bus.engine.store_mut().end_batch(result.is_ok());
-    let summary = result?;
-    ended?;
-    Ok(summary)
+    match result.and_then(|()| ended.map_err(InterchangeError::from)) {
+        Ok(()) => Ok(summary),
+        Err(error) => Err(InterchangeError::Stopped {
+            line: summary.last,
+            kept: summary.committed,
+            error: Box::new(error),
+        }),
+    }
 }
 
 fn each_line<R: BufRead>(
@@ -206,12 +251,13 @@ fn each_line<R: BufRead>(
     limit: usize,
     mapping: &mut dyn Mapping,
     progress: &mut dyn FnMut(u64),
-) -> Result<Summary, InterchangeError> {
-    let mut summary = Summary::default();
+    summary: &mut Summary,
+) -> Result<(), InterchangeError> {
     while let Some((number, line)) = lines
         .next_line()
         .map_err(|e| InterchangeError::File(format!("the file cannot be read: {e}")))?
     {
+        summary.last = number;
         progress(lines.bytes_read());
         let text = match line {
             Line::Text(text) if text.trim().is_empty() => continue,
@@ -229,9 +275,12 @@ fn each_line<R: BufRead>(
             }
         };
         summary.lines += 1;
-        one_line(bus, mapping, number, &text, &mut summary)?;
+        one_line(bus, mapping, number, &text, summary)?;
+        if bus.checkpoint()? {
+            summary.committed = summary.lines;
+        }
     }
-    Ok(summary)
+    Ok(())
 }
 
 /// Runs one line's commands as a group: all kept, or none.

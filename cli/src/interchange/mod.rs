@@ -7,10 +7,10 @@
 //!   `teams-jsonl`, seed 002's member inbox lines ([`teams`]): one message
 //!   per line. An export writes every message in the order it was written,
 //!   from one read transaction ([`messages`]); an import runs each line as
-//!   engine commands, so inbox's rules apply to it, in one batch
-//!   ([`apply`]): one write transaction, a line's commands kept or dropped
-//!   together, every command under an idempotency key of the line's, so a
-//!   file imported twice adds nothing.
+//!   engine commands, so inbox's rules apply to it, in batches ([`apply`]):
+//!   write transactions of a fifth of a second, a line's commands kept or
+//!   dropped together, every command under an idempotency key of the
+//!   line's, so a file imported twice adds nothing.
 //!
 //! Imports stream the file a line at a time and show a [`progress`] bar on
 //! a terminal. This module opens files and the database and reports in the
@@ -59,6 +59,25 @@ pub(crate) enum InterchangeError {
     /// The store failed, or the engine did (an import stops then).
     #[error("{0}")]
     Engine(EngineError),
+    /// An import of lines stopped part way.
+    #[error(
+        "{error}; the import stopped at line {line}{}",
+        match kept {
+            0 => ", and nothing was imported".to_owned(),
+            n => format!(
+                ": the {n} lines before it are imported, and importing the file again \
+                 finishes it (lines already imported are skipped)"
+            ),
+        }
+    )]
+    Stopped {
+        /// The line it stopped at.
+        line: u64,
+        /// Lines read in batches committed before.
+        kept: u64,
+        /// Why.
+        error: Box<InterchangeError>,
+    },
 }
 
 impl InterchangeError {
@@ -70,6 +89,7 @@ impl InterchangeError {
             InterchangeError::Usage(_) => ErrorCode::InvalidRequest,
             InterchangeError::Write(_) => ErrorCode::StorageError,
             InterchangeError::Engine(error) => error.code(),
+            InterchangeError::Stopped { error, .. } => error.code(),
         }
     }
 
