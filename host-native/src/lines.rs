@@ -3,9 +3,10 @@
 //! `mailbox-jsonl`, `teams-jsonl`).
 //!
 //! A line is held whole only up to a limit the caller states; a longer one
-//! is reported as [`Line::TooLong`] and the rest of it is read past in
-//! small pieces, never buffered, so a file of any size (or a line of
-//! gigabytes with no newline) costs at most the limit. Lines are numbered
+//! is reported as [`Line::TooLong`], and a caller that goes on reads past
+//! the rest of it ([`Lines::skip_rest`]) in small pieces, never buffered, up
+//! to a bound of its own, so a file of any size (or an input that never
+//! ends, like `/dev/zero`) costs at most the limit. Lines are numbered
 //! from 1, as editors and `sed -n` number them, and counted in bytes read,
 //! for a progress bar. This module must never interpret a line: what one
 //! means is its caller's business.
@@ -17,7 +18,8 @@ use std::io::{BufRead, Read};
 pub enum Line {
     /// The line, valid UTF-8 and within the limit.
     Text(String),
-    /// Longer than the limit: it was read past, not kept.
+    /// Longer than the limit: its start was read, not kept; the next
+    /// read continues inside it unless [`Lines::skip_rest`] reads past it.
     TooLong,
     /// Not valid UTF-8.
     NotUtf8,
@@ -69,7 +71,6 @@ impl<R: BufRead> Lines<R> {
         if ended {
             buffer.pop();
         } else if buffer.len() > self.limit {
-            self.skip_rest()?;
             return Ok(Some((self.number, Line::TooLong)));
         }
         if buffer.last() == Some(&b'\r') {
@@ -79,23 +80,33 @@ impl<R: BufRead> Lines<R> {
         Ok(Some((self.number, line)))
     }
 
-    /// Reads past the rest of an over-long line, through its newline.
-    fn skip_rest(&mut self) -> std::io::Result<()> {
-        loop {
+    /// Reads past the rest of the over-long line just returned, through
+    /// its newline (or the end of the file), reading at most `most` bytes:
+    /// `false` if the line goes on beyond them.
+    ///
+    /// # Errors
+    ///
+    /// The reader's.
+    pub fn skip_rest(&mut self, most: u64) -> std::io::Result<bool> {
+        let mut skipped = 0;
+        while skipped < most {
             let available = self.reader.fill_buf()?;
             if available.is_empty() {
-                return Ok(());
+                return Ok(true);
             }
+            let room = usize::try_from(most - skipped).unwrap_or(usize::MAX);
             let (used, found) = match available.iter().position(|b| *b == b'\n') {
-                Some(at) => (at + 1, true),
-                None => (available.len(), false),
+                Some(at) if at < room => (at + 1, true),
+                _ => (available.len().min(room), false),
             };
             self.reader.consume(used);
             self.bytes += used as u64;
+            skipped += used as u64;
             if found {
-                return Ok(());
+                return Ok(true);
             }
         }
+        Ok(false)
     }
 }
 
@@ -109,6 +120,9 @@ mod tests {
         let mut lines = Lines::new(std::io::BufReader::with_capacity(4, text), limit);
         let mut out = Vec::new();
         while let Some(line) = lines.next_line().unwrap() {
+            if line.1 == Line::TooLong {
+                assert!(lines.skip_rest(1 << 20).unwrap());
+            }
             out.push(line);
         }
         assert_eq!(lines.bytes_read(), text.len() as u64);
@@ -136,5 +150,14 @@ mod tests {
         assert_eq!(all(b"123456", 5), vec![(1, Line::TooLong)]);
         assert_eq!(all(b"12345", 5), vec![(1, Line::Text("12345".into()))]);
         assert_eq!(all(b"\n\n", 5).len(), 2);
+    }
+
+    #[test]
+    fn a_line_that_never_ends_is_skipped_only_so_far() {
+        let endless = std::io::Read::take(std::io::repeat(b'x'), 1 << 30);
+        let mut lines = Lines::new(std::io::BufReader::new(endless), 8);
+        assert_eq!(lines.next_line().unwrap(), Some((1, Line::TooLong)));
+        assert!(!lines.skip_rest(1000).unwrap());
+        assert_eq!(lines.bytes_read(), 9 + 1000);
     }
 }

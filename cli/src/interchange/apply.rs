@@ -33,6 +33,10 @@ use crate::terminal;
 /// The problems a report lists; the rest are counted.
 const LISTED: usize = 100;
 
+/// How far past its limit an over-long line is read to skip it: a line
+/// that goes on further (`/dev/zero`) stops the import.
+const SKIP_MOST: u64 = 64 << 20;
+
 /// How long a batch runs before it is committed and the next begins.
 const BATCH_TIME: Duration = Duration::from_millis(200);
 
@@ -263,6 +267,15 @@ fn each_line<R: BufRead>(
             Line::Text(text) if text.trim().is_empty() => continue,
             Line::Text(text) => text,
             Line::TooLong => {
+                if !lines
+                    .skip_rest(SKIP_MOST)
+                    .map_err(|e| InterchangeError::File(format!("the file cannot be read: {e}")))?
+                {
+                    return Err(InterchangeError::Endless {
+                        line: number,
+                        most: SKIP_MOST,
+                    });
+                }
                 summary.lines += 1;
                 let message = format!("is longer than {limit} bytes; no message of the format is");
                 summary.skipped(number, Skip::Malformed(message));

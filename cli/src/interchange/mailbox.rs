@@ -424,7 +424,11 @@ fn cancel(bus: &mut Bus, line: &Line, thread: &Tracked) -> Result<MessageOutput,
 pub(super) fn line(item: &Item<'_>) -> String {
     let message = item.message;
     let order = |kept: &Map<String, Json>, field: &str| kept.get(field).cloned();
-    if let Some(Json::Object(kept)) = message.payload.get("mailbox") {
+    // An imported line's payload holds it with its id; a payload an agent
+    // wrote with a `mailbox` field of its own is not one.
+    if let Some(Json::Object(kept)) = message.payload.get("mailbox")
+        && kept.get("id").is_some_and(Json::is_string)
+    {
         let fields = [
             ("id", order(kept, "id")),
             ("type", order(kept, "type")),

@@ -59,6 +59,16 @@ pub(crate) enum InterchangeError {
     /// The store failed, or the engine did (an import stops then).
     #[error("{0}")]
     Engine(EngineError),
+    /// A line that goes on past any bound: not a file of lines.
+    #[error(
+        "line {line} goes on for more than {most} bytes without ending: this is not a file of JSON lines"
+    )]
+    Endless {
+        /// Its number.
+        line: u64,
+        /// How far it was read.
+        most: u64,
+    },
     /// An import of lines stopped part way.
     #[error(
         "{error}; the import stopped at line {line}{}",
@@ -90,6 +100,7 @@ impl InterchangeError {
             InterchangeError::Write(_) => ErrorCode::StorageError,
             InterchangeError::Engine(error) => error.code(),
             InterchangeError::Stopped { error, .. } => error.code(),
+            InterchangeError::Endless { .. } => ErrorCode::TooLong,
         }
     }
 

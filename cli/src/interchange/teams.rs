@@ -304,7 +304,11 @@ fn append(bus: &mut Bus, line: &Line, thread: &Tracked, kind: Kind) -> Result<Me
 pub(super) fn line(item: &Item<'_>) -> String {
     let message = item.message;
     let payload = &message.payload;
-    if let Some(Json::Object(kept)) = payload.get("teams") {
+    // An imported line's payload holds it with its type; a payload an agent
+    // wrote with a `teams` field of its own is not one.
+    if let Some(Json::Object(kept)) = payload.get("teams")
+        && kept.get("type").is_some_and(Json::is_string)
+    {
         let mut kept = kept.clone();
         let field = payload.get("teams_body").and_then(Json::as_str);
         if let (Some(field), Some(Json::Object(content))) = (field, kept.get_mut("content")) {
