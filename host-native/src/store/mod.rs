@@ -1152,8 +1152,20 @@ impl Store for SqliteStore {
             ));
         }
         if let Some(source) = &query.source {
+            // With a thread named, its index (thread_id, event_id) is the
+            // one to walk: a thread holds a handful of events, while a
+            // source (a leader) may have written most of the store's, and
+            // SQLite, free to choose, took events_source (source,
+            // event_id) for the order: `reply` into a claimed thread from
+            // a leader with 100,000 events walked all of them. The unary
+            // `+` leaves that index out here.
+            let column = if query.thread_id.is_some() {
+                "+e.source"
+            } else {
+                "e.source"
+            };
             clauses.push(format!(
-                "e.source = {}",
+                "{column} = {}",
                 push(&mut params, Value::Text(source.clone()))
             ));
         }
