@@ -34,7 +34,7 @@ use serde_json::{Map, Value as Json};
 
 use super::apply::{Bus, Mapping, Skip, Tracked, hold, key, mark_read, written};
 use super::messages::Item;
-use super::{ordered, title};
+use super::{address, object, ordered, title};
 
 /// Seed 004's message types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -131,12 +131,7 @@ struct Line {
 
 impl Line {
     fn parse(text: &str) -> Result<Line, String> {
-        let Ok(Json::Object(mut object)) = serde_json::from_str::<Json>(text) else {
-            return Err(match serde_json::from_str::<Json>(text) {
-                Err(e) => format!("is not JSON ({e})"),
-                Ok(_) => "is not a JSON object".into(),
-            });
-        };
+        let mut object = object(text)?;
         let body = match object.remove("body") {
             Some(Json::String(body)) => body,
             _ => return Err("has no `body` string".into()),
@@ -216,13 +211,6 @@ impl Line {
     fn key(&self, step: Option<&str>) -> String {
         key("mailbox", &self.id, step)
     }
-}
-
-/// A seed address as inbox's: `agent:<id>` is the agent `<id>`; the rest
-/// (`orchestrator`, `user`, `role:NAME`, `broadcast`) are inbox's as they
-/// stand.
-fn address(seed: &str) -> String {
-    seed.strip_prefix("agent:").unwrap_or(seed).to_owned()
 }
 
 /// An import of a mailbox log: what it learned of the threads so far.

@@ -422,6 +422,23 @@ pub fn first_line(body: &str) -> String {
     short
 }
 
+/// A line as a JSON object, or what it is instead (the seeds' lines are
+/// objects; anything else is a malformed line).
+fn object(text: &str) -> Result<Map<String, Json>, String> {
+    match serde_json::from_str::<Json>(text) {
+        Ok(Json::Object(object)) => Ok(object),
+        Ok(_) => Err("is not a JSON object".into()),
+        Err(e) => Err(format!("is not JSON ({e})")),
+    }
+}
+
+/// A seed's name of an agent as an inbox address: `agent:<id>` is the
+/// agent `<id>`; anything else (an agent's name, `role:NAME`, `broadcast`)
+/// is inbox's as it stands, for the engine to check.
+fn address(seed: &str) -> String {
+    seed.strip_prefix("agent:").unwrap_or(seed).to_owned()
+}
+
 /// The first of `candidates` with a line of text in it, made a one-line
 /// title ([`first_line`]), else `fallback`.
 fn title(candidates: &[Option<&str>], fallback: impl FnOnce() -> String) -> String {

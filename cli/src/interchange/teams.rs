@@ -58,12 +58,7 @@ struct Line {
 
 impl Line {
     fn parse(number: u64, text: &str) -> Result<Line, String> {
-        let Ok(Json::Object(object)) = serde_json::from_str::<Json>(text) else {
-            return Err(match serde_json::from_str::<Json>(text) {
-                Err(e) => format!("is not JSON ({e})"),
-                Ok(_) => "is not a JSON object".into(),
-            });
-        };
+        let object = super::object(text)?;
         let text_of = |field: &str| match object.get(field) {
             Some(Json::String(text)) if !text.is_empty() => Ok(text.clone()),
             _ => Err(format!("has no `{field}` string")),
@@ -169,7 +164,7 @@ impl Line {
 fn address(seed: &str) -> String {
     match seed {
         "all" => "broadcast".into(),
-        other => other.strip_prefix("agent:").unwrap_or(other).to_owned(),
+        other => super::address(other),
     }
 }
 
