@@ -98,6 +98,8 @@ enum Choice {
     Retention,
     /// 10. Bridges: a dropped descriptor to a thread
     Bridge,
+    /// 11. Importing a mailbox log
+    Import,
 }
 
 #[derive(Subcommand)]
@@ -120,7 +122,7 @@ enum Sub {
 /// to run it. In report order.
 type Workload = (&'static str, Choice, fn(&Ctx) -> Result<Section>);
 
-const WORKLOADS: [Workload; 9] = [
+const WORKLOADS: [Workload; 10] = [
     ("send", Choice::Send, workloads::send::run),
     ("claim", Choice::Claim, workloads::claim::run),
     ("wake", Choice::Wake, workloads::wake::run),
@@ -130,6 +132,7 @@ const WORKLOADS: [Workload; 9] = [
     ("baseline", Choice::Baseline, workloads::baseline::run),
     ("retention", Choice::Retention, workloads::retention::run),
     ("bridge", Choice::Bridge, workloads::bridge::run),
+    ("import", Choice::Import, workloads::import::run),
 ];
 
 fn main() -> ExitCode {
@@ -315,6 +318,7 @@ mod tests {
             "orch",
             "baseline",
             "retention",
+            "import",
         ];
         assert_eq!(keys(&[]), every);
         assert_eq!(keys(&["all", "--quick", "--no-build"]), every);

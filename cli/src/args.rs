@@ -479,38 +479,70 @@ Examples:
     )]
     Script(ScriptArgs),
 
-    /// Write a self-contained copy of the database to a file
+    /// Write the database to a file: as JSON lines, or an SQLite copy
     #[command(
         long_about = "\
-Write a consistent, self-contained copy of the database to FILE: one
-snapshot of every commit, the ones still in its -wal included, with no -wal
-or -shm beside it, created owner-only (0600). Safe while agents run. Use it
-to back up a bus, move it to another machine, or hand it to the wasm package
-(Inbox.open({store: \"sqlite\", bytes})). FILE must not exist unless
+Write the database out, by default as JSON lines (--format jsonl): every row
+of every table (threads, messages, artifacts, leases, events, read cursors,
+agents, settings, idempotency keys, orch's runs, tasks and attempts) with its
+ids and timestamps exactly, one record per line after a header line, in one
+consistent snapshot; `inbox import` brings it back, and exporting the result
+again gives the same bytes. --format mailbox-jsonl writes every message as a
+line of seed 004's mailbox.jsonl, --format teams-jsonl as a line of seed
+002's member inboxes (docs/bridges.md has the mappings). FILE is written
+owner-only (0600) under a temporary name beside it, then renamed; without
+FILE, or with -, the lines go to stdout. --sqlite FILE writes a consistent,
+self-contained SQLite copy instead (no -wal or -shm beside it): to back up
+or move a bus, or hand it to the wasm package (Inbox.open({store:
+\"sqlite\", bytes})). Safe while agents run. FILE must not exist unless
 --force is given; a symbolic link at FILE is replaced, never followed.",
         after_help = "\
 Examples:
-  inbox export --sqlite backup.db
-  inbox --db .agents/coord.db export --sqlite /mnt/usb/team.db --force"
+  inbox export backup.jsonl
+  inbox export --format mailbox-jsonl .agenties/mailbox.jsonl --force
+  inbox export --format teams-jsonl - | jq -c 'select(.type == \"task_completion\")'
+  inbox export --sqlite backup.db"
     )]
     Export(ExportArgs),
 
-    /// Bring a database file in: into a new or empty database, or --replace
+    /// Bring a file in: JSON lines, a mailbox log, or an SQLite copy
     #[command(
         long_about = "\
-Copy the threads, messages, leases, events, read cursors and orch runs of the database
-in FILE (made by `inbox export`, by the wasm package's exportBytes(), or any
-inbox database, an older schema included) into this database, which is
-created if it does not exist. It is one ordinary write transaction, so
-agents may run meanwhile and the database file is never replaced; FILE is
-only read, after SQLite's integrity check. A database that already holds
-threads or orch runs is refused unless --replace is given; then its content is first
-saved as <database>.before-import-<time> beside it, and its history is
-replaced: restart waits that were running (their event cursors belong to
-the old history).",
+Bring FILE (- for stdin) into this database, which is created if it does
+not exist. Agents may run meanwhile: their writes wait for the import's.
+
+--format jsonl (the default) reads a dump made by `inbox export`, in one
+write transaction: its rows are copied as they are, ids and timestamps
+included; rows already present with the same values are skipped, so
+importing a file twice adds nothing, and a row whose id is present with
+other values, like a file cut short, refuses the whole file.
+
+--format mailbox-jsonl reads seed 004's mailbox.jsonl and --format
+teams-jsonl seed 002's member inbox lines: each line becomes inbox commands
+(a task-assigned or task_assignment opens a thread, task-done or
+task_completion finishes it, a question or blocking_notification blocks it,
+...; docs/bridges.md has every mapping), under inbox's rules, with an
+idempotency key per line, so importing a file twice adds nothing. A line
+that is not a message of the format, or that inbox refuses, is reported
+with its number and skipped; the summary counts them. Lines are committed
+a fifth of a second's worth at a time, each line whole, so agents' writes
+are never held up long; an import that stops (a storage error) is finished
+by running it again. On a terminal a progress bar shows how far a large
+file got.
+
+--sqlite FILE copies an inbox database file (made by `inbox export
+--sqlite`, the wasm package's exportBytes(), or any inbox database, an
+older schema included) into a new or empty database, after SQLite's
+integrity check. A database that already holds threads or orch runs is
+refused unless --replace is given; then its content is first saved as
+<database>.before-import-<time> beside it, and its history is replaced:
+restart waits that were running (their event cursors belong to the old
+history).",
         after_help = "\
 Examples:
-  inbox --db .agents/coord.db import --sqlite backup.db
+  inbox --db .agents/coord.db import backup.jsonl
+  inbox import --format mailbox-jsonl .agenties/mailbox.jsonl
+  inbox import --format teams-jsonl ~/.claude/teams/alpha/members/backend-dev/inbox
   inbox import --sqlite team.db --replace"
     )]
     Import(ImportArgs),
@@ -1123,9 +1155,15 @@ pub struct SkillArgs {
 #[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The file to write: an SQLite database of its own
-    #[arg(long, value_name = "FILE")]
-    pub sqlite: PathBuf,
+    /// What to write
+    #[arg(long, value_enum, default_value_t = Format::Jsonl)]
+    pub format: Format,
+    /// The file to write [default: -, stdout]
+    #[arg(value_name = "FILE", allow_hyphen_values = true)]
+    pub file: Option<PathBuf>,
+    /// Write an SQLite database of its own to FILE instead
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["format", "file"])]
+    pub sqlite: Option<PathBuf>,
     /// Replace FILE if it exists
     #[arg(long)]
     pub force: bool,
@@ -1135,11 +1173,23 @@ pub struct ExportArgs {
 #[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The database file to read
-    #[arg(long, value_name = "FILE")]
-    pub sqlite: PathBuf,
-    /// Replace what the database holds (saved beside it first)
-    #[arg(long)]
+    /// What FILE holds
+    #[arg(long, value_enum, default_value_t = Format::Jsonl)]
+    pub format: Format,
+    /// The file to read (- for stdin)
+    #[arg(
+        value_name = "FILE",
+        allow_hyphen_values = true,
+        required_unless_present = "sqlite"
+    )]
+    pub file: Option<PathBuf>,
+    /// Copy this inbox database file instead
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["format", "file"])]
+    pub sqlite: Option<PathBuf>,
+    /// With --sqlite: replace what the database holds (saved beside it first)
+    // `requires` alone lets `import FILE --replace` through (clap 4.6):
+    // the conflict with FILE says it.
+    #[arg(long, requires = "sqlite", conflicts_with_all = ["file", "format"])]
     pub replace: bool,
 }
 
@@ -1252,6 +1302,28 @@ pub struct BridgeRunArgs {
     /// Look again at least this often, even without a notification
     #[arg(long, value_name = "MS", default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub poll_ms: u64,
+}
+
+/// The line formats `export` and `import` speak besides `--sqlite`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// inbox's own dump: every row of every table
+    Jsonl,
+    /// seed 004's mailbox.jsonl: one message per line
+    MailboxJsonl,
+    /// seed 002's member inbox: one message per line
+    TeamsJsonl,
+}
+
+impl Format {
+    /// Its name on the command line and in the JSON contract.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Jsonl => "jsonl",
+            Format::MailboxJsonl => "mailbox-jsonl",
+            Format::TeamsJsonl => "teams-jsonl",
+        }
+    }
 }
 
 // `mcp`: everything it takes is a global flag (`--agent`, `--db`).

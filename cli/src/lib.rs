@@ -12,6 +12,7 @@
 
 pub mod args;
 mod bridge;
+pub mod interchange;
 mod mcp_launch;
 pub mod orch_args;
 mod output;

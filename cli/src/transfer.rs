@@ -1,5 +1,7 @@
 //! `inbox export` and `inbox import`: a whole database out to a file of its
-//! own, and one brought back in (see `inbox_host_native::transfer`).
+//! own, and one brought back in, as an SQLite copy (`--sqlite FILE`, see
+//! `inbox_host_native::transfer`) or as lines of JSON (`--format`, see
+//! [`crate::interchange`]).
 //!
 //! Tools of the CLI, not engine commands: the engine does no I/O. They find
 //! the database exactly as every command does, open it with the same checks,
@@ -15,13 +17,17 @@ use inbox_host_native::{DbPath, SqliteStore, open};
 use crate::args::{ExportArgs, Global, ImportArgs};
 use crate::{output, render, terminal};
 
-/// `inbox export --sqlite FILE [--force]`.
+/// `inbox export`: `--sqlite FILE [--force]` here, the line formats in
+/// [`crate::interchange`].
 pub(crate) fn export(global: &Global, args: &ExportArgs) -> u8 {
+    let Some(sqlite) = &args.sqlite else {
+        return crate::interchange::export(global, args);
+    };
     let (db, cwd) = crate::resolve_db(global);
     let context = context(&db, &cwd);
     let result = open::open_existing(&db.path, None)
         .map_err(TransferError::Store)
-        .and_then(|(store, _)| transfer::export(&store, &args.sqlite, args.force));
+        .and_then(|(store, _)| transfer::export(&store, sqlite, args.force));
     match result {
         Ok(exported) => {
             let file = exported.file.display().to_string();
@@ -43,22 +49,29 @@ pub(crate) fn export(global: &Global, args: &ExportArgs) -> u8 {
     }
 }
 
-/// `inbox import --sqlite FILE [--replace]`.
+/// `inbox import`: `--sqlite FILE [--replace]` here, the line formats in
+/// [`crate::interchange`].
 pub(crate) fn import(global: &Global, args: &ImportArgs) -> u8 {
+    let sqlite = match (&args.sqlite, &args.file) {
+        (Some(sqlite), _) => sqlite,
+        (None, Some(file)) => return crate::interchange::import(global, args, file),
+        // The parser requires one of the two.
+        (None, None) => return crate::interchange::import(global, args, Path::new("-")),
+    };
     let (db, cwd) = crate::resolve_db(global);
     let context = context(&db, &cwd);
     let now = backup_stamp();
     let result = open::init(&db.path, None)
         .map_err(TransferError::Store)
         .and_then(|(mut store, _): (SqliteStore, _)| {
-            transfer::import(&mut store, &args.sqlite, args.replace, &now)
+            transfer::import(&mut store, sqlite, args.replace, &now)
         });
     match result {
         Ok(imported) => {
             let backup = imported.backup.as_ref().map(|p| p.display().to_string());
             let fields = serde_json::json!({
                 "database": db.path.display().to_string(),
-                "file": args.sqlite.display().to_string(),
+                "file": sqlite.display().to_string(),
                 "threads": imported.threads,
                 "messages": imported.messages,
                 "events": imported.events,
@@ -69,7 +82,7 @@ pub(crate) fn import(global: &Global, args: &ImportArgs) -> u8 {
                 imported.threads,
                 imported.messages,
                 imported.events,
-                terminal::safe(&args.sqlite.display().to_string())
+                terminal::safe(&sqlite.display().to_string())
             );
             if let Some(backup) = &backup {
                 human.push_str(&format!(
@@ -83,7 +96,8 @@ pub(crate) fn import(global: &Global, args: &ImportArgs) -> u8 {
     }
 }
 
-fn context(db: &DbPath, cwd: &Path) -> render::Context {
+/// The context a transfer's report is rendered in: the database line.
+pub(crate) fn context(db: &DbPath, cwd: &Path) -> render::Context {
     render::Context {
         now: inbox_engine::Timestamp::from_millis(0),
         agent: None,

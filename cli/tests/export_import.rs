@@ -11,7 +11,7 @@ use std::process::Stdio;
 use crate::common::TestEnv;
 
 /// Every row of every table but `settings`, as text, table by table.
-fn rows(db: &Path) -> Vec<(String, Vec<String>)> {
+pub(crate) fn rows(db: &Path) -> Vec<(String, Vec<String>)> {
     let conn = rusqlite::Connection::open(db).unwrap();
     let ok: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
@@ -48,7 +48,7 @@ fn rows(db: &Path) -> Vec<(String, Vec<String>)> {
 
 /// A project whose database holds one of everything: threads, a lease,
 /// messages with an artifact, a read cursor.
-fn busy_project() -> (TestEnv, String) {
+pub(crate) fn busy_project() -> (TestEnv, String) {
     let env = TestEnv::initialized();
     std::fs::write(env.dir().join("notes.md"), "notes\n").unwrap();
     let sent = env.json(

@@ -23,6 +23,7 @@ mod database;
 mod export_import;
 mod file_safety;
 mod help;
+mod interchange;
 mod mcp;
 mod orch;
 mod plugin;

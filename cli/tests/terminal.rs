@@ -18,7 +18,7 @@ const REVERSED: &str = "Fix \u{202e}gnitset";
 
 /// Runs `inbox args` with stdout and stderr on a fresh pseudo-terminal and
 /// returns every byte it printed there.
-fn on_a_terminal(env: &TestEnv, args: &[&str]) -> Vec<u8> {
+pub(crate) fn on_a_terminal(env: &TestEnv, args: &[&str]) -> Vec<u8> {
     use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
     let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
     grantpt(&master).unwrap();

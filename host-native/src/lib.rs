@@ -13,6 +13,8 @@
 //!   read and written without trusting it, and its changes waited for;
 //! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds;
 //! - [`transfer`]: a self-contained copy of a database out, and one in;
+//! - [`dump`]: a whole database as JSON lines, out and back in;
+//! - [`lines`]: files of JSON lines read a line at a time (portable);
 //! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
 //! - [`writer_lock`]: the lock file by which a host that cannot take
 //!   SQLite's locks (the wasm package in Node) keeps writers out (portable);
@@ -22,17 +24,20 @@
 //! Everything here is an adapter: no inbox rule may live in this crate. The
 //! portable modules use only rusqlite, so the wasm host reuses them over
 //! SQLite compiled to wasm: built without the default `native` feature, this
-//! crate is just [`schema`], [`store`], [`wal`], [`writer_lock`] and
-//! [`shared_file`].
+//! crate is just [`schema`], [`store`], [`wal`], [`writer_lock`],
+//! [`shared_file`] and [`lines`].
 
 #[cfg(feature = "native")]
 pub mod clock;
+#[cfg(feature = "native")]
+pub mod dump;
 #[cfg(feature = "native")]
 pub mod file;
 #[cfg(feature = "native")]
 pub mod folder;
 #[cfg(feature = "native")]
 pub mod git;
+pub mod lines;
 #[cfg(feature = "native")]
 pub mod open;
 pub mod schema;

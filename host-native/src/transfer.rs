@@ -419,6 +419,11 @@ fn beside(path: &Path, what: &str) -> PathBuf {
 
 /// Creates `path` empty and owner-only, never through a link.
 fn create_empty(path: &Path) -> Result<(), TransferError> {
+    create_private(path).map(drop)
+}
+
+/// Creates `path` new and owner-only for writing, never through a link.
+fn create_private(path: &Path) -> Result<std::fs::File, TransferError> {
     use std::os::unix::fs::OpenOptionsExt;
     let no_follow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
     std::fs::OpenOptions::new()
@@ -427,8 +432,50 @@ fn create_empty(path: &Path) -> Result<(), TransferError> {
         .mode(0o600)
         .custom_flags(no_follow)
         .open(path)
-        .map(|_| ())
         .map_err(|e| TransferError::File(format!("cannot create {}: {e}", path.display())))
+}
+
+/// Writes a file of its own at `target` with `write`, as `export` writes
+/// its copy: into a temporary file beside it (owner-only, created new,
+/// never through a link), synced, then put in place; never over an
+/// existing file unless `force` (a link there is then replaced, not
+/// followed). If `write` fails, nothing is left behind and `target` is as
+/// it was. For the exports that are not database files (`inbox export
+/// --format jsonl FILE`).
+///
+/// # Errors
+///
+/// `write`'s, and [`TransferError::File`] when the file cannot be made.
+pub fn write_file<T, E: From<TransferError>>(
+    target: &Path,
+    force: bool,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> Result<T, E>,
+) -> Result<T, E> {
+    if !force && std::fs::symlink_metadata(target).is_ok() {
+        return Err(E::from(TransferError::File(format!(
+            "{} already exists; pass --force to replace it, or name a new file",
+            target.display()
+        ))));
+    }
+    let temporary = beside(target, "export");
+    let mut out = std::io::BufWriter::new(create_private(&temporary)?);
+    let result = write(&mut out).and_then(|value| {
+        finish_file(out, &temporary)?;
+        place(&temporary, target, force)?;
+        Ok(value)
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
+/// Flushes and syncs a file `write_file` wrote.
+fn finish_file(out: std::io::BufWriter<std::fs::File>, path: &Path) -> Result<(), TransferError> {
+    let failed =
+        |e: std::io::Error| TransferError::File(format!("cannot write {}: {e}", path.display()));
+    let file = out.into_inner().map_err(|e| failed(e.into_error()))?;
+    file.sync_all().map_err(failed)
 }
 
 fn sync(path: &Path) -> Result<(), TransferError> {

@@ -5,7 +5,8 @@
 //! inside each of them; [`orch`] (7) measures the leader's control plane;
 //! [`baseline`] (8) compares a CLI command's cost with a baseline build's;
 //! [`retention`] (9) follows the file's size with retention off and on;
-//! [`bridge`] (10) times a dropped descriptor to its thread.
+//! [`bridge`] (10) times a dropped descriptor to its thread;
+//! [`import`] (11) times the import of a seed 004 mailbox log.
 //! Shared helpers live here. A workload must never
 //! compare systems across durabilities: a table holds one durability, and a
 //! ratio's baseline is measured in the same run and the same table.
@@ -13,6 +14,7 @@
 pub(crate) mod baseline;
 pub(crate) mod bridge;
 pub(crate) mod claim;
+pub(crate) mod import;
 pub(crate) mod orch;
 pub(crate) mod query;
 pub(crate) mod retention;

@@ -28,6 +28,7 @@
 //!
 //! This module only maps arguments to requests: the rules stay the engine's.
 
+use inbox_cli::interchange::mailbox::MessageType;
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, Kind, Request, Response, Timestamp};
 use serde::Deserialize;
@@ -133,46 +134,6 @@ fn decode<T: serde::de::DeserializeOwned>(arguments: Object) -> Result<T, Engine
         };
         EngineError::InvalidRequest { message }
     })
-}
-
-/// Seed 004's message types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) enum MessageType {
-    /// Work for `to` (opens a thread it claims).
-    TaskAssigned,
-    /// The result of a thread you hold (needs threadId; the same as done).
-    TaskDone,
-    /// A review for `to` to do (opens a thread it claims).
-    ReviewRequest,
-    /// A reviewer's verdict on the thread it holds (needs threadId; the same as done; put the verdict in metadata).
-    ReviewResult,
-    /// A question (opens a thread, or asks in threadId).
-    Question,
-    /// The answer to a question (needs threadId; unblocks a blocked worker).
-    Answer,
-    /// Stop a thread (needs threadId; the same as cancel).
-    Cancel,
-    /// Progress (in threadId), or a notice (a new thread).
-    Status,
-    /// Anything else: a notice.
-    Custom,
-}
-
-impl MessageType {
-    fn as_str(self) -> &'static str {
-        match self {
-            MessageType::TaskAssigned => "task-assigned",
-            MessageType::TaskDone => "task-done",
-            MessageType::ReviewRequest => "review-request",
-            MessageType::ReviewResult => "review-result",
-            MessageType::Question => "question",
-            MessageType::Answer => "answer",
-            MessageType::Cancel => "cancel",
-            MessageType::Status => "status",
-            MessageType::Custom => "custom",
-        }
-    }
 }
 
 /// `send_message`'s arguments, with the seed's names (`issueId`), and

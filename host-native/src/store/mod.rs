@@ -60,6 +60,9 @@ pub struct SqliteStore {
     /// The file, for messages ("`:memory:`" for an in-memory database).
     location: String,
     tx: Option<TxMode>,
+    /// Inside [`SqliteStore::begin_batch`]: each transaction the engine
+    /// begins is a savepoint of the batch's one write transaction.
+    batch: bool,
     /// What runs around each transaction, if anything.
     hooks: Option<Box<dyn TxHooks>>,
     /// The identities of the database's files when they were opened,
@@ -94,6 +97,7 @@ impl SqliteStore {
             schema,
             location,
             tx: None,
+            batch: false,
             hooks: None,
             #[cfg(feature = "native")]
             files: None,
@@ -243,6 +247,109 @@ impl SqliteStore {
             )
             .map(drop)
             .map_err(|e| self.error(e))
+    }
+
+    /// Starts a batch: one write transaction (`BEGIN IMMEDIATE`, as every
+    /// write takes) that every transaction begun until
+    /// [`SqliteStore::end_batch`] runs inside, as a savepoint. An import
+    /// runs thousands of engine commands this way: each is still one
+    /// transaction for the engine (a refused command rolls back to its
+    /// savepoint and leaves nothing), and the whole import commits once or
+    /// not at all. The write lock is held throughout, so other writers wait
+    /// for the batch as they wait for any write. Not for a store with
+    /// [`TxHooks`]: those synchronize a copy around each transaction.
+    ///
+    /// # Errors
+    ///
+    /// The store's, when the write transaction cannot begin.
+    pub fn begin_batch(&mut self) -> Result<(), StoreError> {
+        if self.hooks.is_some() || self.batch {
+            return Err(StoreError::other(
+                "sqlite store: a batch needs a plain connection with no batch open",
+            ));
+        }
+        self.begin(TxMode::Write)?;
+        self.tx = None;
+        self.batch = true;
+        Ok(())
+    }
+
+    /// Ends the batch: commits it when `keep`, else rolls everything in it
+    /// back.
+    ///
+    /// # Errors
+    ///
+    /// The commit's, or the batch's transaction having ended early (SQLite
+    /// rolls a transaction back by itself on some errors, such as a full
+    /// disk): then nothing of the batch was kept.
+    pub fn end_batch(&mut self, keep: bool) -> Result<(), StoreError> {
+        if !self.batch {
+            return Err(StoreError::other("sqlite store: no batch is open"));
+        }
+        self.batch = false;
+        self.tx = None;
+        if self.conn.is_autocommit() {
+            return Err(self.batch_lost());
+        }
+        let sql = if keep { "COMMIT" } else { "ROLLBACK" };
+        self.conn.execute_batch(sql).map_err(|e| self.error(e))
+    }
+
+    /// Inside a batch, between the engine's transactions: begins a group
+    /// of them that [`SqliteStore::end_group`] keeps or drops together
+    /// (one savepoint around them), for an import whose one line runs
+    /// several commands and must leave all or none of them.
+    ///
+    /// # Errors
+    ///
+    /// No batch is open, or the store failed.
+    pub fn begin_group(&mut self) -> Result<(), StoreError> {
+        if !self.batch || self.tx.is_some() {
+            return Err(StoreError::other(
+                "sqlite store: a group begins inside a batch, between transactions",
+            ));
+        }
+        self.batch_statement("SAVEPOINT batch_group")
+    }
+
+    /// Ends the group [`SqliteStore::begin_group`] began: keeps what its
+    /// transactions wrote when `keep`, else drops all of it.
+    ///
+    /// # Errors
+    ///
+    /// The store's.
+    pub fn end_group(&mut self, keep: bool) -> Result<(), StoreError> {
+        if !keep {
+            self.batch_statement("ROLLBACK TO batch_group")?;
+        }
+        self.batch_statement("RELEASE batch_group")
+    }
+
+    /// A transaction of the engine's, inside the batch.
+    fn begin_savepoint(&mut self, mode: TxMode) -> Result<(), StoreError> {
+        self.batch_statement("SAVEPOINT engine_tx")?;
+        self.tx = Some(mode);
+        Ok(())
+    }
+
+    /// Runs `sql` inside the batch, which must still be open.
+    fn batch_statement(&mut self, sql: &str) -> Result<(), StoreError> {
+        if self.conn.is_autocommit() {
+            return Err(self.batch_lost());
+        }
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map(drop)
+            .map_err(|e| self.error(e))
+    }
+
+    fn batch_lost(&self) -> StoreError {
+        StoreError::other(format!(
+            "{}: SQLite ended the batch's transaction by itself (a full disk or an I/O error); \
+             nothing of it was kept",
+            self.location
+        ))
     }
 
     fn error(&self, error: rusqlite::Error) -> StoreError {
@@ -601,6 +708,9 @@ impl Store for SqliteStore {
         if self.tx.is_some() {
             return Err(StoreError::other("sqlite store: transaction already open"));
         }
+        if self.batch {
+            return self.begin_savepoint(mode);
+        }
         if let Some(hooks) = &mut self.hooks {
             hooks.before_begin(&mut self.conn, mode)?;
         }
@@ -629,6 +739,10 @@ impl Store for SqliteStore {
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
+        if self.batch {
+            self.tx = None;
+            return self.batch_statement("RELEASE engine_tx");
+        }
         self.conn
             .prepare_cached("COMMIT")
             .and_then(|mut s| s.execute([]))
@@ -644,6 +758,14 @@ impl Store for SqliteStore {
 
     fn rollback(&mut self) -> Result<(), StoreError> {
         let was_open = self.tx.take().is_some();
+        if self.batch {
+            if !was_open {
+                return Ok(());
+            }
+            return self
+                .batch_statement("ROLLBACK TO engine_tx")
+                .and_then(|()| self.batch_statement("RELEASE engine_tx"));
+        }
         let rolled_back = if self.conn.is_autocommit() {
             // Nothing open (e.g. SQLite already rolled back after an error).
             Ok(())
@@ -1030,8 +1152,20 @@ impl Store for SqliteStore {
             ));
         }
         if let Some(source) = &query.source {
+            // With a thread named, its index (thread_id, event_id) is the
+            // one to walk: a thread holds a handful of events, while a
+            // source (a leader) may have written most of the store's, and
+            // SQLite, free to choose, took events_source (source,
+            // event_id) for the order: `reply` into a claimed thread from
+            // a leader with 100,000 events walked all of them. The unary
+            // `+` leaves that index out here.
+            let column = if query.thread_id.is_some() {
+                "+e.source"
+            } else {
+                "e.source"
+            };
             clauses.push(format!(
-                "e.source = {}",
+                "{column} = {}",
                 push(&mut params, Value::Text(source.clone()))
             ));
         }
