@@ -19,7 +19,9 @@
 //! - [`writer_lock`]: the lock file by which a host that cannot take
 //!   SQLite's locks (the wasm package in Node) keeps writers out (portable);
 //! - [`shared_file`]: a database file shared by such a host with SQLite
-//!   processes, synchronized around each transaction (portable).
+//!   processes, synchronized around each transaction (portable);
+//! - [`pg`] (feature `postgres`): the engine's `Store` over PostgreSQL, for
+//!   agents on several machines (docs/postgres.md).
 //!
 //! Everything here is an adapter: no inbox rule may live in this crate. The
 //! portable modules use only rusqlite, so the wasm host reuses them over
@@ -40,6 +42,8 @@ pub mod git;
 pub mod lines;
 #[cfg(feature = "native")]
 pub mod open;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod schema;
 pub mod shared_file;
 pub mod store;
@@ -57,6 +61,8 @@ pub use open::{
     DbPath, DbSource, Durability, Lifetime, open_existing, open_or_create, resolve_db_path,
     set_lifetime,
 };
+#[cfg(feature = "postgres")]
+pub use pg::PgStore;
 pub use store::SqliteStore;
 
 /// The engine over SQLite as a native process runs it.

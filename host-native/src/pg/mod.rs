@@ -1,0 +1,933 @@
+//! [`PgStore`]: the engine's [`Store`] over one PostgreSQL connection
+//! (the `postgres` feature; design in `docs/postgres.md`).
+//!
+//! It owns the connection, its session settings (timeouts), the
+//! transaction protocol and a cache of prepared statements. Write
+//! transactions are READ COMMITTED and first lock the one row of
+//! `inbox_writer`, held to commit, so writers are serialized as SQLite's
+//! `BEGIN IMMEDIATE` serializes them: the engine's read-decide-write is
+//! atomic and event ids commit in increasing order. Read transactions are
+//! REPEATABLE READ READ ONLY snapshots. Each method follows the SQLite
+//! store's query (same columns, same order, an index for each). It must
+//! never decide anything (that is the engine's), never sleep or retry, and
+//! never put the connection string, which may hold a password, into a
+//! message: the database is named by [`describe`].
+
+use std::collections::HashMap;
+
+use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
+use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
+use inbox_engine::store::{
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadPage,
+    ThreadQuery, ThreadState, TxMode,
+};
+use inbox_engine::{
+    Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Settings, Store,
+    StoreError, StoreErrorKind, Thread, Timestamp,
+};
+use postgres::config::{Host, SslMode};
+use postgres::types::ToSql;
+use postgres::{Client, Config, NoTls, Row, Statement};
+
+mod orch;
+mod password;
+mod records;
+mod rows;
+pub mod schema;
+
+pub use rows::pg_error;
+use rows::{
+    ARTIFACT_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, THREAD_COLUMNS, int, json_text,
+};
+use schema::SchemaState;
+
+/// Session settings every connection gets (docs/postgres.md, "Timeouts"):
+/// no statement runs away, a writer waits for the writer row as long as
+/// SQLite's busy budget and then reports `storage_busy`, and a client stuck
+/// inside a transaction cannot hold the writer row, and so the bus, for
+/// more than a minute.
+const SESSION_SETTINGS: &str = "SET statement_timeout = '30s'; SET lock_timeout = '10s'; \
+     SET idle_in_transaction_session_timeout = '60s'";
+
+/// Whether `text` names a PostgreSQL database rather than an SQLite file.
+pub fn is_postgres_url(text: &str) -> bool {
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// The database a configuration names, for messages: user, host, port and
+/// database, never the password.
+pub fn describe(config: &Config) -> String {
+    let user = config.get_user().unwrap_or("");
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(host)) => host.clone(),
+        Some(Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config.get_dbname().unwrap_or(user);
+    format!("postgres://{user}@{host}:{port}/{db}")
+}
+
+/// A `LIMIT` written into the statement's text (PostgreSQL's is a
+/// `BIGINT`; the engine's "no limit" is `usize::MAX`). Limits take few
+/// distinct values, so each gets its own prepared statement.
+#[derive(Clone, Copy)]
+struct Limit(usize);
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", i64::try_from(self.0).unwrap_or(i64::MAX))
+    }
+}
+
+/// A dynamically built statement's parameters.
+type Params = Vec<Box<dyn ToSql + Sync>>;
+
+/// Appends a parameter; returns its placeholder (`$n`).
+fn push(params: &mut Params, value: impl ToSql + Sync + 'static) -> String {
+    params.push(Box::new(value));
+    format!("${}", params.len())
+}
+
+/// `$n, $n+1, ...` with one text parameter per value.
+fn placeholders<T: ToString>(values: &[T], params: &mut Params) -> String {
+    values
+        .iter()
+        .map(|v| push(params, v.to_string()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The engine's storage in a PostgreSQL database (its current schema).
+pub struct PgStore {
+    client: Client,
+    /// The database as [`describe`] names it.
+    location: String,
+    /// What the schema held when the store was opened.
+    schema: SchemaState,
+    tx: Option<TxMode>,
+    /// Whether [`Store::clock`] reports the server's time.
+    server_clock: bool,
+    /// Prepared statements by their text: preparing costs a round trip.
+    statements: HashMap<String, Statement>,
+}
+
+impl PgStore {
+    /// Connects to the database a `postgres://` or `postgresql://` URL (or
+    /// a libpq key=value string) names. The password comes from the URL,
+    /// `PGPASSWORD` or the password file; the user from the URL, `PGUSER`
+    /// or `USER`.
+    pub fn connect(url: &str) -> Result<PgStore, StoreError> {
+        let config: Config = url.parse().map_err(|e| {
+            StoreError::other(format!(
+                "the database URL is not a valid PostgreSQL connection string ({e})"
+            ))
+        })?;
+        PgStore::with_config(config)
+    }
+
+    /// Connects with a parsed configuration (filled in from the
+    /// environment as [`PgStore::connect`] says).
+    pub fn with_config(mut config: Config) -> Result<PgStore, StoreError> {
+        from_environment(&mut config);
+        let location = describe(&config);
+        if config.get_ssl_mode() == SslMode::Require {
+            return Err(StoreError::other(format!(
+                "{location}: sslmode=require, but this inbox was built without TLS for PostgreSQL; \
+                 connect without it (e.g. over a local socket or a tunnel) until TLS lands"
+            )));
+        }
+        config.application_name("inbox");
+        let mut client = config.connect(NoTls).map_err(|e| pg_error(e, &location))?;
+        client
+            .batch_execute(SESSION_SETTINGS)
+            .map_err(|e| pg_error(e, &location))?;
+        let schema = schema::inspect(&mut client, &location)?;
+        Ok(PgStore {
+            client,
+            location,
+            schema,
+            tx: None,
+            server_clock: true,
+            statements: HashMap::new(),
+        })
+    }
+
+    /// Whether [`Store::clock`] reports the server's time (the default) or
+    /// leaves the engine on the host's clock: scripts with a manual clock,
+    /// such as the conformance corpus, turn it off.
+    pub fn use_server_clock(&mut self, on: bool) {
+        self.server_clock = on;
+    }
+
+    /// The database, as messages name it (no password).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The schema version, migrating an older inbox schema first. Fails
+    /// with `not_initialized` on an empty schema: run `inbox init`.
+    pub fn ensure_schema(&mut self) -> Result<u32, StoreError> {
+        match self.schema {
+            SchemaState::Empty => Err(StoreError::new(
+                StoreErrorKind::NotInitialized,
+                format!(
+                    "{} has no inbox schema yet; run `inbox init` to create it",
+                    self.location
+                ),
+            )),
+            SchemaState::Version(v) if v == schema::SCHEMA_VERSION => Ok(v),
+            SchemaState::Version(_) => {
+                let version = schema::migrate(&mut self.client, &self.location)?;
+                self.schema = SchemaState::Version(version);
+                Ok(version)
+            }
+        }
+    }
+
+    fn error(&self, error: postgres::Error) -> StoreError {
+        pg_error(error, &self.location)
+    }
+
+    /// The prepared statement for `sql`, preparing it on first use.
+    fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql).map_err(|e| self.error(e))?;
+        self.statements.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        let statement = self.statement(sql)?;
+        self.client
+            .query(&statement, params)
+            .map_err(|e| pg_error(e, &self.location))
+    }
+
+    fn query_params(&mut self, sql: &str, params: &Params) -> Result<Vec<Row>, StoreError> {
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
+        self.query(sql, &refs)
+    }
+
+    fn query_opt(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        Ok(self.query(sql, params)?.into_iter().next())
+    }
+
+    fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let statement = self.statement(sql)?;
+        self.client
+            .execute(&statement, params)
+            .map_err(|e| pg_error(e, &self.location))
+    }
+
+    fn thread_states(
+        &mut self,
+        sql: &str,
+        params: &Params,
+    ) -> Result<Vec<ThreadState>, StoreError> {
+        self.query_params(sql, params)?
+            .iter()
+            .map(rows::thread_state)
+            .collect()
+    }
+
+    fn messages_of(&mut self, sql: &str, params: &Params) -> Result<Vec<Message>, StoreError> {
+        self.query_params(sql, params)?
+            .iter()
+            .map(rows::message)
+            .collect()
+    }
+
+    fn artifacts(
+        &mut self,
+        sql: &str,
+        key: &str,
+    ) -> Result<Vec<inbox_engine::Artifact>, StoreError> {
+        self.query(sql, &[&key])?
+            .iter()
+            .map(rows::artifact)
+            .collect()
+    }
+
+    /// Attaches artifacts (one query per thread) to `messages`, which are
+    /// all of one thread.
+    fn with_artifacts(&mut self, mut messages: Vec<Message>) -> Result<Vec<Message>, StoreError> {
+        let Some(first) = messages.first() else {
+            return Ok(messages);
+        };
+        let artifacts = if messages.len() == 1 {
+            let key = first.message_id.clone();
+            let sql = format!(
+                "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE message_id = $1 ORDER BY position"
+            );
+            self.artifacts(&sql, &key)?
+        } else {
+            let key = first.thread_id.clone();
+            let sql = format!(
+                "SELECT {ARTIFACT_COLUMNS} FROM artifacts WHERE thread_id = $1 \
+                 ORDER BY message_id, position"
+            );
+            self.artifacts(&sql, &key)?
+        };
+        if artifacts.is_empty() {
+            return Ok(messages);
+        }
+        for message in &mut messages {
+            message.artifacts = artifacts
+                .iter()
+                .filter(|a| a.message_id == message.message_id)
+                .cloned()
+                .collect();
+        }
+        Ok(messages)
+    }
+
+    /// [`PgStore::with_artifacts`] for messages of many threads: one query
+    /// per thread, in the messages' order.
+    fn with_artifacts_across_threads(
+        &mut self,
+        messages: Vec<Message>,
+    ) -> Result<Vec<Message>, StoreError> {
+        let mut by_thread: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            match by_thread.iter_mut().find(|(t, _)| *t == m.thread_id) {
+                Some((_, indexes)) => indexes.push(i),
+                None => by_thread.push((m.thread_id.clone(), vec![i])),
+            }
+        }
+        let mut slots: Vec<Option<Message>> = messages.into_iter().map(Some).collect();
+        for (_, indexes) in by_thread {
+            let group: Vec<Message> = indexes.iter().filter_map(|&i| slots[i].take()).collect();
+            for (i, message) in indexes.into_iter().zip(self.with_artifacts(group)?) {
+                slots[i] = Some(message);
+            }
+        }
+        Ok(slots.into_iter().flatten().collect())
+    }
+
+    fn write_thread(&mut self, sql: &str, t: &Thread) -> Result<u64, StoreError> {
+        self.execute(
+            sql,
+            &[
+                &t.thread_id,
+                &t.run_id,
+                &t.task_id,
+                &t.subject,
+                &t.created_by,
+                &t.assigned_to,
+                &t.status.as_str(),
+                &t.priority.as_str(),
+                &i64::from(t.attempts),
+                &i64::from(t.max_attempts),
+                &t.latest_message_id,
+                &int(t.last_event_id),
+                &t.created_at.to_string(),
+                &t.updated_at.to_string(),
+            ],
+        )
+    }
+
+    fn insert_artifacts(&mut self, m: &Message) -> Result<(), StoreError> {
+        for (position, a) in m.artifacts.iter().enumerate() {
+            self.execute(
+                "INSERT INTO artifacts (artifact_id, message_id, thread_id, position, path, kind,
+                     metadata_json, absolute_path, size_bytes, sha256, created_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                &[
+                    &a.artifact_id,
+                    &a.message_id,
+                    &m.thread_id,
+                    &i64::try_from(position).unwrap_or(i64::MAX),
+                    &a.path,
+                    &a.kind,
+                    &json_text(&a.metadata),
+                    &a.absolute_path,
+                    &a.size_bytes.map(int),
+                    &a.sha256,
+                    &a.created_at.to_string(),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Leases not released, earliest expiry first, on the side of `now`
+    /// that `lapsed` asks for.
+    fn leases_around(
+        &mut self,
+        now: Timestamp,
+        limit: usize,
+        lapsed: bool,
+    ) -> Result<Vec<Lease>, StoreError> {
+        let limit = Limit(limit);
+        let side = if lapsed { "<=" } else { ">" };
+        let sql = format!(
+            "SELECT {LEASE_COLUMNS} FROM leases WHERE released_at IS NULL AND expires_at {side} $1
+             ORDER BY expires_at, thread_id LIMIT {limit}"
+        );
+        self.query(&sql, &[&now.to_string()])?
+            .iter()
+            .map(rows::lease)
+            .collect()
+    }
+}
+
+/// Fills in what libpq would take from the environment and the Rust client
+/// does not: the user from `PGUSER` or the login name, the password from
+/// `PGPASSWORD` or the password file (see [`password`]).
+fn from_environment(config: &mut Config) {
+    if config.get_user().is_none() {
+        let user = std::env::var("PGUSER")
+            .or_else(|_| std::env::var("USER"))
+            .unwrap_or_else(|_| "postgres".to_owned());
+        config.user(&user);
+    }
+    if config.get_password().is_some() {
+        return;
+    }
+    // libpq matches a socket connection against `localhost` in .pgpass.
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(host)) => host.clone(),
+        Some(Host::Unix(_)) | None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or_default().to_owned();
+    let database = config.get_dbname().unwrap_or(&user).to_owned();
+    if let Some(password) = password::lookup(&host, port, &database, &user) {
+        config.password(password);
+    }
+}
+
+/// The `WHERE` clause of [`ThreadQuery`]'s filters but `agent`, with their
+/// parameters pushed.
+fn thread_filters(query: &ThreadQuery, params: &mut Params) -> Vec<String> {
+    let mut clauses = Vec::new();
+    let columns = [
+        ("thread_id", &query.thread_id),
+        ("assigned_to", &query.assigned_to),
+        ("created_by", &query.created_by),
+        ("run_id", &query.run_id),
+        ("task_id", &query.task_id),
+    ];
+    for (column, value) in columns {
+        if let Some(value) = value {
+            clauses.push(format!("t.{column} = {}", push(params, value.clone())));
+        }
+    }
+    if !query.statuses.is_empty() {
+        let list = placeholders(&query.statuses, params);
+        clauses.push(format!("t.status IN ({list})"));
+    }
+    if let Some(reader) = &query.unread {
+        let p = push(params, reader.clone());
+        clauses.push(format!(
+            "EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.thread_id AND m.from_agent <> {p}
+               AND m.event_id > COALESCE((SELECT r.last_read_event_id FROM thread_reads r
+                                          WHERE r.thread_id = t.thread_id AND r.agent = {p}), 0))"
+        ));
+    }
+    clauses
+}
+
+/// The `WHERE` clauses of [`EventQuery`]'s filters, with their parameters
+/// pushed; `true` when the agent filter needs the threads joined.
+fn event_filters(query: &EventQuery, params: &mut Params) -> (Vec<String>, bool) {
+    let mut clauses = vec![format!(
+        "e.event_id > {}",
+        push(params, int(query.after_event))
+    )];
+    for (column, value) in [
+        ("thread_id", &query.thread_id),
+        ("run_id", &query.run_id),
+        ("source", &query.source),
+    ] {
+        if let Some(value) = value {
+            clauses.push(format!("e.{column} = {}", push(params, value.clone())));
+        }
+    }
+    if let Some(source) = &query.exclude_source {
+        clauses.push(format!("e.source <> {}", push(params, source.clone())));
+    }
+    if !query.statuses.is_empty() {
+        clauses.push(format!(
+            "e.status IN ({})",
+            placeholders(&query.statuses, params)
+        ));
+    }
+    if !query.event_types.is_empty() {
+        let list = placeholders(&query.event_types, params);
+        clauses.push(format!("e.event_type IN ({list})"));
+    }
+    if !query.message_kinds.is_empty() {
+        let list = placeholders(&query.message_kinds, params);
+        clauses.push(format!("e.message_kind IN ({list})"));
+    }
+    let join = match &query.agent {
+        Some(agent) => {
+            let p = push(params, agent.clone());
+            clauses.push(format!("(t.created_by = {p} OR t.assigned_to = {p})"));
+            true
+        }
+        None => false,
+    };
+    (clauses, join)
+}
+
+impl Store for PgStore {
+    fn initialize(&mut self) -> Result<StoreInfo, StoreError> {
+        let schema_version = schema::migrate(&mut self.client, &self.location)?;
+        self.schema = SchemaState::Version(schema_version);
+        Ok(StoreInfo {
+            location: Some(self.location.clone()),
+            schema_version,
+        })
+    }
+
+    fn begin(&mut self, mode: TxMode) -> Result<(), StoreError> {
+        if self.tx.is_some() {
+            return Err(StoreError::other(
+                "postgres store: transaction already open",
+            ));
+        }
+        // One round trip for both statements (the simple query protocol).
+        let sql = match mode {
+            TxMode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+            TxMode::Write => {
+                "BEGIN ISOLATION LEVEL READ COMMITTED; \
+                 SELECT id FROM inbox_writer WHERE id = 1 FOR UPDATE"
+            }
+        };
+        if let Err(e) = self.client.batch_execute(sql) {
+            let error = self.error(e);
+            let _ = self.client.batch_execute("ROLLBACK");
+            return Err(error);
+        }
+        self.tx = Some(mode);
+        Ok(())
+    }
+
+    fn clock(&mut self) -> Result<Option<Timestamp>, StoreError> {
+        if !self.server_clock {
+            return Ok(None);
+        }
+        // `now()` is the transaction's start: one instant for the command.
+        let row = self.query_opt(
+            "SELECT floor(extract(epoch FROM now()) * 1000)::bigint",
+            &[],
+        )?;
+        let millis: i64 = match row {
+            Some(row) => rows::get(&row, 0)?,
+            None => return Ok(None),
+        };
+        Ok(Some(Timestamp::from_millis(millis)))
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        self.tx = None;
+        self.client
+            .batch_execute("COMMIT")
+            .map_err(|e| pg_error(e, &self.location))
+    }
+
+    fn rollback(&mut self) -> Result<(), StoreError> {
+        if self.tx.take().is_none() {
+            return Ok(());
+        }
+        self.client
+            .batch_execute("ROLLBACK")
+            .map_err(|e| pg_error(e, &self.location))
+    }
+
+    fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
+        let sql = format!(
+            "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+             WHERE t.thread_id = $1"
+        );
+        self.query_opt(&sql, &[&thread_id])?
+            .as_ref()
+            .map(rows::thread_state)
+            .transpose()
+    }
+
+    fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
+        let mut params = Params::new();
+        let clauses = thread_filters(query, &mut params);
+        let order = match query.order {
+            ThreadOrder::Queue => "t.priority_rank DESC, t.created_at, t.thread_id",
+            ThreadOrder::NewestFirst => "t.thread_id DESC",
+        };
+        let limit = Limit(query.limit);
+        let sql = match &query.agent {
+            None => {
+                let filter = if clauses.is_empty() {
+                    String::new()
+                } else {
+                    format!("WHERE {}", clauses.join(" AND "))
+                };
+                format!(
+                    "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+                     {filter} ORDER BY {order} LIMIT {limit}"
+                )
+            }
+            // "Created by or assigned to": two ordered, limited index scans
+            // merged, as the SQLite store does, rather than an OR that
+            // reads every match and sorts it.
+            Some(agent) => {
+                let p = push(&mut params, agent.clone());
+                let rest: String = clauses.iter().map(|c| format!(" AND {c}")).collect();
+                format!(
+                    "WITH picked AS (
+                         SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.created_by = {p}{rest}
+                                                ORDER BY {order} LIMIT {limit}) AS by_creator
+                         UNION
+                         SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.assigned_to = {p}{rest}
+                                                ORDER BY {order} LIMIT {limit}) AS by_assignee)
+                     SELECT {THREAD_COLUMNS} FROM picked JOIN threads t ON t.thread_id = picked.thread_id
+                     LEFT JOIN leases l ON l.thread_id = t.thread_id
+                     ORDER BY {order} LIMIT {limit}"
+                )
+            }
+        };
+        self.thread_states(&sql, &params)
+    }
+
+    fn insert_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
+        self.write_thread(
+            "INSERT INTO threads (thread_id, run_id, task_id, subject, created_by, assigned_to, status,
+                 priority, attempts, max_attempts, latest_message_id, last_event_id, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            t,
+        )
+        .map(drop)
+    }
+
+    fn update_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
+        let changed = self.write_thread(
+            "UPDATE threads SET run_id = $2, task_id = $3, subject = $4, created_by = $5,
+                 assigned_to = $6, status = $7, priority = $8, attempts = $9, max_attempts = $10,
+                 latest_message_id = $11, last_event_id = $12, created_at = $13, updated_at = $14
+             WHERE thread_id = $1",
+            t,
+        )?;
+        if changed != 1 {
+            return Err(StoreError::other(format!(
+                "thread {} does not exist",
+                t.thread_id
+            )));
+        }
+        Ok(())
+    }
+
+    fn put_lease(&mut self, l: &Lease) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO leases (thread_id, agent, lease_token, attempt, lease_seconds, claimed_at,
+                 expires_at, released_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT (thread_id) DO UPDATE SET agent = excluded.agent,
+                 lease_token = excluded.lease_token, attempt = excluded.attempt,
+                 lease_seconds = excluded.lease_seconds, claimed_at = excluded.claimed_at,
+                 expires_at = excluded.expires_at, released_at = excluded.released_at",
+            &[
+                &l.thread_id,
+                &l.agent,
+                &int(l.lease_token),
+                &i64::from(l.attempt),
+                &int(l.lease_seconds),
+                &l.claimed_at.to_string(),
+                &l.expires_at.to_string(),
+                &l.released_at.map(|t| t.to_string()),
+            ],
+        )
+        .map(drop)
+    }
+
+    fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        self.leases_around(now, limit, true)
+    }
+
+    fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError> {
+        let row = self.query_opt(
+            "SELECT min(expires_at) FROM leases WHERE released_at IS NULL",
+            &[],
+        )?;
+        let text: Option<String> = match row {
+            Some(row) => rows::get(&row, 0)?,
+            None => None,
+        };
+        text.map(|t| rows::parse_time(&t)).transpose()
+    }
+
+    fn insert_message(&mut self, m: &Message) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO messages (message_id, thread_id, event_id, from_agent, to_agent, kind, summary,
+                 body, payload_json, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            &[
+                &m.message_id,
+                &m.thread_id,
+                &int(m.event_id),
+                &m.from_agent,
+                &m.to_agent,
+                &m.kind.as_str(),
+                &m.summary,
+                &m.body.as_bytes(),
+                &json_text(&m.payload),
+                &m.created_at.to_string(),
+            ],
+        )?;
+        self.insert_artifacts(m)
+    }
+
+    fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError> {
+        let sql = format!("SELECT {MESSAGE_COLUMNS} FROM messages m WHERE m.message_id = $1");
+        let mut params = Params::new();
+        push(&mut params, message_id.to_owned());
+        let messages = self.messages_of(&sql, &params)?;
+        Ok(self.with_artifacts(messages)?.pop())
+    }
+
+    fn messages(&mut self, query: &MessageQuery) -> Result<Vec<Message>, StoreError> {
+        let mut params = Params::new();
+        let mut clauses = vec![
+            format!(
+                "m.thread_id = {}",
+                push(&mut params, query.thread_id.clone())
+            ),
+            format!("m.event_id > {}", push(&mut params, int(query.after_event))),
+        ];
+        if let Some(from) = &query.from_agent {
+            clauses.push(format!(
+                "m.from_agent = {}",
+                push(&mut params, from.clone())
+            ));
+        }
+        let order = if query.newest_first { "DESC" } else { "ASC" };
+        let sql = format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages m WHERE {} ORDER BY m.event_id {order} LIMIT {}",
+            clauses.join(" AND "),
+            Limit(query.limit)
+        );
+        let messages = self.messages_of(&sql, &params)?;
+        self.with_artifacts(messages)
+    }
+
+    fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
+        // inbox's and orch's events share one sequence; each max is one
+        // step down a primary key's right edge.
+        let row = self.query_opt(
+            "SELECT greatest(coalesce((SELECT max(event_id) FROM events), 0),
+                             coalesce((SELECT max(event_id) FROM orch_events), 0))",
+            &[],
+        )?;
+        match row {
+            Some(row) => rows::id(&row, 0),
+            None => Ok(0),
+        }
+    }
+
+    fn insert_event(&mut self, e: &Event) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO events (event_id, thread_id, run_id, task_id, event_type, source, message_id,
+                 message_kind, status, summary, payload_json, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            &[
+                &int(e.event_id),
+                &e.thread_id,
+                &e.run_id,
+                &e.task_id,
+                &e.event_type.as_str(),
+                &e.source,
+                &e.message_id,
+                &e.message_kind.map(|k| k.as_str()),
+                &e.status.as_str(),
+                &e.summary,
+                &json_text(&e.payload),
+                &e.created_at.to_string(),
+            ],
+        )
+        .map(drop)
+    }
+
+    fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
+        let mut params = Params::new();
+        let (clauses, join) = event_filters(query, &mut params);
+        // With the agent filter, walk the events after the cursor and look
+        // each thread up by its key (see the SQLite store).
+        let join = if join {
+            "JOIN threads t ON t.thread_id = e.thread_id"
+        } else {
+            ""
+        };
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events e {join} WHERE {} ORDER BY e.event_id LIMIT {}",
+            clauses.join(" AND "),
+            Limit(query.limit)
+        );
+        self.query_params(&sql, &params)?
+            .iter()
+            .map(rows::event)
+            .collect()
+    }
+
+    fn read_cursor(
+        &mut self,
+        thread_id: &str,
+        agent: &str,
+    ) -> Result<Option<ReadCursor>, StoreError> {
+        let row = self.query_opt(
+            "SELECT thread_id, agent, last_read_message_id, last_read_event_id, last_read_at
+             FROM thread_reads WHERE thread_id = $1 AND agent = $2",
+            &[&thread_id, &agent],
+        )?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let at: String = rows::get(&row, 4)?;
+        Ok(Some(ReadCursor {
+            thread_id: rows::get(&row, 0)?,
+            agent: rows::get(&row, 1)?,
+            last_read_message_id: rows::get(&row, 2)?,
+            last_read_event_id: rows::id(&row, 3)?,
+            last_read_at: rows::parse_time(&at)?,
+        }))
+    }
+
+    fn put_read_cursor(&mut self, c: &ReadCursor) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO thread_reads (thread_id, agent, last_read_message_id, last_read_event_id, last_read_at)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (thread_id, agent) DO UPDATE SET
+                 last_read_message_id = excluded.last_read_message_id,
+                 last_read_event_id = excluded.last_read_event_id,
+                 last_read_at = excluded.last_read_at",
+            &[
+                &c.thread_id,
+                &c.agent,
+                &c.last_read_message_id,
+                &int(c.last_read_event_id),
+                &c.last_read_at.to_string(),
+            ],
+        )
+        .map(drop)
+    }
+
+    fn agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {
+        self.registry_agents(query)
+    }
+
+    fn put_agent(&mut self, agent: &Agent) -> Result<(), StoreError> {
+        self.registry_put(agent)
+    }
+
+    fn delete_agent(&mut self, name: &str) -> Result<(), StoreError> {
+        self.registry_delete(name)
+    }
+
+    fn live_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        self.leases_around(now, limit, false)
+    }
+
+    fn last_event_by(&mut self, source: &str) -> Result<Option<Event>, StoreError> {
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events e WHERE e.source = $1 ORDER BY e.event_id DESC LIMIT 1"
+        );
+        self.query_opt(&sql, &[&source])?
+            .as_ref()
+            .map(rows::event)
+            .transpose()
+    }
+
+    fn mailbox(&mut self, query: &MailboxQuery) -> Result<Vec<Message>, StoreError> {
+        self.mailbox_messages(query)
+    }
+
+    fn idempotency(&mut self, key: &str) -> Result<Option<IdempotencyRecord>, StoreError> {
+        self.idempotency_record(key)
+    }
+
+    fn put_idempotency(&mut self, record: &IdempotencyRecord) -> Result<(), StoreError> {
+        self.put_idempotency_record(record)
+    }
+
+    fn delete_idempotency(&mut self, before: Timestamp, limit: usize) -> Result<u64, StoreError> {
+        self.expire_idempotency(before, limit)
+    }
+
+    fn settings(&mut self) -> Result<Option<Settings>, StoreError> {
+        self.engine_settings()
+    }
+
+    fn put_settings(&mut self, settings: &Settings) -> Result<(), StoreError> {
+        self.put_engine_settings(settings)
+    }
+
+    fn thread_page(&mut self, query: &ThreadPage) -> Result<Vec<ThreadState>, StoreError> {
+        self.threads_in_order(query)
+    }
+
+    fn message_count(&mut self) -> Result<u64, StoreError> {
+        let row = self.query_opt("SELECT count(*) FROM messages", &[])?;
+        match row {
+            Some(row) => rows::id(&row, 0),
+            None => Ok(0),
+        }
+    }
+
+    fn delete_thread(&mut self, thread_id: &str) -> Result<u64, StoreError> {
+        self.remove_thread(thread_id)
+    }
+
+    fn run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
+        self.orch_run(run_id)
+    }
+
+    fn runs(&mut self, query: &RunQuery) -> Result<Vec<Run>, StoreError> {
+        self.orch_runs(query)
+    }
+
+    fn insert_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.orch_put_run(run, true)
+    }
+
+    fn update_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.orch_put_run(run, false)
+    }
+
+    fn task(&mut self, run_id: &str, task_id: &str) -> Result<Option<Task>, StoreError> {
+        self.orch_task(run_id, task_id)
+    }
+
+    fn tasks(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
+        self.orch_tasks(query)
+    }
+
+    fn insert_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.orch_put_task(task, true)
+    }
+
+    fn update_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.orch_put_task(task, false)
+    }
+
+    fn attempts(&mut self, run_id: &str, task_id: &str) -> Result<Vec<Attempt>, StoreError> {
+        self.orch_attempts(run_id, task_id)
+    }
+
+    fn put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError> {
+        self.orch_put_attempt(attempt)
+    }
+
+    fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
+        self.orch_insert_event(event)
+    }
+
+    fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError> {
+        self.orch_events_after(query)
+    }
+}
