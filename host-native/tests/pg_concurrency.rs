@@ -1,0 +1,155 @@
+//! The PostgreSQL store under concurrent writers, each on its own
+//! connection (threads here; separate processes and machines are the next
+//! step, see docs/postgres.md): a waiter walking events from a cursor
+//! misses none (ids become visible in increasing order), and workers
+//! draining one queue never claim a thread twice.
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod pg_server;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use inbox_engine::store::{EventQuery, TxMode};
+use inbox_engine::{Engine, Request, Store, UlidIds};
+use inbox_host_native::{HostClock, PgStore};
+use pg_server::PgServer;
+use serde_json::Value;
+
+type PgEngine = Engine<PgStore, HostClock, UlidIds>;
+
+fn engine(server: &PgServer, seed: u64) -> PgEngine {
+    let store = PgStore::with_config(server.config("postgres")).unwrap();
+    Engine::new(store, HostClock::system(), UlidIds::from_seed(seed))
+}
+
+fn run(engine: &mut PgEngine, json: &str) -> Value {
+    let response = engine.execute(Request::from_json(json).unwrap());
+    serde_json::from_str(&response.to_json()).unwrap()
+}
+
+fn initialized(server: &PgServer) {
+    let answer = run(&mut engine(server, 1), r#"{"command":"init"}"#);
+    assert_eq!(answer["ok"], true, "{answer}");
+}
+
+#[test]
+fn a_waiter_walking_from_its_cursor_misses_no_event_of_concurrent_writers() {
+    let Some(server) = PgServer::start_or_skip("pg_concurrency: waiter") else {
+        return;
+    };
+    initialized(&server);
+    let server = Arc::new(server);
+    let done = Arc::new(AtomicBool::new(false));
+
+    let reader = {
+        let (server, done) = (Arc::clone(&server), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut store = PgStore::with_config(server.config("postgres")).unwrap();
+            let mut cursor = 0;
+            let mut seen = Vec::new();
+            loop {
+                // Read `done` before the query: the last pass then sees
+                // every commit.
+                let last = done.load(Ordering::SeqCst);
+                store.begin(TxMode::Read).unwrap();
+                let events = store
+                    .events(&EventQuery::after_event(cursor, 1000))
+                    .unwrap();
+                store.commit().unwrap();
+                for event in events {
+                    assert!(event.event_id > cursor, "ids went back");
+                    cursor = event.event_id;
+                    seen.push(event.event_id);
+                }
+                if last {
+                    return seen;
+                }
+            }
+        })
+    };
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let server = Arc::clone(&server);
+            std::thread::spawn(move || {
+                let mut engine = engine(&server, 100 + w);
+                for i in 0..30 {
+                    let send = format!(
+                        r#"{{"command":"send","from_agent":"lead{w}","to_agent":"worker","subject":"s{w}-{i}"}}"#
+                    );
+                    assert_eq!(run(&mut engine, &send)["ok"], true);
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    let seen = reader.join().unwrap();
+
+    let all: Vec<i64> = server
+        .admin()
+        .query("SELECT event_id FROM events ORDER BY event_id", &[])
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(all.len(), 4 * 30, "one event per send");
+    let seen: Vec<i64> = seen.into_iter().map(|id| id as i64).collect();
+    assert_eq!(seen, all, "the waiter saw every event, in order");
+}
+
+#[test]
+fn workers_draining_one_queue_never_claim_a_thread_twice() {
+    let Some(server) = PgServer::start_or_skip("pg_concurrency: drain") else {
+        return;
+    };
+    initialized(&server);
+    let mut lead = engine(&server, 2);
+    for i in 0..40 {
+        let send = format!(
+            r#"{{"command":"send","from_agent":"lead","to_agent":"worker","subject":"task {i}"}}"#
+        );
+        assert_eq!(run(&mut lead, &send)["ok"], true);
+    }
+    let server = Arc::new(server);
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let server = Arc::clone(&server);
+            std::thread::spawn(move || drain(&mut engine(&server, 200 + w)))
+        })
+        .collect();
+    let mut claimed = Vec::new();
+    for worker in workers {
+        claimed.extend(worker.join().unwrap());
+    }
+    let distinct: BTreeSet<&String> = claimed.iter().collect();
+    assert_eq!(distinct.len(), claimed.len(), "a thread was claimed twice");
+    assert_eq!(claimed.len(), 40, "every thread was claimed once");
+}
+
+/// Claims and finishes threads until none is left; returns their ids.
+fn drain(engine: &mut PgEngine) -> Vec<String> {
+    let mut claimed = Vec::new();
+    loop {
+        let answer = run(
+            engine,
+            r#"{"command":"claim","agent":"worker","next":true}"#,
+        );
+        if answer["thread"].is_null() {
+            assert_eq!(answer["ok"], true, "{answer}");
+            return claimed;
+        }
+        let thread = answer["thread"]["thread_id"].as_str().unwrap().to_owned();
+        let token = &answer["lease"]["lease_token"];
+        let done = format!(
+            r#"{{"command":"done","agent":"worker","thread_id":"{thread}","lease_token":{token},"summary":"ok"}}"#
+        );
+        assert_eq!(run(engine, &done)["ok"], true);
+        claimed.push(thread);
+    }
+}

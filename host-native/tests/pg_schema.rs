@@ -1,0 +1,101 @@
+//! The PostgreSQL store's schema rules and its care with secrets: an empty
+//! schema is `not_initialized`, `initialize` is safe to repeat, a newer
+//! schema is refused untouched with `schema_too_new`, another program's
+//! tables are never adopted, a password never appears in an error, and a
+//! message body with a NUL (which PostgreSQL's text cannot hold) is kept.
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod pg_server;
+
+use inbox_engine::{Store, StoreErrorKind};
+use inbox_host_native::PgStore;
+use inbox_host_native::pg::schema::SCHEMA_VERSION;
+use pg_server::PgServer;
+
+fn store_in(server: &PgServer, schema: &str) -> Result<PgStore, inbox_engine::StoreError> {
+    let mut config = server.config("postgres");
+    config.options(&format!("-c search_path={schema}"));
+    PgStore::with_config(config)
+}
+
+#[test]
+fn the_schema_is_created_once_and_a_newer_one_is_refused_untouched() {
+    let Some(server) = PgServer::start_or_skip("pg_schema") else {
+        return;
+    };
+    let mut admin = server.admin();
+    admin
+        .batch_execute("CREATE SCHEMA bus; CREATE SCHEMA other; CREATE TABLE other.t (x int)")
+        .unwrap();
+
+    let mut store = store_in(&server, "bus").unwrap();
+    let error = store.ensure_schema().unwrap_err();
+    assert_eq!(error.kind, StoreErrorKind::NotInitialized, "{error}");
+    assert_eq!(store.initialize().unwrap().schema_version, SCHEMA_VERSION);
+    assert_eq!(store.initialize().unwrap().schema_version, SCHEMA_VERSION);
+    drop(store);
+    assert_eq!(
+        store_in(&server, "bus").unwrap().ensure_schema().unwrap(),
+        SCHEMA_VERSION
+    );
+
+    admin
+        .batch_execute("UPDATE bus.inbox_schema SET version = version + 1")
+        .unwrap();
+    let error = store_in(&server, "bus").err().unwrap();
+    assert_eq!(error.kind, StoreErrorKind::SchemaTooNew, "{error}");
+
+    let error = store_in(&server, "other").err().unwrap();
+    assert_eq!(error.kind, StoreErrorKind::Other, "{error}");
+    assert!(error.message.contains("no inbox schema"), "{error}");
+}
+
+#[test]
+fn a_password_never_appears_in_an_error() {
+    // Nothing listens on port 1: the connection fails, and says where.
+    let error = PgStore::connect("postgres://agent:s3cret-pw@127.0.0.1:1/team")
+        .err()
+        .unwrap();
+    assert!(!error.message.contains("s3cret-pw"), "{error}");
+    assert!(
+        error.message.contains("postgres://agent@127.0.0.1:1/team"),
+        "{error}"
+    );
+    let error = PgStore::connect("postgres://agent:s3cret-pw@127.0.0.1:1/team?sslmode=require")
+        .err()
+        .unwrap();
+    assert!(!error.message.contains("s3cret-pw"), "{error}");
+    assert!(error.message.contains("TLS"), "{error}");
+}
+
+#[test]
+fn a_body_with_a_nul_is_kept_byte_for_byte() {
+    let Some(server) = PgServer::start_or_skip("pg_schema: nul") else {
+        return;
+    };
+    let store = PgStore::with_config(server.config("postgres")).unwrap();
+    let mut engine = inbox_engine::Engine::new(
+        store,
+        inbox_host_native::HostClock::system(),
+        inbox_engine::UlidIds::from_seed(1),
+    );
+    for json in [
+        r#"{"command":"init"}"#,
+        r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s","body":"a\u0000b"}"#,
+    ] {
+        let response = engine.execute(inbox_engine::Request::from_json(json).unwrap());
+        assert!(
+            response.to_json().contains("\"ok\":true"),
+            "{}",
+            response.to_json()
+        );
+    }
+    let body: Vec<u8> = server
+        .admin()
+        .query_one("SELECT body FROM messages", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(body, b"a\0b");
+}
