@@ -1,7 +1,9 @@
 //! Finding, creating and opening the database file of a native process.
 //!
 //! - Which file: `--db`, else `$INBOX_DB`, else the nearest `.agents/coord.db`
-//!   walking up from the current directory, else `.agents/coord.db` here.
+//!   walking up from the current directory, else `.agents/coord.db` here;
+//!   a `postgres://` URL there names a PostgreSQL database instead
+//!   ([`postgres_url`], [`open_postgres`] with the `postgres` feature).
 //! - New files and folders are created owner-only (0600 / 0700).
 //! - Every connection gets the settings that make one-process-per-command
 //!   cheap and safe: WAL (set once, at `init`), `synchronous` from the
@@ -9,7 +11,7 @@
 //!   busy handler with short jittered sleeps instead of SQLite's 100 ms ladder.
 //!
 //! This module must never apply inbox rules; it only produces a
-//! [`SqliteStore`].
+//! [`SqliteStore`] (or, for a URL, a `PgStore`).
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -143,6 +145,48 @@ pub fn resolve_db_path(flag: Option<&Path>, env: Option<&Path>, cwd: &Path) -> D
         source: DbSource::Default,
         notes,
     }
+}
+
+/// Whether a database name is a PostgreSQL URL (`postgres://` or
+/// `postgresql://`) rather than an SQLite file.
+pub fn is_postgres_url(text: &str) -> bool {
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// The PostgreSQL URL that `flag` (`--db`), else `env` (`$INBOX_DB`),
+/// names, if it names one: callers check it before [`resolve_db_path`],
+/// which would take it for a relative file name. The flag wins over the
+/// environment, as for files. Without the `postgres` feature, a caller
+/// refuses such a URL ([`postgres_unavailable`]) rather than create a file
+/// by that name.
+pub fn postgres_url(flag: Option<&Path>, env: Option<&Path>) -> Option<String> {
+    let env = env.filter(|p| !p.as_os_str().is_empty());
+    let named = flag.or(env)?.to_str()?;
+    is_postgres_url(named).then(|| named.to_owned())
+}
+
+/// The error for a PostgreSQL URL given to an inbox built without the
+/// `postgres` feature.
+pub fn postgres_unavailable() -> StoreError {
+    StoreError::other(
+        "this inbox was built without PostgreSQL support; install it with \
+         `cargo install --path cli --features postgres`",
+    )
+}
+
+/// Opens the PostgreSQL database `url` names: for `init` (`init` true) its
+/// schema is created or migrated; otherwise it must already hold an inbox
+/// schema (an older one is migrated, a newer one refused untouched).
+#[cfg(feature = "postgres")]
+pub fn open_postgres(url: &str, init: bool) -> Result<crate::pg::PgStore, StoreError> {
+    use inbox_engine::Store;
+    let mut store = crate::pg::PgStore::connect(url)?;
+    if init {
+        store.initialize()?;
+    } else {
+        store.ensure_schema()?;
+    }
+    Ok(store)
 }
 
 /// `path` with symbolic links followed, or as it is if it does not exist.

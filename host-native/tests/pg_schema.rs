@@ -99,3 +99,34 @@ fn a_body_with_a_nul_is_kept_byte_for_byte() {
         .get(0);
     assert_eq!(body, b"a\0b");
 }
+
+#[test]
+fn a_url_in_the_flag_or_the_environment_opens_postgres() {
+    use inbox_host_native::open::{open_postgres, postgres_url};
+    use std::path::Path;
+    let url = Path::new("postgres://agent@db.example/team");
+    let file = Path::new("team.db");
+    assert_eq!(postgres_url(Some(url), None).as_deref(), url.to_str());
+    assert_eq!(postgres_url(None, Some(url)).as_deref(), url.to_str());
+    assert_eq!(postgres_url(Some(file), Some(url)), None, "the flag wins");
+    assert_eq!(postgres_url(None, Some(Path::new(""))), None);
+
+    let Some(server) = PgServer::start_or_skip("pg_schema: url") else {
+        return;
+    };
+    server.admin().batch_execute("CREATE SCHEMA team").unwrap();
+    // The socket folder as the URL's host, the schema in its options.
+    let host = server
+        .socket_dir()
+        .display()
+        .to_string()
+        .replace('/', "%2F");
+    let url = format!("postgresql://postgres@{host}:5432/postgres?options=-csearch_path%3Dteam");
+    let error = open_postgres(&url, false).err().unwrap();
+    assert_eq!(error.kind, StoreErrorKind::NotInitialized, "{error}");
+    open_postgres(&url, true).unwrap();
+    assert_eq!(
+        open_postgres(&url, false).unwrap().ensure_schema().unwrap(),
+        SCHEMA_VERSION
+    );
+}

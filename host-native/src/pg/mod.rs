@@ -49,11 +49,6 @@ use schema::SchemaState;
 const SESSION_SETTINGS: &str = "SET statement_timeout = '30s'; SET lock_timeout = '10s'; \
      SET idle_in_transaction_session_timeout = '60s'";
 
-/// Whether `text` names a PostgreSQL database rather than an SQLite file.
-pub fn is_postgres_url(text: &str) -> bool {
-    text.starts_with("postgres://") || text.starts_with("postgresql://")
-}
-
 /// The database a configuration names, for messages: user, host, port and
 /// database, never the password.
 pub fn describe(config: &Config) -> String {
