@@ -22,7 +22,14 @@ use serde_json::Value;
 type PgEngine = Engine<PgStore, HostClock, UlidIds>;
 
 fn engine(server: &PgServer, seed: u64) -> PgEngine {
-    let store = PgStore::with_config(server.config("postgres")).unwrap();
+    engine_in(server, "public", seed)
+}
+
+/// An engine on the inbox database in `schema` of the server's database.
+fn engine_in(server: &PgServer, schema: &str, seed: u64) -> PgEngine {
+    let mut config = server.config("postgres");
+    config.options(&format!("-c search_path={schema}"));
+    let store = PgStore::with_config(config).unwrap();
     Engine::new(store, HostClock::system(), UlidIds::from_seed(seed))
 }
 
@@ -151,5 +158,49 @@ fn drain(engine: &mut PgEngine) -> Vec<String> {
         );
         assert_eq!(run(engine, &done)["ok"], true);
         claimed.push(thread);
+    }
+}
+
+/// What serializing writers on the writer row costs: claim+done pairs per
+/// second with 1, 2 and 4 workers on their own connections, over a Unix
+/// socket to the test cluster (fsync off). A measurement to read, not a
+/// check: `cargo test -p inbox-host-native --features postgres --release
+/// --test pg_concurrency -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement; run it by name with --ignored --nocapture"]
+fn claim_done_rate_by_workers() {
+    let Some(server) = PgServer::start_or_skip("pg_concurrency: rate") else {
+        return;
+    };
+    let server = Arc::new(server);
+    let tasks = 400;
+    for workers in [1_u64, 2, 4] {
+        let schema = format!("rate_{workers}");
+        server
+            .admin()
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .unwrap();
+        let mut lead = engine_in(&server, &schema, 3);
+        assert_eq!(run(&mut lead, r#"{"command":"init"}"#)["ok"], true);
+        for i in 0..tasks {
+            let send = format!(
+                r#"{{"command":"send","from_agent":"lead","to_agent":"worker","subject":"task {i}"}}"#
+            );
+            assert_eq!(run(&mut lead, &send)["ok"], true);
+        }
+        let started = std::time::Instant::now();
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let (server, schema) = (Arc::clone(&server), schema.clone());
+                std::thread::spawn(move || drain(&mut engine_in(&server, &schema, 300 + w)).len())
+            })
+            .collect();
+        let drained: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        let elapsed = started.elapsed();
+        assert_eq!(drained, tasks);
+        println!(
+            "{workers} worker(s): {tasks} claim+done pairs in {elapsed:.2?}: {:.0} pairs/s",
+            tasks as f64 / elapsed.as_secs_f64()
+        );
     }
 }
