@@ -204,3 +204,50 @@ fn claim_done_rate_by_workers() {
         );
     }
 }
+
+#[test]
+fn a_listener_is_woken_by_another_connections_commit_and_survives_losing_its_own() {
+    use inbox_host_native::pg::listen::Wake;
+    use std::time::{Duration, Instant};
+    let Some(server) = PgServer::start_or_skip("pg_concurrency: listen") else {
+        return;
+    };
+    initialized(&server);
+    let store = PgStore::with_config(server.config("postgres")).unwrap();
+    let mut listener = store.listener().unwrap();
+    let send = r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"wake"}"#;
+    let mut writer = engine(&server, 9);
+
+    assert_eq!(
+        listener.wait(Duration::from_millis(50)).unwrap(),
+        Wake::TimedOut
+    );
+    assert_eq!(run(&mut writer, send)["ok"], true);
+    let started = Instant::now();
+    let wake = listener.wait(Duration::from_secs(10)).unwrap();
+    assert!(
+        matches!(wake, Wake::Notified(Some(id)) if id >= 1),
+        "{wake:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // The server ends the listener's session (as a restart or a proxy
+    // would): the next wait reconnects and says so, and wakes go on.
+    let ended: bool = server
+        .admin()
+        .query_one(
+            "SELECT bool_or(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = 'inbox-listen'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(ended);
+    assert_eq!(
+        listener.wait(Duration::from_secs(10)).unwrap(),
+        Wake::Reconnected
+    );
+    assert_eq!(run(&mut writer, send)["ok"], true);
+    let wake = listener.wait(Duration::from_secs(10)).unwrap();
+    assert!(matches!(wake, Wake::Notified(Some(_))), "{wake:?}");
+}

@@ -7,7 +7,9 @@
 //! `inbox_writer`, held to commit, so writers are serialized as SQLite's
 //! `BEGIN IMMEDIATE` serializes them: the engine's read-decide-write is
 //! atomic and event ids commit in increasing order. Read transactions are
-//! REPEATABLE READ READ ONLY snapshots. Each method follows the SQLite
+//! REPEATABLE READ READ ONLY snapshots. A commit that wrote events notifies
+//! their highest id on [`listen::CHANNEL`] in the same round trip, for the
+//! waiters of other processes. Each method follows the SQLite
 //! store's query (same columns, same order, an index for each). It must
 //! never decide anything (that is the engine's), never sleep or retry, and
 //! never put the connection string, which may hold a password, into a
@@ -29,6 +31,7 @@ use postgres::config::{Host, SslMode};
 use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls, Row, Statement};
 
+pub mod listen;
 mod orch;
 mod password;
 mod records;
@@ -105,6 +108,11 @@ pub struct PgStore {
     server_clock: bool,
     /// Prepared statements by their text: preparing costs a round trip.
     statements: HashMap<String, Statement>,
+    /// The highest event id the open write transaction wrote: its commit
+    /// notifies [`listen::CHANNEL`] with it.
+    notify: Option<EventId>,
+    /// How the store connected, for a [`listen::Listener`] beside it.
+    config: Config,
 }
 
 impl PgStore {
@@ -145,7 +153,20 @@ impl PgStore {
             tx: None,
             server_clock: true,
             statements: HashMap::new(),
+            notify: None,
+            config,
         })
+    }
+
+    /// A listener for this store's database: one per process, shared by
+    /// its waits (see [`listen`]).
+    pub fn listener(&self) -> Result<listen::Listener, StoreError> {
+        listen::Listener::connect(self.config.clone())
+    }
+
+    /// Remembers that the open transaction wrote event `id`.
+    fn wrote_event(&mut self, id: EventId) {
+        self.notify = Some(self.notify.map_or(id, |n| n.max(id)));
     }
 
     /// Whether [`Store::clock`] reports the server's time (the default) or
@@ -504,6 +525,7 @@ impl Store for PgStore {
             return Err(error);
         }
         self.tx = Some(mode);
+        self.notify = None;
         Ok(())
     }
 
@@ -525,12 +547,19 @@ impl Store for PgStore {
 
     fn commit(&mut self) -> Result<(), StoreError> {
         self.tx = None;
+        // The notification rides in the same round trip, and PostgreSQL
+        // delivers it only if the commit happens.
+        let sql = match self.notify.take() {
+            Some(id) => format!("NOTIFY {}, '{id}'; COMMIT", listen::CHANNEL),
+            None => "COMMIT".to_owned(),
+        };
         self.client
-            .batch_execute("COMMIT")
+            .batch_execute(&sql)
             .map_err(|e| pg_error(e, &self.location))
     }
 
     fn rollback(&mut self) -> Result<(), StoreError> {
+        self.notify = None;
         if self.tx.take().is_none() {
             return Ok(());
         }
@@ -727,6 +756,7 @@ impl Store for PgStore {
     }
 
     fn insert_event(&mut self, e: &Event) -> Result<(), StoreError> {
+        self.wrote_event(e.event_id);
         self.execute(
             "INSERT INTO events (event_id, thread_id, run_id, task_id, event_type, source, message_id,
                  message_kind, status, summary, payload_json, created_at)
@@ -919,6 +949,7 @@ impl Store for PgStore {
     }
 
     fn insert_orch_event(&mut self, event: &OrchEvent) -> Result<(), StoreError> {
+        self.wrote_event(event.event_id);
         self.orch_insert_event(event)
     }
 

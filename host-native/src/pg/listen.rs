@@ -1,0 +1,86 @@
+//! Waking waiters on other machines: [`Listener`], one connection per
+//! process that `LISTEN`s on [`CHANNEL`], where every write transaction
+//! that wrote events notifies the highest id it wrote (see
+//! [`super::PgStore`]'s commit). A notification is only a hint: a waiter
+//! always re-runs its query from its cursor after a wake, and after every
+//! (re)connect of the listener, because notifications sent while nobody
+//! listened are gone. A missed notification can therefore delay a wake
+//! (until the waiter's bounded sleep ends) but never lose one. This module
+//! must never read records or decide whether a wait is over; it only says
+//! when looking again is worthwhile.
+
+use std::time::Duration;
+
+use inbox_engine::{EventId, StoreError};
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::{Client, Config, NoTls};
+
+use super::{describe, pg_error};
+
+/// The channel write transactions notify, with the highest event id they
+/// wrote as the payload. One channel per PostgreSQL database: inbox
+/// databases in other schemas of it wake each other's listeners for
+/// nothing, which costs a query and never a missed event.
+pub const CHANNEL: &str = "inbox_events";
+
+/// What ended a [`Listener::wait`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// A commit notified; the highest event id it wrote, when its payload
+    /// said so.
+    Notified(Option<EventId>),
+    /// The listener reconnected: anything may have been missed, so look.
+    Reconnected,
+    /// Nothing came within the time given.
+    TimedOut,
+}
+
+/// A connection that listens for commits.
+pub struct Listener {
+    config: Config,
+    client: Client,
+    location: String,
+}
+
+impl Listener {
+    /// Connects with `config` (completed from the environment as
+    /// [`super::PgStore::connect`] does) and starts listening.
+    pub fn connect(mut config: Config) -> Result<Listener, StoreError> {
+        super::from_environment(&mut config);
+        config.application_name("inbox-listen");
+        let location = describe(&config);
+        let client = listening(&config, &location)?;
+        Ok(Listener {
+            config,
+            client,
+            location,
+        })
+    }
+
+    /// Waits up to `timeout` for a notification. A lost connection is
+    /// re-established (once per call) and reported as
+    /// [`Wake::Reconnected`]; an error means the server cannot be reached
+    /// now, and the caller's wait goes on polling.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Wake, StoreError> {
+        let next = self.client.notifications().timeout_iter(timeout).next();
+        match next {
+            Ok(Some(notification)) => Ok(Wake::Notified(notification.payload().parse().ok())),
+            Ok(None) if !self.client.is_closed() => Ok(Wake::TimedOut),
+            // The connection went away (a server restart, a proxy, a
+            // terminated backend): listen again before saying so.
+            Ok(None) | Err(_) => {
+                self.client = listening(&self.config, &self.location)?;
+                Ok(Wake::Reconnected)
+            }
+        }
+    }
+}
+
+/// A new connection listening on [`CHANNEL`].
+fn listening(config: &Config, location: &str) -> Result<Client, StoreError> {
+    let mut client = config.connect(NoTls).map_err(|e| pg_error(e, location))?;
+    client
+        .batch_execute(&format!("LISTEN {CHANNEL}"))
+        .map_err(|e| pg_error(e, location))?;
+    Ok(client)
+}
