@@ -1,8 +1,9 @@
 //! The PostgreSQL store's schema rules and its care with secrets: an empty
 //! schema is `not_initialized`, `initialize` is safe to repeat, a newer
 //! schema is refused untouched with `schema_too_new`, another program's
-//! tables are never adopted, a password never appears in an error, and a
-//! message body with a NUL (which PostgreSQL's text cannot hold) is kept.
+//! tables are never adopted, a password never appears in an error, a
+//! message body with a NUL (which PostgreSQL's text cannot hold) is kept,
+//! and a session the server ends gives a clear `storage_error`.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -128,5 +129,47 @@ fn a_url_in_the_flag_or_the_environment_opens_postgres() {
     assert_eq!(
         open_postgres(&url, false).unwrap().ensure_schema().unwrap(),
         SCHEMA_VERSION
+    );
+}
+
+#[test]
+fn a_command_whose_session_the_server_ended_fails_with_a_clear_storage_error() {
+    let Some(server) = PgServer::start_or_skip("pg_schema: lost session") else {
+        return;
+    };
+    let mut config = server.config("postgres");
+    config.password("s3cret-pw");
+    let store = PgStore::with_config(config).unwrap();
+    let mut engine = inbox_engine::Engine::new(
+        store,
+        inbox_host_native::HostClock::system(),
+        inbox_engine::UlidIds::from_seed(1),
+    );
+    let init = inbox_engine::Request::from_json(r#"{"command":"init"}"#).unwrap();
+    assert!(engine.execute(init).to_json().contains("\"ok\":true"));
+    // As a server restart would: every session of the database ends.
+    server
+        .admin()
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'inbox'",
+        )
+        .unwrap();
+    let send = r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s"}"#;
+    let answer = engine
+        .execute(inbox_engine::Request::from_json(send).unwrap())
+        .to_json();
+    assert!(answer.contains("\"code\":\"storage_error\""), "{answer}");
+    assert!(answer.contains("shutting down or restarting"), "{answer}");
+    assert!(!answer.contains("s3cret-pw"), "{answer}");
+    // The store does not reconnect by itself (yet): later commands say
+    // that the connection is gone, and a new process connects afresh.
+    let answer = engine
+        .execute(inbox_engine::Request::from_json(send).unwrap())
+        .to_json();
+    assert!(answer.contains("\"code\":\"storage_error\""), "{answer}");
+    assert!(
+        answer.contains("connection to the server was lost"),
+        "{answer}"
     );
 }
