@@ -251,3 +251,60 @@ fn a_listener_is_woken_by_another_connections_commit_and_survives_losing_its_own
     let wake = listener.wait(Duration::from_secs(10)).unwrap();
     assert!(matches!(wake, Wake::Notified(Some(_))), "{wake:?}");
 }
+
+/// How many statements (so round trips, once each is prepared) one
+/// command sends, counted in the server's log: what the store's cost per
+/// command is made of. A measurement to read: run it by name with
+/// `--ignored --nocapture`.
+#[test]
+#[ignore = "a measurement; run it by name with --ignored --nocapture"]
+fn statements_per_command() {
+    let Some(server) = PgServer::start_or_skip("pg_concurrency: statements") else {
+        return;
+    };
+    initialized(&server);
+    // Two statements: ALTER SYSTEM cannot run in a multi-statement query.
+    let mut admin = server.admin();
+    admin
+        .batch_execute("ALTER SYSTEM SET log_statement = 'all'")
+        .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut engine = engine(&server, 4);
+    let send = r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"t"}"#;
+    let claim = r#"{"command":"claim","agent":"worker","next":true}"#;
+    // Warm up: each distinct statement is prepared once per connection.
+    for _ in 0..2 {
+        run(&mut engine, send);
+        let answer = run(&mut engine, claim);
+        run(&mut engine, &done_of(&answer));
+    }
+    let logged = |server: &PgServer| {
+        let log = server.log();
+        log.matches("LOG:  execute").count() + log.matches("LOG:  statement:").count()
+    };
+    let mut answer = Value::Null;
+    for (name, json) in [
+        ("send", send.to_owned()),
+        ("claim next", claim.to_owned()),
+        ("done", String::new()),
+    ] {
+        let json = if json.is_empty() {
+            done_of(&answer)
+        } else {
+            json
+        };
+        let before = logged(&server);
+        answer = run(&mut engine, &json);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        println!("{name}: {} statements", logged(&server) - before);
+    }
+}
+
+fn done_of(claimed: &Value) -> String {
+    let thread = claimed["thread"]["thread_id"].as_str().unwrap();
+    let token = &claimed["lease"]["lease_token"];
+    format!(
+        r#"{{"command":"done","agent":"worker","thread_id":"{thread}","lease_token":{token},"summary":"ok"}}"#
+    )
+}

@@ -100,6 +100,11 @@ impl PgServer {
         self.dir.path().join("data")
     }
 
+    /// The server's log (its stderr).
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
     /// A client configuration for database `dbname` as the superuser.
     pub(crate) fn config(&self, dbname: &str) -> postgres::Config {
         let mut config = postgres::Config::new();
