@@ -141,10 +141,7 @@ impl PgStore {
             )));
         }
         config.application_name("inbox");
-        let mut client = config.connect(NoTls).map_err(|e| pg_error(e, &location))?;
-        client
-            .batch_execute(SESSION_SETTINGS)
-            .map_err(|e| pg_error(e, &location))?;
+        let mut client = session(&config, &location)?;
         let schema = schema::inspect(&mut client, &location)?;
         Ok(PgStore {
             client,
@@ -162,6 +159,21 @@ impl PgStore {
     /// its waits (see [`listen`]).
     pub fn listener(&self) -> Result<listen::Listener, StoreError> {
         listen::Listener::connect(self.config.clone())
+    }
+
+    /// Before a transaction: if the server ended the session (a restart, a
+    /// proxy, an idle timeout), connects again, so that a long-lived
+    /// process (a wait, the MCP server) goes on after the command that
+    /// found the connection gone failed. That command committed nothing,
+    /// so running the next one never applies anything twice. Prepared
+    /// statements belonged to the old session and are prepared again.
+    fn reconnect_if_closed(&mut self) -> Result<(), StoreError> {
+        if !self.client.is_closed() {
+            return Ok(());
+        }
+        self.client = session(&self.config, &self.location)?;
+        self.statements.clear();
+        Ok(())
     }
 
     /// Remembers that the open transaction wrote event `id`.
@@ -394,6 +406,15 @@ impl PgStore {
     }
 }
 
+/// A new connection with the session settings.
+fn session(config: &Config, location: &str) -> Result<Client, StoreError> {
+    let mut client = config.connect(NoTls).map_err(|e| pg_error(e, location))?;
+    client
+        .batch_execute(SESSION_SETTINGS)
+        .map_err(|e| pg_error(e, location))?;
+    Ok(client)
+}
+
 /// Fills in what libpq would take from the environment and the Rust client
 /// does not: the user from `PGUSER` or the login name, the password from
 /// `PGPASSWORD` or the password file (see [`password`]).
@@ -511,6 +532,7 @@ impl Store for PgStore {
                 "postgres store: transaction already open",
             ));
         }
+        self.reconnect_if_closed()?;
         // One round trip for both statements (the simple query protocol).
         let sql = match mode {
             TxMode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
