@@ -176,3 +176,39 @@ fn a_command_whose_session_the_server_ended_fails_clearly_and_the_next_reconnect
         .get(0);
     assert_eq!(threads, 1);
 }
+
+#[test]
+fn records_are_stamped_with_the_servers_clock_not_the_hosts() {
+    let Some(server) = PgServer::start_or_skip("pg_schema: clock") else {
+        return;
+    };
+    let store = PgStore::with_config(server.config("postgres")).unwrap();
+    // A host whose clock is stuck in 1970.
+    let stuck = inbox_engine::ManualClock::new(inbox_engine::Timestamp::from_millis(0));
+    let mut engine = inbox_engine::Engine::new(store, stuck, inbox_engine::UlidIds::from_seed(1));
+    for json in [
+        r#"{"command":"init"}"#,
+        r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s"}"#,
+    ] {
+        let response = engine.execute(inbox_engine::Request::from_json(json).unwrap());
+        assert!(
+            response.to_json().contains("\"ok\":true"),
+            "{}",
+            response.to_json()
+        );
+    }
+    let created: String = server
+        .admin()
+        .query_one("SELECT created_at FROM threads", &[])
+        .unwrap()
+        .get(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let stamped = inbox_engine::Timestamp::parse(&created)
+        .unwrap()
+        .as_millis();
+    let skew = (i128::from(stamped) - i128::try_from(now).unwrap()).abs();
+    assert!(skew < 60_000, "stamped {created}, {skew} ms from now");
+}

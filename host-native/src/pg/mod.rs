@@ -113,6 +113,9 @@ pub struct PgStore {
     notify: Option<EventId>,
     /// How the store connected, for a [`listen::Listener`] beside it.
     config: Config,
+    /// The server's clock at the start of the open transaction, when
+    /// [`PgStore::use_server_clock`] is on.
+    now: Option<Timestamp>,
 }
 
 impl PgStore {
@@ -152,6 +155,7 @@ impl PgStore {
             statements: HashMap::new(),
             notify: None,
             config,
+            now: None,
         })
     }
 
@@ -174,6 +178,31 @@ impl PgStore {
         self.client = session(&self.config, &self.location)?;
         self.statements.clear();
         Ok(())
+    }
+
+    /// The server's clock from the last row `begin`'s statements returned
+    /// (the clock's, when it was asked for).
+    fn started_at(
+        &self,
+        messages: &[postgres::SimpleQueryMessage],
+    ) -> Result<Option<Timestamp>, StoreError> {
+        if !self.server_clock {
+            return Ok(None);
+        }
+        let last_row = messages.iter().rev().find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(row) => Some(row),
+            _ => None,
+        });
+        let millis = last_row
+            .and_then(|row| row.get(0))
+            .and_then(|text| text.parse::<i64>().ok())
+            .ok_or_else(|| {
+                StoreError::other(format!(
+                    "{}: the server did not say its time",
+                    self.location
+                ))
+            })?;
+        Ok(Some(Timestamp::from_millis(millis)))
     }
 
     /// Remembers that the open transaction wrote event `id`.
@@ -533,38 +562,40 @@ impl Store for PgStore {
             ));
         }
         self.reconnect_if_closed()?;
-        // One round trip for both statements (the simple query protocol).
-        let sql = match mode {
-            TxMode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-            TxMode::Write => {
-                "BEGIN ISOLATION LEVEL READ COMMITTED; \
+        // One round trip for the whole start (the simple query protocol):
+        // BEGIN, the writer row's lock, and the server's clock, which
+        // `clock` then answers without asking again.
+        let mut sql = match mode {
+            TxMode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
+            TxMode::Write => "BEGIN ISOLATION LEVEL READ COMMITTED; \
                  SELECT id FROM inbox_writer WHERE id = 1 FOR UPDATE"
-            }
+                .to_owned(),
         };
-        if let Err(e) = self.client.batch_execute(sql) {
-            let error = self.error(e);
-            let _ = self.client.batch_execute("ROLLBACK");
-            return Err(error);
+        if self.server_clock {
+            // `now()` is the transaction's start: one instant for the command.
+            sql.push_str("; SELECT floor(extract(epoch FROM now()) * 1000)::bigint");
         }
-        self.tx = Some(mode);
-        self.notify = None;
-        Ok(())
+        let started = self
+            .client
+            .simple_query(&sql)
+            .map_err(|e| pg_error(e, &self.location))
+            .and_then(|messages| self.started_at(&messages));
+        match started {
+            Ok(now) => {
+                self.now = now;
+                self.tx = Some(mode);
+                self.notify = None;
+                Ok(())
+            }
+            Err(error) => {
+                let _ = self.client.batch_execute("ROLLBACK");
+                Err(error)
+            }
+        }
     }
 
     fn clock(&mut self) -> Result<Option<Timestamp>, StoreError> {
-        if !self.server_clock {
-            return Ok(None);
-        }
-        // `now()` is the transaction's start: one instant for the command.
-        let row = self.query_opt(
-            "SELECT floor(extract(epoch FROM now()) * 1000)::bigint",
-            &[],
-        )?;
-        let millis: i64 = match row {
-            Some(row) => rows::get(&row, 0)?,
-            None => return Ok(None),
-        };
-        Ok(Some(Timestamp::from_millis(millis)))
+        Ok(if self.server_clock { self.now } else { None })
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
