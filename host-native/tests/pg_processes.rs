@@ -1,0 +1,123 @@
+//! Workers as separate processes that share nothing but the database URL
+//! (no files, no memory), as agents on several machines do: racing for one
+//! thread, exactly one wins; draining a queue together, no thread is
+//! claimed twice and none is lost. Each worker is this test binary run
+//! again on its `worker_process` entry, which does nothing unless the
+//! parent hands it a URL.
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod pg_server;
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+
+use inbox_engine::{Engine, Request, UlidIds};
+use inbox_host_native::{HostClock, PgStore};
+use pg_server::PgServer;
+use serde_json::Value;
+
+/// The variable that turns `worker_process` into a worker.
+const URL_ENV: &str = "INBOX_PG_WORKER_URL";
+
+fn run(engine: &mut Engine<PgStore, HostClock, UlidIds>, json: &str) -> Value {
+    let response = engine.execute(Request::from_json(json).unwrap());
+    serde_json::from_str(&response.to_json()).unwrap()
+}
+
+/// A worker's entry: claims and finishes threads until none is left,
+/// printing `claimed <thread id>` for each. Run by the tests below in
+/// child processes; on its own it does nothing.
+#[test]
+#[ignore = "the worker the other tests start as a separate process"]
+fn worker_process() {
+    let Ok(url) = std::env::var(URL_ENV) else {
+        return;
+    };
+    let seed = std::process::id().into();
+    let store = PgStore::connect(&url).unwrap();
+    let mut engine = Engine::new(store, HostClock::system(), UlidIds::from_seed(seed));
+    loop {
+        let answer = run(
+            &mut engine,
+            r#"{"command":"claim","agent":"worker","next":true}"#,
+        );
+        let Some(thread) = answer["thread"]["thread_id"].as_str() else {
+            assert_eq!(answer["ok"], true, "{answer}");
+            return;
+        };
+        println!("claimed {thread}");
+        let token = &answer["lease"]["lease_token"];
+        let done = format!(
+            r#"{{"command":"done","agent":"worker","thread_id":"{thread}","lease_token":{token},"summary":"ok"}}"#
+        );
+        assert_eq!(run(&mut engine, &done)["ok"], true);
+    }
+}
+
+/// The URL of the server's `postgres` database over its socket.
+fn url(server: &PgServer) -> String {
+    let host = server
+        .socket_dir()
+        .display()
+        .to_string()
+        .replace('/', "%2F");
+    format!("postgresql://postgres@{host}:5432/postgres")
+}
+
+/// Sends `threads` threads to `worker`, then runs `workers` worker
+/// processes at once; returns every thread they claimed.
+fn race(threads: usize, workers: usize) -> Option<Vec<String>> {
+    let server = PgServer::start_or_skip("pg_processes")?;
+    let url = url(&server);
+    let store = inbox_host_native::open::open_postgres(&url, true).unwrap();
+    let mut lead = Engine::new(store, HostClock::system(), UlidIds::from_seed(1));
+    for i in 0..threads {
+        let send = format!(
+            r#"{{"command":"send","from_agent":"lead","to_agent":"worker","subject":"task {i}"}}"#
+        );
+        assert_eq!(run(&mut lead, &send)["ok"], true);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..workers)
+        .map(|_| {
+            Command::new(&exe)
+                .args(["worker_process", "--exact", "--ignored", "--nocapture"])
+                .env(URL_ENV, &url)
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut claimed = Vec::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "a worker failed");
+        let text = String::from_utf8(out.stdout).unwrap();
+        claimed.extend(
+            text.lines()
+                .filter_map(|line| line.strip_prefix("claimed "))
+                .map(str::to_owned),
+        );
+    }
+    Some(claimed)
+}
+
+#[test]
+fn sixteen_processes_racing_for_one_thread_leave_one_winner() {
+    let Some(claimed) = race(1, 16) else {
+        return;
+    };
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+}
+
+#[test]
+fn eight_processes_draining_two_hundred_threads_claim_each_once() {
+    let Some(claimed) = race(200, 8) else {
+        return;
+    };
+    let distinct: BTreeSet<&String> = claimed.iter().collect();
+    assert_eq!(distinct.len(), claimed.len(), "a thread was claimed twice");
+    assert_eq!(claimed.len(), 200, "a thread was lost");
+}
