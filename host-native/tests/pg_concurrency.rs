@@ -308,3 +308,46 @@ fn done_of(claimed: &Value) -> String {
         r#"{{"command":"done","agent":"worker","thread_id":"{thread}","lease_token":{token},"summary":"ok"}}"#
     )
 }
+
+#[test]
+fn a_watch_sleeping_on_the_listener_wakes_for_a_send_even_after_its_sessions_were_ended() {
+    use inbox_host_native::pg::listen;
+    use std::time::{Duration, Instant};
+    let Some(server) = PgServer::start_or_skip("pg_concurrency: watch") else {
+        return;
+    };
+    initialized(&server);
+    let server = Arc::new(server);
+    let watcher = {
+        let server = Arc::clone(&server);
+        std::thread::spawn(move || {
+            let mut engine = engine(&server, 11);
+            let mut listener = PgStore::with_config(server.config("postgres"))
+                .unwrap()
+                .listener()
+                .unwrap();
+            let watch = r#"{"command":"watch","agent":"worker","timeout_seconds":30}"#;
+            let call = inbox_engine::Call::from(Request::from_json(watch).unwrap());
+            let started = Instant::now();
+            let response = listen::wait(&mut engine, call, &mut listener);
+            (response.to_json(), started.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    // As a server restart would: the watcher's sessions (store and
+    // listener) end while it sleeps.
+    server
+        .admin()
+        .batch_execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name IN ('inbox', 'inbox-listen')",
+        )
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let send = r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"wake up"}"#;
+    assert_eq!(run(&mut engine(&server, 12), send)["ok"], true);
+    let (answer, waited) = watcher.join().unwrap();
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    assert!(answer.contains("wake up"), "{answer}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+}

@@ -3,8 +3,8 @@
 //! schema is refused untouched with `schema_too_new`, another program's
 //! tables are never adopted, a password never appears in an error, a
 //! message body with a NUL (which PostgreSQL's text cannot hold) is kept,
-//! and a session the server ends gives a clear `storage_error`, after
-//! which the store connects again.
+//! and a session the server ends (as a restart does) is replaced before
+//! the next command runs.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -134,7 +134,7 @@ fn a_url_in_the_flag_or_the_environment_opens_postgres() {
 }
 
 #[test]
-fn a_command_whose_session_the_server_ended_fails_clearly_and_the_next_reconnects() {
+fn a_session_the_server_ended_is_replaced_before_the_next_command_runs() {
     let Some(server) = PgServer::start_or_skip("pg_schema: lost session") else {
         return;
     };
@@ -156,15 +156,9 @@ fn a_command_whose_session_the_server_ended_fails_clearly_and_the_next_reconnect
              WHERE application_name = 'inbox'",
         )
         .unwrap();
+    // The next command finds the session gone at BEGIN, before anything
+    // of it ran, connects again and runs once.
     let send = r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s"}"#;
-    let answer = engine
-        .execute(inbox_engine::Request::from_json(send).unwrap())
-        .to_json();
-    assert!(answer.contains("\"code\":\"storage_error\""), "{answer}");
-    assert!(answer.contains("shutting down or restarting"), "{answer}");
-    assert!(!answer.contains("s3cret-pw"), "{answer}");
-    // The failed command committed nothing; the next one connects again
-    // and runs, so the send happens once.
     let answer = engine
         .execute(inbox_engine::Request::from_json(send).unwrap())
         .to_json();

@@ -11,7 +11,8 @@
 
 use std::time::Duration;
 
-use inbox_engine::{EventId, StoreError};
+use inbox_engine::wait::{Executor, WaitStep, Waiter};
+use inbox_engine::{Call, EventId, Response, StoreError};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Config, NoTls};
 
@@ -22,6 +23,36 @@ use super::{describe, pg_error};
 /// databases in other schemas of it wake each other's listeners for
 /// nothing, which costs a query and never a missed event.
 pub const CHANNEL: &str = "inbox_events";
+
+/// The longest a waiter sleeps between looks whatever the listener says:
+/// the bound on how late a lost notification (or a listener that cannot
+/// reconnect) makes a wake.
+pub const POLL_FALLBACK: Duration = Duration::from_secs(1);
+
+/// Runs a wait (`watch`, `wait-reply`, `orch wait`) on an engine over a
+/// PostgreSQL store: it looks, and while the engine says to wait, sleeps on
+/// `listener` (at most [`POLL_FALLBACK`]) and looks again, after any
+/// notification, reconnect or timeout alike. The engine decides when the
+/// wait is over, so a spurious wake costs one look and a missed one at
+/// most [`POLL_FALLBACK`].
+pub fn wait<E: Executor>(engine: &mut E, call: Call, listener: &mut Listener) -> Response {
+    let mut waiter = match Waiter::for_call(call) {
+        Ok(waiter) => waiter,
+        Err(response) => return *response,
+    };
+    loop {
+        match waiter.poll(engine) {
+            WaitStep::Finished(response) => return response,
+            WaitStep::Pending { within } => {
+                let sleep = within.min(POLL_FALLBACK);
+                if listener.wait(sleep).is_err() {
+                    // The server cannot be reached now: poll.
+                    std::thread::sleep(sleep);
+                }
+            }
+        }
+    }
+}
 
 /// What ended a [`Listener::wait`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -180,6 +180,25 @@ impl PgStore {
         Ok(())
     }
 
+    /// Runs `begin`'s statements. A session the server ended (a restart, a
+    /// proxy) is found out here, before anything of the transaction ran:
+    /// then it connects again and starts over once, so that a long-lived
+    /// process (a wait) goes on across a server restart.
+    fn start(&mut self, sql: &str) -> Result<Option<Timestamp>, StoreError> {
+        let messages = match self.client.simple_query(sql) {
+            Ok(messages) => messages,
+            Err(e) if self.client.is_closed() || lost_session(&e) => {
+                self.client = session(&self.config, &self.location)?;
+                self.statements.clear();
+                self.client
+                    .simple_query(sql)
+                    .map_err(|e| pg_error(e, &self.location))?
+            }
+            Err(e) => return Err(pg_error(e, &self.location)),
+        };
+        self.started_at(&messages)
+    }
+
     /// The server's clock from the last row `begin`'s statements returned
     /// (the clock's, when it was asked for).
     fn started_at(
@@ -435,6 +454,15 @@ impl PgStore {
     }
 }
 
+/// Whether an error says the server ended the session.
+fn lost_session(error: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    error.is_closed()
+        || error
+            .code()
+            .is_some_and(|c| *c == SqlState::ADMIN_SHUTDOWN || *c == SqlState::CRASH_SHUTDOWN)
+}
+
 /// A new connection with the session settings.
 fn session(config: &Config, location: &str) -> Result<Client, StoreError> {
     let mut client = config.connect(NoTls).map_err(|e| pg_error(e, location))?;
@@ -575,11 +603,7 @@ impl Store for PgStore {
             // `now()` is the transaction's start: one instant for the command.
             sql.push_str("; SELECT floor(extract(epoch FROM now()) * 1000)::bigint");
         }
-        let started = self
-            .client
-            .simple_query(&sql)
-            .map_err(|e| pg_error(e, &self.location))
-            .and_then(|messages| self.started_at(&messages));
+        let started = self.start(&sql);
         match started {
             Ok(now) => {
                 self.now = now;
