@@ -206,3 +206,38 @@ fn records_are_stamped_with_the_servers_clock_not_the_hosts() {
     let skew = (i128::from(stamped) - i128::try_from(now).unwrap()).abs();
     assert!(skew < 60_000, "stamped {created}, {skew} ms from now");
 }
+
+#[test]
+fn a_writer_kept_from_the_writer_row_past_its_lock_timeout_reports_storage_busy() {
+    let Some(server) = PgServer::start_or_skip("pg_schema: busy") else {
+        return;
+    };
+    let mut config = server.config("postgres");
+    // The URL's own options win over the store's defaults (10 s).
+    config.options("-c lock_timeout=300ms");
+    let store = PgStore::with_config(config).unwrap();
+    let mut engine = inbox_engine::Engine::new(
+        store,
+        inbox_host_native::HostClock::system(),
+        inbox_engine::UlidIds::from_seed(1),
+    );
+    let init = inbox_engine::Request::from_json(r#"{"command":"init"}"#).unwrap();
+    assert!(engine.execute(init).to_json().contains("\"ok\":true"));
+    // A stuck writer holds the row.
+    let mut stuck = server.admin();
+    let mut tx = stuck.transaction().unwrap();
+    tx.batch_execute("SELECT id FROM inbox_writer WHERE id = 1 FOR UPDATE")
+        .unwrap();
+    let send = r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"s"}"#;
+    let started = std::time::Instant::now();
+    let answer = engine
+        .execute(inbox_engine::Request::from_json(send).unwrap())
+        .to_json();
+    assert!(answer.contains("\"code\":\"storage_busy\""), "{answer}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    tx.rollback().unwrap();
+    let answer = engine
+        .execute(inbox_engine::Request::from_json(send).unwrap())
+        .to_json();
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+}

@@ -48,9 +48,11 @@ use schema::SchemaState;
 /// no statement runs away, a writer waits for the writer row as long as
 /// SQLite's busy budget and then reports `storage_busy`, and a client stuck
 /// inside a transaction cannot hold the writer row, and so the bus, for
-/// more than a minute.
-const SESSION_SETTINGS: &str = "SET statement_timeout = '30s'; SET lock_timeout = '10s'; \
-     SET idle_in_transaction_session_timeout = '60s'";
+/// more than a minute. Sent as startup options, ahead of the URL's own
+/// `options` (the last setting of a name wins), so they cost no round
+/// trip and a deployment can change them in its URL.
+const SESSION_OPTIONS: &str =
+    "-c statement_timeout=30s -c lock_timeout=10s -c idle_in_transaction_session_timeout=60s";
 
 /// The database a configuration names, for messages: user, host, port and
 /// database, never the password.
@@ -144,6 +146,8 @@ impl PgStore {
             )));
         }
         config.application_name("inbox");
+        let options = format!("{SESSION_OPTIONS} {}", config.get_options().unwrap_or(""));
+        config.options(options.trim_end());
         let mut client = session(&config, &location)?;
         let schema = schema::inspect(&mut client, &location)?;
         Ok(PgStore {
@@ -463,13 +467,9 @@ fn lost_session(error: &postgres::Error) -> bool {
             .is_some_and(|c| *c == SqlState::ADMIN_SHUTDOWN || *c == SqlState::CRASH_SHUTDOWN)
 }
 
-/// A new connection with the session settings.
+/// A new connection (its session settings are in `config`'s options).
 fn session(config: &Config, location: &str) -> Result<Client, StoreError> {
-    let mut client = config.connect(NoTls).map_err(|e| pg_error(e, location))?;
-    client
-        .batch_execute(SESSION_SETTINGS)
-        .map_err(|e| pg_error(e, location))?;
-    Ok(client)
+    config.connect(NoTls).map_err(|e| pg_error(e, location))
 }
 
 /// Fills in what libpq would take from the environment and the Rust client
