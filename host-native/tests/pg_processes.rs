@@ -1,7 +1,8 @@
 //! Workers as separate processes that share nothing but the database URL
 //! (no files, no memory), as agents on several machines do: racing for one
 //! thread, exactly one wins; draining a queue together, no thread is
-//! claimed twice and none is lost. Each worker is this test binary run
+//! claimed twice and none is lost; a worker SIGKILLed while it holds the
+//! writer row does not hold up the others. Each worker is this test binary run
 //! again on its `worker_process` entry, which does nothing unless the
 //! parent hands it a URL.
 
@@ -21,6 +22,9 @@ use serde_json::Value;
 /// The variable that turns `worker_process` into a worker.
 const URL_ENV: &str = "INBOX_PG_WORKER_URL";
 
+/// With it, the worker takes the writer row and holds it until killed.
+const HOLD_ENV: &str = "INBOX_PG_WORKER_HOLD";
+
 fn run(engine: &mut Engine<PgStore, HostClock, UlidIds>, json: &str) -> Value {
     let response = engine.execute(Request::from_json(json).unwrap());
     serde_json::from_str(&response.to_json()).unwrap()
@@ -36,7 +40,14 @@ fn worker_process() {
         return;
     };
     let seed = std::process::id().into();
-    let store = PgStore::connect(&url).unwrap();
+    let mut store = PgStore::connect(&url).unwrap();
+    if std::env::var_os(HOLD_ENV).is_some() {
+        // Take the writer row and never let go: the parent kills us.
+        inbox_engine::Store::begin(&mut store, inbox_engine::store::TxMode::Write).unwrap();
+        println!("holding");
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        return;
+    }
     let mut engine = Engine::new(store, HostClock::system(), UlidIds::from_seed(seed));
     loop {
         let answer = run(
@@ -120,4 +131,35 @@ fn eight_processes_draining_two_hundred_threads_claim_each_once() {
     let distinct: BTreeSet<&String> = claimed.iter().collect();
     assert_eq!(distinct.len(), claimed.len(), "a thread was claimed twice");
     assert_eq!(claimed.len(), 200, "a thread was lost");
+}
+
+#[test]
+fn a_worker_killed_while_it_holds_the_writer_row_does_not_hold_up_the_others() {
+    use std::io::BufRead;
+    let Some(server) = PgServer::start_or_skip("pg_processes: kill") else {
+        return;
+    };
+    let url = url(&server);
+    let store = inbox_host_native::open::open_postgres(&url, true).unwrap();
+    let mut lead = Engine::new(store, HostClock::system(), UlidIds::from_seed(1));
+    let mut holder = Command::new(std::env::current_exe().unwrap())
+        .args(["worker_process", "--exact", "--ignored", "--nocapture"])
+        .env(URL_ENV, &url)
+        .env(HOLD_ENV, "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = holder.stdout.take().unwrap();
+    let holding = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line == "holding");
+    assert!(holding, "the worker never took the writer row");
+    // SIGKILL: no rollback, no goodbye; the server sees the socket close.
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let started = std::time::Instant::now();
+    let send = r#"{"command":"send","from_agent":"lead","to_agent":"worker","subject":"after"}"#;
+    assert_eq!(run(&mut lead, send)["ok"], true);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
