@@ -318,6 +318,7 @@ mod tests {
             "orch",
             "baseline",
             "retention",
+            "bridge",
             "import",
         ];
         assert_eq!(keys(&[]), every);

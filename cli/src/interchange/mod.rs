@@ -280,26 +280,19 @@ fn import_file(
         Format::Jsonl => dump::import(&mut store, input, &mut progress)
             .map_err(InterchangeError::from)
             .map(|imported| dump_report(base, imported, &shown)),
-        Format::MailboxJsonl => {
-            let mut mapping = mailbox::MailboxImport::default();
+        Format::MailboxJsonl | Format::TeamsJsonl => {
+            // The two seeds' lines differ only in how a line maps.
+            let mut mapping: Box<dyn apply::Mapping> = if format == Format::MailboxJsonl {
+                Box::<mailbox::MailboxImport>::default()
+            } else {
+                Box::<teams::TeamsImport>::default()
+            };
             apply::import(
                 store,
                 clock,
                 input,
                 MESSAGE_LINE_LIMIT,
-                &mut mapping,
-                &mut progress,
-            )
-            .map(|summary| summary.report(base, &shown, format))
-        }
-        Format::TeamsJsonl => {
-            let mut mapping = teams::TeamsImport::default();
-            apply::import(
-                store,
-                clock,
-                input,
-                MESSAGE_LINE_LIMIT,
-                &mut mapping,
+                mapping.as_mut(),
                 &mut progress,
             )
             .map(|summary| summary.report(base, &shown, format))
