@@ -7,16 +7,14 @@
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod pg_server;
-
 use inbox_engine::Store;
 use inbox_host_native::PgStore;
-use pg_server::PgServer;
+use inbox_pg_cluster::PgCluster;
 
 #[test]
 fn every_script_matches_its_golden_transcript_on_postgres() {
     let Some(server) =
-        PgServer::start_or_skip("every_script_matches_its_golden_transcript_on_postgres")
+        PgCluster::start_or_skip("every_script_matches_its_golden_transcript_on_postgres")
     else {
         return;
     };

@@ -7,8 +7,6 @@
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod pg_server;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,17 +14,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use inbox_engine::store::{EventQuery, TxMode};
 use inbox_engine::{Engine, Request, Store, UlidIds};
 use inbox_host_native::{HostClock, PgStore};
-use pg_server::PgServer;
+use inbox_pg_cluster::PgCluster;
 use serde_json::Value;
 
 type PgEngine = Engine<PgStore, HostClock, UlidIds>;
 
-fn engine(server: &PgServer, seed: u64) -> PgEngine {
+fn engine(server: &PgCluster, seed: u64) -> PgEngine {
     engine_in(server, "public", seed)
 }
 
 /// An engine on the inbox database in `schema` of the server's database.
-fn engine_in(server: &PgServer, schema: &str, seed: u64) -> PgEngine {
+fn engine_in(server: &PgCluster, schema: &str, seed: u64) -> PgEngine {
     let mut config = server.config("postgres");
     config.options(&format!("-c search_path={schema}"));
     let store = PgStore::with_config(config).unwrap();
@@ -38,14 +36,14 @@ fn run(engine: &mut PgEngine, json: &str) -> Value {
     serde_json::from_str(&response.to_json()).unwrap()
 }
 
-fn initialized(server: &PgServer) {
+fn initialized(server: &PgCluster) {
     let answer = run(&mut engine(server, 1), r#"{"command":"init"}"#);
     assert_eq!(answer["ok"], true, "{answer}");
 }
 
 #[test]
 fn a_waiter_walking_from_its_cursor_misses_no_event_of_concurrent_writers() {
-    let Some(server) = PgServer::start_or_skip("pg_concurrency: waiter") else {
+    let Some(server) = PgCluster::start_or_skip("pg_concurrency: waiter") else {
         return;
     };
     initialized(&server);
@@ -112,7 +110,7 @@ fn a_waiter_walking_from_its_cursor_misses_no_event_of_concurrent_writers() {
 
 #[test]
 fn workers_draining_one_queue_never_claim_a_thread_twice() {
-    let Some(server) = PgServer::start_or_skip("pg_concurrency: drain") else {
+    let Some(server) = PgCluster::start_or_skip("pg_concurrency: drain") else {
         return;
     };
     initialized(&server);
@@ -169,7 +167,7 @@ fn drain(engine: &mut PgEngine) -> Vec<String> {
 #[test]
 #[ignore = "a measurement; run it by name with --ignored --nocapture"]
 fn claim_done_rate_by_workers() {
-    let Some(server) = PgServer::start_or_skip("pg_concurrency: rate") else {
+    let Some(server) = PgCluster::start_or_skip("pg_concurrency: rate") else {
         return;
     };
     let server = Arc::new(server);
@@ -209,7 +207,7 @@ fn claim_done_rate_by_workers() {
 fn a_listener_is_woken_by_another_connections_commit_and_survives_losing_its_own() {
     use inbox_host_native::pg::listen::Wake;
     use std::time::{Duration, Instant};
-    let Some(server) = PgServer::start_or_skip("pg_concurrency: listen") else {
+    let Some(server) = PgCluster::start_or_skip("pg_concurrency: listen") else {
         return;
     };
     initialized(&server);
@@ -259,7 +257,7 @@ fn a_listener_is_woken_by_another_connections_commit_and_survives_losing_its_own
 #[test]
 #[ignore = "a measurement; run it by name with --ignored --nocapture"]
 fn statements_per_command() {
-    let Some(server) = PgServer::start_or_skip("pg_concurrency: statements") else {
+    let Some(server) = PgCluster::start_or_skip("pg_concurrency: statements") else {
         return;
     };
     initialized(&server);
@@ -279,7 +277,7 @@ fn statements_per_command() {
         let answer = run(&mut engine, claim);
         run(&mut engine, &done_of(&answer));
     }
-    let logged = |server: &PgServer| {
+    let logged = |server: &PgCluster| {
         let log = server.log();
         log.matches("LOG:  execute").count() + log.matches("LOG:  statement:").count()
     };
@@ -313,7 +311,7 @@ fn done_of(claimed: &Value) -> String {
 fn a_watch_sleeping_on_the_listener_wakes_for_a_send_even_after_its_sessions_were_ended() {
     use inbox_host_native::pg::listen;
     use std::time::{Duration, Instant};
-    let Some(server) = PgServer::start_or_skip("pg_concurrency: watch") else {
+    let Some(server) = PgCluster::start_or_skip("pg_concurrency: watch") else {
         return;
     };
     initialized(&server);

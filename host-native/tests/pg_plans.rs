@@ -12,18 +12,16 @@
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod pg_server;
-
 use inbox_engine::Store;
 use inbox_host_native::PgStore;
-use pg_server::PgServer;
+use inbox_pg_cluster::PgCluster;
 
 /// Tables of one row, read and written whole by design.
 const ONE_ROW: [&str; 2] = ["inbox_schema", "inbox_writer"];
 
 #[test]
 fn the_corpus_on_postgres_makes_no_sequential_scan() {
-    let Some(server) = PgServer::start_or_skip("pg_plans") else {
+    let Some(server) = PgCluster::start_or_skip("pg_plans") else {
         return;
     };
     let mut admin = server.admin();

@@ -9,14 +9,12 @@
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod pg_server;
-
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 
 use inbox_engine::{Engine, Request, UlidIds};
 use inbox_host_native::{HostClock, PgStore};
-use pg_server::PgServer;
+use inbox_pg_cluster::PgCluster;
 use serde_json::Value;
 
 /// The variable that turns `worker_process` into a worker.
@@ -68,7 +66,7 @@ fn worker_process() {
 }
 
 /// The URL of the server's `postgres` database over its socket.
-fn url(server: &PgServer) -> String {
+fn url(server: &PgCluster) -> String {
     let host = server
         .socket_dir()
         .display()
@@ -80,7 +78,7 @@ fn url(server: &PgServer) -> String {
 /// Sends `threads` threads to `worker`, then runs `workers` worker
 /// processes at once; returns every thread they claimed.
 fn race(threads: usize, workers: usize) -> Option<Vec<String>> {
-    let server = PgServer::start_or_skip("pg_processes")?;
+    let server = PgCluster::start_or_skip("pg_processes")?;
     let url = url(&server);
     let store = inbox_host_native::open::open_postgres(&url, true).unwrap();
     let mut lead = Engine::new(store, HostClock::system(), UlidIds::from_seed(1));
@@ -136,7 +134,7 @@ fn eight_processes_draining_two_hundred_threads_claim_each_once() {
 #[test]
 fn a_worker_killed_while_it_holds_the_writer_row_does_not_hold_up_the_others() {
     use std::io::BufRead;
-    let Some(server) = PgServer::start_or_skip("pg_processes: kill") else {
+    let Some(server) = PgCluster::start_or_skip("pg_processes: kill") else {
         return;
     };
     let url = url(&server);

@@ -9,14 +9,12 @@
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod pg_server;
-
 use inbox_engine::{Store, StoreErrorKind};
 use inbox_host_native::PgStore;
 use inbox_host_native::pg::schema::SCHEMA_VERSION;
-use pg_server::PgServer;
+use inbox_pg_cluster::PgCluster;
 
-fn store_in(server: &PgServer, schema: &str) -> Result<PgStore, inbox_engine::StoreError> {
+fn store_in(server: &PgCluster, schema: &str) -> Result<PgStore, inbox_engine::StoreError> {
     let mut config = server.config("postgres");
     config.options(&format!("-c search_path={schema}"));
     PgStore::with_config(config)
@@ -24,7 +22,7 @@ fn store_in(server: &PgServer, schema: &str) -> Result<PgStore, inbox_engine::St
 
 #[test]
 fn the_schema_is_created_once_and_a_newer_one_is_refused_untouched() {
-    let Some(server) = PgServer::start_or_skip("pg_schema") else {
+    let Some(server) = PgCluster::start_or_skip("pg_schema") else {
         return;
     };
     let mut admin = server.admin();
@@ -74,7 +72,7 @@ fn a_password_never_appears_in_an_error() {
 
 #[test]
 fn a_body_with_a_nul_is_kept_byte_for_byte() {
-    let Some(server) = PgServer::start_or_skip("pg_schema: nul") else {
+    let Some(server) = PgCluster::start_or_skip("pg_schema: nul") else {
         return;
     };
     let store = PgStore::with_config(server.config("postgres")).unwrap();
@@ -113,7 +111,7 @@ fn a_url_in_the_flag_or_the_environment_opens_postgres() {
     assert_eq!(postgres_url(Some(file), Some(url)), None, "the flag wins");
     assert_eq!(postgres_url(None, Some(Path::new(""))), None);
 
-    let Some(server) = PgServer::start_or_skip("pg_schema: url") else {
+    let Some(server) = PgCluster::start_or_skip("pg_schema: url") else {
         return;
     };
     server.admin().batch_execute("CREATE SCHEMA team").unwrap();
@@ -135,7 +133,7 @@ fn a_url_in_the_flag_or_the_environment_opens_postgres() {
 
 #[test]
 fn a_session_the_server_ended_is_replaced_before_the_next_command_runs() {
-    let Some(server) = PgServer::start_or_skip("pg_schema: lost session") else {
+    let Some(server) = PgCluster::start_or_skip("pg_schema: lost session") else {
         return;
     };
     let mut config = server.config("postgres");
@@ -173,7 +171,7 @@ fn a_session_the_server_ended_is_replaced_before_the_next_command_runs() {
 
 #[test]
 fn records_are_stamped_with_the_servers_clock_not_the_hosts() {
-    let Some(server) = PgServer::start_or_skip("pg_schema: clock") else {
+    let Some(server) = PgCluster::start_or_skip("pg_schema: clock") else {
         return;
     };
     let store = PgStore::with_config(server.config("postgres")).unwrap();
@@ -209,7 +207,7 @@ fn records_are_stamped_with_the_servers_clock_not_the_hosts() {
 
 #[test]
 fn a_writer_kept_from_the_writer_row_past_its_lock_timeout_reports_storage_busy() {
-    let Some(server) = PgServer::start_or_skip("pg_schema: busy") else {
+    let Some(server) = PgCluster::start_or_skip("pg_schema: busy") else {
         return;
     };
     let mut config = server.config("postgres");

@@ -6,9 +6,12 @@
 //! Stopped and deleted when dropped. It must never touch a server it did
 //! not start: it signals only the pid it spawned, never a system service.
 //! The approach is the benchmark harness's (`bench/src/services.rs`).
+//!
+//! Test support only (a dev-dependency): it panics on any failure to set
+//! the cluster up, as a test would.
 
-// Tests report failures by panicking.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)]
+// A failure to set up the cluster fails the test that asked for it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -16,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running cluster.
-pub(crate) struct PgServer {
+pub struct PgCluster {
     child: Child,
     dir: tempfile::TempDir,
 }
@@ -25,13 +28,13 @@ pub(crate) struct PgServer {
 /// folder, so any fixed number works.
 const PORT: u16 = 5432;
 
-impl PgServer {
+impl PgCluster {
     /// Starts a cluster, or returns `None` (after saying why on stderr)
     /// when PostgreSQL is not installed and `INBOX_REQUIRE_POSTGRES` is
     /// not set. With it set, a missing PostgreSQL fails the test.
-    pub(crate) fn start_or_skip(test: &str) -> Option<PgServer> {
+    pub fn start_or_skip(test: &str) -> Option<PgCluster> {
         match bin_dir() {
-            Some(bin) => Some(PgServer::start(&bin)),
+            Some(bin) => Some(PgCluster::start(&bin)),
             None if std::env::var_os("INBOX_REQUIRE_POSTGRES").is_some() => panic!(
                 "{test}: INBOX_REQUIRE_POSTGRES is set but PostgreSQL is not installed \
                  (no initdb on PATH or under /usr/lib/postgresql/*/bin)"
@@ -47,7 +50,7 @@ impl PgServer {
         }
     }
 
-    fn start(bin: &Path) -> PgServer {
+    fn start(bin: &Path) -> PgCluster {
         let dir = tempfile::Builder::new()
             .prefix("inbox-pg-test-")
             .tempdir()
@@ -90,23 +93,23 @@ impl PgServer {
             .stderr(log);
         as_owner(&mut postgres, owner, &data);
         let child = postgres.spawn().expect("cannot start postgres");
-        let server = PgServer { child, dir };
+        let server = PgCluster { child, dir };
         server.wait_ready();
         server
     }
 
     /// The folder holding the server's socket.
-    pub(crate) fn socket_dir(&self) -> PathBuf {
+    pub fn socket_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
     /// The server's log (its stderr).
-    pub(crate) fn log(&self) -> String {
+    pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
     /// A client configuration for database `dbname` as the superuser.
-    pub(crate) fn config(&self, dbname: &str) -> postgres::Config {
+    pub fn config(&self, dbname: &str) -> postgres::Config {
         let mut config = postgres::Config::new();
         config
             .host_path(self.socket_dir())
@@ -116,8 +119,17 @@ impl PgServer {
         config
     }
 
+    /// A `postgresql://` URL for database `dbname` as the superuser, over
+    /// the socket: what a user passes as `--db` or `$INBOX_DB`.
+    pub fn url(&self, dbname: &str) -> String {
+        format!(
+            "postgresql://postgres@/{dbname}?host={}&port={PORT}",
+            self.socket_dir().display()
+        )
+    }
+
     /// A plain client to the `postgres` database, for setting tests up.
-    pub(crate) fn admin(&self) -> postgres::Client {
+    pub fn admin(&self) -> postgres::Client {
         self.config("postgres").connect(postgres::NoTls).unwrap()
     }
 
@@ -136,7 +148,7 @@ impl PgServer {
     }
 }
 
-impl Drop for PgServer {
+impl Drop for PgCluster {
     fn drop(&mut self) {
         // SIGINT is PostgreSQL's fast shutdown: end the sessions, exit.
         if let Some(pid) = i32::try_from(self.child.id())
