@@ -70,8 +70,8 @@ pub struct Cli {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct Global {
-    /// The database file [default: $INBOX_DB, else the nearest .agents/coord.db]
-    #[arg(long, global = true, value_name = "PATH")]
+    /// The database: a file, or a postgres:// URL [default: $INBOX_DB, else the nearest .agents/coord.db]
+    #[arg(long, global = true, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
     /// Print exactly one JSON object on stdout (for agents)
     #[arg(long, global = true)]

@@ -46,6 +46,17 @@ async fn connect(env: &TestEnv, agent: &str) -> (Session, Client) {
 
 /// As [`connect`], with `$INBOX_AGENT_TOKEN` set to `token`.
 async fn connect_with(env: &TestEnv, agent: &str, token: Option<&str>) -> (Session, Client) {
+    connect_to(env, agent, token, None).await
+}
+
+/// As [`connect_with`], on the database `db` names (`$INBOX_DB`) rather
+/// than the folder's.
+async fn connect_to(
+    env: &TestEnv,
+    agent: &str,
+    token: Option<&str>,
+    db: Option<&str>,
+) -> (Session, Client) {
     let mut command = tokio::process::Command::new(inbox_bin());
     command
         .args(["mcp", "--agent", agent])
@@ -56,6 +67,9 @@ async fn connect_with(env: &TestEnv, agent: &str, token: Option<&str>) -> (Sessi
         .env_remove("INBOX_NOW");
     if let Some(token) = token {
         command.env("INBOX_AGENT_TOKEN", token);
+    }
+    if let Some(db) = db {
+        command.env("INBOX_DB", db);
     }
     let (transport, _stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
@@ -661,4 +675,92 @@ async fn with_tokens_required_the_server_acts_with_its_agent_s_token() {
     assert!(!error, "{again}");
     assert!(again.get("agent_token").is_none(), "{again}");
     session.cancel().await.unwrap();
+}
+
+/// Over PostgreSQL: two waits in one server share one listening
+/// connection (one per process, as the store promises), and each wakes
+/// when another process answers its thread.
+#[cfg(feature = "postgres")]
+#[tokio::test(flavor = "multi_thread")]
+async fn over_postgres_concurrent_waits_share_one_listener_and_wake_for_their_answers() {
+    // The cluster's synchronous client runs a runtime of its own: off
+    // this one's.
+    let started = tokio::task::block_in_place(|| {
+        inbox_pg_cluster::PgCluster::start_or_skip("mcp over postgres")
+    });
+    let Some(cluster) = started else {
+        return;
+    };
+    let url = cluster.url("postgres");
+    let env = TestEnv::new();
+    let cli_pg = |args: &[&str]| -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let output = env.command(&all).env("INBOX_DB", &url).output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "inbox {all:?}: {stdout}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    cli_pg(&["init"]);
+    let (worker, _) = connect_to(&env, "worker", None, Some(&url)).await;
+    let mut waits = Vec::new();
+    let mut threads = Vec::new();
+    for subject in ["First", "Second"] {
+        let sent = cli_pg(&[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            subject,
+        ]);
+        let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+        let (_, claimed) = call(&worker, "claim", json!({"thread_id": thread})).await;
+        let token = claimed["lease"]["lease_token"].clone();
+        let params = CallToolRequestParams::new("wait_reply").with_arguments(
+            json!({"thread_id": thread, "lease_token": token, "timeout_seconds": 40})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        let peer = worker.peer().clone();
+        waits.push(tokio::spawn(async move { peer.call_tool(params).await }));
+        threads.push(thread);
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let listeners: i64 = tokio::task::block_in_place(|| {
+        cluster
+            .admin()
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'inbox-listen'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    });
+    assert_eq!(listeners, 1, "one listening connection for the two waits");
+    for (thread, wait) in threads.iter().zip(waits) {
+        assert!(!wait.is_finished(), "a wait answered before its reply");
+        let replied_at = Instant::now();
+        cli_pg(&[
+            "reply",
+            "--from",
+            "lead",
+            "--thread",
+            thread,
+            "--summary",
+            thread,
+        ]);
+        let (error, woke) = read(&wait.await.unwrap().unwrap());
+        assert!(!error, "{woke}");
+        assert_eq!(woke["woke"], true, "{woke}");
+        assert_eq!(woke["message"]["summary"], thread.as_str(), "{woke}");
+        assert!(
+            replied_at.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            replied_at.elapsed()
+        );
+    }
+    worker.cancel().await.unwrap();
 }
