@@ -25,7 +25,10 @@ pub fn pg_error(error: postgres::Error, location: &str) -> StoreError {
         ));
     }
     let Some(code) = error.code() else {
-        return StoreError::other(format!("{location}: {error}"));
+        // "error connecting to server" says little without its cause
+        // ("Connection refused", "No such file or directory").
+        let cause = std::error::Error::source(&error).map_or(String::new(), |s| format!(": {s}"));
+        return StoreError::other(format!("{location}: {error}{cause}"));
     };
     let detail = error
         .as_db_error()
@@ -40,6 +43,12 @@ pub fn pg_error(error: postgres::Error, location: &str) -> StoreError {
         return StoreError::other(format!(
             "{location}: the server is shutting down or restarting ({detail}); retry the command \
              when it is back"
+        ));
+    }
+    if *code == SqlState::INSUFFICIENT_PRIVILEGE {
+        return StoreError::other(format!(
+            "{location}: {detail}; this database role may not do that: the database's owner \
+             grants each role what it may touch (README, \"Several machines: PostgreSQL\")"
         ));
     }
     StoreError::other(format!("{location}: {detail}"))
