@@ -14,7 +14,7 @@ use std::time::Duration;
 use inbox_engine::wait::{Executor, WaitStep, Waiter};
 use inbox_engine::{Call, EventId, Response, StoreError};
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config};
 
 use super::{describe, pg_error};
 
@@ -109,7 +109,7 @@ impl Listener {
 
 /// A new connection listening on [`CHANNEL`].
 fn listening(config: &Config, location: &str) -> Result<Client, StoreError> {
-    let mut client = config.connect(NoTls).map_err(|e| pg_error(e, location))?;
+    let mut client = super::tls::connect(config, location)?;
     client
         .batch_execute(&format!("LISTEN {CHANNEL}"))
         .map_err(|e| pg_error(e, location))?;
