@@ -9,7 +9,7 @@
 //! must never read records or decide whether a wait is over; it only says
 //! when looking again is worthwhile.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use inbox_engine::wait::{Executor, WaitStep, Waiter};
 use inbox_engine::{Call, EventId, Response, StoreError};
@@ -46,8 +46,10 @@ pub fn wait<E: Executor>(engine: &mut E, call: Call, listener: &mut Listener) ->
             WaitStep::Pending { within } => {
                 let sleep = within.min(POLL_FALLBACK);
                 if listener.wait(sleep).is_err() {
-                    // The server cannot be reached now: poll.
-                    std::thread::sleep(sleep);
+                    // The server cannot be reached now (a restart, a cut
+                    // network): a look would fail and end the wait, so
+                    // wait for the server, until the waiter is due anyway.
+                    listener.wait_for_server(within);
                 }
             }
         }
@@ -102,6 +104,25 @@ impl Listener {
             Ok(None) | Err(_) => {
                 self.client = listening(&self.config, &self.location)?;
                 Ok(Wake::Reconnected)
+            }
+        }
+    }
+}
+
+impl Listener {
+    /// Tries to listen again every [`POLL_FALLBACK`] until it can or
+    /// `within` has passed: how a wait outlasts a server restart.
+    fn wait_for_server(&mut self, within: Duration) {
+        let due = Instant::now() + within;
+        loop {
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(POLL_FALLBACK));
+            if let Ok(client) = listening(&self.config, &self.location) {
+                self.client = client;
+                return;
             }
         }
     }
