@@ -196,9 +196,12 @@ impl PgCluster {
     /// SIGKILLs backend `pid` (a `pg_stat_activity.pid`), as the kernel's
     /// out-of-memory killer or an operator's `kill -9` would; PostgreSQL
     /// then ends every other session and recovers from its log before it
-    /// accepts connections again. Refuses a pid that is not a child of
-    /// this cluster's postmaster.
+    /// accepts connections again, which this waits for (its log says it
+    /// is ready once more). Refuses a pid that is not a child of this
+    /// cluster's postmaster.
     pub fn kill_backend(&self, pid: i32) {
+        const READY: &str = "ready to accept connections";
+        let ready_before = self.log().matches(READY).count();
         let postmaster = self.child.as_ref().expect("the cluster is stopped").id();
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         // The parent pid is the second field after the `(command)`.
@@ -214,6 +217,15 @@ impl PgCluster {
             "pid {pid} is not one of this cluster's backends"
         );
         signal(pid.unsigned_abs(), rustix::process::Signal::KILL);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.log().matches(READY).count() == ready_before {
+            assert!(
+                Instant::now() < deadline,
+                "the server did not recover within 30 s; its log: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The loopback TCP port ([`Options::tcp`]).
