@@ -81,15 +81,6 @@ fn until(server: &PgCluster, sql: &str) {
     }
 }
 
-/// Waits until the server accepts connections again (after a crash).
-fn until_back(server: &PgCluster) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while server.config("postgres").connect(postgres::NoTls).is_err() {
-        assert!(Instant::now() < deadline, "the server never came back");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_restart_mid_command_is_a_clear_storage_error_and_the_retry_applies_once() {
     let Some(mut server) = PgCluster::start_or_skip("pg_faults: restart") else {
@@ -208,6 +199,47 @@ fn a_wait_goes_on_across_a_restart_and_wakes_for_a_send_after_it() {
 }
 
 #[test]
+fn a_look_that_fails_because_the_server_is_down_is_made_again_when_it_is_back() {
+    let Some(mut server) = PgCluster::start_or_skip("pg_faults: wait, first look") else {
+        return;
+    };
+    drop(initialized(&server, ""));
+    let url = server.url("postgres");
+    let (ready, is_ready) = std::sync::mpsc::channel::<()>();
+    let (go, is_go) = std::sync::mpsc::channel::<()>();
+    let watcher = {
+        let url = url.clone();
+        std::thread::spawn(move || {
+            let mut engine = engine_at(&url, 21);
+            let mut listener = engine.store().listener().unwrap();
+            ready.send(()).unwrap();
+            is_go.recv().unwrap();
+            // The server is down: the first look fails with storage_error.
+            // From a cursor, so the send below counts whenever the look
+            // that finds it comes.
+            let watch =
+                r#"{"command":"watch","agent":"worker","after_event":0,"timeout_seconds":60}"#;
+            let response =
+                listen::wait(&mut engine, Call::from_json(watch).unwrap(), &mut listener);
+            response.to_json()
+        })
+    };
+    is_ready.recv().unwrap();
+    server.stop();
+    go.send(()).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    server.start();
+    assert!(!watcher.is_finished(), "the wait ended on its failed look");
+    assert_eq!(
+        run(&mut engine_at(&url, 22), &send_json("back", None))["ok"],
+        true
+    );
+    let answer = watcher.join().unwrap();
+    assert!(answer.contains("\"ok\":true"), "{answer}");
+    assert!(answer.contains("back"), "{answer}");
+}
+
+#[test]
 fn a_backend_killed_inside_a_write_leaves_nothing_half_written() {
     let Some(server) = PgCluster::start_or_skip("pg_faults: sigkill") else {
         return;
@@ -250,7 +282,6 @@ fn a_backend_killed_inside_a_write_leaves_nothing_half_written() {
 
     let error = writer.commit().unwrap_err();
     assert_eq!(error.kind, inbox_engine::StoreErrorKind::Other, "{error}");
-    until_back(&server);
     assert_eq!(count(&server, "SELECT count(*) FROM threads"), 1);
     assert_eq!(count(&server, "SELECT count(*) FROM events"), events);
     // Every session was ended by the crash; both stores connect again at

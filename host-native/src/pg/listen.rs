@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use inbox_engine::wait::{Executor, WaitStep, Waiter};
-use inbox_engine::{Call, EventId, Response, StoreError};
+use inbox_engine::{Call, ErrorCode, EventId, Response, StoreError};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Config};
 
@@ -35,6 +35,13 @@ pub const POLL_FALLBACK: Duration = Duration::from_secs(1);
 /// notification, reconnect or timeout alike. The engine decides when the
 /// wait is over, so a spurious wake costs one look and a missed one at
 /// most [`POLL_FALLBACK`].
+///
+/// A server that cannot be reached (a restart, a cut network) does not
+/// end the wait before its deadline: while the listener cannot listen,
+/// it does not look, and a look that failed with `storage_error` because
+/// the server went away is made again once it is back. A failed look
+/// changed nothing (the waiter moves its cursor only past what a look
+/// returned), so looking again is the same look.
 pub fn wait<E: Executor>(engine: &mut E, call: Call, listener: &mut Listener) -> Response {
     let mut waiter = match Waiter::for_call(call) {
         Ok(waiter) => waiter,
@@ -42,18 +49,38 @@ pub fn wait<E: Executor>(engine: &mut E, call: Call, listener: &mut Listener) ->
     };
     loop {
         match waiter.poll(engine) {
-            WaitStep::Finished(response) => return response,
+            WaitStep::Finished(response) => {
+                // Look again once the server is back, if its absence is
+                // what failed the look.
+                let again = storage_failure(&response)
+                    && listener.server_was_lost()
+                    && listener.wait_for_server(time_left(&waiter, engine));
+                if !again {
+                    return response;
+                }
+            }
             WaitStep::Pending { within } => {
                 let sleep = within.min(POLL_FALLBACK);
                 if listener.wait(sleep).is_err() {
-                    // The server cannot be reached now (a restart, a cut
-                    // network): a look would fail and end the wait, so
-                    // wait for the server, until the waiter is due anyway.
+                    // A look now would fail and end the wait: wait for
+                    // the server, until the waiter is due anyway.
                     listener.wait_for_server(within);
                 }
             }
         }
     }
+}
+
+/// Whether a response is a `storage_error` failure.
+fn storage_failure(response: &Response) -> bool {
+    matches!(response, Response::Failure { error, .. } if error.code() == ErrorCode::StorageError)
+}
+
+/// The time until the waiter's deadline (none once it has passed).
+fn time_left<E: Executor>(waiter: &Waiter, engine: &mut E) -> Duration {
+    let now = engine.ticks();
+    let deadline = waiter.deadline().unwrap_or(now);
+    Duration::from_millis(deadline.saturating_sub(now))
 }
 
 /// What ended a [`Listener::wait`].
@@ -110,20 +137,40 @@ impl Listener {
 }
 
 impl Listener {
-    /// Tries to listen again every [`POLL_FALLBACK`] until it can or
-    /// `within` has passed: how a wait outlasts a server restart.
-    fn wait_for_server(&mut self, within: Duration) {
+    /// Whether the listener's session is gone and the server does not
+    /// take a new one now: a failed look was the server's absence, not
+    /// a fault of the command.
+    fn server_was_lost(&mut self) -> bool {
+        if self.client.is_valid(POLL_FALLBACK).is_ok() {
+            return false;
+        }
+        match listening(&self.config, &self.location) {
+            Ok(client) => {
+                self.client = client;
+                // Back already (a quick restart): look again.
+                true
+            }
+            Err(_) => true,
+        }
+    }
+
+    /// Listens again, trying every [`POLL_FALLBACK`], until it can (true)
+    /// or `within` has passed (false): how a wait outlasts a restart.
+    fn wait_for_server(&mut self, within: Duration) -> bool {
         let due = Instant::now() + within;
         loop {
-            let left = due.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
+            if !self.client.is_closed() && self.client.is_valid(POLL_FALLBACK).is_ok() {
+                return true;
             }
-            std::thread::sleep(left.min(POLL_FALLBACK));
             if let Ok(client) = listening(&self.config, &self.location) {
                 self.client = client;
-                return;
+                return true;
             }
+            let left = due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            std::thread::sleep(left.min(POLL_FALLBACK));
         }
     }
 }
