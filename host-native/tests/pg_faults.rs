@@ -447,9 +447,10 @@ fn sslmode_require_encrypts_over_tcp_and_verifies_against_a_given_root() {
     assert_eq!(encrypted(&server, "inbox"), [false]);
     drop(plain);
 
-    // With a root certificate, the server's must chain to it (libpq's
-    // verify-ca: `localhost` and `127.0.0.1` are both accepted); the
-    // system's roots do not know the test's authority.
+    // With a root certificate, the server's must chain to it, and its
+    // name is not checked (libpq's verify-ca): the certificate names
+    // `localhost` only, and `127.0.0.1` is accepted too. The system's
+    // roots (verify-full) do not know the test's authority.
     let home = tempfile::tempdir().unwrap();
     let ca = server.ca_cert();
     let ca = ca.to_str().unwrap();

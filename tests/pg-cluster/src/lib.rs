@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 pub struct Options {
     /// Also listen on a free TCP port of `127.0.0.1` ([`PgCluster::tcp_port`]).
     pub tcp: bool,
-    /// Serve TLS (`ssl = on`) with a certificate for `localhost` and
-    /// `127.0.0.1` signed by a throwaway authority
+    /// Serve TLS (`ssl = on`) with a certificate for `localhost` (only:
+    /// `127.0.0.1` is a name it does not hold) signed by a throwaway
+    /// authority
     /// ([`PgCluster::ca_cert`]). Needs `tcp`: PostgreSQL never speaks TLS
     /// on a Unix socket.
     pub tls: bool,
@@ -326,7 +327,7 @@ fn free_port() -> u16 {
 }
 
 /// A throwaway certificate authority (`<dir>/tls/ca.crt`) and a server
-/// certificate it signed for `localhost` and `127.0.0.1`, put in `data`
+/// certificate it signed for `localhost` alone, put in `data`
 /// as `server.crt` and `server.key` (the key private to the server's
 /// user, as PostgreSQL demands). A separate authority, not a self-signed
 /// server certificate, because a verifying client refuses a certificate
@@ -336,7 +337,7 @@ fn make_certificates(dir: &Path, data: &Path, owner: Option<(u32, u32)>) {
     std::fs::create_dir(&tls).unwrap();
     std::fs::write(
         tls.join("server.ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n\
+        "subjectAltName=DNS:localhost\nbasicConstraints=critical,CA:FALSE\n\
          keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
     )
     .unwrap();
