@@ -495,6 +495,17 @@ fn sslmode_require_against_a_server_without_tls_fails_without_the_password() {
         "{error}"
     );
     assert!(!error.message.contains(PASSWORD), "{error}");
+    // What the client's URL parser does not know is refused, saying what
+    // it takes instead.
+    for option in ["sslmode=verify-full", "sslrootcert=/etc/root.crt"] {
+        let error = PgStore::connect(&format!("{base}?{option}")).err().unwrap();
+        assert!(error.message.contains("PGSSLROOTCERT"), "{error}");
+        assert!(
+            error.message.contains(option.split('=').next().unwrap()),
+            "{error}"
+        );
+        assert!(!error.message.contains(PASSWORD), "{error}");
+    }
     // `prefer` (the default) falls back to a plain session.
     let store = PgStore::connect(&format!("{base}?sslmode=prefer")).unwrap();
     assert_eq!(encrypted(&server, "inbox"), [false]);

@@ -127,11 +127,7 @@ impl PgStore {
     /// `PGPASSWORD` or the password file; the user from the URL, `PGUSER`
     /// or `USER`.
     pub fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let config: Config = url.parse().map_err(|e| {
-            StoreError::other(format!(
-                "the database URL is not a valid PostgreSQL connection string ({e})"
-            ))
-        })?;
+        let config: Config = url.parse().map_err(|e| tls::invalid_url(&e))?;
         PgStore::with_config(config)
     }
 

@@ -75,13 +75,36 @@ fn failed(error: postgres::Error, location: &str) -> StoreError {
     if error.as_db_error().is_some() || error.is_closed() {
         return pg_error(error, location);
     }
-    let mut message = format!("{location}: {error}");
-    let mut cause = std::error::Error::source(&error);
+    StoreError::other(format!("{location}: {}", with_causes(&error)))
+}
+
+/// The error for a URL the client cannot parse, with its cause (the
+/// option and what is wrong with it; the parser never quotes the URL, so
+/// no password), and what this client takes for TLS when that is what
+/// it refused.
+pub(super) fn invalid_url(error: &postgres::Error) -> StoreError {
+    let text = with_causes(error);
+    let hint = if text.contains("ssl") {
+        "; sslmode takes disable, prefer or require, and the root certificate to verify \
+         the server with comes from PGSSLROOTCERT (a file, or `system`)"
+    } else {
+        ""
+    };
+    StoreError::other(format!(
+        "the database URL is not a valid PostgreSQL connection string ({text}){hint}"
+    ))
+}
+
+/// An error and its causes, `: `-separated: the client's errors print
+/// only their kind ("error performing TLS handshake") by themselves.
+fn with_causes(error: &postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
     while let Some(inner) = cause {
-        message.push_str(&format!(": {inner}"));
+        text.push_str(&format!(": {inner}"));
         cause = inner.source();
     }
-    StoreError::other(message)
+    text
 }
 
 /// Whether every host is a Unix socket folder.
