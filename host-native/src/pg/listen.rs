@@ -7,7 +7,8 @@
 //! listened are gone. A missed notification can therefore delay a wake
 //! (until the waiter's bounded sleep ends) but never lose one. This module
 //! must never read records or decide whether a wait is over; it only says
-//! when looking again is worthwhile.
+//! when looking again is worthwhile, which includes once a server that
+//! went away (and failed a look) is back.
 
 use std::time::{Duration, Instant};
 
