@@ -8,15 +8,16 @@
 //! listened are gone. A missed notification can therefore delay a wake
 //! (until the waiter's bounded sleep ends) but never lose one. This module
 //! must never read records or decide whether a wait is over; it only says
-//! when looking again is worthwhile.
+//! when looking again is worthwhile, which includes once a server that
+//! went away (and failed a look) is back.
 
 use std::sync::{Arc, Condvar, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use inbox_engine::wait::{Executor, WaitStep, Waiter};
-use inbox_engine::{Call, EventId, Response, StoreError};
+use inbox_engine::{Call, ErrorCode, EventId, Response, StoreError};
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config};
 
 use super::{describe, pg_error};
 
@@ -43,6 +44,13 @@ pub const STOP_CHECK: Duration = Duration::from_millis(50);
 /// one at most [`POLL_FALLBACK`]. Returns `None` soon (within
 /// [`STOP_CHECK`]) after `stop` starts answering true; what the wait did
 /// until then (a renewed lease) stays done.
+///
+/// A server that cannot be reached (a restart, a cut network) does not
+/// end the wait before its deadline: a look that failed with
+/// `storage_error` while the hub's listener lost the server too is made
+/// again once the listener is back. A failed look changed nothing (the
+/// waiter moves its cursor only past what a look returned), so looking
+/// again is the same look.
 pub fn wait<E: Executor>(
     engine: &mut E,
     call: Call,
@@ -55,9 +63,15 @@ pub fn wait<E: Executor>(
     };
     loop {
         // Read before the look: a commit the look does not see bumps it.
-        let seen = hub.generation();
+        let seen = hub.seen();
         match waiter.poll(engine) {
-            WaitStep::Finished(response) => return Some(response),
+            WaitStep::Finished(response) => {
+                let again = storage_failure(&response)
+                    && hub.back_after_outage(seen, time_left(&waiter, engine));
+                if !again {
+                    return Some(response);
+                }
+            }
             WaitStep::Pending { within } => {
                 let mut sleep = within.min(POLL_FALLBACK);
                 if let Some(stop) = stop {
@@ -72,25 +86,49 @@ pub fn wait<E: Executor>(
     }
 }
 
-/// One listening connection shared by every wait of a process on one
-/// database: a thread sleeps on a [`Listener`] and counts its wakes (a
-/// notification or a reconnect, after which anything may have been
-/// missed); waiters note the count before they look and sleep until it
-/// moves. The thread and its connection end once no waiter holds the hub
-/// (within [`POLL_FALLBACK`]).
-#[derive(Clone)]
-pub struct Hub {
-    shared: Arc<Wakes>,
+/// Whether a response is a `storage_error` failure.
+fn storage_failure(response: &Response) -> bool {
+    matches!(response, Response::Failure { error, .. } if error.code() == ErrorCode::StorageError)
 }
 
-/// The count of wakes, and the condition waiters sleep on.
-struct Wakes {
-    count: Mutex<u64>,
+/// The time until the waiter's deadline (none once it has passed).
+fn time_left<E: Executor>(waiter: &Waiter, engine: &mut E) -> Duration {
+    let now = engine.ticks();
+    let deadline = waiter.deadline().unwrap_or(now);
+    Duration::from_millis(deadline.saturating_sub(now))
+}
+
+/// One listening connection shared by every wait of a process on one
+/// database: a thread sleeps on a [`Listener`] and counts what it sees
+/// (notifications, and reconnects, after which anything may have been
+/// missed) and whether it can reach the server; waiters note the counts
+/// before they look and sleep until they move. The thread and its
+/// connection end once no waiter holds the hub (within
+/// [`POLL_FALLBACK`]).
+#[derive(Clone)]
+pub struct Hub {
+    shared: Arc<Shared>,
+}
+
+/// What the listener saw, and the condition waiters sleep on.
+struct Shared {
+    state: Mutex<Seen>,
     moved: Condvar,
 }
 
+/// What a hub's listener has seen so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// Wakes: notifications and reconnects.
+    wakes: u64,
+    /// Reconnects after the server ended the listener's session.
+    reconnects: u64,
+    /// Whether the listener could not reach the server at its last try.
+    down: bool,
+}
+
 /// The process's live hubs, by the database they listen to.
-static HUBS: Mutex<Vec<(String, Weak<Wakes>)>> = Mutex::new(Vec::new());
+static HUBS: Mutex<Vec<(String, Weak<Shared>)>> = Mutex::new(Vec::new());
 
 impl Hub {
     /// The process's hub for the database `config` names: the live one,
@@ -108,8 +146,8 @@ impl Hub {
             return Ok(Hub { shared });
         }
         let listener = Listener::connect(config.clone())?;
-        let shared = Arc::new(Wakes {
-            count: Mutex::new(0),
+        let shared = Arc::new(Shared {
+            state: Mutex::new(Seen::default()),
             moved: Condvar::new(),
         });
         let weak = Arc::downgrade(&shared);
@@ -121,37 +159,86 @@ impl Hub {
         Ok(Hub { shared })
     }
 
-    /// How many wakes the listener has seen.
-    pub fn generation(&self) -> u64 {
-        *self.shared.count.lock().unwrap_or_else(|e| e.into_inner())
+    /// What the listener has seen so far.
+    pub fn seen(&self) -> Seen {
+        *self.lock()
     }
 
     /// Sleeps until the listener has seen a wake after `seen`, or for
     /// `timeout`.
-    pub fn wait_after(&self, seen: u64, timeout: Duration) {
-        let count = self.shared.count.lock().unwrap_or_else(|e| e.into_inner());
+    pub fn wait_after(&self, seen: Seen, timeout: Duration) {
+        let state = self.lock();
         let _ = self
             .shared
             .moved
-            .wait_timeout_while(count, timeout, |count| *count == seen);
+            .wait_timeout_while(state, timeout, |now| now.wakes == seen.wakes);
+    }
+
+    /// After a look that failed with `storage_error` (`seen` from before
+    /// it): whether the server was away and is back within `within`, so
+    /// that the same look is worth making again. The listener finds a
+    /// server restart within one of its sleeps ([`POLL_FALLBACK`]); if it
+    /// finds nothing wrong, the failure was not an outage.
+    pub fn back_after_outage(&self, seen: Seen, within: Duration) -> bool {
+        let due = Instant::now() + within;
+        let noticed = self.wait_while(POLL_FALLBACK.min(within) * 2, |now| {
+            !now.down && now.reconnects == seen.reconnects
+        });
+        if !noticed.down {
+            return noticed.reconnects != seen.reconnects;
+        }
+        let left = due.saturating_duration_since(Instant::now());
+        !self.wait_while(left, |now| now.down).down
+    }
+
+    /// Sleeps while `keep` holds of what the listener has seen, at most
+    /// `timeout`; returns what it has seen then.
+    fn wait_while(&self, timeout: Duration, keep: impl FnMut(&mut Seen) -> bool) -> Seen {
+        let state = self.lock();
+        let (state, _) = self
+            .shared
+            .moved
+            .wait_timeout_while(state, timeout, keep)
+            .unwrap_or_else(|e| e.into_inner());
+        *state
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-/// The hub's thread: listens until no waiter holds the hub.
-fn listen_for(mut listener: Listener, hub: Weak<Wakes>) {
+/// The hub's thread: listens until no waiter holds the hub, and records
+/// what it sees. While the server cannot be reached, it tries again
+/// every [`POLL_FALLBACK`] (each [`Listener::wait`] reconnects first).
+fn listen_for(mut listener: Listener, hub: Weak<Shared>) {
     loop {
         let wake = listener.wait(POLL_FALLBACK);
-        let Some(wakes) = hub.upgrade() else {
+        let Some(shared) = hub.upgrade() else {
             return;
         };
+        let mut seen = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        let before = *seen;
         match wake {
-            Ok(Wake::TimedOut) => {}
-            Ok(Wake::Notified(_) | Wake::Reconnected) => {
-                *wakes.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                wakes.moved.notify_all();
+            Ok(Wake::TimedOut) => seen.down = false,
+            Ok(Wake::Notified(_)) => {
+                seen.wakes += 1;
+                seen.down = false;
             }
-            // The server cannot be reached now: the waiters poll.
-            Err(_) => std::thread::sleep(POLL_FALLBACK),
+            Ok(Wake::Reconnected) => {
+                seen.wakes += 1;
+                seen.reconnects += 1;
+                seen.down = false;
+            }
+            Err(_) => seen.down = true,
+        }
+        let changed = *seen != before;
+        drop(seen);
+        if changed {
+            shared.moved.notify_all();
+        }
+        if matches!(wake, Err(_)) {
+            std::thread::sleep(POLL_FALLBACK);
         }
     }
 }
@@ -211,7 +298,7 @@ impl Listener {
 
 /// A new connection listening on [`CHANNEL`].
 fn listening(config: &Config, location: &str) -> Result<Client, StoreError> {
-    let mut client = config.connect(NoTls).map_err(|e| pg_error(e, location))?;
+    let mut client = super::tls::connect(config, location)?;
     client
         .batch_execute(&format!("LISTEN {CHANNEL}"))
         .map_err(|e| pg_error(e, location))?;

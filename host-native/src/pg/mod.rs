@@ -27,9 +27,9 @@ use inbox_engine::{
     Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Settings, Store,
     StoreError, StoreErrorKind, Thread, Timestamp,
 };
-use postgres::config::{Host, SslMode};
+use postgres::config::Host;
 use postgres::types::ToSql;
-use postgres::{Client, Config, NoTls, Row, Statement};
+use postgres::{Client, Config, Row, Statement};
 
 pub mod listen;
 mod orch;
@@ -37,6 +37,7 @@ mod password;
 mod records;
 mod rows;
 pub mod schema;
+mod tls;
 
 pub use rows::pg_error;
 use rows::{
@@ -126,11 +127,7 @@ impl PgStore {
     /// `PGPASSWORD` or the password file; the user from the URL, `PGUSER`
     /// or `USER`.
     pub fn connect(url: &str) -> Result<PgStore, StoreError> {
-        let config: Config = url.parse().map_err(|e| {
-            StoreError::other(format!(
-                "the database URL is not a valid PostgreSQL connection string ({e})"
-            ))
-        })?;
+        let config: Config = url.parse().map_err(|e| tls::invalid_url(&e))?;
         PgStore::with_config(config)
     }
 
@@ -139,12 +136,6 @@ impl PgStore {
     pub fn with_config(mut config: Config) -> Result<PgStore, StoreError> {
         from_environment(&mut config);
         let location = describe(&config);
-        if config.get_ssl_mode() == SslMode::Require {
-            return Err(StoreError::other(format!(
-                "{location}: sslmode=require, but this inbox was built without TLS for PostgreSQL; \
-                 connect without it (e.g. over a local socket or a tunnel) until TLS lands"
-            )));
-        }
         config.application_name("inbox");
         let options = format!("{SESSION_OPTIONS} {}", config.get_options().unwrap_or(""));
         config.options(options.trim_end());
@@ -473,9 +464,10 @@ fn lost_session(error: &postgres::Error) -> bool {
             .is_some_and(|c| *c == SqlState::ADMIN_SHUTDOWN || *c == SqlState::CRASH_SHUTDOWN)
 }
 
-/// A new connection (its session settings are in `config`'s options).
+/// A new connection (its session settings are in `config`'s options),
+/// over TLS when its `sslmode` asks (see [`tls`]).
 fn session(config: &Config, location: &str) -> Result<Client, StoreError> {
-    config.connect(NoTls).map_err(|e| pg_error(e, location))
+    tls::connect(config, location)
 }
 
 /// Fills in what libpq would take from the environment and the Rust client
