@@ -1,6 +1,7 @@
 //! A throwaway PostgreSQL cluster for tests: `initdb` in a temporary
 //! folder, `postgres` listening only on a Unix socket inside it (no TCP
-//! port, so nothing else on the machine can reach it or clash with it),
+//! port, so nothing else on the machine can reach it or clash with it,
+//! unless a test asks for one on an address of its own),
 //! `fsync` off (a test never survives a power loss), run as the `postgres`
 //! OS user when the tests run as root (PostgreSQL refuses to run as root).
 //! Stopped and deleted when dropped. It must never touch a server it did
@@ -50,7 +51,34 @@ impl PgCluster {
         }
     }
 
+    /// [`PgCluster::start_or_skip`], also listening on TCP at `address`
+    /// (port [`PgCluster::tcp_port`]) and trusting clients from `clients`
+    /// (a CIDR such as `169.254.1.2/32`): for workers in another network
+    /// namespace, which reach it over a veth pair and nothing else. The
+    /// address must already be on an interface.
+    pub fn start_listening_or_skip(
+        test: &str,
+        address: std::net::Ipv4Addr,
+        clients: &str,
+    ) -> Option<PgCluster> {
+        match bin_dir() {
+            Some(bin) => Some(PgCluster::start_on(&bin, Some((address, clients)))),
+            // Skips or fails as a cluster without TCP would.
+            None => PgCluster::start_or_skip(test),
+        }
+    }
+
+    /// The TCP port of a cluster started by
+    /// [`PgCluster::start_listening_or_skip`] (the socket's number).
+    pub fn tcp_port(&self) -> u16 {
+        PORT
+    }
+
     fn start(bin: &Path) -> PgCluster {
+        PgCluster::start_on(bin, None)
+    }
+
+    fn start_on(bin: &Path, tcp: Option<(std::net::Ipv4Addr, &str)>) -> PgCluster {
         let dir = tempfile::Builder::new()
             .prefix("inbox-pg-test-")
             .tempdir()
@@ -77,6 +105,10 @@ impl PgCluster {
             "initdb failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let listen = tcp.map_or_else(String::new, |(address, clients)| {
+            trust_tcp_clients(&data, clients);
+            address.to_string()
+        });
         let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
         let mut postgres = Command::new(bin.join("postgres"));
         postgres
@@ -85,7 +117,7 @@ impl PgCluster {
             .args(["-p", &PORT.to_string()])
             .arg("-k")
             .arg(&data)
-            .args(["-c", "listen_addresses="])
+            .args(["-c", &format!("listen_addresses={listen}")])
             .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
             .args(["-c", "full_page_writes=off", "-c", "max_connections=100"])
             .stdin(Stdio::null())
@@ -218,6 +250,15 @@ fn as_owner(cmd: &mut Command, owner: Option<(u32, u32)>, data: &Path) {
         cmd.uid(uid).gid(gid);
     }
     cmd.current_dir(data).env_remove("PGDATA");
+}
+
+/// Lets TCP clients from `clients` (a CIDR) in without a password, as
+/// `initdb -A trust` lets the socket's and loopback's.
+fn trust_tcp_clients(data: &Path, clients: &str) {
+    let hba = data.join("pg_hba.conf");
+    let mut rules = std::fs::read_to_string(&hba).unwrap();
+    rules.push_str(&format!("host all all {clients} trust\n"));
+    std::fs::write(&hba, rules).unwrap();
 }
 
 fn set_mode(path: &Path, mode: u32) {
