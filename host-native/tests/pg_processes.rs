@@ -14,7 +14,9 @@
 //! - waiters blocked in `pg::listen::wait` (`watch`, `wait-reply`) wake
 //!   for a writer in another process within a bound;
 //! - as root, with `ip netns`: workers and a waiter in another network
-//!   namespace, which reach the server only over TCP on a veth pair.
+//!   namespace, which reach the server only over TCP on a veth pair
+//!   (skipped, saying why, where namespaces cannot be made, unless
+//!   `INBOX_REQUIRE_NETNS` is set).
 //!
 //! Each worker is this test binary run again on its `worker_process`
 //! entry, which does nothing unless the parent hands it a URL. The tests
