@@ -1,8 +1,10 @@
 //! Differential fuzzing of the engine: long random command sequences run on
-//! the in-memory store and on the SQLite store side by side, with the same
-//! deterministic clock and ids; after every step the two responses must be
-//! the same JSON, byte for byte, and at the end so must everything either
-//! store can show (every thread, message, artifact, cursor and event).
+//! the in-memory store and on the SQLite store side by side, and in a second
+//! test on the in-memory store and the PostgreSQL store (a fresh schema of
+//! one throwaway cluster per case), with the same deterministic clock and
+//! ids; after every step the two responses must be the same JSON, byte for
+//! byte, and at the end so must everything either store can show (every
+//! thread, message, artifact, cursor and event).
 //!
 //! The commands mix well-formed work (sends, claims, updates, answers,
 //! finishes, cancels, reads, waits, sweeps, retention's `gc` and automatic
@@ -11,8 +13,10 @@
 //! absurd numbers, control characters, oversized bodies and payloads, too
 //! many artifacts), so that both the rules and the storage of odd values are
 //! compared. The in-memory store is the reference the conformance corpus
-//! pins; SQLite must agree with it on every input. `PROPTEST_CASES` (or
-//! `INBOX_FAULT_LONG=1`) runs longer.
+//! pins; SQLite and PostgreSQL must agree with it on every input.
+//! `PROPTEST_CASES` (or `INBOX_FAULT_LONG=1`) runs longer. The PostgreSQL
+//! test is skipped, saying so, when PostgreSQL is not installed, unless
+//! `INBOX_REQUIRE_POSTGRES` is set.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -24,13 +28,15 @@ use inbox_engine::{
     Engine, ErrorCode, Kind, ManualClock, MemoryStore, Priority, Request, Response, SequentialIds,
     Status, Store,
 };
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use inbox_host_native::{SqliteStore, open_existing, open_or_create};
+use inbox_host_native::{PgStore, open_existing, open_or_create};
+use inbox_pg_cluster::PgCluster;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, FileFailurePersistence};
+use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use serde_json::{Value, json};
+use std::cell::RefCell;
 
 /// One step of a sequence.
 #[derive(Clone, Debug)]
@@ -263,8 +269,16 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-type MemoryEngine = Engine<MemoryStore, ManualClock, SequentialIds>;
-type SqliteEngine = Engine<SqliteStore, ManualClock, SequentialIds>;
+/// The engine over `S` on the scripts' manual clock and sequential ids.
+type TestEngine<S> = Engine<S, ManualClock, SequentialIds>;
+
+fn engine<S: Store>(store: S) -> TestEngine<S> {
+    Engine::new(
+        store,
+        ManualClock::new(ManualClock::SCRIPT_EPOCH),
+        SequentialIds::new(),
+    )
+}
 
 /// A freshly initialized database file, made once and copied for each case
 /// (creating the schema costs more than most sequences).
@@ -286,17 +300,10 @@ fn template() -> &'static std::path::Path {
         .1
 }
 
-fn engines(dir: &Path) -> (MemoryEngine, SqliteEngine) {
-    let clock = || ManualClock::new(ManualClock::SCRIPT_EPOCH);
+fn memory_engine() -> TestEngine<MemoryStore> {
     let mut memory = MemoryStore::new();
     memory.initialize().unwrap();
-    let path = dir.join("differential.db");
-    std::fs::copy(template(), &path).unwrap();
-    let (sqlite, _) = open_existing(&path, None).unwrap();
-    (
-        Engine::new(memory, clock(), SequentialIds::new()),
-        Engine::new(sqlite, clock(), SequentialIds::new()),
-    )
+    engine(memory)
 }
 
 fn contract(response: &Response) -> Result<(), TestCaseError> {
@@ -370,35 +377,86 @@ fn dump() -> Vec<Request> {
     reads
 }
 
-fn run(steps: &[Step]) -> Result<(), TestCaseError> {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut memory, mut sqlite) = engines(dir.path());
+/// Runs `steps` on a fresh memory store and on `other` (named `name` in
+/// a divergence) and compares every answer, then everything readable.
+fn compare<S: Store>(
+    steps: &[Step],
+    mut other: TestEngine<S>,
+    name: &str,
+) -> Result<(), TestCaseError> {
+    let mut memory = memory_engine();
     for (i, step) in steps.iter().enumerate() {
         match step {
             Step::Advance { millis } => {
                 memory.clock_mut().advance_millis(*millis);
-                sqlite.clock_mut().advance_millis(*millis);
+                other.clock_mut().advance_millis(*millis);
             }
             Step::Run(request) => {
                 let expected = memory.execute((**request).clone());
                 contract(&expected)?;
-                let got = sqlite.execute((**request).clone());
+                let got = other.execute((**request).clone());
                 prop_assert_eq!(
                     got.to_json(),
                     expected.to_json(),
-                    "step {}: {:?}\n(left: SQLite, right: memory)",
+                    "step {}: {:?}\n(left: {}, right: memory)",
                     i,
-                    request
+                    request,
+                    name
                 );
             }
         }
     }
     for request in dump() {
         let expected = memory.execute(request.clone()).to_json();
-        let got = sqlite.execute(request.clone()).to_json();
-        prop_assert_eq!(got, expected, "final state, {:?}", request);
+        let got = other.execute(request.clone()).to_json();
+        prop_assert_eq!(got, expected, "final state on {}, {:?}", name, request);
     }
     Ok(())
+}
+
+/// `steps` on SQLite (a copy of the template file) against memory.
+fn run(steps: &[Step]) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("differential.db");
+    std::fs::copy(template(), &path).unwrap();
+    let (sqlite, _) = open_existing(&path, None).unwrap();
+    compare(steps, engine(sqlite), "SQLite")
+}
+
+/// The PostgreSQL side: one throwaway cluster for the test, and the one
+/// schema every case starts afresh in.
+struct Postgres {
+    cluster: PgCluster,
+    admin: RefCell<postgres::Client>,
+}
+
+/// The schema each case runs in: dropped and made again per case, so that
+/// thousands of cases (the long mode) do not pile up catalog entries.
+const SCHEMA: &str = "differential";
+
+impl Postgres {
+    /// A store in an empty, initialized schema, on the engine's clock (the
+    /// manual one) rather than the server's.
+    fn fresh_store(&self) -> PgStore {
+        self.admin
+            .borrow_mut()
+            .batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {SCHEMA} CASCADE; CREATE SCHEMA {SCHEMA}"
+            ))
+            .unwrap();
+        let mut config = self.cluster.config("postgres");
+        config.options(&format!("-c search_path={SCHEMA}"));
+        let mut store = PgStore::with_config(config).unwrap();
+        store.use_server_clock(false);
+        store.initialize().unwrap();
+        store
+    }
+
+    /// `steps` on PostgreSQL against memory. The store (its connection)
+    /// is gone when this returns, so the next case may drop the schema.
+    fn run(&self, steps: &[Step]) -> Result<(), TestCaseError> {
+        compare(steps, engine(self.fresh_store()), "PostgreSQL")
+    }
 }
 
 fn config(cases: u32) -> Config {
@@ -419,6 +477,30 @@ proptest! {
         steps in prop::collection::vec(step(), 1..120)
     ) {
         run(&steps)?;
+    }
+}
+
+/// Fewer cases than SQLite's: each opens a connection and builds the schema
+/// (tens of milliseconds) and every statement is a round trip to the server.
+/// The generator is the same, so SQLite's many cases still vet it.
+const POSTGRES_CASES: u32 = 60;
+
+/// The same sequences against PostgreSQL (`PgStore`). Written out rather
+/// than in `proptest!` so that the cluster lives in the test and is stopped
+/// when it ends (a static would leave the server running).
+#[test]
+fn postgres_answers_every_command_sequence_exactly_like_the_memory_store() {
+    let Some(cluster) = PgCluster::start_or_skip(
+        "postgres_answers_every_command_sequence_exactly_like_the_memory_store",
+    ) else {
+        return;
+    };
+    let admin = RefCell::new(cluster.admin());
+    let postgres = Postgres { cluster, admin };
+    let mut runner = TestRunner::new(config(POSTGRES_CASES));
+    let steps = prop::collection::vec(step(), 1..120);
+    if let Err(e) = runner.run(&steps, |steps| postgres.run(&steps)) {
+        panic!("{e}");
     }
 }
 

@@ -1,8 +1,8 @@
 //! The hosts the corpus runs on, and how each runs a batch of scripts on
-//! fresh stores: the engine in this process over memory and over a SQLite
-//! file; the engine component in wasmtime over the same two stores; the wasm
-//! package in Node over its two stores. Each host returns what it printed,
-//! untouched. This module must never compare transcripts or decide whether
+//! fresh stores: the engine in this process over memory, over a SQLite file
+//! and over PostgreSQL (a schema of a throwaway cluster per script); the
+//! engine component in wasmtime over memory and SQLite; the wasm package in
+//! Node over its two stores. Each host returns what it printed, untouched. This module must never compare transcripts or decide whether
 //! a host passed.
 
 use std::path::{Path, PathBuf};
@@ -24,6 +24,10 @@ pub(crate) enum Host {
     /// The engine in this process over a native SQLite file.
     #[value(name = "sqlite")]
     Sqlite,
+    /// The engine in this process over `PgStore`, each script in its own
+    /// schema of a throwaway PostgreSQL cluster started for the run.
+    #[value(name = "postgres")]
+    Postgres,
     /// The engine component in wasmtime, storage served by the host from
     /// `MemoryStore`.
     #[value(name = "component/memory")]
@@ -41,9 +45,10 @@ pub(crate) enum Host {
 
 impl Host {
     /// All of them.
-    pub(crate) const ALL: [Host; 6] = [
+    pub(crate) const ALL: [Host; 7] = [
         Host::Memory,
         Host::Sqlite,
+        Host::Postgres,
         Host::ComponentMemory,
         Host::ComponentSqlite,
         Host::NodeMemory,
@@ -55,6 +60,7 @@ impl Host {
         match self {
             Host::Memory => "memory",
             Host::Sqlite => "sqlite",
+            Host::Postgres => "postgres",
             Host::ComponentMemory => "component/memory",
             Host::ComponentSqlite => "component/sqlite",
             Host::NodeMemory => "node/memory",
@@ -77,6 +83,9 @@ pub(crate) struct Setup {
     pub(crate) wasm_package: PathBuf,
     plugin: Option<Plugin>,
     scratch: tempfile::TempDir,
+    /// The throwaway cluster of the `postgres` host, stopped and deleted
+    /// when the setup is dropped.
+    postgres: Option<inbox_pg_cluster::PgCluster>,
 }
 
 /// Why a host could not run here at all (as opposed to running and
@@ -91,6 +100,7 @@ impl Setup {
             engine,
             wasm_package,
             plugin: None,
+            postgres: None,
             scratch: tempfile::tempdir().context("cannot create a scratch directory")?,
         })
     }
@@ -113,6 +123,21 @@ impl Setup {
                 Ok(scripts
                     .iter()
                     .map(|s| on_sqlite(&dir, &s.name, &s.text))
+                    .collect())
+            }
+            Host::Postgres => {
+                let cluster = self.postgres()?;
+                let mut admin = cluster
+                    .config("postgres")
+                    .connect(postgres::NoTls)
+                    .map_err(|e| Unavailable(format!("cannot connect to the cluster: {e}")))?;
+                Ok(scripts
+                    .iter()
+                    .enumerate()
+                    .map(|(n, s)| {
+                        let store = fresh_postgres(cluster, &mut admin, n)?;
+                        inbox_engine::run_script(&s.text, store).map_err(|e| e.to_string())
+                    })
                     .collect())
             }
             Host::ComponentMemory => {
@@ -143,6 +168,32 @@ impl Setup {
         std::fs::create_dir_all(&dir)
             .map_err(|e| Unavailable(format!("cannot create {}: {e}", dir.display())))?;
         Ok(dir)
+    }
+
+    /// The throwaway PostgreSQL cluster, started once for every script.
+    /// Starting it panics on any failure (it is test support): that, and
+    /// PostgreSQL missing, make the host unavailable rather than ending
+    /// the run.
+    fn postgres(&mut self) -> Result<&inbox_pg_cluster::PgCluster, Unavailable> {
+        if self.postgres.is_none() {
+            let started = std::panic::catch_unwind(|| {
+                inbox_pg_cluster::PgCluster::start_or_skip("inbox-conformance --host postgres")
+            });
+            self.postgres = match started {
+                Ok(Some(cluster)) => Some(cluster),
+                Ok(None) => {
+                    return Err(Unavailable(
+                        "PostgreSQL is not installed (no initdb on PATH or under \
+                         /usr/lib/postgresql/*/bin); apt-get install postgresql"
+                            .to_owned(),
+                    ));
+                }
+                Err(panic) => return Err(Unavailable(panic_text(panic.as_ref()))),
+            };
+        }
+        self.postgres
+            .as_ref()
+            .ok_or_else(|| Unavailable("no cluster".to_owned()))
     }
 
     /// The engine component, compiled once for every script of both
@@ -179,6 +230,41 @@ fn fresh_sqlite(dir: &Path, name: &str) -> Result<inbox_host_native::SqliteStore
         .initialize()
         .map_err(|e| format!("cannot initialize {}: {e}", path.display()))?;
     Ok(store)
+}
+
+/// A store in a new schema `corpus_<n>` of `cluster`, initialized, on the
+/// script's clock rather than the server's. A schema per script costs a
+/// fraction of a database per script, and the writer row lives in the
+/// schema, so scripts never serialize each other.
+fn fresh_postgres(
+    cluster: &inbox_pg_cluster::PgCluster,
+    admin: &mut postgres::Client,
+    n: usize,
+) -> Result<inbox_host_native::PgStore, String> {
+    let schema = format!("corpus_{n}");
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+        ))
+        .map_err(|e| format!("cannot create schema {schema}: {e}"))?;
+    let mut config = cluster.config("postgres");
+    config.options(&format!("-c search_path={schema}"));
+    let mut store = inbox_host_native::PgStore::with_config(config)
+        .map_err(|e| format!("cannot connect to schema {schema}: {e}"))?;
+    store.use_server_clock(false);
+    store
+        .initialize()
+        .map_err(|e| format!("cannot initialize schema {schema}: {e}"))?;
+    Ok(store)
+}
+
+/// What a panic said, for a report.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "setting the cluster up panicked".to_owned())
 }
 
 fn on_memory(text: &str) -> Outcome {

@@ -1,11 +1,11 @@
 //! `inbox-conformance`: the one command that runs the transition-script
 //! corpus (`tests/corpus/*.inbox`) on every host inbox has — the engine over
-//! memory and over a SQLite file, the engine component in wasmtime over both,
-//! the wasm package in Node over both — and fails when any transcript differs
-//! by a byte from the golden one (`tests/corpus/snapshots`) or from the
-//! first host's, with a diff naming the host, the script and the step.
-//! `scripts/conformance` builds what it needs and runs it with every host
-//! required.
+//! memory, over a SQLite file and over PostgreSQL (a throwaway cluster), the
+//! engine component in wasmtime over memory and SQLite, the wasm package in
+//! Node over both — and fails when any transcript differs by a byte from
+//! the golden one (`tests/corpus/snapshots`) or from the first host's, with
+//! a diff naming the host, the script and the step. `scripts/conformance`
+//! builds what it needs and runs it with every host required.
 //!
 //! It lives beside the plugin crates because it loads the component (and so
 //! links wasmtime). It must never hold a rule of the engine, and never write
@@ -43,8 +43,8 @@ struct Args {
     #[arg(long = "script", value_name = "NAME")]
     scripts: Vec<String>,
 
-    /// Fail when a host cannot run here (no Node, no wasm package) instead
-    /// of skipping it
+    /// Fail when a host cannot run here (no Node, no wasm package, no
+    /// PostgreSQL) instead of skipping it
     #[arg(long)]
     require_all: bool,
 

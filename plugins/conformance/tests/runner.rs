@@ -63,6 +63,32 @@ fn the_native_and_component_hosts_give_the_golden_transcripts() {
     assert!(run.stdout.contains("byte-identical"), "{}", run.stdout);
 }
 
+/// The corpus on PostgreSQL through the runner: each script in its own
+/// schema of the throwaway cluster the runner starts. Skipped (the runner
+/// says why) when PostgreSQL is not installed, unless
+/// `INBOX_REQUIRE_POSTGRES` is set.
+#[test]
+fn the_postgres_host_gives_the_golden_transcripts() {
+    let run = conformance(&["--host", "memory", "--host", "postgres"]);
+    assert_eq!(run.status, 0, "{}{}", run.stdout, run.stderr);
+    let skipped = run.stdout.contains("postgres           skipped:");
+    if skipped && std::env::var_os("INBOX_REQUIRE_POSTGRES").is_none() {
+        eprintln!(
+            "SKIPPED the_postgres_host_gives_the_golden_transcripts:\n{}",
+            run.stdout
+        );
+        return;
+    }
+    let scripts = inbox_conformance::corpus().len();
+    let line = format!("postgres           {scripts}/{scripts} identical\n");
+    assert!(
+        run.stdout.contains(&line),
+        "{line}{}{}",
+        run.stdout,
+        run.stderr
+    );
+}
+
 #[test]
 fn a_difference_fails_naming_the_host_the_script_and_the_step() {
     let dir = tempfile::tempdir().unwrap();
@@ -132,11 +158,11 @@ fn an_unknown_script_or_host_is_a_usage_error() {
         "{}",
         run.stderr
     );
-    let run = conformance(&["--host", "postgres"]);
+    let run = conformance(&["--host", "oracle"]);
     assert_eq!(run.status, 2, "{}", run.stderr);
     assert!(
         run.stderr
-            .contains("possible values: memory, sqlite, component/memory"),
+            .contains("possible values: memory, sqlite, postgres, component/memory"),
         "{}",
         run.stderr
     );

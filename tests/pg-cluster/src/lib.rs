@@ -41,6 +41,12 @@ pub struct Options {
     /// socket stays `trust`, so [`PgCluster::admin`] still connects.
     /// Needs `tcp`.
     pub scram: bool,
+    /// Listen on TCP at this address rather than `127.0.0.1`, trusting
+    /// the one client address given with it: for workers in another
+    /// network namespace, which reach the server over a veth pair and
+    /// nothing else. The address must already be on an interface. Needs
+    /// `tcp`.
+    pub listen_on: Option<(std::net::Ipv4Addr, std::net::Ipv4Addr)>,
 }
 
 /// A cluster, running unless a test stopped it.
@@ -86,8 +92,8 @@ impl PgCluster {
 
     fn create(bin: PathBuf, options: Options) -> PgCluster {
         assert!(
-            options.tcp || !(options.tls || options.scram),
-            "TLS and passwords are for TCP clients: set Options::tcp too"
+            options.tcp || !(options.tls || options.scram || options.listen_on.is_some()),
+            "TLS, passwords and an address are for TCP clients: set Options::tcp too"
         );
         let dir = tempfile::Builder::new()
             .prefix("inbox-pg-test-")
@@ -126,6 +132,9 @@ impl PgCluster {
             )
             .unwrap();
         }
+        if let Some((_, client)) = options.listen_on {
+            trust_tcp_client(&data, client);
+        }
         let port = if options.tcp { free_port() } else { PORT };
         let mut server = PgCluster {
             child: None,
@@ -148,7 +157,11 @@ impl PgCluster {
             .append(true)
             .open(self.dir.path().join("server.log"))
             .unwrap();
-        let listen = if self.options.tcp { "127.0.0.1" } else { "" };
+        let listen = match self.options.listen_on {
+            Some((address, _)) => address.to_string(),
+            None if self.options.tcp => "127.0.0.1".to_owned(),
+            None => String::new(),
+        };
         let mut postgres = Command::new(self.bin.join("postgres"));
         postgres
             .arg("-D")
@@ -430,6 +443,15 @@ fn as_owner(cmd: &mut Command, owner: Option<(u32, u32)>, data: &Path) {
         cmd.uid(uid).gid(gid);
     }
     cmd.current_dir(data).env_remove("PGDATA");
+}
+
+/// Lets `client` connect over TCP without a password (the test's own
+/// namespace is the only thing that can send from it).
+fn trust_tcp_client(data: &Path, client: std::net::Ipv4Addr) {
+    let hba = data.join("pg_hba.conf");
+    let mut rules = std::fs::read_to_string(&hba).unwrap();
+    rules.push_str(&format!("host all all {client}/32 trust\n"));
+    std::fs::write(&hba, rules).unwrap();
 }
 
 fn set_mode(path: &Path, mode: u32) {
