@@ -237,7 +237,7 @@ fn listen_for(mut listener: Listener, hub: Weak<Shared>) {
         if changed {
             shared.moved.notify_all();
         }
-        if matches!(wake, Err(_)) {
+        if wake.is_err() {
             std::thread::sleep(POLL_FALLBACK);
         }
     }
