@@ -4,7 +4,7 @@
 //! everything after parsing: discovery, the engine call, waits, output.
 //!
 //! One invocation is one process and one engine call: parse the arguments,
-//! open the SQLite database, build the request, execute it (or, for `watch`
+//! open the database (an SQLite file, or PostgreSQL by URL), build the request, execute it (or, for `watch`
 //! and `wait-reply`, block until it wakes), print the result and exit with
 //! the contract's exit code. With `--json` the output is the engine's JSON
 //! contract, byte for byte, usage errors included. This crate must never
@@ -12,10 +12,12 @@
 
 pub mod args;
 mod bridge;
+mod database;
 pub mod interchange;
 mod mcp_launch;
 pub mod orch_args;
 mod output;
+mod postgres;
 mod render;
 mod render_orch;
 mod request;
@@ -122,6 +124,23 @@ impl Binary {
     }
 }
 
+/// A tool that works on the SQLite file itself: refused, before it runs,
+/// when the database named is PostgreSQL.
+fn file_tool(name: &str, tool: impl FnOnce(&Global) -> u8 + 'static) -> Action {
+    let name = name.to_owned();
+    Action::Tool(Box::new(move |global: &Global| {
+        match database::file_only(global, &name) {
+            Ok(()) => tool(global),
+            Err(error) => finish(
+                &Response::failure(Some(name.clone()), error),
+                global.json,
+                None,
+                &[],
+            ),
+        }
+    }))
+}
+
 fn inbox_invocation(cli: Cli, name: String) -> Invocation {
     let Cli { global, command } = cli;
     let action = match command {
@@ -131,13 +150,9 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
         Command::Script(args) => Action::Tool(Box::new(move |g: &Global| {
             tools::script(&args.file, g.json)
         })),
-        Command::Export(args) => {
-            Action::Tool(Box::new(move |g: &Global| transfer::export(g, &args)))
-        }
-        Command::Import(args) => {
-            Action::Tool(Box::new(move |g: &Global| transfer::import(g, &args)))
-        }
-        Command::Bridge(args) => Action::Tool(Box::new(move |g: &Global| bridge::run(g, args))),
+        Command::Export(args) => file_tool(&name, move |g| transfer::export(g, &args)),
+        Command::Import(args) => file_tool(&name, move |g| transfer::import(g, &args)),
+        Command::Bridge(args) => file_tool(&name, move |g| bridge::run(g, args)),
         Command::Mcp(_) => Action::Tool(Box::new(mcp_launch::launch)),
         command => {
             let init = match &command {
@@ -356,11 +371,11 @@ fn run(invocation: Invocation) -> u8 {
         Ok(request) => request,
         Err(error) => return finish(&fail(error), json, None, &notes),
     };
-    let (db, cwd) = resolve_db(&global);
-    notes.extend(db.notes.iter().cloned());
+    let (db, cwd) = database::Database::resolve(&global);
+    notes.extend(db.notes().iter().cloned());
     let new_thread = matches!(&request, Request::Send(r) if r.thread_id.is_none());
     let on = Target {
-        db: &db.path,
+        db: &db,
         engine: global.engine.as_deref(),
         init: init_durability,
     };
@@ -379,8 +394,8 @@ fn run(invocation: Invocation) -> u8 {
         now: executed.now,
         agent: global.agent,
         new_thread,
-        durability: Some(executed.durability.as_str()),
-        database: Some(database_line(&db, &cwd)),
+        durability: Some(executed.durability),
+        database: Some(db.line(&cwd)),
     };
     finish(&executed.response, json, Some(&context), &notes)
 }
@@ -389,17 +404,17 @@ fn run(invocation: Invocation) -> u8 {
 /// `init` the durability to record.
 #[derive(Clone, Copy)]
 struct Target<'a> {
-    db: &'a Path,
+    db: &'a database::Database,
     engine: Option<&'a Path>,
     init: Option<Option<Durability>>,
 }
 
 /// What running a request gave: its response, the engine's time when it
-/// ended, and the durability of the database it ran on.
+/// ended, and the durability of the database it ran on, for people.
 struct Executed {
     response: Response,
     now: inbox_engine::Timestamp,
-    durability: Durability,
+    durability: &'static str,
 }
 
 /// Runs one request over a database the way every command runs it: the
@@ -412,12 +427,28 @@ fn execute_on(
     clock: HostClock,
     stop: Option<&dyn Fn() -> bool>,
 ) -> Result<Option<Executed>, EngineError> {
+    match on.db {
+        database::Database::File(db) => execute_on_file(&db.path, on, call, clock, stop),
+        database::Database::Postgres { url, .. } => {
+            postgres::execute_on(url, on, call, clock, stop)
+        }
+    }
+}
+
+/// [`execute_on`] for an SQLite file.
+fn execute_on_file(
+    path: &Path,
+    on: Target<'_>,
+    call: Call,
+    clock: HostClock,
+    stop: Option<&dyn Fn() -> bool>,
+) -> Result<Option<Executed>, EngineError> {
     // A wait arms its watch before it opens the database, so that no commit
     // between the first query and the first sleep goes unnoticed.
     let waits = call.request.effect() == Effect::Wait;
-    let mut watcher = waits.then(|| watch::ChangeWatcher::arm(on.db));
+    let mut watcher = waits.then(|| watch::ChangeWatcher::arm(path));
     let engine = runner::EngineChoice::load(on.engine)?;
-    let (mut store, durability) = open_store(on.init, on.db).map_err(EngineError::Store)?;
+    let (mut store, durability) = open_store(on.init, path).map_err(EngineError::Store)?;
     // A wait keeps its connection open and may write while it waits
     // (heartbeats, lapses, orch's reconcile): like an embedding host, it
     // leaves truncating the WAL to the one-command writers, so a wake is
@@ -440,7 +471,7 @@ fn execute_on(
     Ok(Some(Executed {
         response,
         now: engine.now(),
-        durability,
+        durability: durability.as_str(),
     }))
 }
 
@@ -468,9 +499,9 @@ pub fn execute(global: &Global, call: Call, stop: &dyn Fn() -> bool) -> Option<R
             });
         }
     };
-    let (db, _) = resolve_db(global);
+    let (db, _) = database::Database::resolve(global);
     let on = Target {
-        db: &db.path,
+        db: &db,
         engine: global.engine.as_deref(),
         init: None,
     };
@@ -485,9 +516,14 @@ pub fn execute(global: &Global, call: Call, stop: &dyn Fn() -> bool) -> Option<R
 /// checks before it starts serving. Returns the line saying which database
 /// it is and why, as commands say it on stderr.
 pub fn check_database(global: &Global) -> Result<String, EngineError> {
-    let (db, cwd) = resolve_db(global);
-    open::open_existing(&db.path, None).map_err(EngineError::Store)?;
-    Ok(database_line(&db, &cwd))
+    let (db, cwd) = database::Database::resolve(global);
+    match &db {
+        database::Database::File(file) => {
+            open::open_existing(&file.path, None).map_err(EngineError::Store)?;
+        }
+        database::Database::Postgres { url, .. } => postgres::check(url)?,
+    }
+    Ok(db.line(&cwd))
 }
 
 /// What this host can say about an artifact a caller named by its path
@@ -522,15 +558,8 @@ fn open_store(
 /// Which database a command used and why, for people: shown relative to
 /// the current folder when it is inside it.
 pub(crate) fn database_line(db: &inbox_host_native::DbPath, cwd: &Path) -> String {
-    use inbox_host_native::DbSource;
     let shown = db.path.strip_prefix(cwd).unwrap_or(&db.path).display();
-    let why = match db.source {
-        DbSource::Flag => "--db",
-        DbSource::Env => "$INBOX_DB",
-        DbSource::Found => "the nearest .agents/coord.db",
-        DbSource::Default => "new in this folder",
-    };
-    format!("{shown} ({why})")
+    format!("{shown} ({})", database::why(&db.source))
 }
 
 /// The notes a command leaves for people on stderr, one `note:` line each,

@@ -5,7 +5,8 @@
 //!
 //! `plugin` runs the same commands through the engine component and is
 //! compiled only with the `plugin` feature (`scripts/test` runs it with
-//! `--features inbox-cli/plugin --test cli plugin::`).
+//! `--features inbox-cli/plugin --test cli plugin::`); `postgres` runs
+//! them over a throwaway PostgreSQL cluster, with the `postgres` feature.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -27,6 +28,7 @@ mod interchange;
 mod mcp;
 mod orch;
 mod plugin;
+mod postgres;
 mod roles;
 mod same_refusals;
 mod skill_and_script;

@@ -174,6 +174,19 @@ pub fn postgres_unavailable() -> StoreError {
     )
 }
 
+/// The database a PostgreSQL URL names, for people and messages:
+/// `postgres://user@host:port/db`, never its password (the URL as given
+/// may hold one, so it is never printed).
+pub fn describe_postgres_url(url: &str) -> String {
+    #[cfg(feature = "postgres")]
+    if let Ok(mut config) = url.parse::<postgres::Config>() {
+        crate::pg::from_environment(&mut config);
+        return crate::pg::describe(&config);
+    }
+    let _ = url;
+    "a PostgreSQL database".to_owned()
+}
+
 /// Opens the PostgreSQL database `url` names: for `init` (`init` true) its
 /// schema is created or migrated; otherwise it must already hold an inbox
 /// schema (an older one is migrated, a newer one refused untouched).

@@ -320,14 +320,14 @@ fn a_watch_sleeping_on_the_listener_wakes_for_a_send_even_after_its_sessions_wer
         let server = Arc::clone(&server);
         std::thread::spawn(move || {
             let mut engine = engine(&server, 11);
-            let mut listener = PgStore::with_config(server.config("postgres"))
+            let hub = PgStore::with_config(server.config("postgres"))
                 .unwrap()
-                .listener()
+                .hub()
                 .unwrap();
             let watch = r#"{"command":"watch","agent":"worker","timeout_seconds":30}"#;
             let call = inbox_engine::Call::from(Request::from_json(watch).unwrap());
             let started = Instant::now();
-            let response = listen::wait(&mut engine, call, &mut listener);
+            let response = listen::wait(&mut engine, call, &hub, None).unwrap();
             (response.to_json(), started.elapsed())
         })
     };

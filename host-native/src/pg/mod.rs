@@ -200,10 +200,16 @@ impl PgStore {
         self.notify_commits = on;
     }
 
-    /// A listener for this store's database: one per process, shared by
-    /// its waits (see [`listen`]).
+    /// A listening connection of its own to this store's database; a
+    /// process's waits share one through [`PgStore::hub`].
     pub fn listener(&self) -> Result<listen::Listener, StoreError> {
         listen::Listener::connect(self.config.clone())
+    }
+
+    /// The process's [`listen::Hub`] for this store's database, which its
+    /// waits sleep on.
+    pub fn hub(&self) -> Result<listen::Hub, StoreError> {
+        listen::Hub::for_database(&self.config)
     }
 
     /// Before a transaction: if the server ended the session (a restart, a
@@ -561,7 +567,7 @@ fn session(config: &Config, location: &str) -> Result<Client, StoreError> {
 /// Fills in what libpq would take from the environment and the Rust client
 /// does not: the user from `PGUSER` or the login name, the password from
 /// `PGPASSWORD` or the password file (see [`password`]).
-fn from_environment(config: &mut Config) {
+pub(crate) fn from_environment(config: &mut Config) {
     if config.get_user().is_none() {
         let user = std::env::var("PGUSER")
             .or_else(|_| std::env::var("USER"))

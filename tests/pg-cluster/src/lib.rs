@@ -13,6 +13,9 @@
 // A failure to set up the cluster fails the test that asked for it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+/// The client these tests use, for callers that have no dependency on it.
+pub use postgres;
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

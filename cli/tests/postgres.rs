@@ -1,0 +1,347 @@
+//! `inbox --db postgres://...`: the same commands over a PostgreSQL
+//! database, as separate processes against a throwaway cluster
+//! (`inbox-pg-cluster`), in builds with the `postgres` feature
+//! (scripts/test runs the suite with it). What a user does: `init` by
+//! URL, a worker's whole loop with `$INBOX_DB`, a `wait-reply` woken by
+//! an answer from another process, `orch` on the same database, and the
+//! refusals: tools that need an SQLite file, options PostgreSQL cannot
+//! honour, a server that cannot be reached (never printing the password).
+
+#![cfg(feature = "postgres")]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use inbox_pg_cluster::PgCluster;
+
+use crate::common::TestEnv;
+
+/// A cluster with one empty database, `inbox`, and its URL; `None` (the
+/// test then returns) when PostgreSQL is not installed and not required.
+fn database(test: &str) -> Option<(PgCluster, String)> {
+    let cluster = PgCluster::start_or_skip(test)?;
+    cluster
+        .admin()
+        .batch_execute("CREATE DATABASE inbox")
+        .unwrap();
+    let url = cluster.url("inbox");
+    Some((cluster, url))
+}
+
+/// `inbox args... --json` with `$INBOX_DB` set to `url`, on the real clock
+/// (PostgreSQL's: records are stamped with the server's time).
+fn inbox(env: &TestEnv, url: &str, args: &[&str]) -> Command {
+    let mut command = env.command(args);
+    command
+        .arg("--json")
+        .env("INBOX_DB", url)
+        .env_remove("INBOX_NOW");
+    command
+}
+
+/// Runs `inbox args... --json` to completion, panicking unless it exits
+/// with `status`; returns the parsed stdout.
+fn run(env: &TestEnv, url: &str, args: &[&str], status: i32) -> serde_json::Value {
+    let output = inbox(env, url, args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(status),
+        "inbox {}\nstdout: {stdout}\nstderr: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+#[test]
+fn init_by_url_then_a_workers_whole_loop_with_a_wait_woken_by_another_process() {
+    let Some((_cluster, url)) = database("postgres: worker loop") else {
+        return;
+    };
+    let env = TestEnv::new();
+
+    // Before init: the schema is missing, and the error says what to run.
+    let missing = run(&env, &url, &["list"], 50);
+    assert_eq!(missing["error"]["code"], "not_initialized", "{missing}");
+
+    // `init --db URL` for people: names the database without a password.
+    let init = env.run(&["init", "--db", &url]);
+    assert_eq!(init.status, 0, "{init}");
+    assert!(
+        init.stdout
+            .contains("durability the server's synchronous_commit)"),
+        "{init}"
+    );
+    assert!(init.stderr.contains("postgres://postgres@"), "{init}");
+    // A second init changes nothing and succeeds.
+    run(&env, &url, &["init"], 0);
+    assert!(!env.db().exists(), "no SQLite file was made");
+
+    let sent = run(
+        &env,
+        &url,
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            "Post CRUD",
+        ],
+        0,
+    );
+    let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+    let claimed = run(&env, &url, &["claim", "--next", "--agent", "worker"], 0);
+    assert_eq!(claimed["thread"]["thread_id"], thread.as_str(), "{claimed}");
+    let token = claimed["lease"]["lease_token"].to_string();
+    // One live lease: a second worker finds nothing to claim.
+    run(&env, &url, &["claim", "--next", "--agent", "other"], 10);
+
+    let blocked = [
+        "update",
+        "--agent",
+        "worker",
+        "--thread",
+        &thread,
+        "--lease-token",
+        &token,
+        "--status",
+        "blocked",
+        "--summary",
+        "Need auth decision",
+    ];
+    run(&env, &url, &blocked, 0);
+    let waiter = inbox(
+        &env,
+        &url,
+        &[
+            "wait-reply",
+            "--agent",
+            "worker",
+            "--thread",
+            &thread,
+            "--lease-token",
+            &token,
+            "--timeout-seconds",
+            "60",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let answered = Instant::now();
+    let answer = [
+        "reply",
+        "--from",
+        "lead",
+        "--thread",
+        &thread,
+        "--kind",
+        "answer",
+        "--summary",
+        "Use email/password",
+    ];
+    run(&env, &url, &answer, 0);
+    let output = waiter.wait_with_output().unwrap();
+    let woke = answered.elapsed();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let reply: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(reply["woke"], true, "{reply}");
+    assert_eq!(reply["message"]["summary"], "Use email/password", "{reply}");
+    // Woken by the notification, not by its 60 s timeout (the bound is
+    // loose: it pins the mechanism, not the machine's speed).
+    assert!(woke < Duration::from_secs(10), "woke after {woke:?}");
+
+    let done = [
+        "done",
+        "--agent",
+        "worker",
+        "--thread",
+        &thread,
+        "--lease-token",
+        &token,
+        "--summary",
+        "Implemented",
+    ];
+    run(&env, &url, &done, 0);
+    let shown = run(&env, &url, &["show", "--thread", &thread], 0);
+    assert_eq!(shown["thread"]["status"], "done", "{shown}");
+}
+
+#[test]
+fn orch_runs_on_the_same_database() {
+    let Some((_cluster, url)) = database("postgres: orch") else {
+        return;
+    };
+    let env = TestEnv::new();
+    run(&env, &url, &["init"], 0);
+    let orch = |args: &[&str]| {
+        let mut command = env.orch_command(args);
+        command
+            .arg("--json")
+            .env("INBOX_DB", &url)
+            .env_remove("INBOX_NOW");
+        let output = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(output.status.code(), Some(0), "orch {args:?}: {stdout}");
+        serde_json::from_str::<serde_json::Value>(&stdout).unwrap()
+    };
+    std::fs::write(
+        env.dir().join("plan.json"),
+        r#"{"tasks": [{"task_id": "T1", "title": "First", "assignee": "worker"}]}"#,
+    )
+    .unwrap();
+    orch(&[
+        "--agent", "lead", "run", "create", "--goal", "Ship it", "--id", "r1",
+    ]);
+    orch(&["--agent", "lead", "plan", "--file", "plan.json"]);
+    let ready = orch(&["ready"]);
+    assert_eq!(ready["tasks"][0]["task_id"], "T1", "{ready}");
+    // Dispatch opens an inbox thread the worker claims from the same bus.
+    orch(&["--agent", "lead", "dispatch", "--task", "T1"]);
+    let claimed = run(&env, &url, &["claim", "--next", "--agent", "worker"], 0);
+    assert_eq!(claimed["thread"]["subject"], "First", "{claimed}");
+}
+
+#[test]
+fn what_postgres_cannot_do_is_refused_and_a_password_is_never_printed() {
+    let Some((_cluster, url)) = database("postgres: refusals") else {
+        return;
+    };
+    let env = TestEnv::new();
+    run(&env, &url, &["init"], 0);
+
+    // Tools that copy or bridge the SQLite file itself.
+    for args in [&["export", "dump.jsonl"][..], &["import", "dump.jsonl"]] {
+        let refused = run(&env, &url, args, 30);
+        assert_eq!(refused["error"]["code"], "invalid_value", "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("pg_dump"),
+            "{refused}"
+        );
+    }
+    assert!(!env.dir().join("dump.jsonl").exists());
+    // Durability is the server's; an engine component runs over SQLite.
+    let durability = run(&env, &url, &["init", "--durability", "full"], 30);
+    assert_eq!(durability["error"]["code"], "invalid_value", "{durability}");
+    let engine = run(&env, &url, &["list", "--engine", "x.wasm"], 30);
+    assert_eq!(engine["error"]["code"], "invalid_value", "{engine}");
+
+    // A server nobody listens on: a storage error, without the password
+    // of the URL, in JSON and for people alike.
+    let unreachable = "postgres://agent:s3cret-pw@127.0.0.1:1/inbox";
+    let failed = run(&env, unreachable, &["list"], 50);
+    assert_eq!(failed["error"]["code"], "storage_error", "{failed}");
+    let text = env.run_command({
+        let mut command = env.command(&["list", "--db", unreachable]);
+        command.env_remove("INBOX_NOW");
+        command
+    });
+    assert_eq!(text.status, 50, "{text}");
+    for shown in [failed.to_string(), text.stdout, text.stderr] {
+        assert!(
+            !shown.contains("s3cret-pw"),
+            "the password was printed: {shown}"
+        );
+    }
+}
+
+/// The README's recipe for database roles (between its `roles-recipe`
+/// markers), so that what it tells operators is what this test runs.
+fn readme_recipe() -> (String, String) {
+    let readme = include_str!("../../README.md");
+    let block = |marker: &str| -> String {
+        let start = readme
+            .find(&format!("<!-- {marker} -->"))
+            .unwrap_or_else(|| panic!("README has no {marker} marker"));
+        let sql = &readme[start..];
+        let open = sql.find("```sql\n").unwrap() + "```sql\n".len();
+        let close = open + sql[open..].find("```").unwrap();
+        sql[open..close].to_owned()
+    };
+    (block("roles-recipe-superuser"), block("roles-recipe-owner"))
+}
+
+#[test]
+fn database_roles_as_the_readme_sets_them_up_decide_who_may_write() {
+    let Some(cluster) = PgCluster::start_or_skip("postgres: roles") else {
+        return;
+    };
+    let (as_superuser, as_owner) = readme_recipe();
+    // One statement at a time, as psql runs them (CREATE DATABASE cannot
+    // run inside the transaction a multi-statement batch is).
+    let mut admin = cluster.admin();
+    for statement in as_superuser.split(";\n").filter(|s| !s.trim().is_empty()) {
+        admin.batch_execute(statement).unwrap();
+    }
+    let url_as = |role: &str| {
+        cluster
+            .url("inbox")
+            .replace("postgres@", &format!("{role}@"))
+    };
+    let env = TestEnv::new();
+
+    // The owner creates the schema; then grants what the roles may do.
+    run(&env, &url_as("inbox_owner"), &["init"], 0);
+    let mut owner = cluster.config("inbox");
+    owner.user("inbox_owner");
+    let mut owner = owner.connect(inbox_pg_cluster::postgres::NoTls).unwrap();
+    owner.batch_execute(&as_owner).unwrap();
+
+    // A machine's role runs the worker's commands.
+    let machine = url_as("machine_a");
+    let sent = run(
+        &env,
+        &machine,
+        &["send", "--from", "lead", "--to", "worker", "--subject", "s"],
+        0,
+    );
+    run(&env, &machine, &["claim", "--next", "--agent", "worker"], 0);
+    // A reader sees everything and changes nothing.
+    let board = url_as("board");
+    let listed = run(&env, &board, &["list"], 0);
+    assert_eq!(
+        listed["threads"][0]["thread_id"], sent["thread"]["thread_id"],
+        "{listed}"
+    );
+    let refused = run(
+        &env,
+        &board,
+        &[
+            "send",
+            "--from",
+            "board",
+            "--to",
+            "worker",
+            "--subject",
+            "s",
+        ],
+        50,
+    );
+    assert_eq!(refused["error"]["code"], "storage_error", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("permission denied"),
+        "{refused}"
+    );
+    // Nor may an agent's role change the schema.
+    let init = run(&env, &machine, &["init"], 0);
+    assert_eq!(init["schema_version"], 1, "{init}");
+    let mut agent = cluster.config("inbox");
+    agent.user("machine_a");
+    let dropped = agent
+        .connect(inbox_pg_cluster::postgres::NoTls)
+        .unwrap()
+        .batch_execute("DROP TABLE threads");
+    assert!(dropped.is_err(), "an agent's role dropped a table");
+}
