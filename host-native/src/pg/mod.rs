@@ -115,9 +115,13 @@ pub struct PgStore {
     server_clock: bool,
     /// Prepared statements by their text: preparing costs a round trip.
     statements: HashMap<String, Statement>,
-    /// The names queued writes `EXECUTE`, by statement text (prepared with
-    /// SQL `PREPARE`, since a queued write is SQL text).
+    /// The names queued writes `EXECUTE`, by statement text (SQL
+    /// `PREPARE`, since a queued write is SQL text).
     prepared: HashMap<String, String>,
+    /// How many names `prepared` has handed out.
+    names: usize,
+    /// Whether [`pipeline::AHEAD`] is prepared in this session.
+    ahead_prepared: bool,
     /// The highest event id the open write transaction wrote: its commit
     /// notifies [`listen::CHANNEL`] with it.
     notify: Option<EventId>,
@@ -175,6 +179,8 @@ impl PgStore {
             server_clock: true,
             statements: HashMap::new(),
             prepared: HashMap::new(),
+            names: 0,
+            ahead_prepared: false,
             notify: None,
             config,
             now: None,
@@ -222,10 +228,7 @@ impl PgStore {
         if !self.client.is_closed() {
             return Ok(());
         }
-        self.client = session(&self.config, &self.location)?;
-        self.statements.clear();
-        self.prepared.clear();
-        Ok(())
+        self.new_session()
     }
 
     /// Runs `begin`'s statements. A session the server ended (a restart, a
@@ -236,9 +239,8 @@ impl PgStore {
         let messages = match self.client.simple_query(sql) {
             Ok(messages) => messages,
             Err(e) if self.client.is_closed() || lost_session(&e) => {
-                self.client = session(&self.config, &self.location)?;
-                self.statements.clear();
-                self.prepared.clear();
+                self.new_session()?;
+                self.prepare_ahead(sql)?;
                 self.client
                     .simple_query(sql)
                     .map_err(|e| pg_error(e, &self.location))?
@@ -246,6 +248,23 @@ impl PgStore {
             Err(e) => return Err(pg_error(e, &self.location)),
         };
         Ok(messages)
+    }
+
+    /// Prepares [`pipeline::AHEAD`] in this session (one round trip, once)
+    /// if `begin`'s statements `sql` run it.
+    fn prepare_ahead(&mut self, sql: &str) -> Result<(), StoreError> {
+        if self.ahead_prepared || !sql.contains(pipeline::AHEAD) {
+            return Ok(());
+        }
+        self.client
+            .batch_execute(&format!(
+                "PREPARE {} AS {}",
+                pipeline::AHEAD,
+                pipeline::AHEAD_SQL
+            ))
+            .map_err(|e| pg_error(e, &self.location))?;
+        self.ahead_prepared = true;
+        Ok(())
     }
 
     /// The server's clock from `begin`'s answers (the statement at
@@ -283,8 +302,18 @@ impl PgStore {
     fn write(&mut self, sql: &str, params: Vec<Lit>) -> Result<(), StoreError> {
         self.ahead = Ahead::default();
         if self.pipeline && self.tx == Some(TxMode::Write) {
-            let name = self.prepared_name(sql)?;
-            self.queued.push(pipeline::execute(&name, &params)?);
+            let name = match self.prepared.get(sql) {
+                Some(name) => name.clone(),
+                None => {
+                    self.names += 1;
+                    let name = format!("inbox_w{}", self.names);
+                    self.queued.prepare(&name, sql);
+                    self.prepared.insert(sql.to_owned(), name.clone());
+                    name
+                }
+            };
+            let run = pipeline::execute(&name, &params)?;
+            self.queued.push(run);
             return Ok(());
         }
         let statement = self.statement(sql)?;
@@ -296,30 +325,43 @@ impl PgStore {
             .map_err(|e| pg_error(e, &self.location))
     }
 
-    /// The name `sql` is prepared under for `EXECUTE`, preparing it (one
-    /// round trip) on its first use in this session. A prepared statement
-    /// outlives the transaction that prepared it, even one rolled back.
-    fn prepared_name(&mut self, sql: &str) -> Result<String, StoreError> {
-        if let Some(name) = self.prepared.get(sql) {
-            return Ok(name.clone());
-        }
-        let name = format!("inbox_w{}", self.prepared.len());
-        self.client
-            .batch_execute(&format!("PREPARE {name} AS {sql}"))
-            .map_err(|e| pg_error(e, &self.location))?;
-        self.prepared.insert(sql.to_owned(), name.clone());
-        Ok(name)
-    }
-
     /// Sends the queued writes, before a statement that may read them.
     fn flush(&mut self) -> Result<(), StoreError> {
         if self.queued.is_empty() {
             return Ok(());
         }
-        let sql = self.queued.take_with(&[]);
-        self.client
-            .batch_execute(&sql)
-            .map_err(|e| pg_error(e, &self.location))
+        let (sql, preparing) = self.queued.take_with(&[]);
+        let sent = self.client.batch_execute(&sql);
+        self.sent(sent, preparing)
+    }
+
+    /// After a queue was sent: if it failed, the `PREPARE`s it held may
+    /// not have run, so their statements are prepared again, under new
+    /// names, on their next use.
+    fn sent(
+        &mut self,
+        result: Result<(), postgres::Error>,
+        preparing: Vec<String>,
+    ) -> Result<(), StoreError> {
+        result.map_err(|e| {
+            self.forget(preparing);
+            pg_error(e, &self.location)
+        })
+    }
+
+    fn forget(&mut self, preparing: Vec<String>) {
+        for sql in preparing {
+            self.prepared.remove(&sql);
+        }
+    }
+
+    /// A new session's state: nothing prepared yet.
+    fn new_session(&mut self) -> Result<(), StoreError> {
+        self.client = session(&self.config, &self.location)?;
+        self.statements.clear();
+        self.prepared.clear();
+        self.ahead_prepared = false;
+        Ok(())
     }
 
     /// Whether [`Store::clock`] reports the server's time (the default) or
@@ -703,9 +745,11 @@ impl Store for PgStore {
         }
         let read_ahead = self.pipeline && mode == TxMode::Write;
         if read_ahead {
-            sql.push_str(pipeline::READ_AHEAD);
+            sql.push_str(&format!("; EXECUTE {}", pipeline::AHEAD));
+            self.prepare_ahead(&sql)?;
         }
-        self.queued.clear();
+        let stale = self.queued.clear();
+        self.forget(stale);
         self.ahead = Ahead::default();
         let started = self.start(&sql).and_then(|messages| {
             let results = pipeline::results(&messages);
@@ -748,21 +792,22 @@ impl Store for PgStore {
         };
         let mut tail: Vec<&str> = notify.iter().map(String::as_str).collect();
         tail.push("COMMIT");
-        let sql = self.queued.take_with(&tail);
+        let (sql, preparing) = self.queued.take_with(&tail);
         let committed = self.client.batch_execute(&sql);
-        committed.map_err(|e| {
+        if committed.is_err() {
             // A queued write failed: the statements after it, COMMIT
             // included, were skipped, and the transaction is still open
             // (aborted). End it here, since the engine's rollback sees no
             // open transaction after a commit.
             let _ = self.client.batch_execute("ROLLBACK");
-            pg_error(e, &self.location)
-        })
+        }
+        self.sent(committed, preparing)
     }
 
     fn rollback(&mut self) -> Result<(), StoreError> {
         self.notify = None;
-        self.queued.clear();
+        let unsent = self.queued.clear();
+        self.forget(unsent);
         self.ahead = Ahead::default();
         if self.tx.take().is_none() {
             return Ok(());

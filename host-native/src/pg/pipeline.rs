@@ -2,17 +2,23 @@
 //! ([`Queued`]) and what its `BEGIN` reads ahead ([`Ahead`]).
 //!
 //! The engine issues its writes without reading their results, so the
-//! store need not wait for each: it queues them as `EXECUTE` of the very
-//! statements it has prepared, their parameters written as literals, and
-//! sends the queue in one round trip before the next statement that reads
-//! or with `COMMIT`. Every write transaction also starts by reading the
-//! highest event id, the engine's settings and the lapsed leases;
-//! `BEGIN`'s round trip carries those reads (for the leases, the earliest
-//! expiry of an unreleased lease, which answers "none lapsed" whenever it
-//! is later than the time asked about), and the store answers from them
-//! until the transaction writes. Both are exact under the writer row: no other
-//! writer commits while it is held, so a value read at `BEGIN` is the
-//! value a later statement would read, until this transaction writes.
+//! store need not wait for each: it queues each as `EXECUTE` of the
+//! statement, prepared with SQL `PREPARE` in the same queue on its first
+//! use in the session, with its parameters written as literals, and sends
+//! the queue as one simple query before the next statement that reads, or
+//! with `COMMIT`. Prepared rather than plain statements: a plain statement
+//! is parsed and planned at every run, which measured slower than the
+//! round trips it saves (docs/postgres.md). A `PREPARE` that a failed
+//! queue may not have reached is forgotten, and its statement prepared
+//! again under a new name. Every write transaction also starts by reading
+//! the highest event id, the engine's settings and the lapsed leases;
+//! `BEGIN`'s round trip carries those reads, one prepared statement (for
+//! the leases, the earliest expiry of an unreleased lease, which answers
+//! "none lapsed" whenever it is later than the time asked about), and the
+//! store answers from them until the transaction writes. Both are exact
+//! under the writer row: no other writer commits while it is held, so a
+//! value read at `BEGIN` is the value a later statement would read, until
+//! this transaction writes.
 //!
 //! This module renders literals and parses `BEGIN`'s answers; it must
 //! never decide anything, and never render a value it cannot render
@@ -133,6 +139,9 @@ pub(super) fn execute(name: &str, params: &[Lit]) -> Result<String, StoreError> 
 #[derive(Default)]
 pub(super) struct Queued {
     statements: Vec<String>,
+    /// The texts of the statements the queue prepares: not prepared
+    /// until it has run.
+    preparing: Vec<String>,
 }
 
 impl Queued {
@@ -140,20 +149,28 @@ impl Queued {
         self.statements.push(statement);
     }
 
+    /// Queues `PREPARE name AS sql`, ahead of its first `EXECUTE`.
+    pub(super) fn prepare(&mut self, name: &str, sql: &str) {
+        self.statements.push(format!("PREPARE {name} AS {sql}"));
+        self.preparing.push(sql.to_owned());
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.statements.is_empty()
     }
 
     /// The queued statements as one simple query, followed by `tail`
-    /// (`COMMIT`, say), emptying the queue.
-    pub(super) fn take_with(&mut self, tail: &[&str]) -> String {
+    /// (`COMMIT`, say), and the texts it prepares; empties the queue.
+    pub(super) fn take_with(&mut self, tail: &[&str]) -> (String, Vec<String>) {
         let mut all = std::mem::take(&mut self.statements);
         all.extend(tail.iter().map(|s| (*s).to_owned()));
-        all.join("; ")
+        (all.join("; "), std::mem::take(&mut self.preparing))
     }
 
-    pub(super) fn clear(&mut self) {
+    /// Empties the queue; returns the texts it would have prepared.
+    pub(super) fn clear(&mut self) -> Vec<String> {
         self.statements.clear();
+        std::mem::take(&mut self.preparing)
     }
 }
 
@@ -170,13 +187,17 @@ pub(super) struct Ahead {
     pub(super) earliest_expiry: Option<Option<String>>,
 }
 
-/// The statements `BEGIN` appends to read ahead, in [`Ahead::parse`]'s
-/// order: the highest event id, the settings row, the earliest expiry of
-/// an unreleased lease (the store's own queries for them).
-pub(super) const READ_AHEAD: &str = "; SELECT greatest(coalesce((SELECT max(event_id) FROM events), 0), \
-     coalesce((SELECT max(event_id) FROM orch_events), 0)); \
-     SELECT value FROM settings WHERE key = 'engine'; \
-     SELECT min(expires_at) FROM leases WHERE released_at IS NULL";
+/// The name of the statement a write transaction's `BEGIN` reads ahead
+/// with, prepared once per session from [`AHEAD_SQL`].
+pub(super) const AHEAD: &str = "inbox_ahead";
+
+/// What `BEGIN` reads ahead, one column each, in [`Ahead::parse`]'s order:
+/// the highest event id, the settings row, the earliest expiry of an
+/// unreleased lease (the store's own queries for them).
+pub(super) const AHEAD_SQL: &str = "SELECT greatest(coalesce((SELECT max(event_id) FROM events), 0), \
+     coalesce((SELECT max(event_id) FROM orch_events), 0)), \
+     (SELECT value FROM settings WHERE key = 'engine'), \
+     (SELECT min(expires_at) FROM leases WHERE released_at IS NULL)";
 
 /// `BEGIN`'s answers, statement by statement: the rows each returned.
 pub(super) fn results(messages: &[SimpleQueryMessage]) -> Vec<Vec<Vec<Option<String>>>> {
@@ -199,21 +220,23 @@ pub(super) fn results(messages: &[SimpleQueryMessage]) -> Vec<Vec<Vec<Option<Str
 }
 
 impl Ahead {
-    /// Reads the answers [`READ_AHEAD`] asked for, the last three
-    /// statements' results.
+    /// Reads the row [`AHEAD_SQL`] answered, the last statement's.
     pub(super) fn parse(results: &[Vec<Vec<Option<String>>>]) -> Result<Ahead, StoreError> {
-        let [.., latest, settings, expiry] = results else {
+        let Some([latest, settings, expiry]) = results
+            .last()
+            .and_then(|rows| rows.first())
+            .and_then(|row| <&[Option<String>; 3]>::try_from(row.as_slice()).ok())
+        else {
             return Err(StoreError::other("BEGIN did not answer its reads"));
         };
-        let first = |rows: &[Vec<Option<String>>]| rows.first().and_then(|r| r.first().cloned());
-        let latest = first(latest)
-            .flatten()
+        let latest = latest
+            .as_deref()
             .and_then(|text| text.parse::<EventId>().ok())
             .ok_or_else(|| StoreError::other("BEGIN did not say the highest event id"))?;
         Ok(Ahead {
             latest_event_id: Some(latest),
-            settings: Some(first(settings).flatten()),
-            earliest_expiry: Some(first(expiry).flatten()),
+            settings: Some(settings.clone()),
+            earliest_expiry: Some(expiry.clone()),
         })
     }
 
@@ -251,8 +274,8 @@ mod tests {
         assert_eq!(rendered(Lit::Bytes(vec![0, 0xab])), "E'\\\\x00ab'");
         assert!(Lit::from("a\0b").render(&mut String::new()).is_err());
         assert_eq!(
-            execute("s1", &[Lit::Int(1), Lit::from("x")]).unwrap(),
-            "EXECUTE s1(1, E'x')"
+            execute("inbox_w1", &[Lit::Int(1), Lit::from("x")]).unwrap(),
+            "EXECUTE inbox_w1(1, E'x')"
         );
     }
 }
