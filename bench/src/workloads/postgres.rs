@@ -78,8 +78,7 @@ fn send_table(ctx: &Ctx, section: &mut Section) -> Result<()> {
             Durability::Full => total_full,
         };
         let systems = systems(ctx);
-        // (system, producers) → (rate, latencies) of each round.
-        let mut runs: Vec<(System, usize, Vec<(f64, Vec<f64>)>)> = Vec::new();
+        let mut runs: Vec<(System, usize, Vec<SendRun>)> = Vec::new();
         for round in 0..rounds {
             for &system in &systems {
                 let target = ctx.target(system, durability);
@@ -131,6 +130,9 @@ fn send_table(ctx: &Ctx, section: &mut Section) -> Result<()> {
     }
     Ok(())
 }
+
+/// One round of sends: the rate, and each send's latency in µs.
+type SendRun = (f64, Vec<f64>);
 
 /// How many interleaved rounds each figure is the median of: this
 /// machine's load comes and goes, and interleaving spreads it over every
@@ -497,10 +499,7 @@ fn cli_table(ctx: &Ctx, section: &mut Section) -> Result<()> {
 
 /// Whether the `inbox` binary measured opens a `postgres://` database.
 fn cli_speaks_postgres(ctx: &Ctx, target: &crate::peers::Target) -> Result<bool> {
-    let out = ctx
-        .inbox(&target.db())
-        .args(["list", "--json"])
-        .output()?;
+    let out = ctx.inbox(&target.db()).args(["list", "--json"]).output()?;
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -527,8 +526,8 @@ fn connect_table(ctx: &Ctx, section: &mut Section, target: &crate::peers::Target
         session.push(crate::proc::us_since(t));
         drop(client);
         let t0 = Instant::now();
-        let mut pg = inbox_host_native::PgStore::connect(&target.url)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut pg =
+            inbox_host_native::PgStore::connect(&target.url).map_err(|e| anyhow::anyhow!("{e}"))?;
         pg.ensure_schema().map_err(|e| anyhow::anyhow!("{e}"))?;
         store.push(crate::proc::us_since(t0));
         drop(pg);
