@@ -236,35 +236,31 @@ impl PgStore {
     /// then it connects again and starts over once, so that a long-lived
     /// process (a wait) goes on across a server restart.
     fn start(&mut self, sql: &str) -> Result<Vec<postgres::SimpleQueryMessage>, StoreError> {
-        let messages = match self.client.simple_query(sql) {
-            Ok(messages) => messages,
+        match self.try_start(sql) {
+            Ok(messages) => Ok(messages),
             Err(e) if self.client.is_closed() || lost_session(&e) => {
                 self.new_session()?;
-                self.prepare_ahead(sql)?;
-                self.client
-                    .simple_query(sql)
-                    .map_err(|e| pg_error(e, &self.location))?
+                self.try_start(sql).map_err(|e| pg_error(e, &self.location))
             }
-            Err(e) => return Err(pg_error(e, &self.location)),
-        };
-        Ok(messages)
+            Err(e) => Err(pg_error(e, &self.location)),
+        }
     }
 
-    /// Prepares [`pipeline::AHEAD`] in this session (one round trip, once)
-    /// if `begin`'s statements `sql` run it.
-    fn prepare_ahead(&mut self, sql: &str) -> Result<(), StoreError> {
-        if self.ahead_prepared || !sql.contains(pipeline::AHEAD) {
-            return Ok(());
-        }
-        self.client
-            .batch_execute(&format!(
+    /// `begin`'s statements `sql`, after preparing [`pipeline::AHEAD`] (one
+    /// round trip, once per session) if they run it.
+    fn try_start(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<postgres::SimpleQueryMessage>, postgres::Error> {
+        if !self.ahead_prepared && sql.contains(pipeline::AHEAD) {
+            self.client.batch_execute(&format!(
                 "PREPARE {} AS {}",
                 pipeline::AHEAD,
                 pipeline::AHEAD_SQL
-            ))
-            .map_err(|e| pg_error(e, &self.location))?;
-        self.ahead_prepared = true;
-        Ok(())
+            ))?;
+            self.ahead_prepared = true;
+        }
+        self.client.simple_query(sql)
     }
 
     /// The server's clock from `begin`'s answers (the statement at
@@ -746,7 +742,6 @@ impl Store for PgStore {
         let read_ahead = self.pipeline && mode == TxMode::Write;
         if read_ahead {
             sql.push_str(&format!("; EXECUTE {}", pipeline::AHEAD));
-            self.prepare_ahead(&sql)?;
         }
         let stale = self.queued.clear();
         self.forget(stale);
