@@ -103,6 +103,10 @@ impl Ctx {
                 },
             ),
             System::Postgres => (PathBuf::new(), self.pg.conninfo()),
+            System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => (
+                PathBuf::from(self.pg.conninfo()),
+                crate::peers::inbox_pg::url(self.pg.port, durability),
+            ),
             System::Jsonl | System::JsonArray | System::FileDrop => {
                 (self.tmp.path().join(name), String::new())
             }

@@ -68,7 +68,8 @@ struct Cli {
     /// Write BENCHMARKS.md to DIR and plots to DIR/bench (default: docs/)
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Do not run `cargo build --release -p inbox-cli -p inbox-bench` first
+    /// Do not run `cargo build --release -p inbox-cli --features
+    /// inbox-cli/postgres -p inbox-bench` first
     #[arg(long)]
     no_build: bool,
     #[command(subcommand)]
@@ -100,6 +101,8 @@ enum Choice {
     Bridge,
     /// 11. Importing a mailbox log
     Import,
+    /// 12. inbox on PostgreSQL against inbox on SQLite and the raw peer
+    Postgres,
 }
 
 #[derive(Subcommand)]
@@ -122,7 +125,7 @@ enum Sub {
 /// to run it. In report order.
 type Workload = (&'static str, Choice, fn(&Ctx) -> Result<Section>);
 
-const WORKLOADS: [Workload; 10] = [
+const WORKLOADS: [Workload; 11] = [
     ("send", Choice::Send, workloads::send::run),
     ("claim", Choice::Claim, workloads::claim::run),
     ("wake", Choice::Wake, workloads::wake::run),
@@ -133,6 +136,7 @@ const WORKLOADS: [Workload; 10] = [
     ("retention", Choice::Retention, workloads::retention::run),
     ("bridge", Choice::Bridge, workloads::bridge::run),
     ("import", Choice::Import, workloads::import::run),
+    ("postgres", Choice::Postgres, workloads::postgres::run),
 ];
 
 fn main() -> ExitCode {
@@ -205,6 +209,8 @@ fn build(root: &Path) -> Result<()> {
     let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .current_dir(root)
         .args(["build", "--release", "-q", "-p", "inbox-cli"])
+        // `inbox --db postgres://...` for the PostgreSQL section.
+        .args(["--features", "inbox-cli/postgres"])
         .args(["-p", "inbox-bench", "--bins"])
         .status()
         .context("cannot run cargo (pass --no-build to use the binaries already built)")?;
@@ -320,6 +326,7 @@ mod tests {
             "retention",
             "bridge",
             "import",
+            "postgres",
         ];
         assert_eq!(keys(&[]), every);
         assert_eq!(keys(&["all", "--quick", "--no-build"]), every);

@@ -213,24 +213,7 @@ fn timeout_seconds(timeout: Duration) -> u64 {
 
 impl Endpoint for InboxEndpoint {
     fn post(&mut self, seq: u64) -> Result<()> {
-        let request = match self.role {
-            // The worker blocks on a question, as `inbox update --status blocked`.
-            Role::Worker | Role::WorkerWatch => Request::Update(UpdateRequest {
-                agent: Some(WORKER.into()),
-                thread_id: Some(self.thread.clone()),
-                status: Some(Status::Blocked),
-                summary: Some(format!("Question {seq}: which option?")),
-                ..UpdateRequest::default()
-            }),
-            // The lead answers, as `inbox reply --kind answer`.
-            Role::Lead => Request::Reply(ReplyRequest {
-                from_agent: Some(LEAD.into()),
-                thread_id: Some(self.thread.clone()),
-                kind: Some(Kind::Answer),
-                summary: Some(format!("Answer {seq}: the first option.")),
-                ..ReplyRequest::default()
-            }),
-        };
+        let request = post_request(self.role, &self.thread, seq);
         let event = match run(&mut self.engine, request)? {
             Output::Update(out) | Output::Reply(out) => out.event_id,
             _ => bail!("a post answered with another command"),
@@ -240,28 +223,7 @@ impl Endpoint for InboxEndpoint {
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<bool> {
-        let request = match self.role {
-            Role::Worker => Request::WaitReply(WaitReplyRequest {
-                thread_id: Some(self.thread.clone()),
-                agent: Some(WORKER.into()),
-                after_event: Some(self.cursor),
-                timeout_seconds: Some(timeout_seconds(timeout)),
-                ..WaitReplyRequest::default()
-            }),
-            Role::WorkerWatch => Request::Watch(WatchRequest {
-                agent: Some(WORKER.into()),
-                after_event: Some(self.cursor),
-                timeout_seconds: Some(timeout_seconds(timeout)),
-                ..WatchRequest::default()
-            }),
-            Role::Lead => Request::Watch(WatchRequest {
-                agent: Some(LEAD.into()),
-                status: vec![Status::Blocked],
-                after_event: Some(self.cursor),
-                timeout_seconds: Some(timeout_seconds(timeout)),
-                ..WatchRequest::default()
-            }),
-        };
+        let request = wait_request(self.role, &self.thread, self.cursor, timeout);
         match wait(&mut self.engine, Engine::store, request, &mut self.watcher) {
             Response::Success(Output::WaitReply(out)) => {
                 self.cursor = self.cursor.max(out.next_event_id);
@@ -278,5 +240,55 @@ impl Endpoint for InboxEndpoint {
                 bail!("inbox wait failed: {} ({error})", error.code().as_str())
             }
         }
+    }
+}
+
+/// What `role` posts as message `seq` in `thread`: the worker blocks on a
+/// question, as `inbox update --status blocked`; the lead answers, as
+/// `inbox reply --kind answer`.
+pub(crate) fn post_request(role: Role, thread: &str, seq: u64) -> Request {
+    match role {
+        Role::Worker | Role::WorkerWatch => Request::Update(UpdateRequest {
+            agent: Some(WORKER.into()),
+            thread_id: Some(thread.to_owned()),
+            status: Some(Status::Blocked),
+            summary: Some(format!("Question {seq}: which option?")),
+            ..UpdateRequest::default()
+        }),
+        Role::Lead => Request::Reply(ReplyRequest {
+            from_agent: Some(LEAD.into()),
+            thread_id: Some(thread.to_owned()),
+            kind: Some(Kind::Answer),
+            summary: Some(format!("Answer {seq}: the first option.")),
+            ..ReplyRequest::default()
+        }),
+    }
+}
+
+/// The wait `role` blocks in, after event `cursor`: the worker's
+/// `wait-reply` (or `watch`) on `thread`, the lead's `watch` for blocked
+/// threads.
+pub(crate) fn wait_request(role: Role, thread: &str, cursor: u64, timeout: Duration) -> Request {
+    match role {
+        Role::Worker => Request::WaitReply(WaitReplyRequest {
+            thread_id: Some(thread.to_owned()),
+            agent: Some(WORKER.into()),
+            after_event: Some(cursor),
+            timeout_seconds: Some(timeout_seconds(timeout)),
+            ..WaitReplyRequest::default()
+        }),
+        Role::WorkerWatch => Request::Watch(WatchRequest {
+            agent: Some(WORKER.into()),
+            after_event: Some(cursor),
+            timeout_seconds: Some(timeout_seconds(timeout)),
+            ..WatchRequest::default()
+        }),
+        Role::Lead => Request::Watch(WatchRequest {
+            agent: Some(LEAD.into()),
+            status: vec![Status::Blocked],
+            after_event: Some(cursor),
+            timeout_seconds: Some(timeout_seconds(timeout)),
+            ..WatchRequest::default()
+        }),
     }
 }

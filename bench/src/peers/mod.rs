@@ -9,11 +9,13 @@
 //! data lives; it is serializable so that worker and waiter child processes
 //! rebuild the very same client. The systems themselves live in their own
 //! modules, each with a header saying what it models and what it leaves out:
-//! [`inbox`], [`redis_list`], [`redis_stream`], [`postgres`] here, and the
+//! [`inbox`], [`inbox_pg`] (inbox on PostgreSQL), [`redis_list`],
+//! [`redis_stream`], [`postgres`] here, and the
 //! file peers in [`inbox_bench::files`]. This module must never measure time; it
 //! only dispatches.
 
 pub(crate) mod inbox;
+pub(crate) mod inbox_pg;
 pub(crate) mod postgres;
 pub(crate) mod redis_list;
 pub(crate) mod redis_stream;
@@ -68,6 +70,14 @@ pub(crate) enum System {
     RedisStream,
     /// PostgreSQL: a `FOR UPDATE SKIP LOCKED` claim queue with LISTEN/NOTIFY.
     Postgres,
+    /// inbox's engine over its PostgreSQL store (as shipped). Not in
+    /// [`System::ALL`]: the PostgreSQL workload compares it.
+    InboxPg,
+    /// The same store talking one statement per round trip, as the first
+    /// cut did.
+    InboxPgOneByOne,
+    /// The same store without its NOTIFY at commit.
+    InboxPgNoNotify,
 }
 
 impl System {
@@ -92,6 +102,19 @@ impl System {
             System::RedisList => "Redis list",
             System::RedisStream => "Redis stream",
             System::Postgres => "PostgreSQL",
+            System::InboxPg => "inbox on PostgreSQL",
+            System::InboxPgOneByOne => "inbox on PostgreSQL, one statement per round trip",
+            System::InboxPgNoNotify => "inbox on PostgreSQL, no NOTIFY",
+        }
+    }
+
+    /// For inbox on PostgreSQL: how its store is set up.
+    pub(crate) fn pg_variant(self) -> Option<inbox_pg::Variant> {
+        match self {
+            System::InboxPg => Some(inbox_pg::Variant::Shipped),
+            System::InboxPgOneByOne => Some(inbox_pg::Variant::OneByOne),
+            System::InboxPgNoNotify => Some(inbox_pg::Variant::NoNotify),
+            _ => None,
         }
     }
 
@@ -136,7 +159,8 @@ pub(crate) struct Target {
     pub(crate) system: System,
     /// Its durability setting.
     pub(crate) durability: Durability,
-    /// inbox: the database file; file peers: their folder.
+    /// inbox: the database file; file peers: their folder; inbox on
+    /// PostgreSQL: the cluster's conninfo (for its administration).
     pub(crate) path: PathBuf,
     /// Redis: the server URL; PostgreSQL: the conninfo.
     pub(crate) url: String,
@@ -185,6 +209,15 @@ pub(crate) trait Endpoint {
 }
 
 impl Target {
+    /// What `$INBOX_DB` names for an inbox CLI process: the file, or for
+    /// inbox on PostgreSQL its URL.
+    pub(crate) fn db(&self) -> PathBuf {
+        match self.system.pg_variant() {
+            Some(_) => PathBuf::from(&self.url),
+            None => self.path.clone(),
+        }
+    }
+
     /// Empties the system's store and creates what the workloads need.
     pub(crate) fn prepare(&self) -> Result<()> {
         match self.system {
@@ -203,6 +236,9 @@ impl Target {
             System::RedisList => redis_list::prepare(&self.url),
             System::RedisStream => redis_stream::prepare(&self.url),
             System::Postgres => postgres::prepare(&self.url),
+            System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => {
+                inbox_pg::prepare(&self.path.to_string_lossy(), &self.url, self.durability)
+            }
         }
     }
 
@@ -214,6 +250,9 @@ impl Target {
         let mut target = self.clone();
         if self.system == System::Inbox {
             target.thread = Some(inbox::create_channel(&self.path)?);
+        }
+        if self.system.pg_variant().is_some() {
+            target.thread = Some(inbox_pg::create_channel(&self.url)?);
         }
         Ok(target)
     }
@@ -234,6 +273,13 @@ impl Target {
             }
             System::Postgres => {
                 Box::new(postgres::PgQueue::open(&self.url, self.durability, worker)?)
+            }
+            System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => {
+                let variant = self
+                    .system
+                    .pg_variant()
+                    .unwrap_or(inbox_pg::Variant::Shipped);
+                Box::new(inbox_pg::PgInboxQueue::open(&self.url, variant)?)
             }
         })
     }
@@ -267,6 +313,12 @@ impl Target {
                 self.durability,
                 role,
             )?),
+            System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => {
+                let Some(thread) = &self.thread else {
+                    bail!("an inbox endpoint needs the channel's thread (prepare_channel)");
+                };
+                Box::new(inbox_pg::PgInboxEndpoint::open(&self.url, thread, role)?)
+            }
         })
     }
 }

@@ -30,19 +30,19 @@ use crate::svg::{LineChart, Series};
 
 /// One configuration's outcome.
 #[derive(Default)]
-struct Outcome {
-    rate: f64,
-    claim: Summary,
-    duplicates: usize,
-    lost: usize,
+pub(crate) struct Outcome {
+    pub(crate) rate: f64,
+    pub(crate) claim: Summary,
+    pub(crate) duplicates: usize,
+    pub(crate) lost: usize,
     conflicts_per_task: f64,
     /// Per-command process times (CLI workers only).
-    commands: HashMap<&'static str, Vec<f64>>,
+    pub(crate) commands: HashMap<&'static str, Vec<f64>>,
 }
 
 impl Outcome {
     /// The process times of command `name` (none: empty).
-    fn times(&self, name: &str) -> &[f64] {
+    pub(crate) fn times(&self, name: &str) -> &[f64] {
         self.commands.get(name).map_or(&[][..], Vec::as_slice)
     }
 }
@@ -470,7 +470,12 @@ fn tally(done: impl Iterator<Item = String>, tasks: u64) -> (usize, usize) {
 }
 
 /// Drains the queue with `workers` worker processes.
-fn with_processes(ctx: &Ctx, target: &Target, workers: usize, tasks: u64) -> Result<Outcome> {
+pub(crate) fn with_processes(
+    ctx: &Ctx,
+    target: &Target,
+    workers: usize,
+    tasks: u64,
+) -> Result<Outcome> {
     fill(target, tasks)?;
     let mut children = Vec::new();
     for worker in 0..workers {
@@ -550,7 +555,7 @@ struct CliWorker {
 }
 
 /// Drains the queue with `workers` threads starting one process per command.
-fn with_cli(ctx: &Ctx, target: &Target, workers: usize, tasks: u64) -> Result<Outcome> {
+pub(crate) fn with_cli(ctx: &Ctx, target: &Target, workers: usize, tasks: u64) -> Result<Outcome> {
     fill(target, tasks)?;
     let start = Instant::now();
     let results: Vec<Result<CliWorker>> = std::thread::scope(|scope| {
@@ -650,10 +655,10 @@ fn cli_claim(
     let durability = target.durability;
     let claim = |id: String, handle: String, token| CliClaim { id, handle, token };
     Ok(match target.system {
-        System::Inbox => {
+        System::Inbox | System::InboxPg => {
             // One atomic command picks and leases the next pending
             // thread, as a worker agent would; exit 10 means drained.
-            let mut cmd = ctx.inbox(&target.path);
+            let mut cmd = ctx.inbox(&target.db());
             cmd.args(["claim", "--agent", "worker", "--next"]).args([
                 "--lease-seconds",
                 "900",
@@ -709,7 +714,9 @@ fn cli_claim(
             out.split_once('|')
                 .map(|(id, task)| claim(task.to_owned(), id.to_owned(), 0))
         }
-        System::RedisStream => bail!("the Redis stream peer has no CLI variant here"),
+        System::RedisStream | System::InboxPgOneByOne | System::InboxPgNoNotify => {
+            bail!("{} has no CLI variant here", target.system.label())
+        }
     })
 }
 
@@ -717,8 +724,8 @@ fn cli_claim(
 fn cli_done(ctx: &Ctx, target: &Target, worker: usize, claimed: &CliClaim) -> Command {
     let handle = &claimed.handle;
     match target.system {
-        System::Inbox => {
-            let mut cmd = ctx.inbox(&target.path);
+        System::Inbox | System::InboxPg => {
+            let mut cmd = ctx.inbox(&target.db());
             cmd.args(["done", "--agent", "worker", "--summary", "ok", "--json"])
                 .arg("--thread")
                 .arg(handle)

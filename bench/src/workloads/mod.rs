@@ -6,7 +6,9 @@
 //! [`baseline`] (8) compares a CLI command's cost with a baseline build's;
 //! [`retention`] (9) follows the file's size with retention off and on;
 //! [`bridge`] (10) times a dropped descriptor to its thread;
-//! [`import`] (11) times the import of a seed 004 mailbox log.
+//! [`import`] (11) times the import of a seed 004 mailbox log;
+//! [`postgres`] (12) compares inbox on PostgreSQL with inbox on SQLite and
+//! the raw PostgreSQL peer.
 //! Shared helpers live here. A workload must never
 //! compare systems across durabilities: a table holds one durability, and a
 //! ratio's baseline is measured in the same run and the same table.
@@ -16,6 +18,7 @@ pub(crate) mod bridge;
 pub(crate) mod claim;
 pub(crate) mod import;
 pub(crate) mod orch;
+pub(crate) mod postgres;
 pub(crate) mod query;
 pub(crate) mod retention;
 pub(crate) mod roundtrip;

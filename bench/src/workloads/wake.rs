@@ -394,6 +394,17 @@ fn cli_waiter(ctx: &Ctx, waiter: Waiter, target: &Target, cursor: u64, timeout: 
     }
 }
 
+/// `n` wakes of a long-lived `role` waiter of `system` (see [`measure`]).
+pub(crate) fn long_lived(
+    ctx: &Ctx,
+    system: System,
+    role: Role,
+    durability: Durability,
+    n: usize,
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    measure(ctx, Waiter::LongLived(system, role), durability, n)
+}
+
 /// `n` wakes (after warm-up); returns the latencies from the write's start
 /// and from its return, and the writes' own durations, in µs.
 fn measure(

@@ -9,7 +9,10 @@
 //! atomic and event ids commit in increasing order. Read transactions are
 //! REPEATABLE READ READ ONLY snapshots. A commit that wrote events notifies
 //! their highest id on [`listen::CHANNEL`] in the same round trip, for the
-//! waiters of other processes. Each method follows the SQLite
+//! waiters of other processes. A write transaction's writes are queued and
+//! sent with its next read or its commit, and its `BEGIN` reads ahead what
+//! every write reads first ([`pipeline`]): a command costs a few round
+//! trips rather than one per statement. Each method follows the SQLite
 //! store's query (same columns, same order, an index for each). It must
 //! never decide anything (that is the engine's), never sleep or retry, and
 //! never put the connection string, which may hold a password, into a
@@ -34,11 +37,13 @@ use postgres::{Client, Config, Row, Statement};
 pub mod listen;
 mod orch;
 mod password;
+mod pipeline;
 mod records;
 mod rows;
 pub mod schema;
 mod tls;
 
+use pipeline::{Ahead, Lit, Queued};
 pub use rows::pg_error;
 use rows::{
     ARTIFACT_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, THREAD_COLUMNS, int, json_text,
@@ -111,6 +116,13 @@ pub struct PgStore {
     server_clock: bool,
     /// Prepared statements by their text: preparing costs a round trip.
     statements: HashMap<String, Statement>,
+    /// The names queued writes `EXECUTE`, by statement text (SQL
+    /// `PREPARE`, since a queued write is SQL text).
+    prepared: HashMap<String, String>,
+    /// How many names `prepared` has handed out.
+    names: usize,
+    /// Whether [`pipeline::AHEAD`] is prepared in this session.
+    ahead_prepared: bool,
     /// The highest event id the open write transaction wrote: its commit
     /// notifies [`listen::CHANNEL`] with it.
     notify: Option<EventId>,
@@ -119,6 +131,15 @@ pub struct PgStore {
     /// The server's clock at the start of the open transaction, when
     /// [`PgStore::use_server_clock`] is on.
     now: Option<Timestamp>,
+    /// Whether writes are queued and reads done ahead ([`pipeline`]), or
+    /// every statement waits for its reply (the first cut's protocol).
+    pipeline: bool,
+    /// Whether a commit that wrote events notifies [`listen::CHANNEL`].
+    notify_commits: bool,
+    /// The open write transaction's queued writes.
+    queued: Queued,
+    /// What the open write transaction's `BEGIN` read ahead.
+    ahead: Ahead,
 }
 
 impl PgStore {
@@ -148,10 +169,32 @@ impl PgStore {
             tx: None,
             server_clock: true,
             statements: HashMap::new(),
+            prepared: HashMap::new(),
+            names: 0,
+            ahead_prepared: false,
             notify: None,
             config,
             now: None,
+            pipeline: true,
+            notify_commits: true,
+            queued: Queued::default(),
+            ahead: Ahead::default(),
         })
+    }
+
+    /// Whether writes are queued and sent with the next read or the
+    /// commit, and `BEGIN` reads ahead (on, the default), or every
+    /// statement waits for its reply: the first cut's protocol, kept for
+    /// measuring what the round trips cost.
+    pub fn pipeline(&mut self, on: bool) {
+        self.pipeline = on;
+    }
+
+    /// Whether a commit that wrote events sends `NOTIFY` (on, the
+    /// default). Off only to measure NOTIFY's cost: waiters in other
+    /// processes then find new events only by their fallback poll.
+    pub fn notify_commits(&mut self, on: bool) {
+        self.notify_commits = on;
     }
 
     /// A listening connection of its own to this store's database; a
@@ -176,45 +219,55 @@ impl PgStore {
         if !self.client.is_closed() {
             return Ok(());
         }
-        self.client = session(&self.config, &self.location)?;
-        self.statements.clear();
-        Ok(())
+        self.new_session()
     }
 
     /// Runs `begin`'s statements. A session the server ended (a restart, a
     /// proxy) is found out here, before anything of the transaction ran:
     /// then it connects again and starts over once, so that a long-lived
     /// process (a wait) goes on across a server restart.
-    fn start(&mut self, sql: &str) -> Result<Option<Timestamp>, StoreError> {
-        let messages = match self.client.simple_query(sql) {
-            Ok(messages) => messages,
+    fn start(&mut self, sql: &str) -> Result<Vec<postgres::SimpleQueryMessage>, StoreError> {
+        match self.try_start(sql) {
+            Ok(messages) => Ok(messages),
             Err(e) if self.client.is_closed() || lost_session(&e) => {
-                self.client = session(&self.config, &self.location)?;
-                self.statements.clear();
-                self.client
-                    .simple_query(sql)
-                    .map_err(|e| pg_error(e, &self.location))?
+                self.new_session()?;
+                self.try_start(sql).map_err(|e| pg_error(e, &self.location))
             }
-            Err(e) => return Err(pg_error(e, &self.location)),
-        };
-        self.started_at(&messages)
+            Err(e) => Err(pg_error(e, &self.location)),
+        }
     }
 
-    /// The server's clock from the last row `begin`'s statements returned
-    /// (the clock's, when it was asked for).
+    /// `begin`'s statements `sql`, after preparing [`pipeline::AHEAD`] (one
+    /// round trip, once per session) if they run it.
+    fn try_start(
+        &mut self,
+        sql: &str,
+    ) -> Result<Vec<postgres::SimpleQueryMessage>, postgres::Error> {
+        if !self.ahead_prepared && sql.contains(pipeline::AHEAD) {
+            self.client.batch_execute(&format!(
+                "PREPARE {} AS {}",
+                pipeline::AHEAD,
+                pipeline::AHEAD_SQL
+            ))?;
+            self.ahead_prepared = true;
+        }
+        self.client.simple_query(sql)
+    }
+
+    /// The server's clock from `begin`'s answers (the statement at
+    /// `index`), when it was asked for.
     fn started_at(
         &self,
-        messages: &[postgres::SimpleQueryMessage],
+        results: &[Vec<Vec<Option<String>>>],
+        index: usize,
     ) -> Result<Option<Timestamp>, StoreError> {
         if !self.server_clock {
             return Ok(None);
         }
-        let last_row = messages.iter().rev().find_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(row) => Some(row),
-            _ => None,
-        });
-        let millis = last_row
-            .and_then(|row| row.get(0))
+        let millis = results
+            .get(index)
+            .and_then(|rows| rows.first())
+            .and_then(|row| row.first().cloned().flatten())
             .and_then(|text| text.parse::<i64>().ok())
             .ok_or_else(|| {
                 StoreError::other(format!(
@@ -228,6 +281,74 @@ impl PgStore {
     /// Remembers that the open transaction wrote event `id`.
     fn wrote_event(&mut self, id: EventId) {
         self.notify = Some(self.notify.map_or(id, |n| n.max(id)));
+    }
+
+    /// A write the engine does not read the result of: queued when
+    /// pipelining (sent before the next read or with the commit), else run
+    /// now. Either way what `BEGIN` read ahead is stale from here on.
+    fn write(&mut self, sql: &str, params: Vec<Lit>) -> Result<(), StoreError> {
+        self.ahead = Ahead::default();
+        if self.pipeline && self.tx == Some(TxMode::Write) {
+            let name = match self.prepared.get(sql) {
+                Some(name) => name.clone(),
+                None => {
+                    self.names += 1;
+                    let name = format!("inbox_w{}", self.names);
+                    self.queued.prepare(&name, sql);
+                    self.prepared.insert(sql.to_owned(), name.clone());
+                    name
+                }
+            };
+            let run = pipeline::execute(&name, &params)?;
+            self.queued.push(run);
+            return Ok(());
+        }
+        let statement = self.statement(sql)?;
+        let values = pipeline::bound(params, statement.params());
+        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|p| &**p as _).collect();
+        self.client
+            .execute(&statement, &refs)
+            .map(drop)
+            .map_err(|e| pg_error(e, &self.location))
+    }
+
+    /// Sends the queued writes, before a statement that may read them.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.queued.is_empty() {
+            return Ok(());
+        }
+        let (sql, preparing) = self.queued.take_with(&[]);
+        let sent = self.client.batch_execute(&sql);
+        self.sent(sent, preparing)
+    }
+
+    /// After a queue was sent: if it failed, the `PREPARE`s it held may
+    /// not have run, so their statements are prepared again, under new
+    /// names, on their next use.
+    fn sent(
+        &mut self,
+        result: Result<(), postgres::Error>,
+        preparing: Vec<String>,
+    ) -> Result<(), StoreError> {
+        result.map_err(|e| {
+            self.forget(preparing);
+            pg_error(e, &self.location)
+        })
+    }
+
+    fn forget(&mut self, preparing: Vec<String>) {
+        for sql in preparing {
+            self.prepared.remove(&sql);
+        }
+    }
+
+    /// A new session's state: nothing prepared yet.
+    fn new_session(&mut self) -> Result<(), StoreError> {
+        self.client = session(&self.config, &self.location)?;
+        self.statements.clear();
+        self.prepared.clear();
+        self.ahead_prepared = false;
+        Ok(())
     }
 
     /// Whether [`Store::clock`] reports the server's time (the default) or
@@ -277,6 +398,7 @@ impl PgStore {
     }
 
     fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        self.flush()?;
         let statement = self.statement(sql)?;
         self.client
             .query(&statement, params)
@@ -297,6 +419,8 @@ impl PgStore {
     }
 
     fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        self.ahead = Ahead::default();
+        self.flush()?;
         let statement = self.statement(sql)?;
         self.client
             .execute(&statement, params)
@@ -388,46 +512,46 @@ impl PgStore {
         Ok(slots.into_iter().flatten().collect())
     }
 
-    fn write_thread(&mut self, sql: &str, t: &Thread) -> Result<u64, StoreError> {
-        self.execute(
+    fn write_thread(&mut self, sql: &str, t: &Thread) -> Result<(), StoreError> {
+        self.write(
             sql,
-            &[
-                &t.thread_id,
-                &t.run_id,
-                &t.task_id,
-                &t.subject,
-                &t.created_by,
-                &t.assigned_to,
-                &t.status.as_str(),
-                &t.priority.as_str(),
-                &i64::from(t.attempts),
-                &i64::from(t.max_attempts),
-                &t.latest_message_id,
-                &int(t.last_event_id),
-                &t.created_at.to_string(),
-                &t.updated_at.to_string(),
+            vec![
+                Lit::from(&t.thread_id),
+                Lit::from(t.run_id.as_deref()),
+                Lit::from(t.task_id.as_deref()),
+                Lit::from(&t.subject),
+                Lit::from(&t.created_by),
+                Lit::from(&t.assigned_to),
+                Lit::from(t.status.as_str()),
+                Lit::from(t.priority.as_str()),
+                Lit::from(i64::from(t.attempts)),
+                Lit::from(i64::from(t.max_attempts)),
+                Lit::from(t.latest_message_id.as_deref()),
+                Lit::from(int(t.last_event_id)),
+                Lit::from(t.created_at.to_string()),
+                Lit::from(t.updated_at.to_string()),
             ],
         )
     }
 
     fn insert_artifacts(&mut self, m: &Message) -> Result<(), StoreError> {
         for (position, a) in m.artifacts.iter().enumerate() {
-            self.execute(
+            self.write(
                 "INSERT INTO artifacts (artifact_id, message_id, thread_id, position, path, kind,
                      metadata_json, absolute_path, size_bytes, sha256, created_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                &[
-                    &a.artifact_id,
-                    &a.message_id,
-                    &m.thread_id,
-                    &i64::try_from(position).unwrap_or(i64::MAX),
-                    &a.path,
-                    &a.kind,
-                    &json_text(&a.metadata),
-                    &a.absolute_path,
-                    &a.size_bytes.map(int),
-                    &a.sha256,
-                    &a.created_at.to_string(),
+                vec![
+                    Lit::from(&a.artifact_id),
+                    Lit::from(&a.message_id),
+                    Lit::from(&m.thread_id),
+                    Lit::from(i64::try_from(position).unwrap_or(i64::MAX)),
+                    Lit::from(&a.path),
+                    Lit::from(&a.kind),
+                    Lit::from(json_text(&a.metadata)),
+                    Lit::from(a.absolute_path.as_deref()),
+                    Lit::from(a.size_bytes.map(int)),
+                    Lit::from(a.sha256.as_ref()),
+                    Lit::from(a.created_at.to_string()),
                 ],
             )?;
         }
@@ -591,20 +715,43 @@ impl Store for PgStore {
         // One round trip for the whole start (the simple query protocol):
         // BEGIN, the writer row's lock, and the server's clock, which
         // `clock` then answers without asking again.
-        let mut sql = match mode {
-            TxMode::Read => "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
-            TxMode::Write => "BEGIN ISOLATION LEVEL READ COMMITTED; \
+        let (mut sql, clock_at) = match mode {
+            TxMode::Read => (
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
+                1,
+            ),
+            TxMode::Write => (
+                "BEGIN ISOLATION LEVEL READ COMMITTED; \
                  SELECT id FROM inbox_writer WHERE id = 1 FOR UPDATE"
-                .to_owned(),
+                    .to_owned(),
+                2,
+            ),
         };
         if self.server_clock {
             // `now()` is the transaction's start: one instant for the command.
             sql.push_str("; SELECT floor(extract(epoch FROM now()) * 1000)::bigint");
         }
-        let started = self.start(&sql);
+        let read_ahead = self.pipeline && mode == TxMode::Write;
+        if read_ahead {
+            sql.push_str(&format!("; EXECUTE {}", pipeline::AHEAD));
+        }
+        let stale = self.queued.clear();
+        self.forget(stale);
+        self.ahead = Ahead::default();
+        let started = self.start(&sql).and_then(|messages| {
+            let results = pipeline::results(&messages);
+            let now = self.started_at(&results, clock_at)?;
+            let ahead = if read_ahead {
+                Ahead::parse(&results)?
+            } else {
+                Ahead::default()
+            };
+            Ok((now, ahead))
+        });
         match started {
-            Ok(now) => {
+            Ok((now, ahead)) => {
                 self.now = now;
+                self.ahead = ahead;
                 self.tx = Some(mode);
                 self.notify = None;
                 Ok(())
@@ -622,19 +769,33 @@ impl Store for PgStore {
 
     fn commit(&mut self) -> Result<(), StoreError> {
         self.tx = None;
-        // The notification rides in the same round trip, and PostgreSQL
-        // delivers it only if the commit happens.
-        let sql = match self.notify.take() {
-            Some(id) => format!("NOTIFY {}, '{id}'; COMMIT", listen::CHANNEL),
-            None => "COMMIT".to_owned(),
+        self.ahead = Ahead::default();
+        // The queued writes and the notification ride in the same round
+        // trip, and PostgreSQL delivers the notification only if the
+        // commit happens.
+        let notify = match self.notify.take() {
+            Some(id) if self.notify_commits => Some(format!("NOTIFY {}, '{id}'", listen::CHANNEL)),
+            _ => None,
         };
-        self.client
-            .batch_execute(&sql)
-            .map_err(|e| pg_error(e, &self.location))
+        let mut tail: Vec<&str> = notify.iter().map(String::as_str).collect();
+        tail.push("COMMIT");
+        let (sql, preparing) = self.queued.take_with(&tail);
+        let committed = self.client.batch_execute(&sql);
+        if committed.is_err() {
+            // A queued write failed: the statements after it, COMMIT
+            // included, were skipped, and the transaction is still open
+            // (aborted). End it here, since the engine's rollback sees no
+            // open transaction after a commit.
+            let _ = self.client.batch_execute("ROLLBACK");
+        }
+        self.sent(committed, preparing)
     }
 
     fn rollback(&mut self) -> Result<(), StoreError> {
         self.notify = None;
+        let unsent = self.queued.clear();
+        self.forget(unsent);
+        self.ahead = Ahead::default();
         if self.tx.take().is_none() {
             return Ok(());
         }
@@ -703,28 +864,28 @@ impl Store for PgStore {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             t,
         )
-        .map(drop)
     }
 
     fn update_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
-        let changed = self.write_thread(
-            "UPDATE threads SET run_id = $2, task_id = $3, subject = $4, created_by = $5,
-                 assigned_to = $6, status = $7, priority = $8, attempts = $9, max_attempts = $10,
-                 latest_message_id = $11, last_event_id = $12, created_at = $13, updated_at = $14
-             WHERE thread_id = $1",
+        // The statement itself refuses a thread that does not exist, so
+        // that the check holds when the write is queued and its count is
+        // never read: the text "thread ... does not exist" cast to an
+        // integer fails the transaction before its COMMIT (a cast of a
+        // row count's outcome, which the planner cannot fold early).
+        self.write_thread(
+            "WITH updated AS (
+                 UPDATE threads SET run_id = $2, task_id = $3, subject = $4, created_by = $5,
+                     assigned_to = $6, status = $7, priority = $8, attempts = $9, max_attempts = $10,
+                     latest_message_id = $11, last_event_id = $12, created_at = $13, updated_at = $14
+                 WHERE thread_id = $1 RETURNING 1)
+             SELECT (CASE count(*) WHEN 1 THEN '1' ELSE 'thread ' || $1 || ' does not exist' END)::int
+             FROM updated",
             t,
-        )?;
-        if changed != 1 {
-            return Err(StoreError::other(format!(
-                "thread {} does not exist",
-                t.thread_id
-            )));
-        }
-        Ok(())
+        )
     }
 
     fn put_lease(&mut self, l: &Lease) -> Result<(), StoreError> {
-        self.execute(
+        self.write(
             "INSERT INTO leases (thread_id, agent, lease_token, attempt, lease_seconds, claimed_at,
                  expires_at, released_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
@@ -732,52 +893,59 @@ impl Store for PgStore {
                  lease_token = excluded.lease_token, attempt = excluded.attempt,
                  lease_seconds = excluded.lease_seconds, claimed_at = excluded.claimed_at,
                  expires_at = excluded.expires_at, released_at = excluded.released_at",
-            &[
-                &l.thread_id,
-                &l.agent,
-                &int(l.lease_token),
-                &i64::from(l.attempt),
-                &int(l.lease_seconds),
-                &l.claimed_at.to_string(),
-                &l.expires_at.to_string(),
-                &l.released_at.map(|t| t.to_string()),
+            vec![
+                Lit::from(&l.thread_id),
+                Lit::from(&l.agent),
+                Lit::from(int(l.lease_token)),
+                Lit::from(i64::from(l.attempt)),
+                Lit::from(int(l.lease_seconds)),
+                Lit::from(l.claimed_at.to_string()),
+                Lit::from(l.expires_at.to_string()),
+                Lit::from(l.released_at.map(|t| t.to_string())),
             ],
         )
-        .map(drop)
     }
 
     fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
+        if self.ahead.none_lapsed_at(&now.to_string()) {
+            return Ok(Vec::new());
+        }
         self.leases_around(now, limit, true)
     }
 
     fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError> {
-        let row = self.query_opt(
-            "SELECT min(expires_at) FROM leases WHERE released_at IS NULL",
-            &[],
-        )?;
-        let text: Option<String> = match row {
-            Some(row) => rows::get(&row, 0)?,
-            None => None,
+        let text = match self.ahead.earliest_expiry.clone() {
+            Some(text) => text,
+            None => {
+                let row = self.query_opt(
+                    "SELECT min(expires_at) FROM leases WHERE released_at IS NULL",
+                    &[],
+                )?;
+                match row {
+                    Some(row) => rows::get(&row, 0)?,
+                    None => None,
+                }
+            }
         };
         text.map(|t| rows::parse_time(&t)).transpose()
     }
 
     fn insert_message(&mut self, m: &Message) -> Result<(), StoreError> {
-        self.execute(
+        self.write(
             "INSERT INTO messages (message_id, thread_id, event_id, from_agent, to_agent, kind, summary,
                  body, payload_json, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            &[
-                &m.message_id,
-                &m.thread_id,
-                &int(m.event_id),
-                &m.from_agent,
-                &m.to_agent,
-                &m.kind.as_str(),
-                &m.summary,
-                &m.body.as_bytes(),
-                &json_text(&m.payload),
-                &m.created_at.to_string(),
+            vec![
+                Lit::from(&m.message_id),
+                Lit::from(&m.thread_id),
+                Lit::from(int(m.event_id)),
+                Lit::from(&m.from_agent),
+                Lit::from(&m.to_agent),
+                Lit::from(m.kind.as_str()),
+                Lit::from(&m.summary),
+                Lit::Bytes(m.body.as_bytes().to_vec()),
+                Lit::from(json_text(&m.payload)),
+                Lit::from(m.created_at.to_string()),
             ],
         )?;
         self.insert_artifacts(m)
@@ -817,6 +985,9 @@ impl Store for PgStore {
     }
 
     fn latest_event_id(&mut self) -> Result<EventId, StoreError> {
+        if let Some(id) = self.ahead.latest_event_id {
+            return Ok(id);
+        }
         // inbox's and orch's events share one sequence; each max is one
         // step down a primary key's right edge.
         let row = self.query_opt(
@@ -832,26 +1003,25 @@ impl Store for PgStore {
 
     fn insert_event(&mut self, e: &Event) -> Result<(), StoreError> {
         self.wrote_event(e.event_id);
-        self.execute(
+        self.write(
             "INSERT INTO events (event_id, thread_id, run_id, task_id, event_type, source, message_id,
                  message_kind, status, summary, payload_json, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-            &[
-                &int(e.event_id),
-                &e.thread_id,
-                &e.run_id,
-                &e.task_id,
-                &e.event_type.as_str(),
-                &e.source,
-                &e.message_id,
-                &e.message_kind.map(|k| k.as_str()),
-                &e.status.as_str(),
-                &e.summary,
-                &json_text(&e.payload),
-                &e.created_at.to_string(),
+            vec![
+                Lit::from(int(e.event_id)),
+                Lit::from(&e.thread_id),
+                Lit::from(e.run_id.as_deref()),
+                Lit::from(e.task_id.as_deref()),
+                Lit::from(e.event_type.as_str()),
+                Lit::from(&e.source),
+                Lit::from(e.message_id.as_deref()),
+                Lit::from(e.message_kind.map(|k| k.as_str())),
+                Lit::from(e.status.as_str()),
+                Lit::from(&e.summary),
+                Lit::from(json_text(&e.payload)),
+                Lit::from(e.created_at.to_string()),
             ],
         )
-        .map(drop)
     }
 
     fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
@@ -899,22 +1069,21 @@ impl Store for PgStore {
     }
 
     fn put_read_cursor(&mut self, c: &ReadCursor) -> Result<(), StoreError> {
-        self.execute(
+        self.write(
             "INSERT INTO thread_reads (thread_id, agent, last_read_message_id, last_read_event_id, last_read_at)
              VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (thread_id, agent) DO UPDATE SET
                  last_read_message_id = excluded.last_read_message_id,
                  last_read_event_id = excluded.last_read_event_id,
                  last_read_at = excluded.last_read_at",
-            &[
-                &c.thread_id,
-                &c.agent,
-                &c.last_read_message_id,
-                &int(c.last_read_event_id),
-                &c.last_read_at.to_string(),
+            vec![
+                Lit::from(&c.thread_id),
+                Lit::from(&c.agent),
+                Lit::from(&c.last_read_message_id),
+                Lit::from(int(c.last_read_event_id)),
+                Lit::from(c.last_read_at.to_string()),
             ],
         )
-        .map(drop)
     }
 
     fn agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {

@@ -9,6 +9,7 @@
 use inbox_engine::store::{AgentQuery, MailboxQuery, ThreadPage, ThreadState};
 use inbox_engine::{Agent, IdempotencyRecord, Message, Settings, StoreError, Timestamp};
 
+use super::pipeline::Lit;
 use super::rows::{MESSAGE_COLUMNS, THREAD_COLUMNS, int};
 use super::{Limit, Params, PgStore, push};
 
@@ -126,11 +127,14 @@ impl PgStore {
         record: &IdempotencyRecord,
     ) -> Result<(), StoreError> {
         let json = super::orch::record(record)?;
-        self.execute(
+        self.write(
             "INSERT INTO idempotency (key, created_at, record_json) VALUES ($1, $2, $3)",
-            &[&record.key, &record.created_at.to_string(), &json],
+            vec![
+                Lit::from(&record.key),
+                Lit::from(record.created_at.to_string()),
+                Lit::from(json),
+            ],
         )
-        .map(drop)
     }
 
     pub(super) fn expire_idempotency(
@@ -147,14 +151,21 @@ impl PgStore {
     }
 
     pub(super) fn engine_settings(&mut self) -> Result<Option<Settings>, StoreError> {
-        let row = self.query_opt(
-            "SELECT value FROM settings WHERE key = $1",
-            &[&ENGINE_SETTINGS],
-        )?;
-        let Some(row) = row else {
+        let json = match self.ahead.settings.clone() {
+            // Read by `BEGIN` (see `super::pipeline`).
+            Some(json) => json,
+            None => {
+                let row = self.query_opt(
+                    "SELECT value FROM settings WHERE key = $1",
+                    &[&ENGINE_SETTINGS],
+                )?;
+                row.map(|row| super::rows::get::<String>(&row, 0))
+                    .transpose()?
+            }
+        };
+        let Some(json) = json else {
             return Ok(None);
         };
-        let json: String = super::rows::get(&row, 0)?;
         Settings::from_stored(&json).map(Some).map_err(|e| {
             StoreError::other(format!(
                 "{}: the stored settings do not decode ({e}); set them again with `inbox settings`",
