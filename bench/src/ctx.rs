@@ -16,8 +16,13 @@ use crate::services::{PostgresServer, RedisServer, TempDir};
 
 /// The binaries a run uses.
 pub(crate) struct Bins {
-    /// `target/release/inbox`.
+    /// `target/release/inbox`: the default build, without PostgreSQL, as
+    /// users install it; every SQLite figure is this binary's.
     pub(crate) inbox: PathBuf,
+    /// `target/release/inbox-postgres`: `inbox` built with the `postgres`
+    /// feature, for `--db postgres://...` (see [`POSTGRES_INBOX`]); absent
+    /// when nobody built it.
+    pub(crate) inbox_postgres: Option<PathBuf>,
     /// `target/release/orch`.
     pub(crate) orch: PathBuf,
     /// The file peers' one-process-per-message helper.
@@ -52,8 +57,10 @@ impl Bins {
         let pg_bin = crate::services::postgres_bin_dir();
         let pg_extra: Vec<String> = pg_bin.iter().map(|p| p.display().to_string()).collect();
         let pg_extra: Vec<&str> = pg_extra.iter().map(String::as_str).collect();
+        let inbox_postgres = Some(dir.join(POSTGRES_INBOX)).filter(|p| p.is_file());
         Ok(Bins {
             inbox: need("inbox")?,
+            inbox_postgres,
             orch: need("orch")?,
             peer: need("inbox-bench-peer")?,
             noop: need("inbox-bench-noop")?,
@@ -66,6 +73,10 @@ impl Bins {
         })
     }
 }
+
+/// The name the harness's build gives `inbox` built with the `postgres`
+/// feature, next to the default `inbox`.
+pub(crate) const POSTGRES_INBOX: &str = "inbox-postgres";
 
 /// Everything a workload needs.
 pub(crate) struct Ctx {
@@ -122,7 +133,16 @@ impl Ctx {
 
     /// An `inbox` command on database `db` (no inherited agent or clock).
     pub(crate) fn inbox(&self, db: &Path) -> Command {
-        let mut cmd = Command::new(&self.bins.inbox);
+        // A PostgreSQL URL needs the build that speaks it; files keep the
+        // default build.
+        let postgres = db
+            .to_str()
+            .is_some_and(inbox_host_native::open::is_postgres_url);
+        let binary = match &self.bins.inbox_postgres {
+            Some(binary) if postgres => binary,
+            _ => &self.bins.inbox,
+        };
+        let mut cmd = Command::new(binary);
         cmd.env("INBOX_DB", db)
             .env_remove("INBOX_AGENT")
             .env_remove("INBOX_NOW");

@@ -446,9 +446,9 @@ fn cli_table(ctx: &Ctx, section: &mut Section) -> Result<()> {
     target.prepare()?;
     if !cli_speaks_postgres(ctx, &target)? {
         section.notes.push(
-            "No CLI rows: the `inbox` binary measured was built without `--features \
-             postgres` (the harness builds it with `--features inbox-cli/postgres`; with \
-             `--no-build`, build it so first)."
+            "No CLI rows: no `inbox-postgres` next to the harness (the harness's build \
+             makes it: `inbox` built with `--features inbox-cli/postgres`; with \
+             `--no-build`, build and copy it so first)."
                 .into(),
         );
         return Ok(());
