@@ -495,21 +495,7 @@ impl PgStore {
         &mut self,
         messages: Vec<Message>,
     ) -> Result<Vec<Message>, StoreError> {
-        let mut by_thread: Vec<(String, Vec<usize>)> = Vec::new();
-        for (i, m) in messages.iter().enumerate() {
-            match by_thread.iter_mut().find(|(t, _)| *t == m.thread_id) {
-                Some((_, indexes)) => indexes.push(i),
-                None => by_thread.push((m.thread_id.clone(), vec![i])),
-            }
-        }
-        let mut slots: Vec<Option<Message>> = messages.into_iter().map(Some).collect();
-        for (_, indexes) in by_thread {
-            let group: Vec<Message> = indexes.iter().filter_map(|&i| slots[i].take()).collect();
-            for (i, message) in indexes.into_iter().zip(self.with_artifacts(group)?) {
-                slots[i] = Some(message);
-            }
-        }
-        Ok(slots.into_iter().flatten().collect())
+        crate::store::per_thread(messages, |group| self.with_artifacts(group))
     }
 
     fn write_thread(&mut self, sql: &str, t: &Thread) -> Result<(), StoreError> {

@@ -25,6 +25,30 @@ use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 
 mod agents;
+
+/// Runs `fill` once per thread on that thread's messages (a store's
+/// per-thread lookup, such as their artifacts) and returns the messages it
+/// gave back in the order they came in. Both stores' mailbox reads use it.
+pub(crate) fn per_thread(
+    messages: Vec<Message>,
+    mut fill: impl FnMut(Vec<Message>) -> Result<Vec<Message>, StoreError>,
+) -> Result<Vec<Message>, StoreError> {
+    let mut by_thread: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        match by_thread.iter_mut().find(|(t, _)| *t == m.thread_id) {
+            Some((_, indexes)) => indexes.push(i),
+            None => by_thread.push((m.thread_id.clone(), vec![i])),
+        }
+    }
+    let mut slots: Vec<Option<Message>> = messages.into_iter().map(Some).collect();
+    for (_, indexes) in by_thread {
+        let group: Vec<Message> = indexes.iter().filter_map(|&i| slots[i].take()).collect();
+        for (i, message) in indexes.into_iter().zip(fill(group)?) {
+            slots[i] = Some(message);
+        }
+    }
+    Ok(slots.into_iter().flatten().collect())
+}
 mod orch;
 mod retention;
 
