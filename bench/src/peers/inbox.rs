@@ -115,33 +115,46 @@ impl Queue for InboxQueue {
     }
 
     fn claim(&mut self) -> Result<Claimed> {
-        let request = Request::Claim(ClaimRequest {
-            agent: Some(WORKER.into()),
-            thread_id: None,
-            next: true,
-            lease_seconds: Some(900),
-        });
-        let Output::Claim(out) = run(&mut self.engine, request)? else {
-            bail!("inbox claim answered with another command")
-        };
-        let task = out.claimed.map(|claimed| Task {
-            id: claimed.thread.thread.thread_id.clone(),
-            handle: claimed.thread.thread.thread_id,
-            token: claimed.lease.lease_token,
-        });
-        Ok(Claimed { task, conflicts: 0 })
+        claimed(run(&mut self.engine, claim_next_request())?)
     }
 
     fn done(&mut self, task: &Task) -> Result<()> {
-        let request = Request::Done(FinishRequest {
-            agent: Some(WORKER.into()),
-            thread_id: Some(task.handle.clone()),
-            lease_token: Some(task.token),
-            summary: Some("ok".into()),
-            ..FinishRequest::default()
-        });
-        run(&mut self.engine, request).map(drop)
+        run(&mut self.engine, done_request(task)).map(drop)
     }
+}
+
+/// The worker's `claim --next`, as every inbox queue sends it.
+pub(crate) fn claim_next_request() -> Request {
+    Request::Claim(ClaimRequest {
+        agent: Some(WORKER.into()),
+        thread_id: None,
+        next: true,
+        lease_seconds: Some(900),
+    })
+}
+
+/// What a `claim --next` answered, as the workloads count it.
+pub(crate) fn claimed(output: Output) -> Result<Claimed> {
+    let Output::Claim(out) = output else {
+        bail!("inbox claim answered with another command")
+    };
+    let task = out.claimed.map(|claimed| Task {
+        id: claimed.thread.thread.thread_id.clone(),
+        handle: claimed.thread.thread.thread_id,
+        token: claimed.lease.lease_token,
+    });
+    Ok(Claimed { task, conflicts: 0 })
+}
+
+/// The worker's `done` of a claimed task.
+pub(crate) fn done_request(task: &Task) -> Request {
+    Request::Done(FinishRequest {
+        agent: Some(WORKER.into()),
+        thread_id: Some(task.handle.clone()),
+        lease_token: Some(task.token),
+        summary: Some("ok".into()),
+        ..FinishRequest::default()
+    })
 }
 
 /// Creates the thread two agents talk in: sent by the lead, claimed by the

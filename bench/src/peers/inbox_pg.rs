@@ -16,13 +16,15 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use inbox_engine::wire::{ClaimRequest, FinishRequest, ShowRequest};
+use inbox_engine::wire::{ClaimRequest, ShowRequest};
 use inbox_engine::{Call, Engine, Output, Request, Response};
 use inbox_host_native::pg::listen::{self, Hub};
 use inbox_host_native::{HostClock, PgStore, host_ids};
 use serde::{Deserialize, Serialize};
 
-use super::inbox::{WORKER, post_request, send_request, wait_request};
+use super::inbox::{
+    WORKER, claim_next_request, claimed, done_request, post_request, send_request, wait_request,
+};
 use super::{Claimed, Durability, Endpoint, Queue, Role, Task};
 
 /// The engine over the PostgreSQL store.
@@ -119,32 +121,11 @@ impl Queue for PgInboxQueue {
     }
 
     fn claim(&mut self) -> Result<Claimed> {
-        let request = Request::Claim(ClaimRequest {
-            agent: Some(WORKER.into()),
-            thread_id: None,
-            next: true,
-            lease_seconds: Some(900),
-        });
-        let Output::Claim(out) = run(&mut self.engine, request)? else {
-            bail!("inbox claim answered with another command")
-        };
-        let task = out.claimed.map(|claimed| Task {
-            id: claimed.thread.thread.thread_id.clone(),
-            handle: claimed.thread.thread.thread_id,
-            token: claimed.lease.lease_token,
-        });
-        Ok(Claimed { task, conflicts: 0 })
+        claimed(run(&mut self.engine, claim_next_request())?)
     }
 
     fn done(&mut self, task: &Task) -> Result<()> {
-        let request = Request::Done(FinishRequest {
-            agent: Some(WORKER.into()),
-            thread_id: Some(task.handle.clone()),
-            lease_token: Some(task.token),
-            summary: Some("ok".into()),
-            ..FinishRequest::default()
-        });
-        run(&mut self.engine, request).map(drop)
+        run(&mut self.engine, done_request(task)).map(drop)
     }
 }
 
