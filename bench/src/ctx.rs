@@ -113,7 +113,9 @@ impl Ctx {
                     Durability::Full => self.redis_full.url(),
                 },
             ),
-            System::Postgres => (PathBuf::new(), self.pg.conninfo()),
+            System::Postgres | System::PostgresOrdered | System::PostgresOrderedInServer => {
+                (PathBuf::new(), self.pg.conninfo())
+            }
             System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => (
                 PathBuf::from(self.pg.conninfo()),
                 crate::peers::inbox_pg::url(self.pg.port, durability),

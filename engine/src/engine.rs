@@ -19,6 +19,7 @@
 //! host's job, helped by [`crate::Waiter`].
 
 mod agents;
+mod ahead;
 mod idempotent;
 mod identity;
 mod input;
@@ -62,6 +63,8 @@ pub struct Engine<S, C, I> {
     replayed: bool,
     /// Who the call being executed acts as, with its token.
     caller: Option<identity::Caller>,
+    /// What the call being executed reads first, for its write's store.
+    ahead: Option<crate::store::ReadAhead>,
     /// The host's git, for the worktrees of runs with a repository.
     workspace: Option<Box<dyn Workspace>>,
 }
@@ -76,6 +79,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             key: None,
             replayed: false,
             caller: None,
+            ahead: None,
             workspace: None,
         }
     }
@@ -139,10 +143,12 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             Err(error) => return Response::failure(Some(command.as_str().to_owned()), error),
         };
         self.caller = identity::Caller::of(&call);
+        self.ahead = ahead::of(&call.request);
         self.replayed = false;
         let result = self.dispatch(call.request);
         self.key = None;
         self.caller = None;
+        self.ahead = None;
         match result {
             Ok(output) if std::mem::take(&mut self.replayed) => Response::Replayed(output),
             Ok(output) => Response::Success(output),
@@ -225,6 +231,9 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         let caller = self.caller.take();
         let mut replayed = false;
         let mut collect = None;
+        if let Some(reads) = self.ahead.take() {
+            self.store.read_ahead(reads);
+        }
         let result = self.transaction(TxMode::Write, now, |tx| {
             let settings = tx.authenticate(caller.as_ref())?;
             // A retried write is answered before anything is recorded.

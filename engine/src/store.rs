@@ -271,6 +271,18 @@ impl MessageQuery {
     }
 }
 
+/// The reads a write transaction starts with ([`Store::read_ahead`]):
+/// the command's thread, or the agent and the head of its own queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadAhead {
+    /// [`Store::thread`] of this id.
+    pub thread: Option<String>,
+    /// [`Store::agents`] with this query.
+    pub agents: Option<AgentQuery>,
+    /// [`Store::threads`] with this query.
+    pub threads: Option<ThreadQuery>,
+}
+
 /// A filter over registered agents, by name.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentQuery {
@@ -368,6 +380,16 @@ pub trait Store {
 
     /// Opens a transaction. Nested transactions are a protocol error.
     fn begin(&mut self, mode: TxMode) -> Result<(), StoreError>;
+
+    /// A hint for the next [`TxMode::Write`] transaction, given just
+    /// before its [`Store::begin`]: the reads it will start with. A store
+    /// that talks to a server may run them in `begin`'s own round trip and
+    /// answer them from what it read until the transaction first writes;
+    /// it must answer exactly what the reads would return then. Others
+    /// ignore it (the default), and nothing else may depend on it.
+    fn read_ahead(&mut self, reads: ReadAhead) {
+        let _ = reads;
+    }
 
     /// The store's own clock, if every writer shares it: a database server's
     /// time (PostgreSQL's `now()`), read inside the transaction just

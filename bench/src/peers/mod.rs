@@ -70,6 +70,14 @@ pub(crate) enum System {
     RedisStream,
     /// PostgreSQL: a `FOR UPDATE SKIP LOCKED` claim queue with LISTEN/NOTIFY.
     Postgres,
+    /// The same queue keeping an event log whose ids commit in increasing
+    /// order, the ids read by the client as inbox's engine must: what any
+    /// such design costs at least (the PostgreSQL workload only).
+    PostgresOrdered,
+    /// The same log with the ids assigned inside one statement on the
+    /// server: what a design that never shows the client an id before its
+    /// commit could reach (the PostgreSQL workload only).
+    PostgresOrderedInServer,
     /// inbox's engine over its PostgreSQL store (as shipped). Not in
     /// [`System::ALL`]: the PostgreSQL workload compares it.
     InboxPg,
@@ -102,6 +110,8 @@ impl System {
             System::RedisList => "Redis list",
             System::RedisStream => "Redis stream",
             System::Postgres => "PostgreSQL",
+            System::PostgresOrdered => "PostgreSQL + ordered log, ids read by the client",
+            System::PostgresOrderedInServer => "PostgreSQL + ordered log, ids given in the server",
             System::InboxPg => "inbox on PostgreSQL",
             System::InboxPgOneByOne => "inbox on PostgreSQL, one statement per round trip",
             System::InboxPgNoNotify => "inbox on PostgreSQL, no NOTIFY",
@@ -116,6 +126,19 @@ impl System {
             System::InboxPgNoNotify => Some(inbox_pg::Variant::NoNotify),
             _ => None,
         }
+    }
+
+    /// Whether it is the raw PostgreSQL queue with an ordered event log.
+    pub(crate) fn keeps_ordered_log(self) -> bool {
+        matches!(
+            self,
+            System::PostgresOrdered | System::PostgresOrderedInServer
+        )
+    }
+
+    /// Whether it is inbox (on SQLite or on PostgreSQL, any variant).
+    pub(crate) fn is_inbox(self) -> bool {
+        self == System::Inbox || self.pg_variant().is_some()
     }
 
     /// Whether its waits poll on a timer (so wake latency is set by design).
@@ -235,7 +258,9 @@ impl Target {
             }
             System::RedisList => redis_list::prepare(&self.url),
             System::RedisStream => redis_stream::prepare(&self.url),
-            System::Postgres => postgres::prepare(&self.url),
+            System::Postgres | System::PostgresOrdered | System::PostgresOrderedInServer => {
+                postgres::prepare(&self.url)
+            }
             System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => {
                 inbox_pg::prepare(&self.path.to_string_lossy(), &self.url, self.durability)
             }
@@ -271,9 +296,24 @@ impl Target {
             System::RedisStream => {
                 Box::new(redis_stream::RedisStreamQueue::open(&self.url, worker)?)
             }
-            System::Postgres => {
-                Box::new(postgres::PgQueue::open(&self.url, self.durability, worker)?)
-            }
+            System::Postgres => Box::new(postgres::PgQueue::open(
+                &self.url,
+                self.durability,
+                worker,
+                postgres::Log::None,
+            )?),
+            System::PostgresOrdered => Box::new(postgres::PgQueue::open(
+                &self.url,
+                self.durability,
+                worker,
+                postgres::Log::ReadByClient,
+            )?),
+            System::PostgresOrderedInServer => Box::new(postgres::PgQueue::open(
+                &self.url,
+                self.durability,
+                worker,
+                postgres::Log::GivenInServer,
+            )?),
             System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => {
                 let variant = self
                     .system
@@ -304,6 +344,9 @@ impl Target {
                 role,
             }),
             System::JsonArray => bail!("the JSON-array peer is not in the wait workloads"),
+            System::PostgresOrdered | System::PostgresOrderedInServer => {
+                bail!("the ordered-log variants are not in the wait workloads")
+            }
             System::RedisList => Box::new(redis_list::RedisListEndpoint::open(&self.url, role)?),
             System::RedisStream => {
                 Box::new(redis_stream::RedisStreamEndpoint::open(&self.url, role)?)

@@ -16,6 +16,15 @@
 //!
 //! What it does not do: attempt limits, priorities, retention, or
 //! connection pooling (one connection per client).
+//!
+//! Two variants keep an event log besides (`log_events`, one row per claim
+//! and per done) whose ids become visible in increasing order, as inbox's
+//! must: each commit holds the one row of `log_counter` from taking its id
+//! to its end. [`Log::ReadByClient`] reads the id in a first round trip
+//! (`BEGIN`, the claim or done, the counter's lock and value) and writes the
+//! event with `COMMIT` in a second, as an engine that decides in the client
+//! must at least; [`Log::GivenInServer`] takes the id, writes the event and
+//! commits in the claim's or done's own statement.
 
 use std::time::Duration;
 
@@ -30,7 +39,14 @@ pub(crate) fn prepare(conninfo: &str) -> Result<()> {
     let mut client = connect(conninfo, Durability::Full)?;
     client
         .batch_execute(
-            "DROP TABLE IF EXISTS tasks, msgs, thread_messages;
+            "DROP TABLE IF EXISTS tasks, msgs, thread_messages, log_counter, log_events;
+             CREATE TABLE log_counter (id int PRIMARY KEY, last bigint NOT NULL);
+             INSERT INTO log_counter VALUES (1, 0);
+             CREATE TABLE log_events (
+                 id      bigint PRIMARY KEY,
+                 task    bigint NOT NULL,
+                 kind    text NOT NULL
+             );
              CREATE TABLE tasks (
                  id          bigserial PRIMARY KEY,
                  task_id     text NOT NULL,
@@ -63,20 +79,89 @@ pub(crate) fn connect(conninfo: &str, durability: Durability) -> Result<Client> 
     Ok(client)
 }
 
+/// Whether and how claims and dones also append to an ordered event log.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Log {
+    /// No log: the plain queue.
+    None,
+    /// The id is read by the client before the event is written.
+    ReadByClient,
+    /// The id is taken and the event written inside the one statement.
+    GivenInServer,
+}
+
 /// A producer's or worker's session.
 pub(crate) struct PgQueue {
     client: Client,
     owner: String,
+    log: Log,
 }
 
 impl PgQueue {
     /// Connects as worker (or producer) `worker`.
-    pub(crate) fn open(conninfo: &str, durability: Durability, worker: usize) -> Result<PgQueue> {
+    pub(crate) fn open(
+        conninfo: &str,
+        durability: Durability,
+        worker: usize,
+        log: Log,
+    ) -> Result<PgQueue> {
         Ok(PgQueue {
             client: connect(conninfo, durability)?,
             owner: format!("worker-{worker}"),
+            log,
         })
     }
+
+    /// Runs `change` (an `UPDATE ... RETURNING id, task_id` of at most one
+    /// task, whose text names no parameter) with the log's event `kind`.
+    fn logged(&mut self, change: &str, kind: &str) -> Result<Option<(i64, String)>> {
+        match self.log {
+            Log::None => unreachable_log(),
+            Log::GivenInServer => {
+                let sql = format!(
+                    "WITH c AS ({change}),
+                          n AS (UPDATE log_counter SET last = last + 1
+                                WHERE id = 1 AND EXISTS (SELECT 1 FROM c) RETURNING last),
+                          e AS (INSERT INTO log_events (id, task, kind)
+                                SELECT n.last, c.id, '{kind}' FROM n, c)
+                     SELECT id, task_id FROM c"
+                );
+                let row = self.client.query_opt(&sql, &[])?;
+                Ok(row.map(|row| (row.get(0), row.get(1))))
+            }
+            Log::ReadByClient => {
+                let sql = format!(
+                    "BEGIN; {change}; SELECT last FROM log_counter WHERE id = 1 FOR UPDATE"
+                );
+                let messages = self.client.simple_query(&sql)?;
+                let rows: Vec<_> = messages
+                    .iter()
+                    .filter_map(|m| match m {
+                        postgres::SimpleQueryMessage::Row(row) => Some(row),
+                        _ => None,
+                    })
+                    .collect();
+                let [task, counter] = rows[..] else {
+                    self.client.batch_execute("ROLLBACK")?;
+                    return Ok(None);
+                };
+                let id: i64 = task.get(0).unwrap_or("").parse()?;
+                let task_id = task.get(1).unwrap_or("").to_owned();
+                let next = counter.get(0).unwrap_or("").parse::<i64>()? + 1;
+                self.client.batch_execute(&format!(
+                    "UPDATE log_counter SET last = {next} WHERE id = 1;
+                     INSERT INTO log_events (id, task, kind) VALUES ({next}, {id}, '{kind}');
+                     COMMIT"
+                ))?;
+                Ok(Some((id, task_id)))
+            }
+        }
+    }
+}
+
+/// Only [`PgQueue::logged`]'s callers know the log is on.
+fn unreachable_log() -> Result<Option<(i64, String)>> {
+    anyhow::bail!("no event log in this variant")
 }
 
 /// The claim statement: `$1` owner; `{filter}` picks the candidates.
@@ -103,6 +188,20 @@ impl Queue for PgQueue {
     }
 
     fn claim(&mut self) -> Result<Claimed> {
+        if self.log != Log::None {
+            // Owners are `worker-N`: safe to write into the statement.
+            let owner = &self.owner;
+            let change = claim_sql("status = 'pending'").replace("$1", &format!("'{owner}'"));
+            let claimed = self.logged(&change, "claimed")?;
+            return Ok(Claimed {
+                task: claimed.map(|(id, task_id)| Task {
+                    handle: id.to_string(),
+                    id: task_id,
+                    token: 0,
+                }),
+                conflicts: 0,
+            });
+        }
         let mut row = self
             .client
             .query_opt(&claim_sql("status = 'pending'"), &[&self.owner])
@@ -128,6 +227,14 @@ impl Queue for PgQueue {
 
     fn done(&mut self, task: &Task) -> Result<()> {
         let id: i64 = task.handle.parse().context("bad row id")?;
+        if self.log != Log::None {
+            let owner = &self.owner;
+            let change = format!(
+                "UPDATE tasks SET status = 'done', lease_until = NULL
+                 WHERE id = {id} AND owner = '{owner}' RETURNING id, task_id"
+            );
+            return self.logged(&change, "done").map(drop);
+        }
         self.client
             .execute(
                 "UPDATE tasks SET status = 'done', lease_until = NULL WHERE id = $1 AND owner = $2",

@@ -714,7 +714,11 @@ fn cli_claim(
             out.split_once('|')
                 .map(|(id, task)| claim(task.to_owned(), id.to_owned(), 0))
         }
-        System::RedisStream | System::InboxPgOneByOne | System::InboxPgNoNotify => {
+        System::RedisStream
+        | System::InboxPgOneByOne
+        | System::InboxPgNoNotify
+        | System::PostgresOrdered
+        | System::PostgresOrderedInServer => {
             bail!("{} has no CLI variant here", target.system.label())
         }
     })

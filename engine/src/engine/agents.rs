@@ -40,11 +40,7 @@ const MARK_PAGE: usize = 500;
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// The registered agent of that name.
     pub(super) fn registered(&mut self, name: &str) -> Result<Option<Agent>, EngineError> {
-        let query = AgentQuery {
-            name: Some(name.to_owned()),
-            role: None,
-            limit: 1,
-        };
+        let query = super::ahead::registered_query(name);
         Ok(self.store.agents(&query)?.pop())
     }
 

@@ -13,7 +13,7 @@ use crate::error::EngineError;
 use crate::ids::{IdKind, IdSource};
 use crate::model::{Event, EventType, JsonObject, Kind, Status, Thread};
 use crate::rules::{self, Action};
-use crate::store::{Store, ThreadOrder, ThreadQuery, ThreadState};
+use crate::store::{Store, ThreadState};
 use crate::validate::SYSTEM_AGENT;
 use crate::wire::*;
 
@@ -147,17 +147,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// recorded in this transaction, so stored statuses are exact and one
     /// indexed query per address finds it.
     fn next_queued(&mut self, agent: &str) -> Result<Option<ThreadState>, EngineError> {
-        let query = ThreadQuery {
-            statuses: vec![Status::Pending],
-            ..ThreadQuery::all(ThreadOrder::Queue, 1)
-        };
         let mut best: Option<ThreadState> = None;
         for address in self.addresses_of(agent, false)? {
-            let one = ThreadQuery {
-                assigned_to: Some(address),
-                ..query.clone()
-            };
-            if let Some(found) = self.store.threads(&one)?.pop() {
+            let query = super::ahead::queue_head(address);
+            if let Some(found) = self.store.threads(&query)?.pop() {
                 let earlier = best
                     .as_ref()
                     .is_none_or(|b| query.compare(&found.thread, &b.thread).is_lt());

@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use inbox_engine::store::{
-    AgentQuery, EventQuery, MailboxQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadPage,
-    ThreadQuery, ThreadState, TxMode,
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, ReadAhead, StoreInfo, ThreadOrder,
+    ThreadPage, ThreadQuery, ThreadState, TxMode,
 };
 use inbox_engine::{
     Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Settings, Store,
@@ -43,7 +43,7 @@ mod rows;
 pub mod schema;
 mod tls;
 
-use pipeline::{Ahead, Lit, Queued};
+use pipeline::{Ahead, Lit, Planned, Queued};
 pub use rows::pg_error;
 use rows::{
     ARTIFACT_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, THREAD_COLUMNS, int, json_text,
@@ -86,12 +86,14 @@ impl std::fmt::Display for Limit {
     }
 }
 
-/// A dynamically built statement's parameters.
-type Params = Vec<Box<dyn ToSql + Sync>>;
+/// A dynamically built statement's parameters, as literals: bound when
+/// the statement runs at once, written into `EXECUTE` when it rides in
+/// another statement's round trip (`begin`'s reads ahead).
+type Params = Vec<Lit>;
 
 /// Appends a parameter; returns its placeholder (`$n`).
-fn push(params: &mut Params, value: impl ToSql + Sync + 'static) -> String {
-    params.push(Box::new(value));
+fn push(params: &mut Params, value: impl Into<Lit>) -> String {
+    params.push(value.into());
     format!("${}", params.len())
 }
 
@@ -114,6 +116,8 @@ pub struct PgStore {
     tx: Option<TxMode>,
     /// Whether [`Store::clock`] reports the server's time.
     server_clock: bool,
+    /// What the engine said the next write transaction reads first.
+    reads: Option<ReadAhead>,
     /// Prepared statements by their text: preparing costs a round trip.
     statements: HashMap<String, Statement>,
     /// The names queued writes `EXECUTE`, by statement text (SQL
@@ -168,6 +172,7 @@ impl PgStore {
             schema,
             tx: None,
             server_clock: true,
+            reads: None,
             statements: HashMap::new(),
             prepared: HashMap::new(),
             names: 0,
@@ -259,11 +264,11 @@ impl PgStore {
     fn started_at(
         &self,
         results: &[Vec<Vec<Option<String>>>],
-        index: usize,
+        index: Option<usize>,
     ) -> Result<Option<Timestamp>, StoreError> {
-        if !self.server_clock {
+        let Some(index) = index else {
             return Ok(None);
-        }
+        };
         let millis = results
             .get(index)
             .and_then(|rows| rows.first())
@@ -289,16 +294,10 @@ impl PgStore {
     fn write(&mut self, sql: &str, params: Vec<Lit>) -> Result<(), StoreError> {
         self.ahead = Ahead::default();
         if self.pipeline && self.tx == Some(TxMode::Write) {
-            let name = match self.prepared.get(sql) {
-                Some(name) => name.clone(),
-                None => {
-                    self.names += 1;
-                    let name = format!("inbox_w{}", self.names);
-                    self.queued.prepare(&name, sql);
-                    self.prepared.insert(sql.to_owned(), name.clone());
-                    name
-                }
-            };
+            let (name, new) = self.name_for(sql);
+            if new {
+                self.queued.prepare(&name, sql);
+            }
             let run = pipeline::execute(&name, &params)?;
             self.queued.push(run);
             return Ok(());
@@ -310,6 +309,56 @@ impl PgStore {
             .execute(&statement, &refs)
             .map(drop)
             .map_err(|e| pg_error(e, &self.location))
+    }
+
+    /// The SQL `PREPARE` name of `sql` in this session, and whether it is
+    /// new: then the statement that runs it must prepare it first (and
+    /// [`PgStore::forget`] it if that may not have happened).
+    fn name_for(&mut self, sql: &str) -> (String, bool) {
+        if let Some(name) = self.prepared.get(sql) {
+            return (name.clone(), false);
+        }
+        self.names += 1;
+        let name = format!("inbox_w{}", self.names);
+        self.prepared.insert(sql.to_owned(), name.clone());
+        (name, true)
+    }
+
+    /// Adds the engine's announced reads to `begin`'s `statements`, each as
+    /// `EXECUTE` of the very statement the store would run for it (and its
+    /// `PREPARE` on first use, whose text goes into `preparing`). A read
+    /// whose parameters cannot be written as literals is left to be run
+    /// when asked.
+    fn plan(
+        &mut self,
+        reads: ReadAhead,
+        statements: &mut Vec<String>,
+        preparing: &mut Vec<String>,
+    ) -> Planned {
+        let mut add = |store: &mut PgStore, (sql, params): (String, Params)| {
+            let arguments = pipeline::arguments(&params).ok()?;
+            let (name, new) = store.name_for(&sql);
+            if new {
+                statements.push(format!("PREPARE {name} AS {sql}"));
+                preparing.push(sql);
+            }
+            statements.push(format!("EXECUTE {name}{arguments}"));
+            Some(statements.len() - 1)
+        };
+        Planned {
+            thread: reads.thread.and_then(|id| {
+                let at = add(self, thread_statement(&id))?;
+                Some((id, at))
+            }),
+            agents: reads.agents.and_then(|query| {
+                let at = add(self, records::agents_statement(&query))?;
+                Some((query, at))
+            }),
+            threads: reads.threads.and_then(|query| {
+                let at = add(self, threads_statement(&query))?;
+                Some((query, at))
+            }),
+        }
     }
 
     /// Sends the queued writes, before a statement that may read them.
@@ -406,8 +455,13 @@ impl PgStore {
     }
 
     fn query_params(&mut self, sql: &str, params: &Params) -> Result<Vec<Row>, StoreError> {
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| &**p as _).collect();
-        self.query(sql, &refs)
+        self.flush()?;
+        let statement = self.statement(sql)?;
+        let values = pipeline::bound(params.clone(), statement.params());
+        let refs: Vec<&(dyn ToSql + Sync)> = values.iter().map(|p| &**p as _).collect();
+        self.client
+            .query(&statement, &refs)
+            .map_err(|e| pg_error(e, &self.location))
     }
 
     fn query_opt(
@@ -606,6 +660,58 @@ pub(crate) fn from_environment(config: &mut Config) {
     }
 }
 
+/// [`Store::thread`]'s statement.
+fn thread_statement(thread_id: &str) -> (String, Params) {
+    let sql = format!(
+        "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+         WHERE t.thread_id = $1"
+    );
+    (sql, vec![Lit::from(thread_id)])
+}
+
+/// [`Store::threads`]'s statement for `query`.
+fn threads_statement(query: &ThreadQuery) -> (String, Params) {
+    let mut params = Params::new();
+    let clauses = thread_filters(query, &mut params);
+    let order = match query.order {
+        ThreadOrder::Queue => "t.priority_rank DESC, t.created_at, t.thread_id",
+        ThreadOrder::NewestFirst => "t.thread_id DESC",
+    };
+    let limit = Limit(query.limit);
+    let sql = match &query.agent {
+        None => {
+            let filter = if clauses.is_empty() {
+                String::new()
+            } else {
+                format!("WHERE {}", clauses.join(" AND "))
+            };
+            format!(
+                "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+                 {filter} ORDER BY {order} LIMIT {limit}"
+            )
+        }
+        // "Created by or assigned to": two ordered, limited index scans
+        // merged, as the SQLite store does, rather than an OR that
+        // reads every match and sorts it.
+        Some(agent) => {
+            let p = push(&mut params, agent.clone());
+            let rest: String = clauses.iter().map(|c| format!(" AND {c}")).collect();
+            format!(
+                "WITH picked AS (
+                     SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.created_by = {p}{rest}
+                                            ORDER BY {order} LIMIT {limit}) AS by_creator
+                     UNION
+                     SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.assigned_to = {p}{rest}
+                                            ORDER BY {order} LIMIT {limit}) AS by_assignee)
+                 SELECT {THREAD_COLUMNS} FROM picked JOIN threads t ON t.thread_id = picked.thread_id
+                 LEFT JOIN leases l ON l.thread_id = t.thread_id
+                 ORDER BY {order} LIMIT {limit}"
+            )
+        }
+    };
+    (sql, params)
+}
+
 /// The `WHERE` clause of [`ThreadQuery`]'s filters but `agent`, with their
 /// parameters pushed.
 fn thread_filters(query: &ThreadQuery, params: &mut Params) -> Vec<String> {
@@ -699,39 +805,43 @@ impl Store for PgStore {
         }
         self.reconnect_if_closed()?;
         // One round trip for the whole start (the simple query protocol):
-        // BEGIN, the writer row's lock, and the server's clock, which
-        // `clock` then answers without asking again.
-        let (mut sql, clock_at) = match mode {
-            TxMode::Read => (
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned(),
-                1,
-            ),
-            TxMode::Write => (
-                "BEGIN ISOLATION LEVEL READ COMMITTED; \
-                 SELECT id FROM inbox_writer WHERE id = 1 FOR UPDATE"
-                    .to_owned(),
-                2,
-            ),
+        // BEGIN, the writer row's lock, the server's clock, which `clock`
+        // then answers without asking again, and for a write what every
+        // write reads first and what the engine said this one would.
+        let reads = self.reads.take();
+        let mut statements: Vec<String> = match mode {
+            TxMode::Read => vec!["BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY".to_owned()],
+            TxMode::Write => vec![
+                "BEGIN ISOLATION LEVEL READ COMMITTED".to_owned(),
+                "SELECT id FROM inbox_writer WHERE id = 1 FOR UPDATE".to_owned(),
+            ],
         };
-        if self.server_clock {
-            // `now()` is the transaction's start: one instant for the command.
-            sql.push_str("; SELECT floor(extract(epoch FROM now()) * 1000)::bigint");
-        }
+        // `now()` is the transaction's start: one instant for the command.
+        let clock_at = self.server_clock.then(|| {
+            statements.push("SELECT floor(extract(epoch FROM now()) * 1000)::bigint".to_owned());
+            statements.len() - 1
+        });
         let read_ahead = self.pipeline && mode == TxMode::Write;
-        if read_ahead {
-            sql.push_str(&format!("; EXECUTE {}", pipeline::AHEAD));
-        }
+        let ahead_at = read_ahead.then(|| {
+            statements.push(format!("EXECUTE {}", pipeline::AHEAD));
+            statements.len() - 1
+        });
         let stale = self.queued.clear();
         self.forget(stale);
+        let mut preparing = Vec::new();
+        let planned = match reads {
+            Some(reads) if read_ahead => self.plan(reads, &mut statements, &mut preparing),
+            _ => Planned::default(),
+        };
         self.ahead = Ahead::default();
-        let started = self.start(&sql).and_then(|messages| {
+        let started = self.start(&statements.join("; ")).and_then(|messages| {
             let results = pipeline::results(&messages);
             let now = self.started_at(&results, clock_at)?;
-            let ahead = if read_ahead {
-                Ahead::parse(&results)?
-            } else {
-                Ahead::default()
+            let mut ahead = match ahead_at.and_then(|i| results.get(i)) {
+                Some(rows) => Ahead::parse(rows)?,
+                None => Ahead::default(),
             };
+            planned.fill(&mut ahead, &results)?;
             Ok((now, ahead))
         });
         match started {
@@ -743,10 +853,15 @@ impl Store for PgStore {
                 Ok(())
             }
             Err(error) => {
+                self.forget(preparing);
                 let _ = self.client.batch_execute("ROLLBACK");
                 Err(error)
             }
         }
+    }
+
+    fn read_ahead(&mut self, reads: ReadAhead) {
+        self.reads = Some(reads);
     }
 
     fn clock(&mut self) -> Result<Option<Timestamp>, StoreError> {
@@ -791,55 +906,18 @@ impl Store for PgStore {
     }
 
     fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
-        let sql = format!(
-            "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
-             WHERE t.thread_id = $1"
-        );
-        self.query_opt(&sql, &[&thread_id])?
-            .as_ref()
-            .map(rows::thread_state)
-            .transpose()
+        if let Some(state) = self.ahead.thread(thread_id) {
+            return Ok(state);
+        }
+        let (sql, params) = thread_statement(thread_id);
+        Ok(self.thread_states(&sql, &params)?.pop())
     }
 
     fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
-        let mut params = Params::new();
-        let clauses = thread_filters(query, &mut params);
-        let order = match query.order {
-            ThreadOrder::Queue => "t.priority_rank DESC, t.created_at, t.thread_id",
-            ThreadOrder::NewestFirst => "t.thread_id DESC",
-        };
-        let limit = Limit(query.limit);
-        let sql = match &query.agent {
-            None => {
-                let filter = if clauses.is_empty() {
-                    String::new()
-                } else {
-                    format!("WHERE {}", clauses.join(" AND "))
-                };
-                format!(
-                    "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
-                     {filter} ORDER BY {order} LIMIT {limit}"
-                )
-            }
-            // "Created by or assigned to": two ordered, limited index scans
-            // merged, as the SQLite store does, rather than an OR that
-            // reads every match and sorts it.
-            Some(agent) => {
-                let p = push(&mut params, agent.clone());
-                let rest: String = clauses.iter().map(|c| format!(" AND {c}")).collect();
-                format!(
-                    "WITH picked AS (
-                         SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.created_by = {p}{rest}
-                                                ORDER BY {order} LIMIT {limit}) AS by_creator
-                         UNION
-                         SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.assigned_to = {p}{rest}
-                                                ORDER BY {order} LIMIT {limit}) AS by_assignee)
-                     SELECT {THREAD_COLUMNS} FROM picked JOIN threads t ON t.thread_id = picked.thread_id
-                     LEFT JOIN leases l ON l.thread_id = t.thread_id
-                     ORDER BY {order} LIMIT {limit}"
-                )
-            }
-        };
+        if let Some(states) = self.ahead.threads(query) {
+            return Ok(states);
+        }
+        let (sql, params) = threads_statement(query);
         self.thread_states(&sql, &params)
     }
 

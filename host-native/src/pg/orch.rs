@@ -33,17 +33,7 @@ impl PgStore {
         params: &Params,
     ) -> Result<Vec<T>, StoreError> {
         let rows = self.query_params(sql, params)?;
-        rows.iter()
-            .map(|row| {
-                let text: String = super::rows::get(row, 0)?;
-                serde_json::from_str(&text).map_err(|e| {
-                    StoreError::other(format!(
-                        "{}: a stored record does not decode: {e}",
-                        self.location
-                    ))
-                })
-            })
-            .collect()
+        rows.iter().map(|row| super::rows::record(row)).collect()
     }
 
     pub(super) fn orch_run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {

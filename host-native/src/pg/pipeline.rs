@@ -24,11 +24,15 @@
 //! never decide anything, and never render a value it cannot render
 //! exactly (a text with a NUL is refused, as PostgreSQL refuses it).
 
-use inbox_engine::{EventId, StoreError};
+use inbox_engine::store::{AgentQuery, ThreadQuery, ThreadState};
+use inbox_engine::{Agent, EventId, StoreError};
 use postgres::SimpleQueryMessage;
+
+use super::rows;
 use postgres::types::{ToSql, Type};
 
 /// One parameter of a queued write, as an SQL literal.
+#[derive(Clone)]
 pub(super) enum Lit {
     Null,
     Text(String),
@@ -124,7 +128,12 @@ pub(super) fn bound(params: Vec<Lit>, types: &[Type]) -> Vec<Box<dyn ToSql + Syn
 
 /// `EXECUTE name(literals)`: a queued run of a prepared statement.
 pub(super) fn execute(name: &str, params: &[Lit]) -> Result<String, StoreError> {
-    let mut sql = format!("EXECUTE {name}(");
+    Ok(format!("EXECUTE {name}{}", arguments(params)?))
+}
+
+/// `(literal, literal, ...)`: the arguments of an `EXECUTE`.
+pub(super) fn arguments(params: &[Lit]) -> Result<String, StoreError> {
+    let mut sql = "(".to_owned();
     for (i, param) in params.iter().enumerate() {
         if i > 0 {
             sql.push_str(", ");
@@ -178,6 +187,13 @@ impl Queued {
 /// transaction writes.
 #[derive(Default)]
 pub(super) struct Ahead {
+    /// The thread the engine said it would read first
+    /// ([`inbox_engine::store::ReadAhead`]), by id.
+    pub(super) thread: Option<(String, Option<ThreadState>)>,
+    /// The agents it said it would look up, by their query.
+    pub(super) agents: Option<(AgentQuery, Vec<Agent>)>,
+    /// The threads it said it would list, by their query.
+    pub(super) threads: Option<(ThreadQuery, Vec<ThreadState>)>,
     /// The highest event id.
     pub(super) latest_event_id: Option<EventId>,
     /// The engine's settings row as stored (`Some(None)`: there is none).
@@ -185,6 +201,52 @@ pub(super) struct Ahead {
     /// The earliest `expires_at` of an unreleased lease, as stored
     /// (`Some(None)`: every lease is released).
     pub(super) earliest_expiry: Option<Option<String>>,
+}
+
+/// Where `begin`'s answers hold the reads the engine announced
+/// ([`inbox_engine::store::ReadAhead`]): each read with the index of its
+/// statement.
+#[derive(Default)]
+pub(super) struct Planned {
+    pub(super) thread: Option<(String, usize)>,
+    pub(super) agents: Option<(AgentQuery, usize)>,
+    pub(super) threads: Option<(ThreadQuery, usize)>,
+}
+
+impl Planned {
+    /// Decodes the planned reads' rows from `results` into `ahead`.
+    pub(super) fn fill(
+        self,
+        ahead: &mut Ahead,
+        results: &[Vec<Vec<Option<String>>>],
+    ) -> Result<(), StoreError> {
+        let rows = |at: usize| {
+            results
+                .get(at)
+                .ok_or_else(|| StoreError::other("BEGIN did not answer a read ahead"))
+        };
+        if let Some((id, at)) = self.thread {
+            let state = rows(at)?
+                .first()
+                .map(|row| rows::thread_state(row.as_slice()));
+            ahead.thread = Some((id, state.transpose()?));
+        }
+        if let Some((query, at)) = self.agents {
+            let agents = rows(at)?
+                .iter()
+                .map(|row| rows::record(row.as_slice()))
+                .collect::<Result<_, _>>()?;
+            ahead.agents = Some((query, agents));
+        }
+        if let Some((query, at)) = self.threads {
+            let states = rows(at)?
+                .iter()
+                .map(|row| rows::thread_state(row.as_slice()))
+                .collect::<Result<_, _>>()?;
+            ahead.threads = Some((query, states));
+        }
+        Ok(())
+    }
 }
 
 /// The name of the statement a write transaction's `BEGIN` reads ahead
@@ -220,11 +282,10 @@ pub(super) fn results(messages: &[SimpleQueryMessage]) -> Vec<Vec<Vec<Option<Str
 }
 
 impl Ahead {
-    /// Reads the row [`AHEAD_SQL`] answered, the last statement's.
-    pub(super) fn parse(results: &[Vec<Vec<Option<String>>>]) -> Result<Ahead, StoreError> {
-        let Some([latest, settings, expiry]) = results
-            .last()
-            .and_then(|rows| rows.first())
+    /// Reads the row [`AHEAD_SQL`] answered (its statement's `rows`).
+    pub(super) fn parse(rows: &[Vec<Option<String>>]) -> Result<Ahead, StoreError> {
+        let Some([latest, settings, expiry]) = rows
+            .first()
             .and_then(|row| <&[Option<String>; 3]>::try_from(row.as_slice()).ok())
         else {
             return Err(StoreError::other("BEGIN did not answer its reads"));
@@ -237,7 +298,26 @@ impl Ahead {
             latest_event_id: Some(latest),
             settings: Some(settings.clone()),
             earliest_expiry: Some(expiry.clone()),
+            ..Ahead::default()
         })
+    }
+
+    /// The thread `id` as read ahead, if it was.
+    pub(super) fn thread(&self, id: &str) -> Option<Option<ThreadState>> {
+        let (read, state) = self.thread.as_ref()?;
+        (read == id).then(|| state.clone())
+    }
+
+    /// The agents `query` finds, if that query was read ahead.
+    pub(super) fn agents(&self, query: &AgentQuery) -> Option<Vec<Agent>> {
+        let (read, agents) = self.agents.as_ref()?;
+        (read == query).then(|| agents.clone())
+    }
+
+    /// The threads `query` finds, if that query was read ahead.
+    pub(super) fn threads(&self, query: &ThreadQuery) -> Option<Vec<ThreadState>> {
+        let (read, states) = self.threads.as_ref()?;
+        (read == query).then(|| states.clone())
     }
 
     /// Whether no unreleased lease has expired at `now` (a timestamp's

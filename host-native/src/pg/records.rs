@@ -28,27 +28,10 @@ const THREAD_TABLES: [&str; 6] = [
 
 impl PgStore {
     pub(super) fn registry_agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {
-        let mut params = Params::new();
-        let limit = Limit(query.limit);
-        let sql = match (&query.name, &query.role) {
-            (Some(name), role) => {
-                let name = push(&mut params, name.clone());
-                let role = match role {
-                    Some(role) => format!(
-                        " AND name IN (SELECT name FROM agent_roles WHERE role = {})",
-                        push(&mut params, role.clone())
-                    ),
-                    None => String::new(),
-                };
-                format!("SELECT record_json FROM agents WHERE name = {name}{role}")
-            }
-            (None, Some(role)) => format!(
-                "SELECT a.record_json FROM agent_roles r JOIN agents a ON a.name = r.name
-                 WHERE r.role = {} ORDER BY r.name LIMIT {limit}",
-                push(&mut params, role.clone())
-            ),
-            (None, None) => format!("SELECT record_json FROM agents ORDER BY name LIMIT {limit}"),
-        };
+        if let Some(agents) = self.ahead.agents(query) {
+            return Ok(agents);
+        }
+        let (sql, params) = agents_statement(query);
         self.records(&sql, &params)
     }
 
@@ -226,4 +209,30 @@ impl PgStore {
         }
         Ok(messages)
     }
+}
+
+/// [`Store::agents`](inbox_engine::Store::agents)'s statement for `query`.
+pub(super) fn agents_statement(query: &AgentQuery) -> (String, Params) {
+    let mut params = Params::new();
+    let limit = Limit(query.limit);
+    let sql = match (&query.name, &query.role) {
+        (Some(name), role) => {
+            let name = push(&mut params, name.clone());
+            let role = match role {
+                Some(role) => format!(
+                    " AND name IN (SELECT name FROM agent_roles WHERE role = {})",
+                    push(&mut params, role.clone())
+                ),
+                None => String::new(),
+            };
+            format!("SELECT record_json FROM agents WHERE name = {name}{role}")
+        }
+        (None, Some(role)) => format!(
+            "SELECT a.record_json FROM agent_roles r JOIN agents a ON a.name = r.name
+             WHERE r.role = {} ORDER BY r.name LIMIT {limit}",
+            push(&mut params, role.clone())
+        ),
+        (None, None) => format!("SELECT record_json FROM agents ORDER BY name LIMIT {limit}"),
+    };
+    (sql, params)
 }

@@ -88,14 +88,60 @@ pub(super) fn get<'a, T: FromSql<'a>>(row: &'a Row, index: usize) -> Result<T, S
     row.try_get(index).map_err(|e| undecodable(index, e))
 }
 
-fn time_at(row: &Row, index: usize) -> Result<Timestamp, StoreError> {
-    let text: String = get(row, index)?;
-    Timestamp::parse(&text).map_err(|e| undecodable(index, e))
+/// A row's columns as either protocol delivers them: a typed [`Row`] of
+/// a prepared statement, or the texts of a simple query (what `begin`'s
+/// round trip reads ahead). The decoders below read both, so a record is
+/// decoded by one function whichever way it came.
+pub(super) trait Cells {
+    /// A text column (`None` for NULL).
+    fn text(&self, index: usize) -> Result<Option<String>, StoreError>;
+    /// A `BIGINT` column (`None` for NULL).
+    fn int(&self, index: usize) -> Result<Option<i64>, StoreError>;
 }
 
-fn time_opt(row: &Row, index: usize) -> Result<Option<Timestamp>, StoreError> {
-    let text: Option<String> = get(row, index)?;
-    text.map(|t| Timestamp::parse(&t).map_err(|e| undecodable(index, e)))
+impl Cells for Row {
+    fn text(&self, index: usize) -> Result<Option<String>, StoreError> {
+        get(self, index)
+    }
+
+    fn int(&self, index: usize) -> Result<Option<i64>, StoreError> {
+        get(self, index)
+    }
+}
+
+impl Cells for [Option<String>] {
+    fn text(&self, index: usize) -> Result<Option<String>, StoreError> {
+        match self.get(index) {
+            Some(text) => Ok(text.clone()),
+            None => Err(undecodable(index, "no such column")),
+        }
+    }
+
+    fn int(&self, index: usize) -> Result<Option<i64>, StoreError> {
+        self.text(index)?
+            .map(|t| t.parse().map_err(|e| undecodable(index, e)))
+            .transpose()
+    }
+}
+
+/// A text column that may not be NULL.
+fn text<R: Cells + ?Sized>(row: &R, index: usize) -> Result<String, StoreError> {
+    row.text(index)?
+        .ok_or_else(|| undecodable(index, "NULL where a value is required"))
+}
+
+fn integer<R: Cells + ?Sized>(row: &R, index: usize) -> Result<i64, StoreError> {
+    row.int(index)?
+        .ok_or_else(|| undecodable(index, "NULL where a number is required"))
+}
+
+fn time_at<R: Cells + ?Sized>(row: &R, index: usize) -> Result<Timestamp, StoreError> {
+    Timestamp::parse(&text(row, index)?).map_err(|e| undecodable(index, e))
+}
+
+fn time_opt<R: Cells + ?Sized>(row: &R, index: usize) -> Result<Option<Timestamp>, StoreError> {
+    row.text(index)?
+        .map(|t| Timestamp::parse(&t).map_err(|e| undecodable(index, e)))
         .transpose()
 }
 
@@ -104,14 +150,21 @@ pub(super) fn parse_time(text: &str) -> Result<Timestamp, StoreError> {
     Timestamp::parse(text).map_err(|e| undecodable(0, e))
 }
 
-fn word<T>(
-    row: &Row,
+fn word<T, R: Cells + ?Sized>(
+    row: &R,
     index: usize,
     what: &str,
     parse: fn(&str) -> Option<T>,
 ) -> Result<T, StoreError> {
-    let text: String = get(row, index)?;
+    let text = text(row, index)?;
     parse(&text).ok_or_else(|| undecodable(index, format!("unknown {what} `{text}`")))
+}
+
+/// The JSON record (an agent, a run, ...) in a row's first column.
+pub(super) fn record<T: serde::de::DeserializeOwned, R: Cells + ?Sized>(
+    row: &R,
+) -> Result<T, StoreError> {
+    serde_json::from_str(&text(row, 0)?).map_err(|e| undecodable(0, e))
 }
 
 /// A `BYTEA` column holding UTF-8 text (a message body).
@@ -131,15 +184,13 @@ pub(super) fn json_text(object: &JsonObject) -> String {
     serde_json::to_string(object).unwrap_or_else(|_| "{}".to_owned())
 }
 
-fn count(row: &Row, index: usize) -> Result<u32, StoreError> {
-    let n: i64 = get(row, index)?;
-    u32::try_from(n).map_err(|e| undecodable(index, e))
+fn count<R: Cells + ?Sized>(row: &R, index: usize) -> Result<u32, StoreError> {
+    u32::try_from(integer(row, index)?).map_err(|e| undecodable(index, e))
 }
 
 /// Column `index` as an id or other non-negative number.
-pub(super) fn id(row: &Row, index: usize) -> Result<u64, StoreError> {
-    let n: i64 = get(row, index)?;
-    u64::try_from(n).map_err(|e| undecodable(index, e))
+pub(super) fn id<R: Cells + ?Sized>(row: &R, index: usize) -> Result<u64, StoreError> {
+    u64::try_from(integer(row, index)?).map_err(|e| undecodable(index, e))
 }
 
 /// An id or count as PostgreSQL's `BIGINT`.
@@ -152,25 +203,24 @@ pub(super) const THREAD_COLUMNS: &str = "t.thread_id, t.run_id, t.task_id, t.sub
      t.created_at, t.updated_at, l.agent, l.lease_token, l.attempt, l.lease_seconds, l.claimed_at, \
      l.expires_at, l.released_at";
 
-pub(super) fn thread_state(row: &Row) -> Result<ThreadState, StoreError> {
+pub(super) fn thread_state<R: Cells + ?Sized>(row: &R) -> Result<ThreadState, StoreError> {
     let thread = Thread {
-        thread_id: get(row, 0)?,
-        run_id: get(row, 1)?,
-        task_id: get(row, 2)?,
-        subject: get(row, 3)?,
-        created_by: get(row, 4)?,
-        assigned_to: get(row, 5)?,
+        thread_id: text(row, 0)?,
+        run_id: row.text(1)?,
+        task_id: row.text(2)?,
+        subject: text(row, 3)?,
+        created_by: text(row, 4)?,
+        assigned_to: text(row, 5)?,
         status: word(row, 6, "status", Status::parse)?,
         priority: word(row, 7, "priority", Priority::parse)?,
         attempts: count(row, 8)?,
         max_attempts: count(row, 9)?,
-        latest_message_id: get(row, 10)?,
+        latest_message_id: row.text(10)?,
         last_event_id: id(row, 11)?,
         created_at: time_at(row, 12)?,
         updated_at: time_at(row, 13)?,
     };
-    let agent: Option<String> = get(row, 14)?;
-    let lease = match agent {
+    let lease = match row.text(14)? {
         None => None,
         Some(agent) => Some(Lease {
             thread_id: thread.thread_id.clone(),
