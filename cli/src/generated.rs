@@ -123,6 +123,10 @@ fn render(man: &Man) -> Vec<u8> {
 /// Writes `pages` into `dir`, created if missing, and returns their paths.
 fn install(dir: &Path, pages: &[(String, Vec<u8>)]) -> Result<Vec<std::path::PathBuf>, String> {
     let folder = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    // Said plainly: create_dir_all's own words for it are "File exists".
+    if folder.exists() && !folder.is_dir() {
+        return Err(format!("{} exists and is not a folder", folder.display()));
+    }
     std::fs::create_dir_all(&folder)
         .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
     pages
