@@ -588,6 +588,40 @@ Examples:
   inbox mcp --agent lead --db /work/team/.agents/coord.db"
     )]
     Mcp(McpArgs),
+
+    /// Print the completion script for a shell: bash, zsh, fish, powershell, elvish
+    #[command(
+        long_about = "\
+Print the script that teaches SHELL to complete inbox's commands, flags and
+values (statuses, kinds, priorities, ...), generated from this binary's own
+command definitions, so it always matches the inbox installed. Install it
+once where the shell looks for completions; run it again after an upgrade.
+Needs no database.",
+        after_help = "\
+Examples:
+  inbox completions bash > ~/.local/share/bash-completion/completions/inbox
+  inbox completions zsh > ~/.zfunc/_inbox         # a folder on $fpath, before compinit
+  inbox completions fish > ~/.config/fish/completions/inbox.fish
+  inbox completions powershell | Out-String | Invoke-Expression   # in $PROFILE"
+    )]
+    Completions(CompletionsArgs),
+
+    /// Print the man page, or write every command's page into a folder
+    #[command(
+        long_about = "\
+Print the inbox(1) man page (roff), generated from this binary's own command
+definitions: the overview, the global options and the commands, each named
+by its own page. With --dir, write that page and every command's
+(inbox-send.1, inbox-agent-register.1, ...) into DIR, where `man inbox-COMMAND`
+finds them; a page already there is replaced, a symbolic link in its place
+is replaced rather than followed. Needs no database.",
+        after_help = "\
+Examples:
+  inbox man | man -l -
+  inbox man --dir ~/.local/share/man/man1
+  man inbox-claim"
+    )]
+    Man(ManArgs),
     }
 }
 
@@ -1149,6 +1183,25 @@ pub struct SkillArgs {
     /// Write it to DIR/inbox/SKILL.md instead of printing it
     #[arg(long, value_name = "DIR")]
     pub install: Option<PathBuf>,
+}
+
+// `completions`, for `inbox` and `orch`.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+// `man`, for `inbox` and `orch`.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write every page (the binary's and one per command) into DIR instead
+    /// of printing the binary's
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 // `export`.

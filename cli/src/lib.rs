@@ -13,6 +13,7 @@
 pub mod args;
 mod bridge;
 mod database;
+mod generated;
 pub mod interchange;
 mod mcp_launch;
 pub mod orch_args;
@@ -154,6 +155,8 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
         Command::Import(args) => file_tool(&name, move |g| transfer::import(g, &args)),
         Command::Bridge(args) => file_tool(&name, move |g| bridge::run(g, args)),
         Command::Mcp(_) => Action::Tool(Box::new(mcp_launch::launch)),
+        Command::Completions(args) => completions_tool(Binary::Inbox, &name, args),
+        Command::Man(args) => man_tool(Binary::Inbox, &name, args),
         command => {
             let init = match &command {
                 Command::Init(args) => Some(args.durability),
@@ -181,6 +184,8 @@ fn orch_invocation(cli: OrchCli, name: String) -> Invocation {
             };
             tools::skill(skill, args.install.as_deref(), g.json)
         })),
+        OrchCommand::Completions(args) => completions_tool(Binary::Orch, &name, args),
+        OrchCommand::Man(args) => man_tool(Binary::Orch, &name, args),
         command => engine_action(&name, None, |notes| {
             command.request(global.agent.clone(), notes)
         }),
@@ -190,6 +195,22 @@ fn orch_invocation(cli: OrchCli, name: String) -> Invocation {
         name,
         action,
     }
+}
+
+/// `completions SHELL`, generated from `binary`'s own definition.
+fn completions_tool(binary: Binary, name: &str, args: args::CompletionsArgs) -> Action {
+    let name = name.to_owned();
+    Action::Tool(Box::new(move |g: &Global| {
+        generated::completions(binary.command(), args.shell, &name, g.json)
+    }))
+}
+
+/// `man [--dir DIR]`, generated from `binary`'s own definition.
+fn man_tool(binary: Binary, name: &str, args: args::ManArgs) -> Action {
+    let name = name.to_owned();
+    Action::Tool(Box::new(move |g: &Global| {
+        generated::man(binary.command(), args.dir.as_deref(), &name, g.json)
+    }))
 }
 
 /// The engine request a command's arguments make (`None`: a tool, which

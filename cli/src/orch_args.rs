@@ -17,7 +17,7 @@ use inbox_engine::orch::model::RunStatus;
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, Priority, Request};
 
-use crate::args::{Global, one_of, text};
+use crate::args::{CompletionsArgs, Global, ManArgs, one_of, text};
 use crate::request::{Notes, read_text};
 
 const ROOT_HELP: &str = "\
@@ -283,6 +283,37 @@ Examples:
   orch skill --install ~/.claude/skills
   orch skill council-review            the reviewers' skill: how to answer a council")]
     Skill(OrchSkillArgs),
+    /// Print the completion script for a shell: bash, zsh, fish, powershell, elvish
+    #[command(
+        long_about = "\
+Print the script that teaches SHELL to complete orch's commands, flags and
+values, generated from this binary's own command definitions, so it always
+matches the orch installed. Install it once where the shell looks for
+completions; run it again after an upgrade. Needs no database.",
+        after_help = "\
+Examples:
+  orch completions bash > ~/.local/share/bash-completion/completions/orch
+  orch completions zsh > ~/.zfunc/_orch           # a folder on $fpath, before compinit
+  orch completions fish > ~/.config/fish/completions/orch.fish
+  orch completions powershell | Out-String | Invoke-Expression   # in $PROFILE"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page, or write every command's page into a folder
+    #[command(
+        long_about = "\
+Print the orch(1) man page (roff), generated from this binary's own command
+definitions: the overview, the global options and the commands, each named
+by its own page. With --dir, write that page and every command's
+(orch-plan.1, orch-run-create.1, ...) into DIR, where `man orch-COMMAND`
+finds them; a page already there is replaced, a symbolic link in its place
+is replaced rather than followed. Needs no database.",
+        after_help = "\
+Examples:
+  orch man | man -l -
+  orch man --dir ~/.local/share/man/man1
+  man orch-dispatch"
+    )]
+    Man(ManArgs),
 }
 
 // `orch skill`.
@@ -816,7 +847,8 @@ pub struct ReconcileArgs {
 const PLAN_MAX_BYTES: usize = 64 << 20;
 
 impl OrchCommand {
-    /// The engine request these arguments make, or `None` for `skill`.
+    /// The engine request these arguments make, or `None` for the tools
+    /// that run in the CLI alone (`skill`, `completions`, `man`).
     pub(crate) fn request(
         self,
         agent: Option<String>,
@@ -829,7 +861,9 @@ impl OrchCommand {
             ..OrchTaskRequest::default()
         };
         let request = match self {
-            OrchCommand::Skill(_) => return None,
+            OrchCommand::Skill(_) | OrchCommand::Completions(_) | OrchCommand::Man(_) => {
+                return None;
+            }
             OrchCommand::Run(RunCommand::Create(a)) => run_create(a, agent),
             OrchCommand::Worktree(WorktreeCommand::List(a)) => {
                 Ok(Request::OrchWorktreeList(OrchWorktreeListRequest {

@@ -1,6 +1,8 @@
 //! The command line's own tools, which need no database: `inbox skill` and
 //! `orch skill` (print or install the SKILL.md that teaches agents the CLI)
-//! and `inbox script` (run a transition script in memory).
+//! and `inbox script` (run a transition script in memory). What the command
+//! line generates from its own definition (completions, man pages) is in
+//! `generated`.
 //!
 //! Both report in the JSON contract with `--json`. Installing the skill
 //! writes into a folder the user names, which may hold things the user did
@@ -110,21 +112,28 @@ fn install_skill(skill: &Skill, dir: &Path) -> Result<PathBuf, String> {
         }
     }
     let target = folder.join("SKILL.md");
-    let temporary = folder.join(format!(".SKILL.md.{}.tmp", std::process::id()));
+    replace_file(&folder, "SKILL.md", skill.text.as_bytes())?;
+    Ok(target)
+}
+
+/// Writes `bytes` as `folder/name`: under a temporary name beside it,
+/// synced, then renamed over it, so that a symbolic link planted at the
+/// name is replaced, never followed, and no reader ever sees half a file.
+/// The folder is the caller's to check.
+pub(crate) fn replace_file(folder: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+    let target = folder.join(name);
+    let temporary = folder.join(format!(".{name}.{}.tmp", std::process::id()));
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&temporary)
-        .and_then(|mut file| {
-            file.write_all(skill.text.as_bytes())
-                .and_then(|()| file.sync_all())
-        })
+        .and_then(|mut file| file.write_all(bytes).and_then(|()| file.sync_all()))
         .and_then(|()| std::fs::rename(&temporary, &target));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&temporary);
         return Err(format!("cannot write {}: {e}", target.display()));
     }
-    Ok(target)
+    Ok(())
 }
 
 /// `inbox script FILE`: run a transition script in memory and print its
@@ -169,7 +178,7 @@ pub(crate) fn script(file: &Path, json: bool) -> u8 {
 }
 
 /// A tool's refusal, in the JSON contract.
-fn fail(command: &str, error: EngineError, json: bool) -> u8 {
+pub(crate) fn fail(command: &str, error: EngineError, json: bool) -> u8 {
     crate::finish(
         &Response::failure(Some(command.to_owned()), error),
         json,

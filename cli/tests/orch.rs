@@ -106,7 +106,8 @@ fn every_orch_command_has_help_with_examples() {
 }
 
 /// Each orch command of the engine is one `orch` subcommand (`orch run
-/// create` is `orch-run-create`); `orch skill` is the one tool.
+/// create` is `orch-run-create`); `orch skill`, `orch completions` and
+/// `orch man` are the tools.
 #[test]
 fn the_orch_subcommands_are_the_engine_s_orch_commands() {
     let cli: BTreeSet<String> = leaf_subcommands()
@@ -118,7 +119,9 @@ fn the_orch_subcommands_are_the_engine_s_orch_commands() {
         .map(|c| c.as_str().to_owned())
         .filter(|name| name.starts_with("orch-"))
         .collect();
-    engine.insert("orch-skill".to_owned());
+    for tool in ["orch-skill", "orch-completions", "orch-man"] {
+        engine.insert(tool.to_owned());
+    }
     assert_eq!(cli, engine);
 }
 

@@ -19,6 +19,7 @@ mod bad_input;
 mod bridge;
 mod bridge_teams;
 mod clock;
+mod completions_and_man;
 mod concurrency;
 mod database;
 mod export_import;

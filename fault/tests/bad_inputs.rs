@@ -239,9 +239,11 @@ fn cases() -> Vec<Case> {
         case("`export` of a PostgreSQL database (pg_dump's job)", "export out.jsonl --db postgres://agent@127.0.0.1:1/inbox", Refused(30, "invalid_value")),
         case("read-only database file: a read (accepted)", "list", Read(0)).on(Setup::ReadOnly),
         case("read-only database file: a write", SEND, Refused(50, "storage_error")).on(Setup::ReadOnly),
-        // The two tools that do not use the database.
+        // The tools that do not use the database.
         case("`script` on a file that does not exist", "script nope.inbox", Refused(30, "invalid_value")),
         case("`script` on a file that never ends (`/dev/zero`): read only to 4 MiB", "script /dev/zero", Refused(30, "too_long")),
+        case("`completions` for a shell it has no script for", "completions tcsh", Refused(30, "invalid_request")),
+        case("`man --dir` naming a file, not a folder", "man --dir nul.txt", Refused(30, "invalid_value")),
         // Moving databases.
         case("`export` over an existing file (no `--force`)", "export --sqlite nul.txt", Refused(30, "invalid_value")),
         case("`import` of a file that is not a database", "import --sqlite nul.txt", Refused(30, "invalid_value")),
