@@ -13,8 +13,9 @@
 pub mod args;
 mod bridge;
 mod database;
+pub mod hosted;
 pub mod interchange;
-mod mcp_launch;
+mod launch;
 pub mod orch_args;
 mod output;
 mod postgres;
@@ -153,7 +154,8 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
         Command::Export(args) => file_tool(&name, move |g| transfer::export(g, &args)),
         Command::Import(args) => file_tool(&name, move |g| transfer::import(g, &args)),
         Command::Bridge(args) => file_tool(&name, move |g| bridge::run(g, args)),
-        Command::Mcp(_) => Action::Tool(Box::new(mcp_launch::launch)),
+        Command::Mcp(_) => Action::Tool(Box::new(|g: &Global| launch::launch(launch::MCP, g))),
+        Command::Serve(_) => Action::Tool(Box::new(|g: &Global| launch::launch(launch::SERVE, g))),
         command => {
             let init = match &command {
                 Command::Init(args) => Some(args.durability),
