@@ -23,7 +23,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use inbox_engine::{Call, Command, EngineError};
 use serde_json::Value;
 
@@ -51,7 +51,21 @@ const WRITES: &[Command] = &[Command::Send, Command::Reply, Command::Cancel];
 
 /// The API's routes.
 pub(crate) fn routes() -> Router<Arc<Board>> {
-    Router::new().route("/api/{command}", post(call))
+    Router::new()
+        .route("/api/board", get(about))
+        .route("/api/{command}", post(call))
+}
+
+/// `GET /api/board`: what the page needs to know of this board: whether
+/// it may write, and as whom.
+async fn about(State(board): State<Arc<Board>>) -> Response {
+    let about = serde_json::json!({
+        "ok": true,
+        "command": "board",
+        "write": board.guard.writes(),
+        "as": board.human,
+    });
+    json(StatusCode::OK, about.to_string())
 }
 
 /// `POST /api/COMMAND`.

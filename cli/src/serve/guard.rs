@@ -82,6 +82,11 @@ impl Guard {
         }
     }
 
+    /// Whether writes are on.
+    pub(crate) fn writes(&self) -> bool {
+        self.token.is_some()
+    }
+
     /// Whether a request may name this host.
     fn host_allowed(&self, headers: &HeaderMap) -> Result<(), BoardError> {
         let Some(hosts) = &self.hosts else {
