@@ -97,7 +97,8 @@ fn the_subcommands_are_the_engine_s_commands_and_the_tools() {
             "import",
             "bridge-file-drop",
             "bridge-teams",
-            "mcp"
+            "mcp",
+            "serve"
         ]
     );
 }

@@ -36,7 +36,7 @@ const { chromium } = createRequire(path.join(wasmJs, 'package.json'))('playwrigh
 const { CHROMIUM_ARGS, executablePath } = await import(path.join(wasmJs, 'lib', 'chromium.mjs'));
 
 const targetDir = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
-const inboxBin = process.env.INBOX_BIN || path.join(targetDir, 'debug', 'inbox');
+const inboxBin = path.resolve(process.env.INBOX_BIN || path.join(targetDir, 'debug', 'inbox'));
 const orchBin = path.join(path.dirname(inboxBin), 'orch');
 const screenshots = process.env.INBOX_UPDATE_SCREENSHOTS === '1';
 const imagesDir = path.join(root, 'docs', 'images');
