@@ -8,7 +8,8 @@
 // wakes a worker blocked in `inbox wait-reply`; hostile HTML in a subject is
 // shown as text and runs nothing; a write without the token is refused; a
 // run's task graph is drawn. It also measures how long a CLI commit takes to
-// show on the page (p50 must be at most 250 ms) and, with
+// show on the page (p50 must be at most 250 ms), the server's idle CPU with
+// twenty boards open (at most 1% of a core) and, with
 // INBOX_UPDATE_SCREENSHOTS=1, refreshes the README's pictures in
 // docs/images/.
 //
@@ -34,6 +35,7 @@ const root = path.resolve(here, '..', '..', '..');
 const wasmJs = path.join(root, 'host-wasm', 'js');
 const { chromium } = createRequire(path.join(wasmJs, 'package.json'))('playwright-core');
 const { CHROMIUM_ARGS, executablePath } = await import(path.join(wasmJs, 'lib', 'chromium.mjs'));
+const { measureIdle } = await import(path.join(here, 'idle.mjs'));
 
 const targetDir = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
 const inboxBin = path.resolve(process.env.INBOX_BIN || path.join(targetDir, 'debug', 'inbox'));
@@ -44,7 +46,7 @@ const run = promisify(execFile);
 
 const HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script> fix login';
 
-describe('inbox serve in headless Chromium', { timeout: 60_000 }, () => {
+describe('inbox serve in headless Chromium', { timeout: 90_000 }, () => {
   let dir;
   let env;
   let server;
@@ -254,4 +256,11 @@ describe('inbox serve in headless Chromium', { timeout: 60_000 }, () => {
     assert.ok(p50 <= 250, `p50 ${p50} ms > 250 ms: ${samples.join(', ')}`);
   });
 
+  test('twenty idle boards cost at most 1% of a core', async () => {
+    // Its own server and database, nothing happening: the cost of one
+    // follower and twenty open event streams (idle.mjs; docs/BENCHMARKS.md).
+    const idle = await measureIdle({ bin: inboxBin, boards: 20, seconds: 5 });
+    console.log(`board idle: ${idle.boards} open event streams, ${idle.cpu_ms} ms of CPU in ${idle.seconds} s = ${idle.core_percent}% of a core`);
+    assert.ok(idle.core_percent <= 1, JSON.stringify(idle));
+  });
 });
