@@ -299,6 +299,9 @@ fn bad_requests_get_the_json_error_shape_and_a_matching_status() {
     );
     assert_eq!(board.post("claim", "{}", &[]).refused(404), "not_served");
     assert_eq!(board.post("no-such", "{}", &[]).refused(404), "not_served");
+    let host = board.address.to_string();
+    let elsewhere = request(board.address, "GET", "/etc/passwd", &[("Host", &host)], "");
+    assert_eq!(elsewhere.refused(404), "not_served");
     let big = format!(r#"{{"summary":"{}"}}"#, "x".repeat(3 * 1024 * 1024));
     assert_eq!(board.write("send", &big).refused(413), "too_long");
     let missing = r#"{"to_agent":"w1"}"#;

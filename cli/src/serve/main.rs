@@ -113,6 +113,7 @@ async fn serve(
     let app = page::routes()
         .merge(api::routes())
         .merge(live::routes())
+        .fallback(not_served)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&board),
             guard::check,
@@ -125,6 +126,16 @@ async fn serve(
         })
         .await
         .map_err(|error| internal(format!("the server stopped: {error}")))
+}
+
+/// Any other path: refused in the JSON contract's shape, like the API's
+/// refusals.
+async fn not_served(uri: axum::http::Uri) -> axum::response::Response {
+    error::BoardError::NotServed {
+        what: format!("`{}`", uri.path()),
+        served: "open / for the board; its API is POST /api/COMMAND".into(),
+    }
+    .answer(None)
 }
 
 /// The URL on stdout, alone on the first line (tests and scripts read
