@@ -589,6 +589,29 @@ Examples:
     )]
     Mcp(McpArgs),
 
+    /// Serve a live board of the threads to a browser (HTTP, local)
+    #[command(
+        long_about = "\
+Serve a live board of this database to a web browser: threads in columns by
+status (pending, in progress, blocked, done, failed, cancelled) with filters
+and a search box, each thread's whole history, orch runs with their task
+graph, and the registered agents. The page updates within a second of any
+change made by any process (Server-Sent Events, driven by the same waiting
+as `watch`). It listens on 127.0.0.1 only, and prints the URL to open as
+its first line on stdout. The board is read-only unless started with
+--write: then a person can answer a blocked thread, cancel one or send a new
+task from it, as --as NAME, and every write must carry the token printed in
+the URL (so another local user's browser tab cannot act through it).
+--listen ADDR serves another address, which lets other machines read the
+board: only ask for it on a network you trust. The server is the
+inbox-serve program installed beside inbox, which this command starts.",
+        after_help = "\
+Examples:
+  inbox serve --open
+  inbox serve --write --as alice --port 0
+  inbox serve --db postgres://board@db.example/inbox --listen 0.0.0.0 --port 8080"
+    )]
+    Serve(ServeArgs),
     /// Print the completion script for a shell: bash, zsh, fish, powershell, elvish
     #[command(
         long_about = "\
@@ -1383,6 +1406,28 @@ impl Format {
 #[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct McpArgs {}
+
+// `serve`: the board's server (`inbox-serve`) reads these.
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The port to listen on (0: any free port; the URL printed says which)
+    #[arg(long, default_value_t = 7717, value_name = "PORT")]
+    pub port: u16,
+    /// Listen on this address instead of 127.0.0.1: other machines can then
+    /// read the board (a warning is printed)
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::IpAddr>,
+    /// Let the page write (answer, cancel, send) with the token in the URL
+    #[arg(long)]
+    pub write: bool,
+    /// The agent name the board's writes are made as
+    #[arg(long = "as", value_name = "NAME", default_value = "human")]
+    pub human: String,
+    /// Open the board in the default browser
+    #[arg(long)]
+    pub open: bool,
+}
 
 // `script`.
 #[doc(hidden)]

@@ -14,8 +14,9 @@ pub mod args;
 mod bridge;
 mod database;
 mod generated;
+pub mod hosted;
 pub mod interchange;
-mod mcp_launch;
+mod launch;
 pub mod orch_args;
 mod output;
 mod postgres;
@@ -154,9 +155,10 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
         Command::Export(args) => file_tool(&name, move |g| transfer::export(g, &args)),
         Command::Import(args) => file_tool(&name, move |g| transfer::import(g, &args)),
         Command::Bridge(args) => file_tool(&name, move |g| bridge::run(g, args)),
-        Command::Mcp(_) => Action::Tool(Box::new(mcp_launch::launch)),
         Command::Completions(args) => completions_tool(Binary::Inbox, &name, args),
         Command::Man(args) => man_tool(Binary::Inbox, &name, args),
+        Command::Mcp(_) => Action::Tool(Box::new(|g: &Global| launch::launch(launch::MCP, g))),
+        Command::Serve(_) => Action::Tool(Box::new(|g: &Global| launch::launch(launch::SERVE, g))),
         command => {
             let init = match &command {
                 Command::Init(args) => Some(args.durability),

@@ -98,6 +98,7 @@ fn the_subcommands_are_the_engine_s_commands_and_the_tools() {
             "bridge-file-drop",
             "bridge-teams",
             "mcp",
+            "serve",
             "completions",
             "man"
         ]

@@ -16,6 +16,7 @@ mod common;
 mod arguments_and_output;
 mod artifacts;
 mod bad_input;
+mod board;
 mod bridge;
 mod bridge_teams;
 mod clock;

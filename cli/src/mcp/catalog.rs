@@ -231,21 +231,8 @@ fn command_request(
 ) -> Result<Call, Box<Response>> {
     let refuse =
         |error: EngineError| Box::new(Response::failure(Some(command.as_str().into()), error));
-    if let Some(field) = command.acting_field() {
-        match arguments.get(field) {
-            None | Some(Value::Null) => {}
-            Some(Value::String(given)) if given == agent => {}
-            Some(given) => {
-                return Err(refuse(EngineError::InvalidValue {
-                    field: field.into(),
-                    problem: format!(
-                        "is {given}, but this MCP server acts as `{agent}` (inbox mcp --agent {agent}); leave it out"
-                    ),
-                }));
-            }
-        }
-        arguments.insert(field.into(), agent.into());
-    }
+    let acts_as = format!("this MCP server acts as `{agent}` (inbox mcp --agent {agent})");
+    inbox_cli::hosted::act_as(command, agent, &mut arguments, &acts_as).map_err(refuse)?;
     if command.effect() == Effect::Wait {
         cap_wait(&mut arguments);
     }

@@ -12,12 +12,10 @@
 //! protocol and nothing else: whatever this program has to say for people
 //! goes to stderr.
 
-use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::Parser;
-use inbox_cli::args::{Cli, Command, Global};
-use inbox_engine::{EngineError, Response};
+use inbox_cli::args::Global;
+use inbox_engine::EngineError;
 use rmcp::ServiceExt;
 
 mod catalog;
@@ -93,56 +91,15 @@ fn main() -> ExitCode {
 /// arguments as `inbox` passed them (or, run by hand, from the flags
 /// alone); help and usage errors are answered here.
 fn arguments(json: bool) -> Result<Global, ExitCode> {
-    let given: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let parse = |subcommand: Option<&str>| {
-        let argv = std::iter::once(OsString::from("inbox"))
-            .chain(subcommand.map(OsString::from))
-            .chain(given.iter().cloned());
-        Cli::try_parse_from(argv)
-    };
-    let parsed = match parse(None) {
-        Ok(cli) if matches!(cli.command, Command::Mcp(_)) => Ok(cli),
-        _ => parse(Some("mcp")),
-    };
-    match parsed {
-        Ok(cli) => Ok(cli.global),
-        Err(error) if !error.use_stderr() => {
-            // Help, asked for by hand: stdout carries no protocol yet.
-            let _ = error.print();
-            Err(ExitCode::SUCCESS)
-        }
-        Err(error) => {
-            let text = error.render().to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            Err(refuse(
-                EngineError::InvalidRequest {
-                    message: format!(
-                        "{}; see `inbox mcp --help`",
-                        first.strip_prefix("error: ").unwrap_or(first)
-                    ),
-                },
-                json,
-            ))
-        }
-    }
+    inbox_cli::hosted::arguments("mcp", json).map(|cli| cli.global)
 }
 
-/// Says why the server cannot run or stopped, in the JSON contract's
-/// shape, and exits with its code: on stdout with `--json` (nothing else is
-/// on stdout then), on stderr otherwise.
+/// Says why the server cannot run or stopped (see `hosted::refuse`).
 fn refuse(error: EngineError, json: bool) -> ExitCode {
-    use std::io::Write as _;
-    let response = Response::failure(Some("mcp".into()), error);
-    if json {
-        let _ = writeln!(std::io::stdout().lock(), "{}", response.to_json());
-    } else {
-        log(&response.to_json());
-    }
-    ExitCode::from(response.exit_code())
+    inbox_cli::hosted::refuse("mcp", error, json)
 }
 
 /// A line for people, on stderr.
 fn log(line: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    inbox_cli::hosted::log(line);
 }
