@@ -25,6 +25,11 @@ pub(crate) struct Bins {
     pub(crate) inbox_postgres: Option<PathBuf>,
     /// `target/release/orch`.
     pub(crate) orch: PathBuf,
+    /// `target/release/inbox-serve`, the board's server. Workloads start it
+    /// as people do, through `inbox serve`, which runs the one beside
+    /// `inbox`; located here so a missing build fails the run at its
+    /// start, not in its last section.
+    pub(crate) serve: PathBuf,
     /// The file peers' one-process-per-message helper.
     pub(crate) peer: PathBuf,
     /// The process-spawn floor: a Rust `fn main() {}` built like inbox.
@@ -62,6 +67,7 @@ impl Bins {
             inbox: need("inbox")?,
             inbox_postgres,
             orch: need("orch")?,
+            serve: need("inbox-serve")?,
             peer: need("inbox-bench-peer")?,
             noop: need("inbox-bench-noop")?,
             redis_cli: which("redis-cli", &[]).ok_or_else(|| {

@@ -29,6 +29,7 @@ mod proc;
 mod report;
 mod roles;
 mod services;
+mod sse;
 mod svg;
 mod wasm_baseline;
 mod workloads;
@@ -103,6 +104,8 @@ enum Choice {
     Import,
     /// 12. inbox on PostgreSQL against inbox on SQLite and the raw peer
     Postgres,
+    /// 13. The live board (`inbox serve`): commit to visible, idle CPU
+    Board,
 }
 
 #[derive(Subcommand)]
@@ -125,7 +128,7 @@ enum Sub {
 /// to run it. In report order.
 type Workload = (&'static str, Choice, fn(&Ctx) -> Result<Section>);
 
-const WORKLOADS: [Workload; 11] = [
+const WORKLOADS: [Workload; 12] = [
     ("send", Choice::Send, workloads::send::run),
     ("claim", Choice::Claim, workloads::claim::run),
     ("wake", Choice::Wake, workloads::wake::run),
@@ -137,6 +140,7 @@ const WORKLOADS: [Workload; 11] = [
     ("bridge", Choice::Bridge, workloads::bridge::run),
     ("import", Choice::Import, workloads::import::run),
     ("postgres", Choice::Postgres, workloads::postgres::run),
+    ("board", Choice::Board, workloads::board::run),
 ];
 
 fn main() -> ExitCode {
@@ -205,9 +209,12 @@ fn run(cli: &Cli) -> Result<()> {
 /// Builds the binaries measured, so a run measures the commit being
 /// benchmarked, not a stale build: `inbox` with the `postgres` feature,
 /// kept as `inbox-postgres` for the PostgreSQL section, then `inbox-cli`
-/// alone, as `cargo install --path cli` builds it, whose figures every
-/// SQLite row reports. Not the harness: it is running (a build with other
-/// packages would relink it under its worker processes).
+/// alone, as `cargo install --path cli` builds it (default features),
+/// whose figures every SQLite row reports: `inbox`, `orch` and
+/// `inbox-serve` (the board's server, which `inbox serve` starts from
+/// beside `inbox`), not `inbox-mcp`, which nothing here measures. Not the
+/// harness: it is running (a build with other packages would relink it
+/// under its worker processes).
 fn build(root: &Path) -> Result<()> {
     eprintln!("building inbox, with and without PostgreSQL (release)");
     cargo_build(
@@ -226,7 +233,19 @@ fn build(root: &Path) -> Result<()> {
         .join("release");
     std::fs::copy(release.join("inbox"), release.join(ctx::POSTGRES_INBOX))
         .context("cannot keep the PostgreSQL build of inbox")?;
-    cargo_build(root, &["-p", "inbox-cli", "--bins"])
+    cargo_build(
+        root,
+        &[
+            "-p",
+            "inbox-cli",
+            "--bin",
+            "inbox",
+            "--bin",
+            "orch",
+            "--bin",
+            "inbox-serve",
+        ],
+    )
 }
 
 /// `cargo build --release -q ARGS` in `root`.
@@ -350,6 +369,7 @@ mod tests {
             "bridge",
             "import",
             "postgres",
+            "board",
         ];
         assert_eq!(keys(&[]), every);
         assert_eq!(keys(&["all", "--quick", "--no-build"]), every);

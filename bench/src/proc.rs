@@ -247,6 +247,51 @@ pub(crate) fn cpu_nanos(pid: u32) -> Result<u64> {
         .ok_or_else(|| anyhow!("{path}: unexpected format: {text}"))
 }
 
+/// CPU time the whole process has used so far (user + system, every
+/// thread, the exited ones included), in clock ticks, from fields 14 and 15
+/// of `/proc/<pid>/stat`; see [`clock_ticks_per_second`].
+pub(crate) fn cpu_ticks(pid: u32) -> Result<u64> {
+    let path = format!("/proc/{pid}/stat");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    // The command name (field 2) is in parentheses and may hold spaces;
+    // the fields after it start with the state, field 3.
+    let fields: Vec<&str> = text
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    match (field(14), field(15)) {
+        (Some(utime), Some(stime)) => Ok(utime + stime),
+        _ => bail!("{path}: unexpected format: {text}"),
+    }
+}
+
+/// The kernel's clock ticks per second (`sysconf(_SC_CLK_TCK)`, what
+/// `getconf CLK_TCK` prints), the unit of [`cpu_ticks`].
+pub(crate) fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second()
+}
+
+/// CPU time every live thread of the process has used so far, in
+/// nanoseconds: the sum of `/proc/<pid>/task/*/schedstat`. Finer than
+/// [`cpu_ticks`] (`/proc/<pid>/schedstat` alone is the main thread's), but
+/// a thread that has exited is no longer counted.
+pub(crate) fn threads_cpu_nanos(pid: u32) -> Result<u64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut total = 0;
+    for task in std::fs::read_dir(&dir).with_context(|| format!("cannot read {dir}"))? {
+        // A thread may end between the listing and the read.
+        if let Ok(text) = std::fs::read_to_string(task?.path().join("schedstat")) {
+            total += text
+                .split_whitespace()
+                .next()
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+    }
+    Ok(total)
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago.
 pub(crate) fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("cannot bind a port on 127.0.0.1")?;

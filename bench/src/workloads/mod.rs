@@ -8,12 +8,14 @@
 //! [`bridge`] (10) times a dropped descriptor to its thread;
 //! [`import`] (11) times the import of a seed 004 mailbox log;
 //! [`postgres`] (12) compares inbox on PostgreSQL with inbox on SQLite and
-//! the raw PostgreSQL peer.
+//! the raw PostgreSQL peer; [`board`] (13) times the live board's commit to
+//! visible and its idle cost.
 //! Shared helpers live here. A workload must never
 //! compare systems across durabilities: a table holds one durability, and a
 //! ratio's baseline is measured in the same run and the same table.
 
 pub(crate) mod baseline;
+pub(crate) mod board;
 pub(crate) mod bridge;
 pub(crate) mod claim;
 pub(crate) mod import;
