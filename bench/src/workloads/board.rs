@@ -88,6 +88,27 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
          the board adds is forwarding the event to the stream's socket."
             .into(),
     );
+    let nanos = |streams: usize| {
+        idle.iter()
+            .find(|i| i.streams == streams)
+            .map_or(f64::NAN, |i| i.nanos as f64)
+    };
+    let growth = ratio(nanos(20), nanos(0));
+    section.notes.push(if growth.is_some_and(|g| g <= 1.5) {
+        format!(
+            "The idle cost does not grow with the open streams (20 ÷ none: {}, threads' \
+             schedstat): it is the follower's own wait. The follower waits with a stop check \
+             (one that never fires), and a wait with one sleeps in slices of 50 ms \
+             (`STOP_CHECK` in host-native/src/watch.rs) where a plain `inbox watch` sleeps \
+             500 ms between safety polls.",
+            fmt_ratio(growth)
+        )
+    } else {
+        format!(
+            "The idle cost grows with the open streams (20 ÷ none: {}, threads' schedstat).",
+            fmt_ratio(growth)
+        )
+    });
     section.notes.push(
         "The browser test (`cli/tests/board/`) goes one step further, to the card in the \
          page's DOM: the page fetches the thread through the API after the event and renders \
