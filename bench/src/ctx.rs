@@ -122,7 +122,10 @@ impl Ctx {
             System::Postgres | System::PostgresOrdered | System::PostgresOrderedInServer => {
                 (PathBuf::new(), self.pg.conninfo())
             }
-            System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => (
+            System::InboxPg
+            | System::InboxPgOneByOne
+            | System::InboxPgNoNotify
+            | System::InboxPgNoCommandReads => (
                 PathBuf::from(self.pg.conninfo()),
                 crate::peers::inbox_pg::url(self.pg.port, durability),
             ),

@@ -26,9 +26,18 @@ struct Board {
 
 impl Board {
     fn start(env: &TestEnv, extra: &[&str]) -> Board {
+        Board::start_on(env, extra, None)
+    }
+
+    /// [`Board::start`] on the database `url` names (`$INBOX_DB`), rather
+    /// than the test's SQLite file.
+    fn start_on(env: &TestEnv, extra: &[&str], url: Option<&str>) -> Board {
         let mut args = vec!["serve", "--port", "0"];
         args.extend_from_slice(extra);
         let mut command = env.command(&args);
+        if let Some(url) = url {
+            command.env("INBOX_DB", url);
+        }
         command
             .env_remove("INBOX_NOW")
             .stdout(Stdio::piped())
@@ -399,4 +408,60 @@ fn a_board_on_another_address_says_so() {
     // The URL names loopback, which reaches it from this machine.
     assert!(board.address.ip().is_loopback());
     assert_eq!(board.post("list", "{}", &[]).status, 200);
+}
+
+/// The board over PostgreSQL (a build with the `postgres` feature): the
+/// same API and event stream on a database named by URL, fed by CLI
+/// processes that share nothing with the server but that URL, and a write
+/// from the board that those processes then see.
+#[cfg(feature = "postgres")]
+#[test]
+fn over_postgres_the_board_lists_streams_and_writes_what_cli_processes_share() {
+    let Some(cluster) = inbox_pg_cluster::PgCluster::start_or_skip("board: postgres") else {
+        return;
+    };
+    cluster
+        .admin()
+        .batch_execute("CREATE DATABASE inbox")
+        .unwrap();
+    let url = cluster.url("inbox");
+    let env = TestEnv::new();
+    let cli = |args: &[&str]| -> Value {
+        let mut command = env.command(args);
+        command
+            .arg("--json")
+            .env("INBOX_DB", &url)
+            .env_remove("INBOX_NOW");
+        let output = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(output.status.success(), "inbox {args:?}: {stdout}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    cli(&["init"]);
+    let first = cli(&["send", "--from", "lead", "--to", "w1", "--subject", "T1"]);
+    let start = first["thread"]["last_event_id"].as_u64().unwrap();
+    let board = Board::start_on(&env, &["--write", "--as", "alice"], Some(&url));
+
+    let mut stream = subscribe(&board, None);
+    assert_eq!(read_until(&mut stream, start).last().unwrap().0, start);
+    let sent = cli(&["send", "--from", "lead", "--to", "w1", "--subject", "T2"]);
+    let second = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+    let events = read_until(&mut stream, start + 1);
+    let data: Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(data["thread_id"], second.as_str());
+
+    let listed = board.post("list", "{}", &[]).json();
+    let subjects: Vec<&str> = listed["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["subject"].as_str().unwrap())
+        .collect();
+    assert_eq!(subjects, ["T2", "T1"]);
+
+    let cancel = format!(r#"{{"thread_id":"{second}","reason":"not needed"}}"#);
+    assert_eq!(board.write("cancel", &cancel).status, 200);
+    let shown = cli(&["show", "--thread", &second]);
+    assert_eq!(shown["thread"]["status"], "cancelled");
+    assert!(read_until(&mut stream, start + 2)[0].1.contains("cancel"));
 }

@@ -43,6 +43,9 @@ pub(crate) enum Variant {
     /// As shipped but without the NOTIFY at commit (its cost on commit
     /// throughput; waiters in other processes would fall back to polling).
     NoNotify,
+    /// As shipped but without reading the command's own thread (or queue
+    /// head) in `BEGIN`'s round trip: the "before" of that read-ahead.
+    NoCommandReads,
 }
 
 /// The schema a durability's bus lives in.
@@ -86,6 +89,7 @@ pub(crate) fn engine(url: &str, variant: Variant) -> Result<PgEngine> {
     store.ensure_schema().map_err(|e| anyhow!("{e}"))?;
     store.pipeline(variant != Variant::OneByOne);
     store.notify_commits(variant != Variant::NoNotify);
+    store.read_commands_ahead(variant != Variant::NoCommandReads);
     Ok(Engine::new(store, HostClock::system(), host_ids()))
 }
 

@@ -86,6 +86,9 @@ pub(crate) enum System {
     InboxPgOneByOne,
     /// The same store without its NOTIFY at commit.
     InboxPgNoNotify,
+    /// The same store without the command's own reads in `BEGIN`'s round
+    /// trip.
+    InboxPgNoCommandReads,
 }
 
 impl System {
@@ -115,6 +118,7 @@ impl System {
             System::InboxPg => "inbox on PostgreSQL",
             System::InboxPgOneByOne => "inbox on PostgreSQL, one statement per round trip",
             System::InboxPgNoNotify => "inbox on PostgreSQL, no NOTIFY",
+            System::InboxPgNoCommandReads => "inbox on PostgreSQL, command's reads not at BEGIN",
         }
     }
 
@@ -124,15 +128,19 @@ impl System {
             System::InboxPg => Some(inbox_pg::Variant::Shipped),
             System::InboxPgOneByOne => Some(inbox_pg::Variant::OneByOne),
             System::InboxPgNoNotify => Some(inbox_pg::Variant::NoNotify),
+            System::InboxPgNoCommandReads => Some(inbox_pg::Variant::NoCommandReads),
             _ => None,
         }
     }
 
-    /// Whether it is the raw PostgreSQL queue with an ordered event log.
-    pub(crate) fn keeps_ordered_log(self) -> bool {
+    /// Whether it runs only in the claim tables: the ordered-log peers,
+    /// and the store without its command reads (a send has none).
+    pub(crate) fn claims_only(self) -> bool {
         matches!(
             self,
-            System::PostgresOrdered | System::PostgresOrderedInServer
+            System::PostgresOrdered
+                | System::PostgresOrderedInServer
+                | System::InboxPgNoCommandReads
         )
     }
 
@@ -261,7 +269,10 @@ impl Target {
             System::Postgres | System::PostgresOrdered | System::PostgresOrderedInServer => {
                 postgres::prepare(&self.url)
             }
-            System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => {
+            System::InboxPg
+            | System::InboxPgOneByOne
+            | System::InboxPgNoNotify
+            | System::InboxPgNoCommandReads => {
                 inbox_pg::prepare(&self.path.to_string_lossy(), &self.url, self.durability)
             }
         }
@@ -314,7 +325,10 @@ impl Target {
                 worker,
                 postgres::Log::GivenInServer,
             )?),
-            System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => {
+            System::InboxPg
+            | System::InboxPgOneByOne
+            | System::InboxPgNoNotify
+            | System::InboxPgNoCommandReads => {
                 let variant = self
                     .system
                     .pg_variant()
@@ -356,7 +370,10 @@ impl Target {
                 self.durability,
                 role,
             )?),
-            System::InboxPg | System::InboxPgOneByOne | System::InboxPgNoNotify => {
+            System::InboxPg
+            | System::InboxPgOneByOne
+            | System::InboxPgNoNotify
+            | System::InboxPgNoCommandReads => {
                 let Some(thread) = &self.thread else {
                     bail!("an inbox endpoint needs the channel's thread (prepare_channel)");
                 };

@@ -717,6 +717,7 @@ fn cli_claim(
         System::RedisStream
         | System::InboxPgOneByOne
         | System::InboxPgNoNotify
+        | System::InboxPgNoCommandReads
         | System::PostgresOrdered
         | System::PostgresOrderedInServer => {
             bail!("{} has no CLI variant here", target.system.label())

@@ -26,10 +26,11 @@ use crate::report::Section;
 
 /// The systems of the send and claim tables, in row order; the raw peer
 /// last, as the baseline the ratios are read against.
-const SYSTEMS: [System; 7] = [
+const SYSTEMS: [System; 8] = [
     System::InboxPg,
     System::InboxPgOneByOne,
     System::InboxPgNoNotify,
+    System::InboxPgNoCommandReads,
     System::Inbox,
     System::PostgresOrdered,
     System::PostgresOrderedInServer,
@@ -46,10 +47,12 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
          (a `FOR UPDATE SKIP LOCKED` queue with `pg_notify`), all on the harness's cluster \
          over TCP on 127.0.0.1, one connection per producer, worker or waiter. inbox on \
          PostgreSQL keeps each durability's bus in a schema of its own; its sessions set \
-         `synchronous_commit` as the raw peer's do (off for normal, on for full). Two more \
-         rows switch one of the store's levers off, in the same run: **one statement per \
+         `synchronous_commit` as the raw peer's do (off for normal, on for full). Three more \
+         rows each switch one of the store's levers off, in the same run: **one statement per \
          round trip** talks to the server as the first cut did (every statement waits for \
-         its reply; no write queued, nothing read ahead at `BEGIN`), **no NOTIFY** commits \
+         its reply; no write queued, nothing read ahead at `BEGIN`), **command's reads not \
+         at BEGIN** reads the command's thread (or queue head) in a round trip of its own \
+         (claim tables only), **no NOTIFY** commits \
          without the `NOTIFY inbox_events` that wakes waiters in other processes. Two rows of \
          the claim tables give the raw peer an event log whose ids become visible in \
          increasing order, as inbox's must, and nothing else: **ids read by the client** \
@@ -85,10 +88,9 @@ fn send_table(ctx: &Ctx, section: &mut Section) -> Result<()> {
             Durability::Normal => total,
             Durability::Full => total_full,
         };
-        // The ordered-log variants send as the raw peer does.
         let systems: Vec<System> = systems(ctx)
             .into_iter()
-            .filter(|s| !s.keeps_ordered_log())
+            .filter(|s| !s.claims_only())
             .collect();
         let mut runs: Vec<(System, usize, Vec<SendRun>)> = Vec::new();
         for round in 0..rounds {
@@ -374,7 +376,8 @@ fn claim_checks(section: &mut Section, c: &ClaimRates) {
         let shipped = c.of(System::InboxPg, durability);
         let plain = c.of(System::InboxPgOneByOne, durability);
         let quiet = c.of(System::InboxPgNoNotify, durability);
-        if plain.is_empty() || quiet.is_empty() {
+        let unread = c.of(System::InboxPgNoCommandReads, durability);
+        if plain.is_empty() || quiet.is_empty() || unread.is_empty() {
             continue;
         }
         let pairs = |other: &[f64]| {
@@ -387,10 +390,12 @@ fn claim_checks(section: &mut Section, c: &ClaimRates) {
         };
         section.notes.push(format!(
             "{} durability, inbox on PostgreSQL as shipped ÷ one statement per round trip, \
-             by workers: {}; as shipped ÷ without NOTIFY: {} (above 1: shipped is faster).",
+             by workers: {}; as shipped ÷ without NOTIFY: {}; as shipped ÷ without the \
+             command's reads at BEGIN: {} (above 1: shipped is faster).",
             durability.as_str(),
             pairs(plain),
-            pairs(quiet)
+            pairs(quiet),
+            pairs(unread)
         ));
     }
     let one = |system| {

@@ -68,10 +68,18 @@ pub(crate) struct Live {
 }
 
 impl Live {
-    /// Starts the follower from the newest event now.
-    pub(crate) fn start(global: Arc<Global>) -> Live {
+    /// Starts the follower from the newest event now. The look runs on a
+    /// blocking thread, as every store call of the server does: the
+    /// PostgreSQL client blocks on a runtime of its own, which it may not
+    /// start inside this one.
+    pub(crate) async fn start(global: Arc<Global>) -> Live {
         let (sender, _) = broadcast::channel(BACKLOG);
-        let start = look(&global, None).map_or(0, |out| out.next_event_id);
+        let first = Arc::clone(&global);
+        let start = tokio::task::spawn_blocking(move || look(&first, None))
+            .await
+            .ok()
+            .flatten()
+            .map_or(0, |out| out.next_event_id);
         let head = Arc::new(AtomicU64::new(start));
         let follower = Follower {
             global,

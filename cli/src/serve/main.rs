@@ -100,7 +100,7 @@ async fn serve(
     let url = guard.url();
     announce(&url, &address, &database, &human, args.write);
     let global = Arc::new(global);
-    let live = live::Live::start(Arc::clone(&global));
+    let live = live::Live::start(Arc::clone(&global)).await;
     let board = Arc::new(Board {
         global,
         human,

@@ -118,6 +118,8 @@ pub struct PgStore {
     server_clock: bool,
     /// What the engine said the next write transaction reads first.
     reads: Option<ReadAhead>,
+    /// Whether [`PgStore::read_commands_ahead`] is on.
+    command_reads: bool,
     /// Prepared statements by their text: preparing costs a round trip.
     statements: HashMap<String, Statement>,
     /// The names queued writes `EXECUTE`, by statement text (SQL
@@ -173,6 +175,7 @@ impl PgStore {
             tx: None,
             server_clock: true,
             reads: None,
+            command_reads: true,
             statements: HashMap::new(),
             prepared: HashMap::new(),
             names: 0,
@@ -193,6 +196,13 @@ impl PgStore {
     /// measuring what the round trips cost.
     pub fn pipeline(&mut self, on: bool) {
         self.pipeline = on;
+    }
+
+    /// Whether the reads the engine announces for a write command
+    /// ([`Store::read_ahead`]) ride in its `BEGIN`'s round trip (on, the
+    /// default). Off only to measure what that saves.
+    pub fn read_commands_ahead(&mut self, on: bool) {
+        self.command_reads = on;
     }
 
     /// Whether a commit that wrote events sends `NOTIFY` (on, the
@@ -861,7 +871,7 @@ impl Store for PgStore {
     }
 
     fn read_ahead(&mut self, reads: ReadAhead) {
-        self.reads = Some(reads);
+        self.reads = self.command_reads.then_some(reads);
     }
 
     fn clock(&mut self) -> Result<Option<Timestamp>, StoreError> {
