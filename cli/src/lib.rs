@@ -509,8 +509,10 @@ fn stopped() -> EngineError {
 /// `global` names (`--db`, `$INBOX_DB`, or found), with the engine it names,
 /// on the host clock, a wait blocking until it wakes or times out. Returns
 /// `None` when `stop` ended a wait (its client cancelled the call). The
-/// response is the one `--json` prints; nothing is printed.
-pub fn execute(global: &Global, call: Call, stop: &dyn Fn() -> bool) -> Option<Response> {
+/// response is the one `--json` prints; nothing is printed. A wait with a
+/// `stop` looks at it every [`inbox_host_native::watch::STOP_CHECK`]; a
+/// host that never cancels passes `None`, and its waits sleep until woken.
+pub fn execute(global: &Global, call: Call, stop: Option<&dyn Fn() -> bool>) -> Option<Response> {
     let command = call.request.command().as_str().to_owned();
     let fail = |error: EngineError| Some(Response::failure(Some(command.clone()), error));
     let clock = match HostClock::from_env() {
@@ -528,7 +530,7 @@ pub fn execute(global: &Global, call: Call, stop: &dyn Fn() -> bool) -> Option<R
         engine: global.engine.as_deref(),
         init: None,
     };
-    match execute_on(on, call, clock, Some(stop)) {
+    match execute_on(on, call, clock, stop) {
         Ok(executed) => executed.map(|executed| executed.response),
         Err(error) => fail(error),
     }

@@ -97,10 +97,8 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     section.notes.push(if growth.is_some_and(|g| g <= 1.5) {
         format!(
             "The idle cost does not grow with the open streams (20 ÷ none: {}, threads' \
-             schedstat): it is the follower's own wait. The follower waits with a stop check \
-             (one that never fires), and a wait with one sleeps in slices of 50 ms \
-             (`STOP_CHECK` in host-native/src/watch.rs) where a plain `inbox watch` sleeps \
-             500 ms between safety polls.",
+             schedstat): it is the follower's own wait, which sleeps until a commit wakes \
+             it, with the same safety looks as a plain `inbox watch`.",
             fmt_ratio(growth)
         )
     } else {

@@ -85,7 +85,7 @@ impl Server {
         let global = Arc::clone(&self.global);
         let cancelled = context.ct.clone();
         let mut running = tokio::task::spawn_blocking(move || {
-            inbox_cli::execute(&global, call, &|| cancelled.is_cancelled())
+            inbox_cli::execute(&global, call, Some(&|| cancelled.is_cancelled()))
         });
         let progress = context.meta.get_progress_token().filter(|_| tool.waits());
         let started = Instant::now();

@@ -88,7 +88,7 @@ async fn call(
         Err(refusal) => return *refusal,
     };
     let global = Arc::clone(&board.global);
-    let ran = tokio::task::spawn_blocking(move || inbox_cli::execute(&global, call, &|| false));
+    let ran = tokio::task::spawn_blocking(move || inbox_cli::execute(&global, call, None));
     let response = match ran.await {
         Ok(Some(response)) => response,
         Ok(None) | Err(_) => inbox_engine::Response::failure(

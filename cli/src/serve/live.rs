@@ -155,7 +155,7 @@ fn watch_call(after: Option<EventId>, seconds: u64) -> inbox_engine::Call {
 /// Blocks until events after `after` exist (or the wait times out).
 fn wait(global: &Global, after: EventId) -> Result<WatchOutput, Box<Response>> {
     let call = watch_call(Some(after), FOLLOW_SECONDS);
-    match inbox_cli::execute(global, call, &|| false) {
+    match inbox_cli::execute(global, call, None) {
         Some(Response::Success(Output::Watch(out))) => Ok(out),
         Some(other) => Err(Box::new(other)),
         None => Err(Box::new(Response::failure(
@@ -170,7 +170,7 @@ fn wait(global: &Global, after: EventId) -> Result<WatchOutput, Box<Response>> {
 /// The events after `after` now (or, without it, the newest id), without
 /// waiting.
 fn look(global: &Global, after: Option<EventId>) -> Option<WatchOutput> {
-    match inbox_cli::execute(global, watch_call(after, 0), &|| false) {
+    match inbox_cli::execute(global, watch_call(after, 0), None) {
         Some(Response::Success(Output::Watch(out))) => Some(out),
         _ => None,
     }
