@@ -98,7 +98,7 @@ async fn serve(
         .map_err(|error| internal(format!("cannot read the address listened on: {error}")))?;
     let guard = guard::Guard::new(address, args.write).map_err(internal)?;
     let url = guard.url();
-    announce(&url, &address, &database, &human, args.write);
+    announce(&url, &address, &database, &human, args.write, global.json);
     let global = Arc::new(global);
     let live = live::Live::start(Arc::clone(&global)).await;
     let board = Arc::new(Board {
@@ -140,9 +140,37 @@ async fn not_served(uri: axum::http::Uri) -> axum::response::Response {
 
 /// The URL on stdout, alone on the first line (tests and scripts read
 /// it); the rest for people on stderr.
-fn announce(url: &str, address: &SocketAddr, database: &str, human: &str, write: bool) {
+fn announce(url: &str, address: &SocketAddr, database: &str, human: &str, write: bool, json: bool) {
     use std::io::Write as _;
-    let _ = writeln!(std::io::stdout().lock(), "{url}");
+    // With --json the first line is one JSON object, as every command's
+    // answer is (an agent that starts a board parses it); the URL alone
+    // otherwise, for a person or a script to open.
+    #[derive(serde::Serialize)]
+    struct Started<'a> {
+        ok: bool,
+        command: &'a str,
+        url: &'a str,
+        address: String,
+        database: &'a str,
+        writes: bool,
+        #[serde(rename = "as")]
+        human: &'a str,
+    }
+    let line = if json {
+        let started = Started {
+            ok: true,
+            command: "serve",
+            url,
+            address: address.to_string(),
+            database,
+            writes: write,
+            human,
+        };
+        serde_json::to_string(&started).unwrap_or_else(|_| url.to_owned())
+    } else {
+        url.to_owned()
+    };
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
     hosted::log(&format!("inbox serve: the board of {database} at {url}"));
     if write {
         hosted::log(&format!(
