@@ -54,7 +54,7 @@ impl Bins {
                 Ok(path)
             } else {
                 bail!(
-                    "{} is missing; build it with `cargo build --release -p inbox-cli -p inbox-bench` (scripts/bench does)",
+                    "{} is missing; build it with `cargo build --release -p inbox-cli --bins` and `cargo build --release -p inbox-bench` (scripts/bench does)",
                     path.display()
                 )
             }

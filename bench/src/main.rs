@@ -73,6 +73,12 @@ struct Cli {
     /// --release` first
     #[arg(long)]
     no_build: bool,
+    /// Use this `inbox`, built with the `postgres` feature, for the
+    /// PostgreSQL section's CLI rows instead of building one in release
+    /// (a smoke run can take the tests' debug build: it checks that every
+    /// workload runs, not its figures)
+    #[arg(long, value_name = "PATH")]
+    postgres_inbox: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Sub>,
 }
@@ -179,9 +185,15 @@ fn run(cli: &Cli) -> Result<()> {
     let started = Instant::now();
     let root = workspace_root();
     if !cli.no_build {
-        build(&root)?;
+        build(&root, cli.postgres_inbox.is_none())?;
     }
-    let bins = Bins::locate()?;
+    let mut bins = Bins::locate()?;
+    if let Some(path) = &cli.postgres_inbox {
+        if !path.is_file() {
+            bail!("--postgres-inbox {}: no such file", path.display());
+        }
+        bins.inbox_postgres = Some(path.clone());
+    }
     let out = cli.out.clone().unwrap_or_else(|| {
         root.join(if cli.quick {
             "target/bench-quick"
@@ -214,25 +226,16 @@ fn run(cli: &Cli) -> Result<()> {
 /// `inbox-serve` (the board's server, which `inbox serve` starts from
 /// beside `inbox`), not `inbox-mcp`, which nothing here measures. Not the
 /// harness: it is running (a build with other packages would relink it
-/// under its worker processes).
-fn build(root: &Path) -> Result<()> {
-    eprintln!("building inbox, with and without PostgreSQL (release)");
-    cargo_build(
-        root,
-        &[
-            "-p",
-            "inbox-cli",
-            "--features",
-            "inbox-cli/postgres",
-            "--bin",
-            "inbox",
-        ],
-    )?;
+/// under its worker processes). Without `postgres`, only the default build
+/// (`--postgres-inbox` names the PostgreSQL one).
+fn build(root: &Path, postgres: bool) -> Result<()> {
     let release = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| root.join("target"), PathBuf::from)
         .join("release");
-    std::fs::copy(release.join("inbox"), release.join(ctx::POSTGRES_INBOX))
-        .context("cannot keep the PostgreSQL build of inbox")?;
+    if postgres {
+        build_postgres(root, &release)?;
+    }
+    eprintln!("building inbox (release)");
     cargo_build(
         root,
         &[
@@ -246,6 +249,26 @@ fn build(root: &Path) -> Result<()> {
             "inbox-serve",
         ],
     )
+}
+
+/// `inbox` with the `postgres` feature, kept as `inbox-postgres` in
+/// `release` for the PostgreSQL section.
+fn build_postgres(root: &Path, release: &Path) -> Result<()> {
+    eprintln!("building inbox with PostgreSQL (release)");
+    cargo_build(
+        root,
+        &[
+            "-p",
+            "inbox-cli",
+            "--features",
+            "inbox-cli/postgres",
+            "--bin",
+            "inbox",
+        ],
+    )?;
+    std::fs::copy(release.join("inbox"), release.join(ctx::POSTGRES_INBOX))
+        .context("cannot keep the PostgreSQL build of inbox")?;
+    Ok(())
 }
 
 /// `cargo build --release -q ARGS` in `root`.

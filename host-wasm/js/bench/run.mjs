@@ -23,7 +23,7 @@
 // Needs: the package installed in host-wasm/js (scripts/test-wasm does it;
 // else host-wasm/pkg is used directly), playwright-core (npm ci in
 // host-wasm/js), Chromium, and cargo for the native baseline (built with
-// `cargo build --release -p inbox-cli -p inbox-bench --bins` unless
+// `cargo build --release -p inbox-bench --bins` unless
 // --no-build).
 //
 // How a run goes: one cold round per runtime (reported, not counted), then
@@ -65,7 +65,10 @@ const repo = path.resolve(jsRoot, '..', '..');
 const INCOGNITO = { full: [50, 5], quick: [10, 2] };
 /** Calls per OPFS primitive in the probe. */
 const PROBE_CALLS = 400;
-const BUILD = ['build', '--release', '-p', 'inbox-cli', '-p', 'inbox-bench', '--bins'];
+// Only the harness: its `wasm-baseline` runs the engine in process. Built
+// alone, with the features `scripts/test` and `scripts/bench` build it with,
+// so it is not compiled again with other packages' features unified in.
+const BUILD = ['build', '--release', '-p', 'inbox-bench', '--bins'];
 
 const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--rounds N] [--ops N] [--warmup N] [--no-build]
 
