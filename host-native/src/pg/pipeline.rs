@@ -203,6 +203,17 @@ pub(super) struct Ahead {
     pub(super) earliest_expiry: Option<Option<String>>,
 }
 
+/// What a read ahead answered, if `asked` is the read it made.
+fn answered<K, Q, V>(read: &Option<(K, V)>, asked: &Q) -> Option<V>
+where
+    K: PartialEq<Q>,
+    Q: ?Sized,
+    V: Clone,
+{
+    let (made, answer) = read.as_ref()?;
+    (made == asked).then(|| answer.clone())
+}
+
 /// Where `begin`'s answers hold the reads the engine announced
 /// ([`inbox_engine::store::ReadAhead`]): each read with the index of its
 /// statement.
@@ -304,20 +315,17 @@ impl Ahead {
 
     /// The thread `id` as read ahead, if it was.
     pub(super) fn thread(&self, id: &str) -> Option<Option<ThreadState>> {
-        let (read, state) = self.thread.as_ref()?;
-        (read == id).then(|| state.clone())
+        answered(&self.thread, id)
     }
 
     /// The agents `query` finds, if that query was read ahead.
     pub(super) fn agents(&self, query: &AgentQuery) -> Option<Vec<Agent>> {
-        let (read, agents) = self.agents.as_ref()?;
-        (read == query).then(|| agents.clone())
+        answered(&self.agents, query)
     }
 
     /// The threads `query` finds, if that query was read ahead.
     pub(super) fn threads(&self, query: &ThreadQuery) -> Option<Vec<ThreadState>> {
-        let (read, states) = self.threads.as_ref()?;
-        (read == query).then(|| states.clone())
+        answered(&self.threads, query)
     }
 
     /// Whether no unreleased lease has expired at `now` (a timestamp's
