@@ -10,8 +10,9 @@
 //!    which every inbox writer honours, and waits until no process holds
 //!    SQLite's write, checkpoint or recovery lock (on Linux, `/proc/locks`
 //!    shows them); from then on nothing writes the log;
-//! 2. if the files changed since it last looked, it reads the main file and
-//!    the `-wal` and applies the committed frames ([`crate::wal`]): the
+//! 2. if the files changed since it last looked, it reads the `-wal` and
+//!    the main file, in that order and again if a checkpoint moved pages
+//!    meanwhile, and applies the committed frames ([`crate::wal`]): the
 //!    transaction sees every commit any process made;
 //! 3. after a write, it appends the pages that changed to the `-wal` as one
 //!    commit, exactly as SQLite would, syncs it, and clears the log index's
@@ -370,20 +371,7 @@ impl<F: Files> SharedFile<F> {
     fn quiesce(&mut self) -> Result<(), StoreError> {
         let started = self.files.ticks();
         loop {
-            let shm = self.files.stat(&self.shm).map_err(failure)?;
-            let Some(shm) = shm else {
-                // No connection has the database open in WAL mode.
-                return Ok(());
-            };
-            let Some(locks) = self.files.proc_locks() else {
-                return Err(failure(format!(
-                    "{} cannot be shared safely here: this system does not list SQLite's locks \
-                     (/proc/locks, Linux only). Copy it with `inbox export --sqlite FILE` and \
-                     open the copy's bytes instead",
-                    self.db
-                )));
-            };
-            if !write_locked(&locks, shm.ino) {
+            if !self.sqlite_busy()? {
                 return Ok(());
             }
             if self.files.ticks().saturating_sub(started) > BUSY_BUDGET_MS {
@@ -402,12 +390,63 @@ impl<F: Files> SharedFile<F> {
 
     /// Reads the files if they changed since last time; `true` if the
     /// database's content changed.
+    ///
+    /// No writer runs (the lock is held and [`SharedFile::quiesce`] waited
+    /// for SQLite's), but another process's checkpoint may begin at any
+    /// moment: it copies the log's pages into the main file, then a
+    /// truncating one empties the log. The log is therefore read before
+    /// the main file: pages copied meanwhile are the log's own, so the two
+    /// still make the committed database. A log cut off while it was read
+    /// would not (its last commits missing, the main file holding them), so
+    /// the read counts only if the files look the same afterwards (a
+    /// truncating checkpoint rewrites the log index's header before it cuts
+    /// the log); otherwise it is read again. A checkpoint still running then
+    /// does no harm: it has not cut the log that was read.
     fn refresh(&mut self) -> Result<bool, StoreError> {
-        let now = self.fingerprint()?;
-        if self.seen.as_ref() == Some(&now) {
-            return Ok(false);
+        let started = self.files.ticks();
+        loop {
+            let now = self.fingerprint()?;
+            if self.seen.as_ref() == Some(&now) {
+                return Ok(false);
+            }
+            let read = self.read_files()?;
+            if self.fingerprint()? == now {
+                return self.adopt(read, now);
+            }
+            if self.files.ticks().saturating_sub(started) > BUSY_BUDGET_MS {
+                return Err(StoreError::new(
+                    StoreErrorKind::Busy,
+                    format!(
+                        "{} kept changing under checkpoints for {} s while it was read; retry",
+                        self.db,
+                        BUSY_BUDGET_MS / 1000
+                    ),
+                ));
+            }
+            self.quiesce()?;
         }
-        let Some(db) = self.files.read(&self.db).map_err(failure)? else {
+    }
+
+    /// The log, then the main file (see [`SharedFile::refresh`] for why in
+    /// that order); `None` for the main file when there is none.
+    fn read_files(&mut self) -> Result<(Vec<u8>, Option<Vec<u8>>), StoreError> {
+        let wal = self
+            .files
+            .read(&self.wal)
+            .map_err(failure)?
+            .unwrap_or_default();
+        let db = self.files.read(&self.db).map_err(failure)?;
+        Ok((wal, db))
+    }
+
+    /// Takes what [`SharedFile::read_files`] read, seen as `now`, as the
+    /// file's state; `true` if the database's content changed.
+    fn adopt(
+        &mut self,
+        (wal, db): (Vec<u8>, Option<Vec<u8>>),
+        now: Fingerprint,
+    ) -> Result<bool, StoreError> {
+        let Some(db) = db else {
             if self.seen.is_some() || !self.base.is_empty() {
                 return Err(failure(format!(
                     "{} was deleted or moved while this Inbox had it open; open it again",
@@ -417,11 +456,6 @@ impl<F: Files> SharedFile<F> {
             self.seen = Some(now);
             return Ok(false);
         };
-        let wal = self
-            .files
-            .read(&self.wal)
-            .map_err(failure)?
-            .unwrap_or_default();
         let (image, log) = wal::committed_image(&db, &wal)
             .map_err(|e| failure(format!("{} is not an inbox database: {e}", self.db)))?;
         if !wal::is_wal_mode(&image) {
@@ -435,6 +469,24 @@ impl<F: Files> SharedFile<F> {
         self.log = log;
         self.seen = Some(now);
         Ok(changed)
+    }
+
+    /// Whether some process holds SQLite's write, checkpoint or recovery
+    /// lock on the database now (none can where no connection has it open
+    /// in WAL mode: there is no `-shm`).
+    fn sqlite_busy(&mut self) -> Result<bool, StoreError> {
+        let Some(shm) = self.files.stat(&self.shm).map_err(failure)? else {
+            return Ok(false);
+        };
+        let Some(locks) = self.files.proc_locks() else {
+            return Err(failure(format!(
+                "{} cannot be shared safely here: this system does not list SQLite's locks \
+                 (/proc/locks, Linux only). Copy it with `inbox export --sqlite FILE` and \
+                 open the copy's bytes instead",
+                self.db
+            )));
+        };
+        Ok(write_locked(&locks, shm.ino))
     }
 
     fn fingerprint(&mut self) -> Result<Fingerprint, StoreError> {

@@ -25,7 +25,13 @@ struct StdFiles {
     /// Runs once, just before the log index is cleared: the moment at
     /// which another process's checkpoint can still cut off a commit.
     before_index_clear: Option<Box<dyn FnOnce()>>,
+    /// Runs once, just after the next whole read of the main file or the
+    /// log, once armed (the test keeps a handle): the moment at which
+    /// another process's checkpoint can tear what is read.
+    after_file_read: Hook,
 }
+
+type Hook = std::rc::Rc<std::cell::RefCell<Option<Box<dyn FnOnce()>>>>;
 
 impl StdFiles {
     fn new(seed: u64) -> StdFiles {
@@ -33,6 +39,7 @@ impl StdFiles {
             started: Instant::now(),
             seed,
             before_index_clear: None,
+            after_file_read: Hook::default(),
         }
     }
 }
@@ -56,11 +63,18 @@ impl Files for StdFiles {
         }
     }
     fn read(&mut self, path: &str) -> Result<Option<Vec<u8>>, String> {
-        match std::fs::read(path) {
+        let read = match std::fs::read(path) {
             Ok(bytes) => Ok(Some(bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(path, e)),
+        };
+        if !path.ends_with("-shm") && !path.ends_with("-lock") {
+            let hook = self.after_file_read.borrow_mut().take();
+            if let Some(hook) = hook {
+                hook();
+            }
         }
+        read
     }
     fn create_new(&mut self, path: &str, bytes: &[u8]) -> Result<bool, String> {
         let file = std::fs::OpenOptions::new()
@@ -310,4 +324,61 @@ fn a_commit_cut_off_by_a_truncating_checkpoint_is_appended_again() {
     let mut shared = shared_engine_with(&db, files);
     assert!(sent(&shared.execute(send("shared".into()))));
     assert_eq!(subjects(&db), ["native", "shared"]);
+}
+
+/// A checkpoint of another process (TRUNCATE, as a CLI command's) begins
+/// just after the shared side read the first of the two files it reads:
+/// what it reads must still be the committed database, not the main file
+/// from before the checkpoint with the log from after it (every native
+/// commit since the last look would be missing, and the shared side's own
+/// commit would be written over pages it never saw).
+#[test]
+fn a_checkpoint_while_the_files_are_read_does_not_tear_what_is_read() {
+    let (_dir, db) = initialized();
+    let (store, _) = open_existing(&db, None).unwrap();
+    let mut native = Engine::new(store, HostClock::system(), UlidIds::from_seed(3));
+    assert!(sent(&native.execute(send("native 1".into()))));
+    let checkpointer = db.clone();
+    let checkpoint = move || {
+        let conn = Connection::open(&checkpointer).unwrap();
+        let (busy, _, _): (i64, i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(busy, 0, "the checkpoint ran");
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .unwrap();
+    };
+    checkpoint();
+    let files = StdFiles::new(11);
+    let hook = files.after_file_read.clone();
+    let mut shared = shared_engine_with(&db, files);
+    // Only in the log, until the checkpoint copies it into the main file.
+    assert!(sent(&native.execute(send("native 2".into()))));
+
+    let checkpointer = db.clone();
+    *hook.borrow_mut() = Some(Box::new(move || {
+        let conn = Connection::open(&checkpointer).unwrap();
+        let (busy, _, _): (i64, i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .unwrap();
+        assert_eq!(busy, 0, "the checkpoint ran");
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .unwrap();
+    }));
+    assert!(sent(&shared.execute(send("shared".into()))));
+    assert!(hook.borrow().is_none(), "the checkpoint ran mid-read"); 
+    let listed = shared.execute(Request::from_json(r#"{"command":"list","limit":10}"#).unwrap());
+    assert_eq!(listed.to_json().matches("\"thread_id\"").count(), 3);
+    drop(shared);
+    assert_eq!(subjects(&db), ["native 1", "native 2", "shared"]);
 }
