@@ -365,6 +365,18 @@ impl<F: Files> SharedFile<F> {
         (verdict, content)
     }
 
+    /// `storage_busy`, saying the database `what`, once the busy budget
+    /// since `started` is spent.
+    fn within_budget(&mut self, started: u64, what: &str) -> Result<(), StoreError> {
+        if self.files.ticks().saturating_sub(started) <= BUSY_BUDGET_MS {
+            return Ok(());
+        }
+        Err(StoreError::new(
+            StoreErrorKind::Busy,
+            format!("{} {what} for {} s; retry", self.db, BUSY_BUDGET_MS / 1000),
+        ))
+    }
+
     /// Waits until no process holds SQLite's write, checkpoint or recovery
     /// lock on the database: one that took it before the lock file
     /// existed finishes its write first.
@@ -374,16 +386,7 @@ impl<F: Files> SharedFile<F> {
             if !self.sqlite_busy()? {
                 return Ok(());
             }
-            if self.files.ticks().saturating_sub(started) > BUSY_BUDGET_MS {
-                return Err(StoreError::new(
-                    StoreErrorKind::Busy,
-                    format!(
-                        "{} stayed busy with SQLite writers for {} s; retry",
-                        self.db,
-                        BUSY_BUDGET_MS / 1000
-                    ),
-                ));
-            }
+            self.within_budget(started, "stayed busy with SQLite writers")?;
             self.files.pause(1);
         }
     }
@@ -413,16 +416,7 @@ impl<F: Files> SharedFile<F> {
             if self.fingerprint()? == now {
                 return self.adopt(read, now);
             }
-            if self.files.ticks().saturating_sub(started) > BUSY_BUDGET_MS {
-                return Err(StoreError::new(
-                    StoreErrorKind::Busy,
-                    format!(
-                        "{} kept changing under checkpoints for {} s while it was read; retry",
-                        self.db,
-                        BUSY_BUDGET_MS / 1000
-                    ),
-                ));
-            }
+            self.within_budget(started, "kept changing under checkpoints while it was read")?;
             self.quiesce()?;
         }
     }
