@@ -30,6 +30,8 @@
 //! [`shared_file`] and [`lines`].
 
 #[cfg(feature = "native")]
+pub mod checkpointer;
+#[cfg(feature = "native")]
 pub mod clock;
 #[cfg(feature = "native")]
 pub mod dump;

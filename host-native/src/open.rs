@@ -21,6 +21,7 @@ use inbox_engine::{StoreError, StoreErrorKind};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
+use crate::checkpointer::Checkpointer;
 use crate::file;
 use crate::store::SqliteStore;
 
@@ -390,6 +391,13 @@ fn apply_durability(store: &SqliteStore, durability: Durability) -> Result<(), S
 
 fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
     let location = path.display().to_string();
+    SqliteStore::new(connection(path, create)?, location)
+}
+
+/// A connection to the database file at `path` with the settings every
+/// native connection gets.
+fn connection(path: &Path, create: bool) -> Result<Connection, StoreError> {
+    let location = path.display().to_string();
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if create {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
@@ -401,7 +409,7 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
     // the database and delete it, with several fsyncs: the bulk of a short
     // command's cost. Instead, the commit that takes the WAL past
     // CHECKPOINT_FRAMES checkpoints and truncates it (see checkpoint_hook);
-    // set_lifetime switches a long-lived connection to SQLite's own policy.
+    // set_lifetime switches a long-lived connection to a checkpoint thread.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
         .map_err(error)?;
     conn.wal_hook(Some(checkpoint_hook)).map_err(error)?;
@@ -417,7 +425,7 @@ fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
          PRAGMA mmap_size = 1073741824;",
     )
     .map_err(error)?;
-    SqliteStore::new(conn, location)
+    Ok(conn)
 }
 
 /// How long the process that opened a store will keep it open, which
@@ -432,8 +440,9 @@ pub enum Lifetime {
     /// Many commands, like an embedding host or a benchmark: a connection
     /// that stays open recovers the WAL once, and while it is open no other
     /// process has to recover it at all, so frequent checkpoints (two fsyncs
-    /// each) would be pure cost. Uses SQLite's policy: a passive checkpoint
-    /// every 1000 frames.
+    /// each) would be pure cost. A thread of the store's own checkpoints
+    /// every 1000 frames, so that no command waits for it (see
+    /// [`crate::checkpointer`]).
     LongLived,
 }
 
@@ -441,14 +450,34 @@ pub enum Lifetime {
 pub fn set_lifetime(store: &mut SqliteStore, lifetime: Lifetime) -> Result<(), StoreError> {
     let location = store.location().to_owned();
     let error = |e| crate::store::store_error(e, &location);
+    let checkpointer = match (lifetime, store.files()) {
+        (Lifetime::LongLived, Some(files)) => {
+            let conn = connection(files.database(), false)?;
+            let thread = Checkpointer::start(conn, Some(files.clone())).map_err(|e| {
+                StoreError::other(format!(
+                    "cannot start a checkpoint thread for {location}: {e}"
+                ))
+            })?;
+            Some(thread)
+        }
+        _ => None,
+    };
     let conn = store.connection_mut();
-    match lifetime {
-        Lifetime::OneCommand => conn.wal_hook(Some(checkpoint_hook)).map_err(error),
-        // wal_autocheckpoint installs SQLite's own WAL hook in place of ours.
-        Lifetime::LongLived => conn
-            .pragma_update(None, "wal_autocheckpoint", 1000)
-            .map_err(error),
+    match (lifetime, &checkpointer) {
+        (Lifetime::OneCommand, _) => conn.wal_hook(Some(checkpoint_hook)).map_err(error)?,
+        (Lifetime::LongLived, Some(thread)) => conn.wal_hook(Some(thread.hook())).map_err(error)?,
+        // No file to open a second connection on (an in-memory
+        // database): SQLite's own policy, which installs its WAL hook.
+        (Lifetime::LongLived, None) => conn
+            .pragma_update(
+                None,
+                "wal_autocheckpoint",
+                crate::checkpointer::CHECKPOINT_FRAMES,
+            )
+            .map_err(error)?,
     }
+    store.keep_checkpointer(checkpointer);
+    Ok(())
 }
 
 /// WAL frames after which a committing process checkpoints and truncates
@@ -490,6 +519,12 @@ fn checkpoint_hook(
         IN_CHECKPOINT.with(|flag| flag.set(false));
     }
     Ok(())
+}
+
+/// Marks the calling thread as one that only checkpoints: its busy
+/// handler gives up after [`CHECKPOINT_BUDGET`].
+pub(crate) fn mark_checkpoint_thread() {
+    IN_CHECKPOINT.with(|flag| flag.set(true));
 }
 
 thread_local! {

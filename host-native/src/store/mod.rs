@@ -93,6 +93,11 @@ pub struct SqliteStore {
     /// checked before every write (native files only).
     #[cfg(feature = "native")]
     files: Option<crate::file::FileIdentity>,
+    /// A long-lived connection's checkpoint thread (see
+    /// [`crate::checkpointer`]); declared after `conn`, so that the
+    /// connection, whose WAL hook nudges it, closes first.
+    #[cfg(feature = "native")]
+    checkpointer: Option<crate::checkpointer::Checkpointer>,
 }
 
 impl SqliteStore {
@@ -125,6 +130,8 @@ impl SqliteStore {
             hooks: None,
             #[cfg(feature = "native")]
             files: None,
+            #[cfg(feature = "native")]
+            checkpointer: None,
         })
     }
 
@@ -133,6 +140,23 @@ impl SqliteStore {
     #[cfg(feature = "native")]
     pub fn guard_files(&mut self, files: crate::file::FileIdentity) {
         self.files = Some(files);
+    }
+
+    /// The identities of the database's files, if [`SqliteStore::guard_files`]
+    /// recorded them.
+    #[cfg(feature = "native")]
+    pub fn files(&self) -> Option<&crate::file::FileIdentity> {
+        self.files.as_ref()
+    }
+
+    /// Keeps `checkpointer` running as long as this connection is open
+    /// (replacing, and so stopping, any earlier one).
+    #[cfg(feature = "native")]
+    pub(crate) fn keep_checkpointer(
+        &mut self,
+        checkpointer: Option<crate::checkpointer::Checkpointer>,
+    ) {
+        self.checkpointer = checkpointer;
     }
 
     /// Fails if the database's files were deleted, moved or replaced since
