@@ -89,7 +89,8 @@ fn store(server: &PgCluster, admin: &mut Client, schema: &str, notices: &Notices
     config.options(&format!("-c search_path={schema} {PLANNER}"));
     let sink = notices.clone();
     config.notice_callback(move |notice| sink.keep(notice.message()));
-    let mut store = PgStore::with_config(config).unwrap();
+    let mut store = PgStore::with_config(config)
+        .unwrap_or_else(|e| panic!("{e} (auto_explain comes with PostgreSQL's contrib modules)"));
     store.use_server_clock(false);
     store.initialize().unwrap();
     store

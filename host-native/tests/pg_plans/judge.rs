@@ -253,3 +253,41 @@ fn render_into(node: &Value, depth: usize, out: &mut String) {
         render_into(child, depth + 1, out);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equality_is_read_outside_literals_and_without_aliases() {
+        assert_eq!(
+            equality_columns(
+                "((source <> 'a = b'::text) AND (e.status = ANY ('{done,failed}'::text[])))"
+            ),
+            ["status"]
+        );
+        assert!(!equality(
+            "((event_id > '0'::bigint) AND (created_at >= 'x'::text))"
+        ));
+    }
+
+    #[test]
+    fn a_range_search_that_filters_by_equality_is_the_wrong_index() {
+        let plan: Value = serde_json::json!({
+            "Node Type": "Limit",
+            "Plans": [{
+                "Node Type": "Index Scan",
+                "Index Name": "messages_pkey",
+                "Relation Name": "messages",
+                "Alias": "m",
+                "Index Cond": "(event_id > '0'::bigint)",
+                "Filter": "(to_agent = 'w1'::text)"
+            }]
+        });
+        let found = problems("SELECT ...", &plan, &["messages".to_owned()]);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "Index Scan using messages_pkey on messages m");
+        // The same step on a table that is not judged.
+        assert!(problems("SELECT ...", &plan, &[]).is_empty());
+    }
+}
