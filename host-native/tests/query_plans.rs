@@ -8,12 +8,12 @@
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use inbox_engine::orch::model::{OrchEventType, RunStatus, TaskStatus};
-use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
-use inbox_engine::{Store, TxMode};
+use inbox_engine::Store;
 use inbox_host_native::open_or_create;
 use rusqlite::trace::{TraceEvent, TraceEventCodes};
 
@@ -43,9 +43,8 @@ fn statements() -> BTreeSet<String> {
     STATEMENTS.lock().unwrap().clone()
 }
 
-/// Asks every shape of orch query the `Store` allows, whether or not the
-/// corpus's scripts reach it: each filter alone and together, both task
-/// orders, one status and several, a limit and none.
+/// Asks every shape of orch query ([`common::every_orch_query`]) of a
+/// store of its own, with tracing on.
 fn every_orch_query(path: &std::path::Path) {
     let mut store = open_or_create(path).unwrap();
     store.initialize().unwrap();
@@ -53,53 +52,7 @@ fn every_orch_query(path: &std::path::Path) {
         .connection_mut()
         .trace_v2(TraceEventCodes::SQLITE_TRACE_STMT, Some(record))
         .unwrap();
-    store.begin(TxMode::Read).unwrap();
-    let some = [
-        Vec::new(),
-        vec![TaskStatus::Ready],
-        TaskStatus::ACTIONABLE.to_vec(),
-    ];
-    for (statuses, limit) in some.iter().flat_map(|s| [(s, 10), (s, usize::MAX)]) {
-        for (needing, order) in [None, Some("t".to_owned())]
-            .into_iter()
-            .flat_map(|n| [(n.clone(), TaskOrder::Added), (n, TaskOrder::Queue)])
-        {
-            let query = TaskQuery {
-                run_id: "r".into(),
-                statuses: statuses.clone(),
-                needing,
-                order,
-                limit,
-            };
-            store.tasks(&query).unwrap();
-        }
-    }
-    let run_statuses = [Vec::new(), vec![RunStatus::Active], RunStatus::ALL.to_vec()];
-    for (statuses, limit) in run_statuses.iter().flat_map(|s| [(s, 2), (s, usize::MAX)]) {
-        for created_by in [None, Some("lead".to_owned())] {
-            let query = RunQuery {
-                created_by,
-                statuses: statuses.clone(),
-                limit,
-            };
-            store.runs(&query).unwrap();
-        }
-    }
-    let types = [Vec::new(), OrchEventType::ACTIONABLE.to_vec()];
-    for (event_types, limit) in types.iter().flat_map(|t| [(t, 10), (t, usize::MAX)]) {
-        for run_id in [None, Some("r".to_owned())] {
-            let query = OrchEventQuery {
-                after_event: 0,
-                run_id,
-                event_types: event_types.clone(),
-                limit,
-            };
-            store.orch_events(&query).unwrap();
-        }
-    }
-    store.attempts("r", "t").unwrap();
-    store.latest_event_id().unwrap();
-    store.commit().unwrap();
+    common::every_orch_query(&mut store);
 }
 
 /// Why a plan step is acceptable although it reads "SCAN" or uses a temp

@@ -682,37 +682,37 @@ fn thread_statement(thread_id: &str) -> (String, Params) {
 /// [`Store::threads`]'s statement for `query`.
 fn threads_statement(query: &ThreadQuery) -> (String, Params) {
     let mut params = Params::new();
-    let clauses = thread_filters(query, &mut params);
+    let mut clauses = thread_filters(query, &mut params);
     let order = match query.order {
         ThreadOrder::Queue => "t.priority_rank DESC, t.created_at, t.thread_id",
         ThreadOrder::NewestFirst => "t.thread_id DESC",
     };
     let limit = Limit(query.limit);
     let sql = match &query.agent {
-        None => {
-            let filter = if clauses.is_empty() {
-                String::new()
-            } else {
-                format!("WHERE {}", clauses.join(" AND "))
-            };
-            format!(
-                "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
-                 {filter} ORDER BY {order} LIMIT {limit}"
-            )
+        // A thread named by its key is one row to check, whoever's it is.
+        Some(agent) if query.thread_id.is_some() => {
+            let p = push(&mut params, agent.clone());
+            clauses.push(format!("(t.created_by = {p} OR t.assigned_to = {p})"));
+            filtered_threads(&clauses, order, limit)
         }
+        None => filtered_threads(&clauses, order, limit),
         // "Created by or assigned to": two ordered, limited index scans
         // merged, as the SQLite store does, rather than an OR that
-        // reads every match and sorts it.
+        // reads every match and sorts it. The second leaves out what the
+        // first finds, so that the two need no deduplication: then
+        // PostgreSQL merges them in order as they come (Merge Append) and
+        // the whole needs no sort, whatever the planner thinks of a sort's
+        // cost (docs/postgres.md, "Query plans").
         Some(agent) => {
             let p = push(&mut params, agent.clone());
             let rest: String = clauses.iter().map(|c| format!(" AND {c}")).collect();
             format!(
                 "WITH picked AS (
-                     SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.created_by = {p}{rest}
-                                            ORDER BY {order} LIMIT {limit}) AS by_creator
-                     UNION
-                     SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.assigned_to = {p}{rest}
-                                            ORDER BY {order} LIMIT {limit}) AS by_assignee)
+                     (SELECT t.thread_id FROM threads t WHERE t.created_by = {p}{rest}
+                      ORDER BY {order} LIMIT {limit})
+                     UNION ALL
+                     (SELECT t.thread_id FROM threads t WHERE t.assigned_to = {p} AND t.created_by <> {p}{rest}
+                      ORDER BY {order} LIMIT {limit}))
                  SELECT {THREAD_COLUMNS} FROM picked JOIN threads t ON t.thread_id = picked.thread_id
                  LEFT JOIN leases l ON l.thread_id = t.thread_id
                  ORDER BY {order} LIMIT {limit}"
@@ -720,6 +720,19 @@ fn threads_statement(query: &ThreadQuery) -> (String, Params) {
         }
     };
     (sql, params)
+}
+
+/// Threads (with their leases) that pass every one of `clauses`.
+fn filtered_threads(clauses: &[String], order: &str, limit: Limit) -> String {
+    let filter = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", clauses.join(" AND "))
+    };
+    format!(
+        "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+         {filter} ORDER BY {order} LIMIT {limit}"
+    )
 }
 
 /// The `WHERE` clause of [`ThreadQuery`]'s filters but `agent`, with their

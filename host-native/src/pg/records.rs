@@ -126,9 +126,13 @@ impl PgStore {
         limit: usize,
     ) -> Result<u64, StoreError> {
         let limit = Limit(limit);
+        // The keys to delete as an array, looked up one by one in the key's
+        // index: as `key IN (SELECT ...)`, the planner may instead hash them
+        // and walk the whole table to join with them, as it thinks best
+        // for the sizes it estimates.
         let sql = format!(
-            "DELETE FROM idempotency WHERE key IN
-                 (SELECT key FROM idempotency WHERE created_at < $1 ORDER BY created_at, key LIMIT {limit})"
+            "DELETE FROM idempotency WHERE key = ANY (ARRAY(
+                 SELECT key FROM idempotency WHERE created_at < $1 ORDER BY created_at, key LIMIT {limit}))"
         );
         self.execute(&sql, &[&before.to_string()])
     }
