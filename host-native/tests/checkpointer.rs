@@ -151,3 +151,26 @@ fn a_one_command_store_has_no_thread_and_switching_back_stops_it() {
     store.begin(inbox_engine::TxMode::Read).unwrap();
     store.rollback().unwrap();
 }
+
+#[test]
+fn a_store_that_syncs_every_commit_checkpoints_in_the_commit() {
+    let _alone = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let path = created(dir.path());
+    let name = THREAD_NAME;
+    let others = threads_named(name);
+    let (mut store, _) = open_existing(&path, Some(inbox_host_native::Durability::Full)).unwrap();
+    set_lifetime(&mut store, Lifetime::LongLived).unwrap();
+    // Given a moment to show up, had it been started.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(threads_named(name), others);
+    let clock = ManualClock::new(ManualClock::SCRIPT_EPOCH);
+    let mut engine = Engine::new(store, clock, SequentialIds::new());
+    for n in 0..400 {
+        assert!(engine.execute(send(n)).is_ok());
+    }
+    // SQLite's own policy copied the log back in the commits: the log was
+    // started over, so it is shorter than what 400 sends wrote.
+    let written = 400 * 10 * (2048 + 24);
+    assert!(len(&wal(&path)) < written, "the log was never started over");
+}
