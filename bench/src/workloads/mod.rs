@@ -43,6 +43,37 @@ pub(crate) fn check(target: &str, measured: String, pass: bool, shortfall: Strin
     }
 }
 
+/// The CLI-cost targets of one command: its process's median within 1.8×
+/// the process-spawn floor (issue 20's step) and within 1.5× (the goal).
+/// `why` says where the time goes. Returns the ratio.
+pub(crate) fn cli_cost_checks(
+    checks: &mut Vec<Check>,
+    command: &str,
+    median: f64,
+    floor: f64,
+    why: &str,
+) -> f64 {
+    let cli_ratio = inbox_bench_kit::stats::ratio(median, floor).unwrap_or(f64::INFINITY);
+    for bound in [1.8, 1.5] {
+        checks.push(check(
+            &format!("CLI `{command}` median ≤ {bound}× the process-spawn floor"),
+            format!(
+                "{} vs floor {} = {}",
+                fmt_us(median),
+                fmt_us(floor),
+                crate::fmt::fmt_ratio(Some(cli_ratio))
+            ),
+            cli_ratio <= bound,
+            format!(
+                "{} over the {bound}× target ({} too slow). {why}",
+                crate::fmt::fmt_ratio(Some(cli_ratio / bound)),
+                fmt_us(median - bound * floor)
+            ),
+        ));
+    }
+    cli_ratio
+}
+
 /// "normal" / "full (fsync per commit)" for captions.
 pub(crate) fn durability_caption(d: Durability) -> &'static str {
     match d {

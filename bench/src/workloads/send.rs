@@ -359,22 +359,7 @@ fn conclusions(
     section.notes.push(format!(
         "Where an `inbox send` process's time goes (normal durability): {why}"
     ));
-    let cli_ratio = ratio(cli.inbox, cli.floor).unwrap_or(f64::INFINITY);
-    section.checks.push(check(
-        "CLI `send` median ≤ 1.5× the process-spawn floor",
-        format!(
-            "{} vs floor {} = {}",
-            fmt_us(cli.inbox),
-            fmt_us(cli.floor),
-            fmt_ratio(Some(cli_ratio))
-        ),
-        cli_ratio <= 1.5,
-        format!(
-            "{} over the 1.5× target ({} too slow). {why}",
-            fmt_ratio(Some(cli_ratio / 1.5)),
-            fmt_us(cli.inbox - 1.5 * cli.floor)
-        ),
-    ));
+    let cli_ratio = super::cli_cost_checks(&mut section.checks, "send", cli.inbox, cli.floor, &why);
     let rates = normal.map_or(&[][..], |r| r.rates.as_slice());
     let one = rates.first().copied().unwrap_or(0.0);
     let best = rates.iter().copied().fold(0.0, f64::max);
