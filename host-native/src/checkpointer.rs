@@ -15,7 +15,10 @@
 //!   checkpoint has copied everything, so SQLite would never start the WAL
 //!   over): it holds new writers back only while it copies what the
 //!   passive pass left, and then the next commit writes from the top of
-//!   the WAL again, which bounds its size.
+//!   the WAL again;
+//! - and should the thread fall far behind (starved of a CPU on a loaded
+//!   machine), the commit that takes the WAL past [`BACKSTOP_FRAMES`]
+//!   restarts it itself, so the WAL stays bounded whatever the thread does.
 //!
 //! A checkpoint is housekeeping: a busy one is left to the next nudge, and
 //! an error is dropped (the commits are already durable in the WAL). The
@@ -45,6 +48,11 @@ pub const RESTART_FRAMES: c_int = 4000;
 /// The thread's name, as `ps -L` and `/proc/PID/task/*/comm` show it (at
 /// most 15 bytes on Linux).
 pub const THREAD_NAME: &str = "inbox-wal-ckpt";
+
+/// WAL frames past which a commit restarts the WAL itself, as a backstop
+/// for a thread that has fallen behind: 16 MiB of 2 KiB pages, the
+/// `journal_size_limit` the WAL file is cut back to.
+pub const BACKSTOP_FRAMES: c_int = 8000;
 
 /// A thread that checkpoints one database when nudged.
 pub struct Checkpointer {
@@ -77,8 +85,16 @@ impl Checkpointer {
     /// a nudge once the WAL is long enough, never a wait.
     pub fn hook(&self) -> impl FnMut(&mut Wal, c_int) -> rusqlite::Result<()> + Send + 'static {
         let nudges = self.nudges.clone();
-        move |_wal, frames| {
-            if frames >= CHECKPOINT_FRAMES {
+        move |wal, frames| {
+            if frames >= BACKSTOP_FRAMES {
+                // The thread has fallen far behind (starved of a CPU, or
+                // its restarts kept meeting a writer): this commit starts
+                // the WAL over itself, which bounds it whatever the thread
+                // does. Busy (the thread is copying) leaves it to the next.
+                crate::open::as_checkpoint(|| {
+                    let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::RESTART);
+                });
+            } else if frames >= CHECKPOINT_FRAMES {
                 nudge(&nudges);
             }
             Ok(())

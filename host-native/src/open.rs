@@ -519,13 +519,21 @@ fn checkpoint_hook(
     frames: std::os::raw::c_int,
 ) -> rusqlite::Result<()> {
     if frames >= CHECKPOINT_FRAMES {
-        IN_CHECKPOINT.with(|flag| flag.set(true));
         // Busy (a reader on an old snapshot, another writer) is fine: a later
         // commit retries.
-        let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::TRUNCATE);
-        IN_CHECKPOINT.with(|flag| flag.set(false));
+        as_checkpoint(|| {
+            let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::TRUNCATE);
+        });
     }
     Ok(())
+}
+
+/// Runs `checkpoint` with the busy handler's short checkpoint budget: a
+/// commit that checkpoints has already committed, and must not wait long.
+pub(crate) fn as_checkpoint(checkpoint: impl FnOnce()) {
+    IN_CHECKPOINT.with(|flag| flag.set(true));
+    checkpoint();
+    IN_CHECKPOINT.with(|flag| flag.set(false));
 }
 
 /// Whether the store's connection fsyncs every commit (`full`
