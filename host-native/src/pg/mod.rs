@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
 use inbox_engine::store::{
-    AgentQuery, EventQuery, MailboxQuery, MessageQuery, ReadAhead, StoreInfo, ThreadOrder,
-    ThreadPage, ThreadQuery, ThreadState, TxMode,
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, ReadAhead, StoreInfo, ThreadPage,
+    ThreadQuery, ThreadState, TxMode,
 };
 use inbox_engine::{
     Agent, Event, EventId, IdempotencyRecord, Lease, Message, ReadCursor, Settings, Store,
@@ -45,10 +45,10 @@ mod tls;
 
 use pipeline::{Ahead, Lit, Planned, Queued};
 pub use rows::pg_error;
-use rows::{
-    ARTIFACT_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, THREAD_COLUMNS, int, json_text,
-};
+use rows::{ARTIFACT_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, int, json_text};
 use schema::SchemaState;
+
+use crate::store::thread_sql::{self, THREAD_COLUMNS};
 
 /// Session settings every connection gets (docs/postgres.md, "Timeouts"):
 /// no statement runs away, a writer waits for the writer row as long as
@@ -80,9 +80,16 @@ pub fn describe(config: &Config) -> String {
 #[derive(Clone, Copy)]
 struct Limit(usize);
 
+impl Limit {
+    /// The limit as SQL takes it: "no limit" is the largest `BIGINT`.
+    fn sql(&self) -> i64 {
+        i64::try_from(self.0).unwrap_or(i64::MAX)
+    }
+}
+
 impl std::fmt::Display for Limit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", i64::try_from(self.0).unwrap_or(i64::MAX))
+        write!(f, "{}", self.sql())
     }
 }
 
@@ -95,6 +102,12 @@ type Params = Vec<Lit>;
 fn push(params: &mut Params, value: impl Into<Lit>) -> String {
     params.push(value.into());
     format!("${}", params.len())
+}
+
+impl thread_sql::Bind for Params {
+    fn text(&mut self, value: String) -> String {
+        push(self, value)
+    }
 }
 
 /// `$n, $n+1, ...` with one text parameter per value.
@@ -682,20 +695,17 @@ fn thread_statement(thread_id: &str) -> (String, Params) {
 /// [`Store::threads`]'s statement for `query`.
 fn threads_statement(query: &ThreadQuery) -> (String, Params) {
     let mut params = Params::new();
-    let mut clauses = thread_filters(query, &mut params);
-    let order = match query.order {
-        ThreadOrder::Queue => "t.priority_rank DESC, t.created_at, t.thread_id",
-        ThreadOrder::NewestFirst => "t.thread_id DESC",
-    };
+    let mut clauses = thread_sql::filters(query, &mut params);
+    let order = thread_sql::order_by(query.order);
     let limit = Limit(query.limit);
     let sql = match &query.agent {
         // A thread named by its key is one row to check, whoever's it is.
         Some(agent) if query.thread_id.is_some() => {
             let p = push(&mut params, agent.clone());
             clauses.push(format!("(t.created_by = {p} OR t.assigned_to = {p})"));
-            filtered_threads(&clauses, order, limit)
+            thread_sql::filtered(&clauses, order, limit.sql())
         }
-        None => filtered_threads(&clauses, order, limit),
+        None => thread_sql::filtered(&clauses, order, limit.sql()),
         // "Created by or assigned to": two ordered, limited index scans
         // merged, as the SQLite store does, rather than an OR that
         // reads every match and sorts it. The second leaves out what the
@@ -720,50 +730,6 @@ fn threads_statement(query: &ThreadQuery) -> (String, Params) {
         }
     };
     (sql, params)
-}
-
-/// Threads (with their leases) that pass every one of `clauses`.
-fn filtered_threads(clauses: &[String], order: &str, limit: Limit) -> String {
-    let filter = if clauses.is_empty() {
-        String::new()
-    } else {
-        format!("WHERE {}", clauses.join(" AND "))
-    };
-    format!(
-        "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
-         {filter} ORDER BY {order} LIMIT {limit}"
-    )
-}
-
-/// The `WHERE` clause of [`ThreadQuery`]'s filters but `agent`, with their
-/// parameters pushed.
-fn thread_filters(query: &ThreadQuery, params: &mut Params) -> Vec<String> {
-    let mut clauses = Vec::new();
-    let columns = [
-        ("thread_id", &query.thread_id),
-        ("assigned_to", &query.assigned_to),
-        ("created_by", &query.created_by),
-        ("run_id", &query.run_id),
-        ("task_id", &query.task_id),
-    ];
-    for (column, value) in columns {
-        if let Some(value) = value {
-            clauses.push(format!("t.{column} = {}", push(params, value.clone())));
-        }
-    }
-    if !query.statuses.is_empty() {
-        let list = placeholders(&query.statuses, params);
-        clauses.push(format!("t.status IN ({list})"));
-    }
-    if let Some(reader) = &query.unread {
-        let p = push(params, reader.clone());
-        clauses.push(format!(
-            "EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.thread_id AND m.from_agent <> {p}
-               AND m.event_id > COALESCE((SELECT r.last_read_event_id FROM thread_reads r
-                                          WHERE r.thread_id = t.thread_id AND r.agent = {p}), 0))"
-        ));
-    }
-    clauses
 }
 
 /// The `WHERE` clauses of [`EventQuery`]'s filters, with their parameters

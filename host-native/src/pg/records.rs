@@ -10,8 +10,9 @@ use inbox_engine::store::{AgentQuery, MailboxQuery, ThreadPage, ThreadState};
 use inbox_engine::{Agent, IdempotencyRecord, Message, Settings, StoreError, Timestamp};
 
 use super::pipeline::Lit;
-use super::rows::{MESSAGE_COLUMNS, THREAD_COLUMNS, int};
+use super::rows::{MESSAGE_COLUMNS, int};
 use super::{Limit, Params, PgStore, push};
+use crate::store::thread_sql::THREAD_COLUMNS;
 
 /// The `settings` key of the engine's settings (the SQLite store's).
 const ENGINE_SETTINGS: &str = "engine";

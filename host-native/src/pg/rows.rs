@@ -198,11 +198,6 @@ pub(super) fn int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-pub(super) const THREAD_COLUMNS: &str = "t.thread_id, t.run_id, t.task_id, t.subject, t.created_by, t.assigned_to, \
-     t.status, t.priority, t.attempts, t.max_attempts, t.latest_message_id, t.last_event_id, \
-     t.created_at, t.updated_at, l.agent, l.lease_token, l.attempt, l.lease_seconds, l.claimed_at, \
-     l.expires_at, l.released_at";
-
 pub(super) fn thread_state<R: Cells + ?Sized>(row: &R) -> Result<ThreadState, StoreError> {
     let thread = Thread {
         thread_id: text(row, 0)?,

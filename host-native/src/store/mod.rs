@@ -10,8 +10,8 @@
 //! same store compiles for SQLite in wasm.
 
 use inbox_engine::store::{
-    AgentQuery, EventQuery, MailboxQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadPage,
-    ThreadQuery, ThreadState, TxMode,
+    AgentQuery, EventQuery, MailboxQuery, MessageQuery, StoreInfo, ThreadPage, ThreadQuery,
+    ThreadState, TxMode,
 };
 use inbox_engine::{
     Agent, Artifact, Event, EventId, IdempotencyRecord, JsonObject, Lease, Message, ReadCursor,
@@ -51,6 +51,7 @@ pub(crate) fn per_thread(
 }
 mod orch;
 mod retention;
+pub(crate) mod thread_sql;
 
 /// Settings every host applies to a connection before handing it to
 /// [`SqliteStore::new`], whatever the platform: the schema's foreign keys are
@@ -569,10 +570,7 @@ fn sql_limit(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
 
-const THREAD_COLUMNS: &str = "t.thread_id, t.run_id, t.task_id, t.subject, t.created_by, t.assigned_to, \
-     t.status, t.priority, t.attempts, t.max_attempts, t.latest_message_id, t.last_event_id, \
-     t.created_at, t.updated_at, l.agent, l.lease_token, l.attempt, l.lease_seconds, l.claimed_at, \
-     l.expires_at, l.released_at";
+use thread_sql::THREAD_COLUMNS;
 
 fn thread_state_row(row: &Row<'_>) -> rusqlite::Result<ThreadState> {
     let thread = Thread {
@@ -724,6 +722,12 @@ fn push(params: &mut Vec<Value>, value: Value) -> String {
     format!("?{}", params.len())
 }
 
+impl thread_sql::Bind for Vec<Value> {
+    fn text(&mut self, value: String) -> String {
+        push(self, Value::Text(value))
+    }
+}
+
 impl Store for SqliteStore {
     fn initialize(&mut self) -> Result<StoreInfo, StoreError> {
         // 2 KiB pages, set before anything is written (SQLite cannot change
@@ -838,49 +842,11 @@ impl Store for SqliteStore {
 
     fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
         let mut params = Vec::new();
-        let mut clauses = Vec::new();
-        let mut eq = |column: &str, value: &Option<String>, params: &mut Vec<Value>| {
-            if let Some(value) = value {
-                clauses.push(format!(
-                    "t.{column} = {}",
-                    push(params, Value::Text(value.clone()))
-                ));
-            }
-        };
-        eq("thread_id", &query.thread_id, &mut params);
-        eq("assigned_to", &query.assigned_to, &mut params);
-        eq("created_by", &query.created_by, &mut params);
-        eq("run_id", &query.run_id, &mut params);
-        eq("task_id", &query.task_id, &mut params);
-        if !query.statuses.is_empty() {
-            let list = placeholders(&query.statuses, &mut params);
-            clauses.push(format!("t.status IN ({list})"));
-        }
-        if let Some(reader) = &query.unread {
-            let p = push(&mut params, Value::Text(reader.clone()));
-            clauses.push(format!(
-                "EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.thread_id AND m.from_agent <> {p}
-                   AND m.event_id > COALESCE((SELECT r.last_read_event_id FROM thread_reads r
-                                              WHERE r.thread_id = t.thread_id AND r.agent = {p}), 0))"
-            ));
-        }
-        let order = match query.order {
-            ThreadOrder::Queue => "t.priority_rank DESC, t.created_at, t.thread_id",
-            ThreadOrder::NewestFirst => "t.thread_id DESC",
-        };
+        let clauses = thread_sql::filters(query, &mut params);
+        let order = thread_sql::order_by(query.order);
         let limit = sql_limit(query.limit);
         let sql = match &query.agent {
-            None => {
-                let filter = if clauses.is_empty() {
-                    String::new()
-                } else {
-                    format!("WHERE {}", clauses.join(" AND "))
-                };
-                format!(
-                    "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
-                     {filter} ORDER BY {order} LIMIT {limit}"
-                )
-            }
+            None => thread_sql::filtered(&clauses, order, limit),
             // "Created by or assigned to": an OR across two indexes would
             // read every match and sort it. Two ordered, limited index scans
             // merged read at most 2 x limit rows.

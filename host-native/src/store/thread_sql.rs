@@ -1,0 +1,80 @@
+//! The SQL of a thread query ([`ThreadQuery`]) that both stores run, the
+//! SQLite store and the PostgreSQL one: the columns a thread is read with,
+//! the filters, the orders and the plain filtered statement, written once.
+//! Each store binds the parameters its own way (`?n` or `$n`, its own value
+//! type) through [`Bind`], and keeps what only its planner needs (how "an
+//! agent's threads" is merged) to itself.
+//!
+//! This module must never run a statement; it only writes SQL text.
+
+use inbox_engine::store::{ThreadOrder, ThreadQuery};
+
+/// A statement's parameters as a store collects them.
+pub(crate) trait Bind {
+    /// Adds a text parameter; returns its placeholder.
+    fn text(&mut self, value: String) -> String;
+}
+
+/// A thread and its lease (`t`, `l`), in the order both stores' row
+/// decoders read them.
+pub(crate) const THREAD_COLUMNS: &str = "t.thread_id, t.run_id, t.task_id, t.subject, t.created_by, t.assigned_to, \
+     t.status, t.priority, t.attempts, t.max_attempts, t.latest_message_id, t.last_event_id, \
+     t.created_at, t.updated_at, l.agent, l.lease_token, l.attempt, l.lease_seconds, l.claimed_at, \
+     l.expires_at, l.released_at";
+
+/// `ORDER BY` for `order`: each is served by an index of both schemas.
+pub(crate) fn order_by(order: ThreadOrder) -> &'static str {
+    match order {
+        ThreadOrder::Queue => "t.priority_rank DESC, t.created_at, t.thread_id",
+        ThreadOrder::NewestFirst => "t.thread_id DESC",
+    }
+}
+
+/// The `WHERE` clauses of `query`'s filters but `agent`, with their
+/// parameters bound.
+pub(crate) fn filters(query: &ThreadQuery, params: &mut impl Bind) -> Vec<String> {
+    let mut clauses = Vec::new();
+    let columns = [
+        ("thread_id", &query.thread_id),
+        ("assigned_to", &query.assigned_to),
+        ("created_by", &query.created_by),
+        ("run_id", &query.run_id),
+        ("task_id", &query.task_id),
+    ];
+    for (column, value) in columns {
+        if let Some(value) = value {
+            clauses.push(format!("t.{column} = {}", params.text(value.clone())));
+        }
+    }
+    if !query.statuses.is_empty() {
+        let list: Vec<String> = query
+            .statuses
+            .iter()
+            .map(|status| params.text(status.to_string()))
+            .collect();
+        clauses.push(format!("t.status IN ({})", list.join(", ")));
+    }
+    if let Some(reader) = &query.unread {
+        let p = params.text(reader.clone());
+        clauses.push(format!(
+            "EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = t.thread_id AND m.from_agent <> {p}
+               AND m.event_id > COALESCE((SELECT r.last_read_event_id FROM thread_reads r
+                                          WHERE r.thread_id = t.thread_id AND r.agent = {p}), 0))"
+        ));
+    }
+    clauses
+}
+
+/// Threads (with their leases) that pass every one of `clauses`, in
+/// `order`, at most `limit`.
+pub(crate) fn filtered(clauses: &[String], order: &str, limit: i64) -> String {
+    let filter = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", clauses.join(" AND "))
+    };
+    format!(
+        "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+         {filter} ORDER BY {order} LIMIT {limit}"
+    )
+}
