@@ -343,14 +343,8 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
         .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
     let most = workers.iter().max().copied().unwrap_or(1);
     let max_latency = normal(most).map_or(f64::INFINITY, |o| o.claim.max);
-    throughput_checks(
-        section,
-        one,
-        best,
-        most,
-        normal(most).map_or(0.0, |o| o.rate),
-    );
     let at_most = normal(most).map_or(0.0, |o| o.rate);
+    throughput_checks(section, one, best, most, at_most);
     section.checks.push(check(
         &format!("no collapse: claim + done with {most} workers ≥ the one-worker rate (normal)"),
         format!(
