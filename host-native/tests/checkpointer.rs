@@ -23,11 +23,24 @@ fn send(n: usize) -> Request {
     .unwrap()
 }
 
-fn created(dir: &Path) -> PathBuf {
-    let path = dir.join("c.db");
+/// A new database in a folder of its own, and this test's turn alone.
+struct Fixture {
+    _alone: std::sync::MutexGuard<'static, ()>,
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let alone = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
     let mut store = open_or_create(&path).unwrap();
     store.initialize().unwrap();
-    path
+    Fixture {
+        _alone: alone,
+        _dir: dir,
+        path,
+    }
 }
 
 fn long_lived(path: &Path) -> Engine<SqliteStore, ManualClock, SequentialIds> {
@@ -110,9 +123,8 @@ fn assert_kept(path: &Path, sends: usize) {
 
 #[test]
 fn the_thread_copies_the_log_back() {
-    let _alone = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
-    let path = created(dir.path());
+    let fixture = fixture();
+    let path = fixture.path.clone();
     let before = len(&path);
     let mut engine = long_lived(&path);
     // About 2,200 frames of 2 KiB: past the nudge (1000) and short of the
@@ -131,9 +143,8 @@ fn the_thread_copies_the_log_back() {
 
 #[test]
 fn the_log_stays_bounded_however_fast_the_writer_goes() {
-    let _alone = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
-    let path = created(dir.path());
+    let fixture = fixture();
+    let path = fixture.path.clone();
     let mut engine = long_lived(&path);
     // Some 12,000 frames back to back: a writer that never pauses leaves a
     // passive checkpoint no moment to finish, and without a restart the log
@@ -154,47 +165,41 @@ fn the_log_stays_bounded_however_fast_the_writer_goes() {
 
 #[test]
 fn the_thread_ends_with_its_store() {
-    let _alone = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
-    let path = created(dir.path());
-    let name = THREAD_NAME;
-    let others = threads_named(name);
+    let fixture = fixture();
+    let path = fixture.path.clone();
+    let others = threads_named(THREAD_NAME);
     let engine = long_lived(&path);
-    assert_eq!(await_threads(name, others + 1), others + 1);
+    assert_eq!(await_threads(THREAD_NAME, others + 1), others + 1);
     drop(engine);
     // Joined before the drop returns.
-    assert_eq!(threads_named(name), others);
+    assert_eq!(threads_named(THREAD_NAME), others);
 }
 
 #[test]
 fn a_one_command_store_has_no_thread_and_switching_back_stops_it() {
-    let _alone = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
-    let path = created(dir.path());
+    let fixture = fixture();
+    let path = fixture.path.clone();
     let (mut store, _) = open_existing(&path, None).unwrap();
-    let name = THREAD_NAME;
-    let others = threads_named(name);
-    assert_eq!(threads_named(name), others, "opening starts none");
+    let others = threads_named(THREAD_NAME);
+    assert_eq!(threads_named(THREAD_NAME), others, "opening starts none");
     set_lifetime(&mut store, Lifetime::LongLived).unwrap();
-    assert_eq!(await_threads(name, others + 1), others + 1);
+    assert_eq!(await_threads(THREAD_NAME, others + 1), others + 1);
     set_lifetime(&mut store, Lifetime::OneCommand).unwrap();
-    assert_eq!(threads_named(name), others);
+    assert_eq!(threads_named(THREAD_NAME), others);
     store.begin(inbox_engine::TxMode::Read).unwrap();
     store.rollback().unwrap();
 }
 
 #[test]
 fn a_store_that_syncs_every_commit_checkpoints_in_the_commit() {
-    let _alone = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
-    let path = created(dir.path());
-    let name = THREAD_NAME;
-    let others = threads_named(name);
+    let fixture = fixture();
+    let path = fixture.path.clone();
+    let others = threads_named(THREAD_NAME);
     let (mut store, _) = open_existing(&path, Some(inbox_host_native::Durability::Full)).unwrap();
     set_lifetime(&mut store, Lifetime::LongLived).unwrap();
     // Given a moment to show up, had it been started.
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(threads_named(name), others);
+    assert_eq!(threads_named(THREAD_NAME), others);
     let clock = ManualClock::new(ManualClock::SCRIPT_EPOCH);
     let mut engine = Engine::new(store, clock, SequentialIds::new());
     for n in 0..400 {
