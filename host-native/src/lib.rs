@@ -16,6 +16,8 @@
 //! - [`dump`]: a whole database as JSON lines, out and back in;
 //! - [`lines`]: files of JSON lines read a line at a time (portable);
 //! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
+//! - [`writer_gate`]: the file by which a native writer that waited too
+//!   long for SQLite's write lock holds the others back;
 //! - [`writer_lock`]: the lock file by which a host that cannot take
 //!   SQLite's locks (the wasm package in Node) keeps writers out (portable);
 //! - [`shared_file`]: a database file shared by such a host with SQLite
@@ -54,6 +56,8 @@ pub mod transfer;
 pub mod wal;
 #[cfg(feature = "native")]
 pub mod watch;
+#[cfg(feature = "native")]
+pub mod writer_gate;
 pub mod writer_lock;
 
 #[cfg(feature = "native")]

@@ -257,8 +257,15 @@ pub fn open_existing(
         None => stored_durability(&store)?,
     };
     apply_durability(&store, durability)?;
-    store.guard_files(file::FileIdentity::record(path));
+    guard(&mut store, path);
     Ok((store, durability))
+}
+
+/// Checks the database's files before every write from now on, and begins
+/// the store's writes behind the database's writer gate.
+fn guard(store: &mut SqliteStore, path: &Path) {
+    store.guard_files(file::FileIdentity::record(path));
+    store.gate_writers(Some(crate::writer_gate::WriterGate::new(path)));
 }
 
 /// Creates the database (and its folder) if needed, owner-only, and opens it
@@ -281,7 +288,7 @@ pub fn open_or_create(path: &Path) -> Result<SqliteStore, StoreError> {
     create_private_file(path)
         .map_err(|e| StoreError::other(format!("cannot create {location}: {e}")))?;
     let mut store = connect(path, true)?;
-    store.guard_files(file::FileIdentity::record(path));
+    guard(&mut store, path);
     Ok(store)
 }
 
@@ -311,7 +318,7 @@ pub fn init(
         }
         None => stored_durability(&store)?,
     };
-    store.guard_files(file::FileIdentity::record(path));
+    guard(&mut store, path);
     Ok((store, durability))
 }
 
@@ -593,8 +600,14 @@ fn busy_wait(attempt: i32) -> bool {
         state.set(x);
         x
     });
-    let micros = base / 2 + random % base;
-    std::thread::sleep(Duration::from_micros(micros));
+    let pause = if crate::writer_gate::holding() {
+        crate::writer_gate::HOLDER_PAUSE
+    } else {
+        Duration::from_micros(base / 2 + random % base)
+    };
+    std::thread::sleep(pause);
+    // After the pause, not before it: the gate may have closed meanwhile.
+    crate::writer_gate::hold_back();
     true
 }
 

@@ -94,6 +94,10 @@ pub struct SqliteStore {
     /// checked before every write (native files only).
     #[cfg(feature = "native")]
     files: Option<crate::file::FileIdentity>,
+    /// The database's writer gate (native files only; see
+    /// [`crate::writer_gate`]).
+    #[cfg(feature = "native")]
+    gate: Option<crate::writer_gate::WriterGate>,
     /// A long-lived connection's checkpoint thread (see
     /// [`crate::checkpointer`]); declared after `conn`, so that the
     /// connection, whose WAL hook nudges it, closes first.
@@ -131,6 +135,8 @@ impl SqliteStore {
             hooks: None,
             #[cfg(feature = "native")]
             files: None,
+            #[cfg(feature = "native")]
+            gate: None,
             #[cfg(feature = "native")]
             checkpointer: None,
         })
@@ -200,9 +206,58 @@ impl SqliteStore {
         }
     }
 
+    /// `BEGIN`, with the hooks before it and, for a write, the checks that
+    /// admit it.
+    fn begin_transaction(&mut self, mode: TxMode) -> Result<(), StoreError> {
+        if let Some(hooks) = &mut self.hooks {
+            hooks.before_begin(&mut self.conn, mode)?;
+        }
+        let sql = match mode {
+            TxMode::Read => "BEGIN DEFERRED",
+            TxMode::Write => "BEGIN IMMEDIATE",
+        };
+        if let Err(e) = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+        {
+            let error = self.error(e);
+            self.end_hooks();
+            return Err(error);
+        }
+        self.tx = Some(mode);
+        #[cfg(feature = "native")]
+        if mode == TxMode::Write
+            && let Err(error) = self.admit_write()
+        {
+            let _ = self.rollback();
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// After a transaction ended (or failed to begin): runs the hooks' end
+    /// and opens the writer gate if this writer closed it.
     fn end_hooks(&mut self) {
         if let Some(hooks) = &mut self.hooks {
             hooks.after_end();
+        }
+        self.open_gate();
+    }
+
+    /// From now on, begins every write transaction behind `gate` (see
+    /// [`crate::writer_gate`]); `None` goes straight to SQLite's lock, as a
+    /// writer that does not know the gate does.
+    #[cfg(feature = "native")]
+    pub fn gate_writers(&mut self, gate: Option<crate::writer_gate::WriterGate>) {
+        self.gate = gate;
+    }
+
+    /// Opens the writer gate if this writer closed it.
+    fn open_gate(&mut self) {
+        #[cfg(feature = "native")]
+        if let Some(gate) = &mut self.gate {
+            gate.transaction_ended();
         }
     }
 
@@ -341,7 +396,9 @@ impl SqliteStore {
             return Err(self.batch_lost());
         }
         let sql = if keep { "COMMIT" } else { "ROLLBACK" };
-        self.conn.execute_batch(sql).map_err(|e| self.error(e))
+        let ended = self.conn.execute_batch(sql).map_err(|e| self.error(e));
+        self.open_gate();
+        ended
     }
 
     /// Inside a batch, between the engine's transactions: begins a group
@@ -763,31 +820,18 @@ impl Store for SqliteStore {
         if self.batch {
             return self.begin_savepoint(mode);
         }
-        if let Some(hooks) = &mut self.hooks {
-            hooks.before_begin(&mut self.conn, mode)?;
-        }
-        let sql = match mode {
-            TxMode::Read => "BEGIN DEFERRED",
-            TxMode::Write => "BEGIN IMMEDIATE",
-        };
-        if let Err(e) = self
-            .conn
-            .prepare_cached(sql)
-            .and_then(|mut s| s.execute([]))
-        {
-            let error = self.error(e);
-            self.end_hooks();
-            return Err(error);
-        }
-        self.tx = Some(mode);
         #[cfg(feature = "native")]
         if mode == TxMode::Write
-            && let Err(error) = self.admit_write()
+            && let Some(gate) = self.gate.take()
         {
-            let _ = self.rollback();
-            return Err(error);
+            let (begun, gate) = gate.beginning(|| self.begin_transaction(mode));
+            self.gate = gate;
+            if begun.is_err() {
+                self.open_gate();
+            }
+            return begun;
         }
-        Ok(())
+        self.begin_transaction(mode)
     }
 
     fn commit(&mut self) -> Result<(), StoreError> {
