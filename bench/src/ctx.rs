@@ -111,7 +111,9 @@ impl Ctx {
     pub(crate) fn target(&self, system: System, durability: Durability) -> Target {
         let name = format!("{system:?}-{}", durability.as_str()).to_lowercase();
         let (path, url) = match system {
-            System::Inbox => (self.tmp.path().join(format!("{name}.db")), String::new()),
+            System::Inbox | System::InboxNoGate => {
+                (self.tmp.path().join(format!("{name}.db")), String::new())
+            }
             System::RedisList | System::RedisStream => (
                 PathBuf::new(),
                 match durability {

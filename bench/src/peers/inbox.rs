@@ -107,6 +107,16 @@ impl InboxQueue {
             engine: engine(path)?,
         })
     }
+
+    /// The same, with the engine's writes going straight to SQLite's write
+    /// lock (no writer gate): the baseline the gate is measured against.
+    pub(crate) fn open_without_gate(path: &Path) -> Result<InboxQueue> {
+        let mut store = stores::open_sqlite(path)?;
+        store.gate_writers(None);
+        Ok(InboxQueue {
+            engine: Engine::new(store, HostClock::system(), host_ids()),
+        })
+    }
 }
 
 impl Queue for InboxQueue {

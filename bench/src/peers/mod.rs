@@ -58,6 +58,10 @@ impl Durability {
 pub(crate) enum System {
     /// inbox itself (SQLite, in process or through the CLI).
     Inbox,
+    /// inbox with its writers going straight to SQLite's write lock, as
+    /// before the writer gate (the claim workload's worker processes
+    /// only).
+    InboxNoGate,
     /// A per-member append-only JSONL inbox with a line cursor (seed 002).
     Jsonl,
     /// A JSON-array inbox rewritten under a lock file per message.
@@ -107,6 +111,7 @@ impl System {
     pub(crate) fn label(self) -> &'static str {
         match self {
             System::Inbox => "inbox",
+            System::InboxNoGate => "inbox, no writer gate",
             System::Jsonl => "JSONL inbox",
             System::JsonArray => "JSON array + lock",
             System::FileDrop => "file-drop (2 s poll)",
@@ -252,7 +257,7 @@ impl Target {
     /// Empties the system's store and creates what the workloads need.
     pub(crate) fn prepare(&self) -> Result<()> {
         match self.system {
-            System::Inbox => inbox::create(&self.path, self.durability),
+            System::Inbox | System::InboxNoGate => inbox::create(&self.path, self.durability),
             System::Jsonl | System::JsonArray | System::FileDrop => {
                 if self.path.exists() {
                     std::fs::remove_dir_all(&self.path)?;
@@ -298,6 +303,7 @@ impl Target {
         let fsync = self.durability.fsync();
         Ok(match self.system {
             System::Inbox => Box::new(inbox::InboxQueue::open(&self.path, worker)?),
+            System::InboxNoGate => Box::new(inbox::InboxQueue::open_without_gate(&self.path)?),
             System::Jsonl => Box::new(JsonlQueue(Jsonl::new(&self.path, fsync))),
             System::JsonArray => {
                 Box::new(JsonArrayQueue(JsonArray::new(&self.path, fsync), worker))
@@ -358,6 +364,9 @@ impl Target {
                 role,
             }),
             System::JsonArray => bail!("the JSON-array peer is not in the wait workloads"),
+            System::InboxNoGate => {
+                bail!("inbox without its writer gate is not in the wait workloads")
+            }
             System::PostgresOrdered | System::PostgresOrderedInServer => {
                 bail!("the ordered-log variants are not in the wait workloads")
             }
