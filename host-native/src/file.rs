@@ -31,6 +31,22 @@ pub fn companion(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Opens the lock file at `path` for reading and writing, creating it
+/// owner-only (0600), never through a symbolic link: a planted link would
+/// let someone else's file decide who waits.
+pub fn open_lock_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let no_follow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(no_follow)
+        .open(path)
+}
+
 /// A file's identity: the device and inode it is stored at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key {

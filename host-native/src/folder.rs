@@ -197,14 +197,7 @@ impl Folder {
     /// process dies. `Ok(None)` when another process holds it.
     pub fn lock(&self) -> io::Result<Option<File>> {
         use rustix::fs::{FlockOperation, flock};
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc_flags::NOFOLLOW)
-            .open(self.path.join(".inbox-bridge.lock"))?;
+        let file = crate::file::open_lock_file(&self.path.join(".inbox-bridge.lock"))?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(Some(file)),
             Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),

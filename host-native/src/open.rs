@@ -573,7 +573,9 @@ fn seed() -> u64 {
 /// SQLite's busy handler: called with the number of earlier calls for the
 /// same lock attempt. Sleeps 50 µs, doubling to 2 ms, each time jittered to
 /// ±50% so that waiting writers do not retry in lockstep, until
-/// [`BUSY_BUDGET`] is spent.
+/// [`BUSY_BUDGET`] is spent. A beginning write that holds the writer gate
+/// tries again sooner, and any other waits while the gate is closed (see
+/// [`crate::writer_gate`]).
 fn busy_wait(attempt: i32) -> bool {
     let now = Instant::now();
     let since = BUSY_SINCE.with(|since| {

@@ -57,7 +57,7 @@
 
 use std::cell::RefCell;
 use std::fs::{File, TryLockError};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -310,16 +310,7 @@ impl Drop for WriterGate {
 /// Opens (creating owner-only) the gate file at `path`, if it is a regular
 /// file of this user reached without a symbolic link.
 fn open(path: &Path) -> Option<File> {
-    let no_follow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(no_follow)
-        .open(path)
-        .ok()?;
+    let file = crate::file::open_lock_file(path).ok()?;
     let meta = file.metadata().ok()?;
     let mine = meta.uid() == rustix::process::geteuid().as_raw();
     (meta.is_file() && mine).then_some(file)

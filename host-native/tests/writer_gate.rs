@@ -77,16 +77,16 @@ fn send_later(db: &Path, subject: &str) -> std::thread::JoinHandle<(String, Inst
     .unwrap();
     std::thread::spawn(move || {
         let (store, _) = open_existing(&db, None).unwrap();
-        let mut engine = Engine::new(store, HostClock::system(), UlidIds::from_seed(fastrand()));
+        let mut engine = Engine::new(store, HostClock::system(), UlidIds::from_seed(seed()));
         let response = engine.execute(request).to_json();
         (response, Instant::now())
     })
 }
 
-fn fastrand() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| u64::from(d.subsec_nanos()))
+/// A seed of its own for each writer's ids.
+fn seed() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The subjects of the threads, in the order they were written.
