@@ -98,7 +98,7 @@ const BUDGET: Duration = crate::open::BUSY_BUDGET;
 #[derive(Debug)]
 pub struct WriterGate {
     path: PathBuf,
-    /// The file, opened at the first busy wait; `None` before, or when it
+    /// The file, opened at the first write; `None` before, or when it
     /// cannot be used (then writers go straight to SQLite's lock).
     file: Option<File>,
     /// Whether opening was tried and failed: not tried again.
@@ -171,11 +171,6 @@ impl WriterGate {
                 let _ = file.unlock();
             }
         }
-    }
-
-    /// Whether this writer holds the gate closed.
-    pub fn is_closed_by_me(&self) -> bool {
-        self.closed
     }
 
     /// Waits while another writer holds the gate closed, and closes it once
