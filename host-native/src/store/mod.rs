@@ -392,13 +392,14 @@ impl SqliteStore {
         }
         self.batch = false;
         self.tx = None;
+        // However the batch ended, the gate opens: a batch SQLite already
+        // rolled back would otherwise leave it closed until the next write.
+        self.open_gate();
         if self.conn.is_autocommit() {
             return Err(self.batch_lost());
         }
         let sql = if keep { "COMMIT" } else { "ROLLBACK" };
-        let ended = self.conn.execute_batch(sql).map_err(|e| self.error(e));
-        self.open_gate();
-        ended
+        self.conn.execute_batch(sql).map_err(|e| self.error(e))
     }
 
     /// Inside a batch, between the engine's transactions: begins a group
