@@ -69,7 +69,7 @@ impl SqliteStore {
             clauses.join(" AND "),
             sql_limit(query.limit)
         );
-        self.thread_states(&sql, params)
+        self.thread_states(&sql, params, query.limit)
     }
 
     pub(super) fn count_messages(&mut self) -> Result<u64, StoreError> {
