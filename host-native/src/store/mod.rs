@@ -463,28 +463,40 @@ impl SqliteStore {
         store_error(error, &self.location)
     }
 
-    /// The thread states a query of [`THREAD_COLUMNS`] returns, at most
-    /// `limit` (the statement's own LIMIT; it sizes the result up front).
+    /// The rows `sql` returns, each decoded by `decode`; at most `limit`
+    /// (the statement's own LIMIT, which sizes the result up front).
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        limit: usize,
+        decode: fn(&Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let read = || {
+            let mut stmt = self.conn.prepare_cached(sql)?;
+            let mut rows = stmt.query(params)?;
+            // A plain loop into a vector sized once, rather than
+            // `query_map(..).collect()`: a decoded row (a thread state, a
+            // message) is a few hundred bytes, and the adapters moved each
+            // one several times while the vector grew by doubling (together
+            // a seventh of a `list`).
+            let mut out = Vec::with_capacity(limit.min(MAX_PRESIZED));
+            while let Some(row) = rows.next()? {
+                out.push(decode(row)?);
+            }
+            Ok(out)
+        };
+        read().map_err(|e| self.error(e))
+    }
+
+    /// The thread states a query of [`THREAD_COLUMNS`] returns.
     fn thread_states(
         &self,
         sql: &str,
         params: Vec<Value>,
         limit: usize,
     ) -> Result<Vec<ThreadState>, StoreError> {
-        let read = || {
-            let mut stmt = self.conn.prepare_cached(sql)?;
-            let mut rows = stmt.query(params_from_iter(params))?;
-            // A plain loop into a vector sized once, rather than
-            // `query_map(..).collect()`: a thread state is a few hundred
-            // bytes, and the adapters moved each one several times while the
-            // vector grew by doubling (together a seventh of a `list`).
-            let mut states = Vec::with_capacity(limit.min(MAX_PRESIZED));
-            while let Some(row) = rows.next()? {
-                states.push(thread_state_row(row)?);
-            }
-            Ok(states)
-        };
-        read().map_err(|e| self.error(e))
+        self.rows(sql, params_from_iter(params), limit, thread_state_row)
     }
 
     fn artifacts(&self, sql: &str, key: &str) -> Result<Vec<Artifact>, StoreError> {
@@ -621,8 +633,7 @@ fn word<T>(
 }
 
 fn json_at(row: &Row<'_>, index: usize) -> rusqlite::Result<JsonObject> {
-    let text: String = row.get(index)?;
-    serde_json::from_str(&text).map_err(|e| bad(index, e))
+    serde_json::from_str(text_at(row, index)?).map_err(|e| bad(index, e))
 }
 
 fn json_text(object: &JsonObject) -> String {
@@ -1149,18 +1160,9 @@ impl Store for SqliteStore {
              ORDER BY event_id {order} LIMIT {}",
             sql_limit(query.limit)
         );
-        let messages = {
-            let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
-            let after = sql_int(query.after_event);
-            let rows = stmt
-                .query_map(
-                    params![query.thread_id, query.from_agent, after],
-                    message_row,
-                )
-                .map_err(|e| self.error(e))?;
-            rows.collect::<Result<Vec<_>, _>>()
-                .map_err(|e| self.error(e))?
-        };
+        let after = sql_int(query.after_event);
+        let params = params![query.thread_id, query.from_agent, after];
+        let messages = self.rows(&sql, params, query.limit, message_row)?;
         self.with_artifacts(messages)
     }
 
@@ -1269,12 +1271,7 @@ impl Store for SqliteStore {
             "SELECT {EVENT_COLUMNS} FROM events e {join} WHERE {} ORDER BY e.event_id LIMIT {limit}",
             clauses.join(" AND ")
         );
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
-        let rows = stmt
-            .query_map(params_from_iter(params), event_row)
-            .map_err(|e| self.error(e))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.error(e))
+        self.rows(&sql, params_from_iter(params), query.limit, event_row)
     }
 
     fn read_cursor(
