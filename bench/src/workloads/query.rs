@@ -558,7 +558,7 @@ fn checks(section: &mut Section, sizes: &[u64], worst: &Worst) {
         p50 <= 50.0,
         format!(
             "`{query}` is {} over ({:.1}× the target), and {} its 10k figure: its cost is the {} it \
-             returns, about {} each to read, build and serialize, not the size of the store",
+             returns, about {} each to read from SQLite and build, not the size of the store",
             fmt_us(p50 - 50.0),
             p50 / 50.0,
             fmt_ratio(growth),
