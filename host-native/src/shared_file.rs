@@ -96,6 +96,19 @@ const BUSY_BUDGET_MS: u64 = 10_000;
 /// microseconds before the log index is cleared).
 const APPEND_TRIES: usize = 5;
 
+/// A host that writes back to back retakes the lock within microseconds of
+/// letting it go, and native writers look for it every 0.5 to 2 ms
+/// ([`crate::file::LockWait`]): without a pause they can miss every gap
+/// and run out of their busy budget. So once a host has held the lock
+/// back to back for [`FAIR_STREAK_MS`], it leaves it free for
+/// [`FAIR_GAP_MS`], longer than a waiting writer's longest pause, before
+/// taking it again. That costs a host writing without a break at most
+/// 3 ms in 23.
+const FAIR_GAP_MS: u64 = 3;
+
+/// See [`FAIR_GAP_MS`].
+const FAIR_STREAK_MS: u64 = 20;
+
 /// The bytes of SQLite's locks in `-shm` a writer of the log must not run
 /// beside: the write lock, the checkpoint lock and the recovery lock.
 const SHM_WRITE_LOCKS: std::ops::RangeInclusive<u64> = 120..=122;
@@ -117,6 +130,10 @@ pub struct SharedFile<F: Files> {
     seen: Option<Fingerprint>,
     /// The lock's nonce and when it was taken, while held.
     held: Option<(String, u64)>,
+    /// When the lock was last let go, and when the current run of holds
+    /// taken back to back began (see [`FAIR_GAP_MS`]).
+    released: Option<u64>,
+    streak: u64,
 }
 
 /// The state of the three files, cheaply compared.
@@ -146,6 +163,8 @@ impl<F: Files> SharedFile<F> {
             log: Log::parse(&[], 4096),
             seen: None,
             held: None,
+            released: None,
+            streak: 0,
         };
         shared.check_trusted()?;
         shared.locked(|s| s.refresh().map(|_| ()))?;
@@ -270,6 +289,27 @@ impl<F: Files> SharedFile<F> {
         if ours {
             let _ = self.files.remove(&self.lock);
         }
+        self.released = Some(self.files.ticks());
+    }
+
+    /// Before taking the lock: when this host has held it back to back for
+    /// [`FAIR_STREAK_MS`], waits out the rest of a [`FAIR_GAP_MS`] gap
+    /// since it let it go, so that native writers waiting for it get in.
+    fn leave_a_gap(&mut self) {
+        let now = self.files.ticks();
+        let Some(since_release) = self
+            .released
+            .map(|at| now.saturating_sub(at))
+            .filter(|&since| since < FAIR_GAP_MS)
+        else {
+            // Not back to back: a new run of holds begins.
+            self.streak = now;
+            return;
+        };
+        if now.saturating_sub(self.streak) >= FAIR_STREAK_MS {
+            self.files.pause(FAIR_GAP_MS - since_release);
+            self.streak = self.files.ticks();
+        }
     }
 
     /// Runs `step` holding the lock (and with SQLite's writers quiet).
@@ -308,6 +348,7 @@ impl<F: Files> SharedFile<F> {
 
     /// Creates the lock file, waiting while a live holder has it.
     fn acquire(&mut self) -> Result<(), StoreError> {
+        self.leave_a_gap();
         let (pid, me, _) = self.files.me();
         let nonce = format!("{:016x}", self.files.random());
         let holder = Holder {
