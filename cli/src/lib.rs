@@ -259,7 +259,10 @@ fn run_binary(binary: Binary) -> ExitCode {
 /// exit 30, and with `--json` still one JSON object.
 fn usage_error(binary: Binary, raw: &[OsString], error: &clap::Error) -> ExitCode {
     let json = raw.iter().any(|a| a == "--json");
-    let command = subcommand_in(binary, raw);
+    // Finding the subcommand builds clap's whole command tree (about 1 MB
+    // of allocations): only the JSON answers, which name it, pay for it, so
+    // `--version` and plain `--help` cost what starting the binary costs.
+    let command = || subcommand_in(binary, raw);
     let text = error.render().to_string();
     let (out, err, exit) = match (error.kind(), json) {
         (ErrorKind::DisplayHelp, false) | (ErrorKind::DisplayVersion, false) => {
@@ -268,7 +271,7 @@ fn usage_error(binary: Binary, raw: &[OsString], error: &clap::Error) -> ExitCod
         (ErrorKind::DisplayHelp, true) => {
             let fields = serde_json::json!({ "help": text });
             (
-                output::success_json(command.as_deref(), fields),
+                output::success_json(command().as_deref(), fields),
                 String::new(),
                 0,
             )
@@ -285,7 +288,7 @@ fn usage_error(binary: Binary, raw: &[OsString], error: &clap::Error) -> ExitCod
                 None => format!("; see `{bin} --help`"),
             };
             let response = Response::failure(
-                command,
+                command(),
                 EngineError::InvalidRequest {
                     message: format!("{message}{hint}"),
                 },
