@@ -293,21 +293,20 @@ impl<F: Files> SharedFile<F> {
     }
 
     /// Before taking the lock: when this host has held it back to back for
-    /// [`FAIR_STREAK_MS`], waits out the rest of a [`FAIR_GAP_MS`] gap
-    /// since it let it go, so that native writers waiting for it get in.
+    /// [`FAIR_STREAK_MS`], leaves it free for [`FAIR_GAP_MS`], so that
+    /// native writers waiting for it get in.
     fn leave_a_gap(&mut self) {
         let now = self.files.ticks();
-        let Some(since_release) = self
+        let back_to_back = self
             .released
-            .map(|at| now.saturating_sub(at))
-            .filter(|&since| since < FAIR_GAP_MS)
-        else {
-            // Not back to back: a new run of holds begins.
+            .is_some_and(|at| now.saturating_sub(at) < FAIR_GAP_MS);
+        if !back_to_back {
+            // A new run of holds begins.
             self.streak = now;
-            return;
-        };
-        if now.saturating_sub(self.streak) >= FAIR_STREAK_MS {
-            self.files.pause(FAIR_GAP_MS - since_release);
+        } else if now.saturating_sub(self.streak) >= FAIR_STREAK_MS {
+            // The whole gap, not its rest: ticks are whole milliseconds,
+            // so "since the release" can read 1 ms early.
+            self.files.pause(FAIR_GAP_MS);
             self.streak = self.files.ticks();
         }
     }
