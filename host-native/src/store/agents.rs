@@ -150,22 +150,13 @@ impl SqliteStore {
              ORDER BY m.event_id LIMIT {}",
             sql_limit(query.limit)
         );
-        let messages = {
-            let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
-            let rows = stmt
-                .query_map(
-                    params![
-                        query.to_agent,
-                        sql_int(query.after_event),
-                        query.reader,
-                        query.since.map(|t| t.to_string()),
-                    ],
-                    message_row,
-                )
-                .map_err(|e| self.error(e))?;
-            rows.collect::<Result<Vec<_>, _>>()
-                .map_err(|e| self.error(e))?
-        };
+        let params = params![
+            query.to_agent,
+            sql_int(query.after_event),
+            query.reader,
+            query.since.map(|t| t.to_string()),
+        ];
+        let messages = self.rows(&sql, params, query.limit, message_row)?;
         self.with_artifacts_across_threads(messages)
     }
 

@@ -463,13 +463,14 @@ impl SqliteStore {
         store_error(error, &self.location)
     }
 
-    /// The rows `sql` returns, each decoded by `decode`; at most `limit`
-    /// (the statement's own LIMIT, which sizes the result up front).
-    fn rows<T>(
+    /// The rows `sql` returns, each decoded by `decode`. `expected` sizes
+    /// the result up front: the statement's own LIMIT, or 0 when it has
+    /// none.
+    pub(super) fn rows<T>(
         &self,
         sql: &str,
         params: impl rusqlite::Params,
-        limit: usize,
+        expected: usize,
         decode: fn(&Row<'_>) -> rusqlite::Result<T>,
     ) -> Result<Vec<T>, StoreError> {
         let read = || {
@@ -480,7 +481,7 @@ impl SqliteStore {
             // message) is a few hundred bytes, and the adapters moved each
             // one several times while the vector grew by doubling (together
             // a seventh of a `list`).
-            let mut out = Vec::with_capacity(limit.min(MAX_PRESIZED));
+            let mut out = Vec::with_capacity(expected.min(MAX_PRESIZED));
             while let Some(row) = rows.next()? {
                 out.push(decode(row)?);
             }
@@ -500,12 +501,7 @@ impl SqliteStore {
     }
 
     fn artifacts(&self, sql: &str, key: &str) -> Result<Vec<Artifact>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.error(e))?;
-        let rows = stmt
-            .query_map([key], artifact_row)
-            .map_err(|e| self.error(e))?;
-        rows.collect::<Result<Vec<_>, _>>()
-            .map_err(|e| self.error(e))
+        self.rows(sql, [key], 0, artifact_row)
     }
 
     /// Attaches artifacts (read with one query per thread) to `messages`.

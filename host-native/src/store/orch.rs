@@ -52,13 +52,7 @@ impl SqliteStore {
         sql: &str,
         params: Vec<Value>,
     ) -> Result<Vec<T>, StoreError> {
-        let texts: Vec<String> = {
-            let mut stmt = self.conn.prepare_cached(sql).map_err(|e| self.error(e))?;
-            let rows = stmt
-                .query_map(params_from_iter(params), |row| row.get(0))
-                .map_err(|e| self.error(e))?;
-            rows.collect::<Result<_, _>>().map_err(|e| self.error(e))?
-        };
+        let texts: Vec<String> = self.rows(sql, params_from_iter(params), 0, |row| row.get(0))?;
         texts
             .iter()
             .map(|text| {
