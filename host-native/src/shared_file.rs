@@ -17,7 +17,9 @@
 //! 3. after a write, it appends the pages that changed to the `-wal` as one
 //!    commit, exactly as SQLite would, syncs it, and clears the log index's
 //!    header in `-shm`, so that every connection rebuilds its index from
-//!    the log (SQLite's recovery) and sees the commit;
+//!    the log (SQLite's recovery) and sees the commit; once no rebuild that
+//!    began before the append runs, it clears the header again (such a
+//!    rebuild would leave an index that ends before the commit);
 //! 4. it removes the lock.
 //!
 //! The file is never replaced, so running waiters and open connections
@@ -227,6 +229,14 @@ impl<F: Files> SharedFile<F> {
     /// is read again: if the commit is not there, it is appended again
     /// (the difference to what the file holds, so a second append converges
     /// on the same database).
+    ///
+    /// A connection that found the index cleared before the append rebuilds
+    /// it from the log, under SQLite's write lock; if it read the log before
+    /// the new frames and writes the index after it was cleared, that index
+    /// is valid and ends before the commit, and the next native writer,
+    /// trusting it, would write over the commit. So once no such rebuild
+    /// runs the index is cleared again: a rebuild after that reads the whole
+    /// commit.
     pub fn after_write(&mut self, image: &[u8]) -> Result<(), StoreError> {
         let mut new = image.to_vec();
         set_wal_header(&mut new);
@@ -235,6 +245,7 @@ impl<F: Files> SharedFile<F> {
                 return Ok(());
             }
             self.quiesce()?;
+            self.invalidate_index()?;
             self.seen = None;
             self.refresh()?;
             if self.base == new {

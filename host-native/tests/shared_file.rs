@@ -25,6 +25,11 @@ struct StdFiles {
     /// Runs once, just before the log index is cleared: the moment at
     /// which another process's checkpoint can still cut off a commit.
     before_index_clear: Option<Box<dyn FnOnce()>>,
+    /// Once set, the next clearing of the log index is undone at once: the
+    /// index as it was is written back, as a native connection that
+    /// rebuilt it from the log before the host's commit was appended, and
+    /// wrote it just after the host cleared it, leaves it.
+    stale_index_after_clear: bool,
     /// Runs once, just after the next whole read of the main file or the
     /// log, once armed (the test keeps a handle): the moment at which
     /// another process's checkpoint can tear what is read.
@@ -44,6 +49,7 @@ impl StdFiles {
             started: Instant::now(),
             seed,
             before_index_clear: None,
+            stale_index_after_clear: false,
             after_file_read: Hook::default(),
             lock_log: None,
         }
@@ -112,13 +118,23 @@ impl Files for StdFiles {
             hook();
         }
         let file = std::fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o600)
             .open(path)
             .map_err(|e| io(path, e))?;
-        file.write_all_at(bytes, offset).map_err(|e| io(path, e))
+        let mut index = vec![0; bytes.len()];
+        let stale = path.ends_with("-shm") && std::mem::take(&mut self.stale_index_after_clear);
+        if stale {
+            file.read_exact_at(&mut index, offset).unwrap();
+        }
+        file.write_all_at(bytes, offset).map_err(|e| io(path, e))?;
+        if stale {
+            file.write_all_at(&index, offset).unwrap();
+        }
+        Ok(())
     }
     fn sync(&mut self, path: &str) -> Result<(), String> {
         std::fs::File::open(path)
@@ -229,6 +245,31 @@ fn initialized() -> (tempfile::TempDir, std::path::PathBuf) {
         &init.execute(Request::from_json(r#"{"command":"init"}"#).unwrap())
     ));
     (dir, db)
+}
+
+/// A native connection that finds the log index cleared rebuilds it from
+/// the log, holding SQLite's write lock. If it read the log just before the
+/// host appended a commit, and wrote the index just after the host cleared
+/// it, the index ends before that commit, and is valid: the next native
+/// writer would trust it and write its own commit over the host's. So the
+/// host clears the index again once no such rebuild runs, before its
+/// commit counts.
+#[test]
+fn an_index_rebuilt_from_before_a_commit_does_not_let_a_writer_overwrite_it() {
+    let (_dir, db) = initialized();
+    let (store, _) = open_existing(&db, None).unwrap();
+    let mut native = Engine::new(store, HostClock::system(), UlidIds::from_seed(3));
+    assert!(sent(&native.execute(send("native 1".into()))));
+
+    let mut files = StdFiles::new(0x9e37_79b9);
+    files.stale_index_after_clear = true;
+    let mut shared = shared_engine_with(&db, files);
+    assert!(sent(&shared.execute(send("shared 1".into()))));
+    assert!(sent(&native.execute(send("native 2".into()))));
+    drop(native);
+    drop(shared);
+
+    assert_eq!(subjects(&db), ["native 1", "native 2", "shared 1"]);
 }
 
 #[test]
