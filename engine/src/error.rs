@@ -582,6 +582,21 @@ impl StoreError {
         StoreError::new(StoreErrorKind::Other, message)
     }
 
+    /// [`crate::Store::update_thread`] of a thread that is not stored.
+    pub fn missing_thread(thread_id: &str) -> StoreError {
+        StoreError::other(format!("thread {thread_id} does not exist"))
+    }
+
+    /// [`crate::Store::update_thread`] that would change a field fixed
+    /// when the thread was opened ([`crate::Thread::keeps_fixed_fields_of`]).
+    pub fn fixed_fields_changed(thread_id: &str) -> StoreError {
+        StoreError::other(format!(
+            "thread {thread_id}: the update would change a field fixed when the thread was opened \
+             (only its status, attempts, latest message, last event and updated_at change); \
+             this is a bug in the engine, please report it"
+        ))
+    }
+
     /// The stable machine code.
     pub fn code(&self) -> ErrorCode {
         match self.kind {

@@ -286,13 +286,15 @@ impl Store for MemoryStore {
 
     fn update_thread(&mut self, thread: &Thread) -> Result<(), StoreError> {
         self.writing()?;
-        let old = self
+        let stored = self
             .data
             .threads
-            .insert(thread.thread_id.clone(), thread.clone())
-            .ok_or_else(|| {
-                StoreError::other(format!("thread {} does not exist", thread.thread_id))
-            })?;
+            .get_mut(&thread.thread_id)
+            .ok_or_else(|| StoreError::missing_thread(&thread.thread_id))?;
+        if !thread.keeps_fixed_fields_of(stored) {
+            return Err(StoreError::fixed_fields_changed(&thread.thread_id));
+        }
+        let old = std::mem::replace(stored, thread.clone());
         self.undo.push(Undo::UpdateThread(old));
         Ok(())
     }

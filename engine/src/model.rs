@@ -130,6 +130,26 @@ pub struct Thread {
     pub updated_at: Timestamp,
 }
 
+impl Thread {
+    /// Whether `self` and `other` agree on every field fixed when the
+    /// thread is opened: all but `status`, `attempts`, `latest_message_id`,
+    /// `last_event_id` and `updated_at`, the ones a thread's life changes.
+    /// [`crate::Store::update_thread`] writes only those, so that a store's
+    /// indexes on fixed fields (assignee, creator, run) are not rewritten by
+    /// every command; it refuses an update that would change another.
+    pub fn keeps_fixed_fields_of(&self, other: &Thread) -> bool {
+        self.thread_id == other.thread_id
+            && self.run_id == other.run_id
+            && self.task_id == other.task_id
+            && self.subject == other.subject
+            && self.created_by == other.created_by
+            && self.assigned_to == other.assigned_to
+            && self.priority == other.priority
+            && self.max_attempts == other.max_attempts
+            && self.created_at == other.created_at
+    }
+}
+
 /// One entry in a thread's conversation.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -418,7 +418,10 @@ pub trait Store {
     /// Stores a new thread. Its id is new.
     fn insert_thread(&mut self, thread: &Thread) -> Result<(), StoreError>;
 
-    /// Replaces a stored thread (same `thread_id`).
+    /// Writes a stored thread's changing fields (same `thread_id`): its
+    /// status, attempts, latest message, last event and `updated_at`. The
+    /// others are fixed when it is inserted; an update that would change one
+    /// fails ([`Thread::keeps_fixed_fields_of`]).
     fn update_thread(&mut self, thread: &Thread) -> Result<(), StoreError>;
 
     /// Stores the thread's lease record, replacing the previous one.

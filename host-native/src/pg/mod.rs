@@ -920,18 +920,25 @@ impl Store for PgStore {
     }
 
     fn update_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
-        // The statement itself refuses a thread that does not exist, so
-        // that the check holds when the write is queued and its count is
-        // never read: the text "thread ... does not exist" cast to an
-        // integer fails the transaction before its COMMIT (a cast of a
-        // row count's outcome, which the planner cannot fold early).
+        // The statement itself refuses a thread that does not exist or
+        // whose fixed fields would change (only the changing ones are SET,
+        // as in the SQLite store, which shares the rule), so that the check
+        // holds when the write is queued and its count is never read: the
+        // refusal's text cast to an integer fails the transaction before
+        // its COMMIT (a cast of a row count's outcome, which the planner
+        // cannot fold early).
         self.write_thread(
             "WITH updated AS (
-                 UPDATE threads SET run_id = $2, task_id = $3, subject = $4, created_by = $5,
-                     assigned_to = $6, status = $7, priority = $8, attempts = $9, max_attempts = $10,
-                     latest_message_id = $11, last_event_id = $12, created_at = $13, updated_at = $14
-                 WHERE thread_id = $1 RETURNING 1)
-             SELECT (CASE count(*) WHEN 1 THEN '1' ELSE 'thread ' || $1 || ' does not exist' END)::int
+                 UPDATE threads SET status = $7, attempts = $9, latest_message_id = $11,
+                     last_event_id = $12, updated_at = $14
+                 WHERE thread_id = $1 AND run_id IS NOT DISTINCT FROM $2
+                     AND task_id IS NOT DISTINCT FROM $3 AND subject = $4 AND created_by = $5
+                     AND assigned_to = $6 AND priority = $8 AND max_attempts = $10
+                     AND created_at = $13
+                 RETURNING 1)
+             SELECT (CASE count(*) WHEN 1 THEN '1' ELSE 'thread ' || $1
+                 || ' does not exist, or the update would change a field fixed when it was opened'
+                 END)::int
              FROM updated",
             t,
         )
