@@ -204,6 +204,12 @@ fn shared_engine_with(db: &Path, files: StdFiles) -> MemEngine {
     Engine::new(store, HostClock::system(), UlidIds::from_seed(7))
 }
 
+/// An engine over the file itself, as a CLI process opens it.
+fn native_engine(db: &Path, seed: u64) -> MemEngine {
+    let (store, _) = open_existing(db, None).unwrap();
+    Engine::new(store, HostClock::system(), UlidIds::from_seed(seed))
+}
+
 fn send(subject: String) -> Request {
     Request::Send(SendRequest {
         from_agent: Some("lead".into()),
@@ -257,8 +263,7 @@ fn initialized() -> (tempfile::TempDir, std::path::PathBuf) {
 #[test]
 fn an_index_rebuilt_from_before_a_commit_does_not_let_a_writer_overwrite_it() {
     let (_dir, db) = initialized();
-    let (store, _) = open_existing(&db, None).unwrap();
-    let mut native = Engine::new(store, HostClock::system(), UlidIds::from_seed(3));
+    let mut native = native_engine(&db, 3);
     assert!(sent(&native.execute(send("native 1".into()))));
 
     let mut files = StdFiles::new(0x9e37_79b9);
@@ -280,9 +285,7 @@ fn both_sides_writing_at_once_lose_nothing() {
         .map(|w| {
             let db = db.clone();
             std::thread::spawn(move || {
-                let (store, _) = open_existing(&db, None).unwrap();
-                let mut engine =
-                    Engine::new(store, HostClock::system(), UlidIds::from_seed(100 + w));
+                let mut engine = native_engine(&db, 100 + w);
                 (0..40)
                     .filter(|i| sent(&engine.execute(send(format!("native {w} {i:03}")))))
                     .map(|i| format!("native {w} {i:03}"))
@@ -335,8 +338,7 @@ fn a_native_writer_waits_while_the_lock_is_held_and_goes_on_when_it_is_released(
     let writer = {
         let db = db.clone();
         std::thread::spawn(move || {
-            let (store, _) = open_existing(&db, None).unwrap();
-            let mut engine = Engine::new(store, HostClock::system(), UlidIds::from_seed(5));
+            let mut engine = native_engine(&db, 5);
             let started = Instant::now();
             let ok = sent(&engine.execute(send("after the lock".into())));
             (ok, started.elapsed())
@@ -394,8 +396,7 @@ fn a_host_writing_back_to_back_leaves_its_lock_free_now_and_then() {
 #[test]
 fn a_commit_cut_off_by_a_truncating_checkpoint_is_appended_again() {
     let (_dir, db) = initialized();
-    let (store, _) = open_existing(&db, None).unwrap();
-    let mut native = Engine::new(store, HostClock::system(), UlidIds::from_seed(3));
+    let mut native = native_engine(&db, 3);
     assert!(sent(&native.execute(send("native".into()))));
     // Just after the commit's frames are appended and before the index is
     // cleared, another process checkpoints from the old index and truncates
@@ -430,8 +431,7 @@ fn a_commit_cut_off_by_a_truncating_checkpoint_is_appended_again() {
 #[test]
 fn a_checkpoint_while_the_files_are_read_does_not_tear_what_is_read() {
     let (_dir, db) = initialized();
-    let (store, _) = open_existing(&db, None).unwrap();
-    let mut native = Engine::new(store, HostClock::system(), UlidIds::from_seed(3));
+    let mut native = native_engine(&db, 3);
     assert!(sent(&native.execute(send("native 1".into()))));
     let checkpointer = db.clone();
     let checkpoint = move || {
