@@ -125,13 +125,15 @@ impl Files for StdFiles {
             .mode(0o600)
             .open(path)
             .map_err(|e| io(path, e))?;
-        let mut index = vec![0; bytes.len()];
-        let stale = path.ends_with("-shm") && std::mem::take(&mut self.stale_index_after_clear);
-        if stale {
-            file.read_exact_at(&mut index, offset).unwrap();
-        }
+        // The index as it was, when this clearing is to be undone.
+        let stale = (path.ends_with("-shm") && std::mem::take(&mut self.stale_index_after_clear))
+            .then(|| {
+                let mut index = vec![0; bytes.len()];
+                file.read_exact_at(&mut index, offset).unwrap();
+                index
+            });
         file.write_all_at(bytes, offset).map_err(|e| io(path, e))?;
-        if stale {
+        if let Some(index) = stale {
             file.write_all_at(&index, offset).unwrap();
         }
         Ok(())
