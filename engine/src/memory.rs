@@ -265,7 +265,11 @@ impl Store for MemoryStore {
         Ok(found
             .into_iter()
             .take(query.limit)
-            .map(|t| self.state(t))
+            .map(|t| {
+                let mut state = self.state(t);
+                state.lease = state.lease.filter(|l| query.keeps_lease(l));
+                state
+            })
             .collect())
     }
 

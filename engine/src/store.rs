@@ -104,6 +104,12 @@ pub struct ThreadQuery {
     /// whose event id is after its read cursor on the thread (or any such
     /// message, if it has no cursor there). `fetch`'s `unread`.
     pub unread: Option<String>,
+    /// Whether a thread comes with its lease also when that lease was
+    /// released. When false, a released lease reads as none: no rule tells
+    /// the two apart (a released lease is neither live nor lapsed), so the
+    /// reads that only present threads (`list`, `fetch`) leave it unread.
+    /// `claim` needs it: the next lease token follows the released one.
+    pub released_leases: bool,
     /// Result order.
     pub order: ThreadOrder,
     /// At most this many results.
@@ -122,6 +128,7 @@ impl ThreadQuery {
             run_id: None,
             task_id: None,
             unread: None,
+            released_leases: true,
             order,
             limit,
         }
@@ -144,6 +151,12 @@ impl ThreadQuery {
                 .is_none_or(|a| thread.created_by == a || thread.assigned_to == a)
             && eq_opt(&self.run_id, &thread.run_id)
             && eq_opt(&self.task_id, &thread.task_id)
+    }
+
+    /// The reference semantics of `released_leases`: whether a matching
+    /// thread comes with `lease`.
+    pub fn keeps_lease(&self, lease: &Lease) -> bool {
+        self.released_leases || lease.released_at.is_none()
     }
 
     /// The reference semantics of `unread`: `messages` are the thread's

@@ -30,6 +30,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let lapsed_ids: BTreeSet<&str> = lapsed.iter().map(|l| l.thread_id.as_str()).collect();
         let mut stored = query.clone();
         stored.limit = query.limit.saturating_add(lapsed.len());
+        // What is judged and shown here treats a released lease as none.
+        stored.released_leases = false;
         if claimable_only {
             // Without a lapse, only a pending thread has no live lease.
             stored.statuses.retain(|s| *s == Status::Pending);

@@ -697,15 +697,16 @@ fn threads_statement(query: &ThreadQuery) -> (String, Params) {
     let mut params = Params::new();
     let mut clauses = thread_sql::filters(query, &mut params);
     let order = thread_sql::order_by(query.order);
+    let leases = thread_sql::lease_join(query);
     let limit = Limit(query.limit);
     let sql = match &query.agent {
         // A thread named by its key is one row to check, whoever's it is.
         Some(agent) if query.thread_id.is_some() => {
             let p = push(&mut params, agent.clone());
             clauses.push(format!("(t.created_by = {p} OR t.assigned_to = {p})"));
-            thread_sql::filtered(&clauses, order, limit.sql())
+            thread_sql::filtered(&clauses, leases, order, limit.sql())
         }
-        None => thread_sql::filtered(&clauses, order, limit.sql()),
+        None => thread_sql::filtered(&clauses, leases, order, limit.sql()),
         // "Created by or assigned to": two ordered, limited index scans
         // merged, as the SQLite store does, rather than an OR that
         // reads every match and sorts it. The second leaves out what the
@@ -724,8 +725,7 @@ fn threads_statement(query: &ThreadQuery) -> (String, Params) {
                      (SELECT t.thread_id FROM threads t WHERE t.assigned_to = {p} AND t.created_by <> {p}{rest}
                       ORDER BY {order} LIMIT {limit}))
                  SELECT {THREAD_COLUMNS} FROM picked JOIN threads t ON t.thread_id = picked.thread_id
-                 LEFT JOIN leases l ON l.thread_id = t.thread_id
-                 ORDER BY {order} LIMIT {limit}"
+                 {leases} ORDER BY {order} LIMIT {limit}"
             )
         }
     };

@@ -926,9 +926,10 @@ impl Store for SqliteStore {
         let mut params = Vec::new();
         let clauses = thread_sql::filters(query, &mut params);
         let order = thread_sql::order_by(query.order);
+        let leases = thread_sql::lease_join(query);
         let limit = sql_limit(query.limit);
         let sql = match &query.agent {
-            None => thread_sql::filtered(&clauses, order, limit),
+            None => thread_sql::filtered(&clauses, leases, order, limit),
             // "Created by or assigned to": an OR across two indexes would
             // read every match and sort it. Two ordered, limited index scans
             // merged read at most 2 x limit rows.
@@ -943,8 +944,7 @@ impl Store for SqliteStore {
                          SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.assigned_to = {p}{rest}
                                                 ORDER BY {order} LIMIT {limit}))
                      SELECT {THREAD_COLUMNS} FROM picked JOIN threads t ON t.thread_id = picked.thread_id
-                     LEFT JOIN leases l ON l.thread_id = t.thread_id
-                     ORDER BY {order} LIMIT {limit}"
+                     {leases} ORDER BY {order} LIMIT {limit}"
                 )
             }
         };

@@ -22,6 +22,17 @@ pub(crate) const THREAD_COLUMNS: &str = "t.thread_id, t.run_id, t.task_id, t.sub
      t.created_at, t.updated_at, l.agent, l.lease_token, l.attempt, l.lease_seconds, l.claimed_at, \
      l.expires_at, l.released_at";
 
+/// The join that reads each thread's lease (`l`), leaving out a released
+/// one unless `query` asks for it: most threads are finished, and a lease
+/// left unread is a third of a row's decoding saved.
+pub(crate) fn lease_join(query: &ThreadQuery) -> &'static str {
+    if query.released_leases {
+        "LEFT JOIN leases l ON l.thread_id = t.thread_id"
+    } else {
+        "LEFT JOIN leases l ON l.thread_id = t.thread_id AND l.released_at IS NULL"
+    }
+}
+
 /// `ORDER BY` for `order`: each is served by an index of both schemas.
 pub(crate) fn order_by(order: ThreadOrder) -> &'static str {
     match order {
@@ -65,16 +76,16 @@ pub(crate) fn filters(query: &ThreadQuery, params: &mut impl Bind) -> Vec<String
     clauses
 }
 
-/// Threads (with their leases) that pass every one of `clauses`, in
-/// `order`, at most `limit`.
-pub(crate) fn filtered(clauses: &[String], order: &str, limit: i64) -> String {
+/// Threads (with their leases, joined by `leases`: [`lease_join`]) that
+/// pass every one of `clauses`, in `order`, at most `limit`.
+pub(crate) fn filtered(clauses: &[String], leases: &str, order: &str, limit: i64) -> String {
     let filter = if clauses.is_empty() {
         String::new()
     } else {
         format!("WHERE {}", clauses.join(" AND "))
     };
     format!(
-        "SELECT {THREAD_COLUMNS} FROM threads t LEFT JOIN leases l ON l.thread_id = t.thread_id
+        "SELECT {THREAD_COLUMNS} FROM threads t {leases}
          {filter} ORDER BY {order} LIMIT {limit}"
     )
 }

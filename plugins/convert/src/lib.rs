@@ -313,6 +313,7 @@ macro_rules! wit_conversions {
                     run_id: query.run_id.clone(),
                     task_id: query.task_id.clone(),
                     unread: query.unread.clone(),
+                    released_leases: query.released_leases,
                     order: thread_order_to_wit(query.order),
                     limit: limit_to_wit(query.limit),
                 }
@@ -328,6 +329,7 @@ macro_rules! wit_conversions {
                     run_id: query.run_id,
                     task_id: query.task_id,
                     unread: query.unread,
+                    released_leases: query.released_leases,
                     order: thread_order_from_wit(query.order),
                     limit: limit_from_wit(query.limit),
                 }

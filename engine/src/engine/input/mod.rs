@@ -442,6 +442,7 @@ pub(super) fn list(r: ListRequest) -> Result<ThreadQuery, EngineError> {
         run_id: v::optional_name("run_id", &r.run_id)?.map(str::to_owned),
         task_id: v::optional_name("task_id", &r.task_id)?.map(str::to_owned),
         unread: None,
+        released_leases: false,
         order: ThreadOrder::NewestFirst,
         limit: v::limit(r.limit, v::DEFAULT_LIST_LIMIT)?,
     })

@@ -1,0 +1,254 @@
+//! A thread's row on every store (the in-memory reference, SQLite on a real
+//! file, a real PostgreSQL server).
+//!
+//! - `Store::update_thread` writes a thread's changing fields, and refuses,
+//!   leaving the stored thread as it was, an update of a thread that is not
+//!   stored or one that would change a field fixed when the thread was
+//!   opened. The SQL stores SET only the changing columns (so that their
+//!   indexes on fixed columns are not rewritten by every command); this is
+//!   what keeps them from silently dropping a change to another field.
+//! - `Store::threads` returns a released lease only when the query asks for
+//!   released leases, and an unreleased one always, through every shape of
+//!   statement (a plain filter, an agent's two merged index scans).
+
+// Tests report failures by panicking.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use inbox_engine::store::{ThreadOrder, ThreadQuery};
+use inbox_engine::{Lease, MemoryStore, Priority, Status, Store, Thread, Timestamp, TxMode};
+use inbox_host_native::open_or_create;
+
+fn opened() -> Thread {
+    let at = Timestamp::parse("2026-01-01T00:00:00.000Z").unwrap();
+    Thread {
+        thread_id: "thr_1".into(),
+        run_id: Some("run_1".into()),
+        task_id: None,
+        subject: "Port the parser".into(),
+        created_by: "lead".into(),
+        assigned_to: "worker".into(),
+        status: Status::Pending,
+        priority: Priority::Normal,
+        attempts: 0,
+        max_attempts: 3,
+        latest_message_id: Some("msg_1".into()),
+        last_event_id: 1,
+        created_at: at,
+        updated_at: at,
+    }
+}
+
+/// `update_thread` in a write transaction; a refusal may come from the call
+/// or, for a store that queues its writes, from the commit.
+fn update(store: &mut dyn Store, thread: &Thread) -> Result<(), String> {
+    store.begin(TxMode::Write).unwrap();
+    match store.update_thread(thread) {
+        Ok(()) => store.commit().map_err(|e| e.to_string()),
+        Err(e) => {
+            store.rollback().unwrap();
+            Err(e.to_string())
+        }
+    }
+}
+
+fn stored(store: &mut dyn Store) -> Thread {
+    store.begin(TxMode::Read).unwrap();
+    let state = store
+        .thread("thr_1")
+        .unwrap()
+        .expect("the thread is stored");
+    store.commit().unwrap();
+    state.thread
+}
+
+/// Every fixed field changed on its own, named for the failure message.
+fn fixed_field_changes() -> Vec<(&'static str, Thread)> {
+    let base = opened();
+    let change = |f: fn(&mut Thread)| {
+        let mut t = base.clone();
+        f(&mut t);
+        t
+    };
+    vec![
+        ("run_id", change(|t| t.run_id = None)),
+        ("task_id", change(|t| t.task_id = Some("t-9".into()))),
+        ("subject", change(|t| t.subject = "Another subject".into())),
+        ("created_by", change(|t| t.created_by = "someone".into())),
+        ("assigned_to", change(|t| t.assigned_to = "other".into())),
+        ("priority", change(|t| t.priority = Priority::High)),
+        ("max_attempts", change(|t| t.max_attempts = 9)),
+        (
+            "created_at",
+            change(|t| t.created_at = t.created_at.plus_millis(1)),
+        ),
+    ]
+}
+
+fn check(store: &mut dyn Store, name: &str) {
+    store.initialize().unwrap();
+    store.begin(TxMode::Write).unwrap();
+    store.insert_thread(&opened()).unwrap();
+    store.commit().unwrap();
+
+    // The changing fields are written.
+    let mut claimed = opened();
+    claimed.status = Status::Claimed;
+    claimed.attempts = 1;
+    claimed.latest_message_id = Some("msg_2".into());
+    claimed.last_event_id = 2;
+    claimed.updated_at = claimed.updated_at.plus_millis(5);
+    update(store, &claimed).unwrap();
+    assert_eq!(
+        stored(store),
+        claimed,
+        "{name}: the changing fields are written"
+    );
+
+    // A fixed field's change is refused, and nothing is written.
+    for (field, mut changed) in fixed_field_changes() {
+        changed.status = Status::Done;
+        let error = update(store, &changed).expect_err(field);
+        assert!(
+            error.contains("would change a field fixed when"),
+            "{name}, {field}: {error}"
+        );
+        assert_eq!(stored(store), claimed, "{name}, {field}: nothing written");
+    }
+
+    // So is an update of a thread that is not stored.
+    let mut missing = claimed.clone();
+    missing.thread_id = "thr_2".into();
+    let error = update(store, &missing).unwrap_err();
+    assert!(error.contains("thr_2 does not exist"), "{name}: {error}");
+}
+
+/// Three threads of `lead`'s for `worker`: `thr_1` whose lease was
+/// released, `thr_2` whose lease is held, `thr_3` never claimed.
+fn store_leases(store: &mut dyn Store) {
+    let lease = |thread: &Thread, released: bool| Lease {
+        thread_id: thread.thread_id.clone(),
+        agent: "worker".into(),
+        lease_token: 1,
+        attempt: 1,
+        lease_seconds: 60,
+        claimed_at: thread.created_at,
+        expires_at: thread.created_at.plus_seconds(60),
+        released_at: released.then(|| thread.created_at.plus_seconds(5)),
+    };
+    store.begin(TxMode::Write).unwrap();
+    for (n, held) in [(1, Some(true)), (2, Some(false)), (3, None)] {
+        let mut thread = opened();
+        thread.thread_id = format!("thr_{n}");
+        thread.created_at = thread.created_at.plus_millis(n);
+        store.insert_thread(&thread).unwrap();
+        if let Some(released) = held {
+            store.put_lease(&lease(&thread, released)).unwrap();
+        }
+    }
+    store.commit().unwrap();
+}
+
+/// Each thread `query` finds, with whether it came with a lease and that
+/// lease's release.
+fn leases_read(store: &mut dyn Store, query: &ThreadQuery) -> Vec<(String, Option<bool>)> {
+    store.begin(TxMode::Read).unwrap();
+    let states = store.threads(query).unwrap();
+    store.commit().unwrap();
+    states
+        .into_iter()
+        .map(|s| {
+            let released = s.lease.map(|l| l.released_at.is_some());
+            (s.thread.thread_id, released)
+        })
+        .collect()
+}
+
+fn check_leases(store: &mut dyn Store, name: &str) {
+    store.initialize().unwrap();
+    store_leases(store);
+    let all = ThreadQuery::all(ThreadOrder::NewestFirst, 10);
+    let shapes = [
+        ("every thread", all.clone()),
+        (
+            "an agent's",
+            ThreadQuery {
+                agent: Some("lead".into()),
+                ..all.clone()
+            },
+        ),
+        (
+            "by status",
+            ThreadQuery {
+                statuses: vec![Status::Pending],
+                ..all
+            },
+        ),
+    ];
+    let thread = |n: u8, lease: Option<bool>| (format!("thr_{n}"), lease);
+    for (shape, query) in shapes {
+        assert!(query.released_leases, "released leases are read by default");
+        assert_eq!(
+            leases_read(store, &query),
+            [
+                thread(3, None),
+                thread(2, Some(false)),
+                thread(1, Some(true))
+            ],
+            "{name}, {shape}: every lease when released leases are asked for"
+        );
+        let live = ThreadQuery {
+            released_leases: false,
+            ..query
+        };
+        assert_eq!(
+            leases_read(store, &live),
+            [thread(3, None), thread(2, Some(false)), thread(1, None)],
+            "{name}, {shape}: a released lease reads as none when they are not"
+        );
+    }
+}
+
+#[test]
+fn the_memory_store_writes_changing_fields_and_refuses_fixed_ones() {
+    check(&mut MemoryStore::new(), "memory");
+}
+
+#[test]
+fn the_memory_store_reads_a_released_lease_only_when_asked() {
+    check_leases(&mut MemoryStore::new(), "memory");
+}
+
+#[test]
+fn sqlite_reads_a_released_lease_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open_or_create(&dir.path().join("inbox.db")).unwrap();
+    check_leases(&mut store, "sqlite");
+}
+
+#[test]
+fn sqlite_writes_changing_fields_and_refuses_fixed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open_or_create(&dir.path().join("inbox.db")).unwrap();
+    check(&mut store, "sqlite");
+}
+
+/// With the `postgres` feature, as scripts/test runs the tests.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_writes_changing_fields_and_refuses_fixed_ones() {
+    let Some(server) = inbox_pg_cluster::PgCluster::start_or_skip("thread_rows") else {
+        return;
+    };
+    let mut store = inbox_host_native::PgStore::with_config(server.config("postgres")).unwrap();
+    check(&mut store, "postgres");
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_reads_a_released_lease_only_when_asked() {
+    let Some(server) = inbox_pg_cluster::PgCluster::start_or_skip("thread_rows") else {
+        return;
+    };
+    let mut store = inbox_host_native::PgStore::with_config(server.config("postgres")).unwrap();
+    check_leases(&mut store, "postgres");
+}
