@@ -5,12 +5,15 @@
 //!
 //! One inbox database grows through the engine itself (every message is a
 //! real `send`, every finished thread a real `claim` and `done`), so the
-//! store holds what a long-running team leaves behind. Reads never fsync,
+//! store holds what a long-running team leaves behind. `list`'s own
+//! statement, taken from a trace of the engine, is also run bare on the
+//! same connection: the floor SQLite sets under `list`. Reads never fsync,
 //! so this workload runs under normal durability only. This module must
 //! never write into the database behind the engine's back.
 
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -21,6 +24,7 @@ use inbox_engine::wire::{
 };
 use inbox_engine::{Output, Request};
 use inbox_host_native::NativeEngine;
+use rusqlite::trace::{TraceEvent, TraceEventCodes};
 
 use super::{check, progress};
 use crate::ctx::Ctx;
@@ -292,10 +296,24 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         let row = measure_size(ctx, &target.path, &mut grower, size, reps, &mut rng)?;
         measured.push((size, row));
     }
+    let bare = list_statement_alone(&mut grower, reps.inproc)?;
     section.intro.push(intro(&sizes, grow_seconds, reps));
     let worst = tables(ctx, &mut section, &sizes, &measured, floor)?;
-    checks(&mut section, &sizes, &worst);
     let label = size_label(sizes.last().copied().unwrap_or(0));
+    let list = measured
+        .last()
+        .map_or(f64::NAN, |(_, row)| row[2].inproc.p50);
+    let bare_note = format!(
+        "`list`'s own statement, as the engine ran it at {label} messages, run bare on the same \
+         warm connection (every row stepped, every column read and its text copied, no engine): \
+         p50 {}, {} `list`'s {}. The rest is the engine's: the read transaction, the lapsed \
+         leases' lookup, and each thread's fields decoded, its status judged and its view built.",
+        fmt_us(bare.p50),
+        fmt_ratio(ratio(bare.p50, list)),
+        fmt_us(list)
+    );
+    section.notes.push(bare_note);
+    checks(&mut section, &sizes, &worst, bare.p50);
     if let Some((_, row)) = measured.last() {
         section.headlines.push(format!(
             "at {label} messages, in process: fetch {}, fetch --unread {}, list {}, show {} (p50); \
@@ -546,24 +564,97 @@ fn plot(ctx: &Ctx, section: &mut Section, sizes: &[u64], series: &[Series]) -> R
     Ok(())
 }
 
+/// The statements the connection ran while [`traced_statements`] listened.
+static TRACED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn record(event: TraceEvent<'_>) {
+    if let TraceEvent::Stmt(_, sql) = event
+        && let Ok(mut traced) = TRACED.lock()
+    {
+        traced.push(sql.to_owned());
+    }
+}
+
+/// The SQL of every statement `request` ran on the grower's connection.
+fn traced_statements(grower: &mut Grower, request: Request) -> Result<Vec<String>> {
+    let conn = grower.engine.store_mut().connection_mut();
+    conn.trace_v2(TraceEventCodes::SQLITE_TRACE_STMT, Some(record))
+        .context("cannot trace the connection's statements")?;
+    let ran = inbox::run(&mut grower.engine, request);
+    let conn = grower.engine.store_mut().connection_mut();
+    conn.trace_v2(TraceEventCodes::empty(), None::<fn(TraceEvent<'_>)>)
+        .context("cannot stop tracing the connection's statements")?;
+    ran?;
+    let mut traced = TRACED
+        .lock()
+        .map_err(|_| anyhow::anyhow!("trace poisoned"))?;
+    Ok(std::mem::take(&mut *traced))
+}
+
+/// What `list` cannot go below on SQLite through rusqlite: its threads
+/// statement, taken from a trace of the engine running `list` (so it is the
+/// engine's own), run bare on the same warm connection, each row stepped,
+/// each column read and its text copied.
+fn list_statement_alone(grower: &mut Grower, reps: usize) -> Result<Summary> {
+    let statements = traced_statements(grower, request("list", ""))?;
+    let sql = statements
+        .into_iter()
+        .find(|sql| sql.contains("FROM threads t") && !sql.contains('?'))
+        .context("the trace of `list` holds no threads statement")?;
+    let conn = grower.engine.store().connection();
+    let mut statement = conn.prepare(&sql)?;
+    let mut samples = Vec::with_capacity(reps);
+    for i in 0..reps + 20 {
+        let t0 = Instant::now();
+        let mut rows = statement.query([])?;
+        let mut read = 0;
+        while let Some(row) = rows.next()? {
+            for column in 0..row.as_ref().column_count() {
+                let value = row.get_ref(column)?;
+                match value.as_str() {
+                    Ok(text) => drop(std::hint::black_box(text.to_owned())),
+                    Err(_) => drop(std::hint::black_box(value.as_i64_or_null())),
+                }
+            }
+            read += 1;
+        }
+        if read != rows_count("list") as usize {
+            bail!("`list`'s statement read {read} rows");
+        }
+        if i >= 20 {
+            samples.push(us_since(t0));
+        }
+    }
+    Ok(Summary::of(&samples))
+}
+
 /// The two targets: a fast read at the largest size, and reads that do not
-/// grow with the store.
-fn checks(section: &mut Section, sizes: &[u64], worst: &Worst) {
+/// grow with the store. `bare`: the p50 of `list`'s statement alone.
+fn checks(section: &mut Section, sizes: &[u64], worst: &Worst, bare: f64) {
     let first = size_label(sizes.first().copied().unwrap_or(0));
     let label = size_label(sizes.last().copied().unwrap_or(0));
     let (p50, query, growth) = worst.p50;
+    let floor = if query == "list" {
+        format!(
+            ". Its own statement alone, each column read and copied, takes {}",
+            fmt_us(bare)
+        )
+    } else {
+        String::new()
+    };
     section.checks.push(check(
         &format!("fetch/list/show at {label} messages: p50 ≤ 50 µs in process"),
         format!("worst: `{query}` {}", fmt_us(p50)),
         p50 <= 50.0,
         format!(
-            "`{query}` is {} over ({:.1}× the target), and {} its 10k figure: its cost is the {} it \
-             returns, about {} each to read from SQLite and build, not the size of the store",
+            "`{query}` is {} over ({:.1}× the target), and {} its {first} figure: its cost is the {} it \
+             returns, about {} each to read from SQLite and build, not the size of the \
+             store{floor}",
             fmt_us(p50 - 50.0),
             p50 / 50.0,
             fmt_ratio(growth),
             rows_returned(query),
-            fmt_us(p50 / rows_count(query))
+            fmt_us(p50 / rows_count(query)),
         ),
     ));
     let (g, query) = worst.growth;
