@@ -208,6 +208,24 @@ fn check_leases(store: &mut dyn Store, name: &str) {
     }
 }
 
+/// `check` on SQLite in a fresh file.
+fn on_sqlite(check: fn(&mut dyn Store, &str)) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = open_or_create(&dir.path().join("inbox.db")).unwrap();
+    check(&mut store, "sqlite");
+}
+
+/// `check` on a throwaway PostgreSQL server (with the `postgres` feature,
+/// as scripts/test runs the tests).
+#[cfg(feature = "postgres")]
+fn on_postgres(check: fn(&mut dyn Store, &str)) {
+    let Some(server) = inbox_pg_cluster::PgCluster::start_or_skip("thread_rows") else {
+        return;
+    };
+    let mut store = inbox_host_native::PgStore::with_config(server.config("postgres")).unwrap();
+    check(&mut store, "postgres");
+}
+
 #[test]
 fn the_memory_store_writes_changing_fields_and_refuses_fixed_ones() {
     check(&mut MemoryStore::new(), "memory");
@@ -219,36 +237,23 @@ fn the_memory_store_reads_a_released_lease_only_when_asked() {
 }
 
 #[test]
-fn sqlite_reads_a_released_lease_only_when_asked() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = open_or_create(&dir.path().join("inbox.db")).unwrap();
-    check_leases(&mut store, "sqlite");
+fn sqlite_writes_changing_fields_and_refuses_fixed_ones() {
+    on_sqlite(check);
 }
 
 #[test]
-fn sqlite_writes_changing_fields_and_refuses_fixed_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = open_or_create(&dir.path().join("inbox.db")).unwrap();
-    check(&mut store, "sqlite");
+fn sqlite_reads_a_released_lease_only_when_asked() {
+    on_sqlite(check_leases);
 }
 
-/// With the `postgres` feature, as scripts/test runs the tests.
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_writes_changing_fields_and_refuses_fixed_ones() {
-    let Some(server) = inbox_pg_cluster::PgCluster::start_or_skip("thread_rows") else {
-        return;
-    };
-    let mut store = inbox_host_native::PgStore::with_config(server.config("postgres")).unwrap();
-    check(&mut store, "postgres");
+    on_postgres(check);
 }
 
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_reads_a_released_lease_only_when_asked() {
-    let Some(server) = inbox_pg_cluster::PgCluster::start_or_skip("thread_rows") else {
-        return;
-    };
-    let mut store = inbox_host_native::PgStore::with_config(server.config("postgres")).unwrap();
-    check_leases(&mut store, "postgres");
+    on_postgres(check_leases);
 }
