@@ -265,11 +265,7 @@ impl Store for MemoryStore {
         Ok(found
             .into_iter()
             .take(query.limit)
-            .map(|t| {
-                let mut state = self.state(t);
-                state.lease = state.lease.filter(|l| query.keeps_lease(l));
-                state
-            })
+            .map(|t| query.keep_lease_of(self.state(t)))
             .collect())
     }
 

@@ -153,10 +153,13 @@ impl ThreadQuery {
             && eq_opt(&self.task_id, &thread.task_id)
     }
 
-    /// The reference semantics of `released_leases`: whether a matching
-    /// thread comes with `lease`.
-    pub fn keeps_lease(&self, lease: &Lease) -> bool {
-        self.released_leases || lease.released_at.is_none()
+    /// The reference semantics of `released_leases`: `state`, read with
+    /// whatever lease its thread has, as the query returns it.
+    pub fn keep_lease_of(&self, mut state: ThreadState) -> ThreadState {
+        if !self.released_leases {
+            state.lease = state.lease.filter(|l| l.released_at.is_none());
+        }
+        state
     }
 
     /// The reference semantics of `unread`: `messages` are the thread's

@@ -697,7 +697,9 @@ fn threads_statement(query: &ThreadQuery) -> (String, Params) {
     let mut params = Params::new();
     let mut clauses = thread_sql::filters(query, &mut params);
     let order = thread_sql::order_by(query.order);
-    let leases = thread_sql::lease_join(query);
+    // Every lease, released ones dropped as the rows are read: see
+    // `thread_sql::HELD_LEASE`.
+    let leases = thread_sql::EVERY_LEASE;
     let limit = Limit(query.limit);
     let sql = match &query.agent {
         // A thread named by its key is one row to check, whoever's it is.
@@ -903,11 +905,17 @@ impl Store for PgStore {
     }
 
     fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
-        if let Some(states) = self.ahead.threads(query) {
-            return Ok(states);
-        }
-        let (sql, params) = threads_statement(query);
-        self.thread_states(&sql, &params)
+        let states = match self.ahead.threads(query) {
+            Some(states) => states,
+            None => {
+                let (sql, params) = threads_statement(query);
+                self.thread_states(&sql, &params)?
+            }
+        };
+        Ok(states
+            .into_iter()
+            .map(|state| query.keep_lease_of(state))
+            .collect())
     }
 
     fn insert_thread(&mut self, t: &Thread) -> Result<(), StoreError> {

@@ -926,7 +926,11 @@ impl Store for SqliteStore {
         let mut params = Vec::new();
         let clauses = thread_sql::filters(query, &mut params);
         let order = thread_sql::order_by(query.order);
-        let leases = thread_sql::lease_join(query);
+        let leases = if query.released_leases {
+            thread_sql::EVERY_LEASE
+        } else {
+            thread_sql::HELD_LEASE
+        };
         let limit = sql_limit(query.limit);
         let sql = match &query.agent {
             None => thread_sql::filtered(&clauses, leases, order, limit),
