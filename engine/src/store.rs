@@ -107,7 +107,8 @@ pub struct ThreadQuery {
     /// Whether a thread comes with its lease also when that lease was
     /// released. When false, a released lease reads as none: no rule tells
     /// the two apart (a released lease is neither live nor lapsed), so the
-    /// reads that only present threads (`list`, `fetch`) leave it unread.
+    /// reads that only present threads (`list`, `fetch`) ask for none and a
+    /// store need not decode it.
     /// `claim` needs it: the next lease token follows the released one.
     pub released_leases: bool,
     /// Result order.

@@ -79,8 +79,8 @@ pub(crate) fn filters(query: &ThreadQuery, params: &mut impl Bind) -> Vec<String
 }
 
 /// Threads (with their leases, joined by `leases`: [`EVERY_LEASE`] or
-/// [`HELD_LEASE`]) that
-/// pass every one of `clauses`, in `order`, at most `limit`.
+/// [`HELD_LEASE`]) that pass every one of `clauses`, in `order`, at most
+/// `limit`.
 pub(crate) fn filtered(clauses: &[String], leases: &str, order: &str, limit: i64) -> String {
     let filter = if clauses.is_empty() {
         String::new()
