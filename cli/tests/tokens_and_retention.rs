@@ -78,7 +78,11 @@ fn an_agent_cannot_act_as_another_when_tokens_are_required() {
     assert_eq!(code(&refused), "agent_token_invalid", "{refused}");
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(!message.contains(&other_token), "{message}");
-    let mistyped = format!("{}0", &token[..67]);
+    // One hex digit changed; it must differ from the real last digit, or
+    // one token in sixteen would "mistype" into itself.
+    let last = if token.ends_with('0') { '1' } else { '0' };
+    let mistyped = format!("{}{last}", &token[..67]);
+    assert_ne!(mistyped, token);
     let mut wrong = claim.to_vec();
     wrong.extend(["--agent-token", mistyped.as_str()]);
     assert_eq!(code(&env.json(&wrong, 30)), "agent_token_invalid");
