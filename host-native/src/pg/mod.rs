@@ -695,12 +695,16 @@ fn thread_statement(thread_id: &str) -> (String, Params) {
 /// [`Store::threads`]'s statement for `query`.
 fn threads_statement(query: &ThreadQuery) -> (String, Params) {
     let mut params = Params::new();
-    let mut clauses = thread_sql::filters(query, &mut params);
-    let order = thread_sql::order_by(query.order);
     // Every lease, released ones dropped as the rows are read: see
     // `thread_sql::HELD_LEASE`.
     let leases = thread_sql::EVERY_LEASE;
     let limit = Limit(query.limit);
+    if thread_sql::merges_statuses(query) {
+        let sql = thread_sql::by_statuses(query, &mut params, leases, limit.sql());
+        return (sql, params);
+    }
+    let mut clauses = thread_sql::filters(query, &mut params, thread_sql::StatusTerm::Indexed);
+    let order = thread_sql::order_by(query.order);
     let sql = match &query.agent {
         // A thread named by its key is one row to check, whoever's it is.
         Some(agent) if query.thread_id.is_some() => {

@@ -43,9 +43,85 @@ pub(crate) fn order_by(order: ThreadOrder) -> &'static str {
     }
 }
 
+/// How a filter on `status` is written: for the planner to search an index
+/// by it, or only to check it on the rows another filter's index finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StatusTerm {
+    /// `t.status IN (...)`.
+    Indexed,
+    /// `+t.status IN (...)`: SQLite's way to keep a term off every index.
+    /// Not for PostgreSQL, which has no unary `+` for text.
+    Unindexed,
+}
+
+/// Whether `query` filters on anything that an index other than the
+/// status one finds: a thread, an agent (as creator, assignee or either)
+/// or a run.
+pub(crate) fn narrowed(query: &ThreadQuery) -> bool {
+    query.thread_id.is_some()
+        || query.assigned_to.is_some()
+        || query.created_by.is_some()
+        || query.agent.is_some()
+        || query.run_id.is_some()
+        || query.task_id.is_some()
+}
+
+/// Whether `query` asks for the newest threads of several statuses and
+/// nothing narrower, which both stores answer with [`by_statuses`]: one
+/// `IN` over the status index reads every thread of those statuses and
+/// sorts them (SQLite: 32 ms at 40k threads for `pending` and `claimed`),
+/// or walks every thread newest first (PostgreSQL).
+pub(crate) fn merges_statuses(query: &ThreadQuery) -> bool {
+    query.order == ThreadOrder::NewestFirst && query.statuses.len() > 1 && !narrowed(query)
+}
+
+/// The first `limit` threads newest first of each of `query`'s statuses
+/// (passing its other filters), merged newest first and limited again: at
+/// most statuses x `limit` rows are read. A thread has one status, so the
+/// scans never meet and need no deduplication (PostgreSQL then merges them
+/// in order as they come, with no sort).
+pub(crate) fn by_statuses(
+    query: &ThreadQuery,
+    params: &mut impl Bind,
+    leases: &str,
+    limit: i64,
+) -> String {
+    let others = ThreadQuery {
+        statuses: Vec::new(),
+        ..query.clone()
+    };
+    let rest: String = filters(&others, params, StatusTerm::Indexed)
+        .iter()
+        .map(|c| format!(" AND {c}"))
+        .collect();
+    let order = order_by(query.order);
+    let scans: Vec<String> = query
+        .statuses
+        .iter()
+        .enumerate()
+        .map(|(i, status)| {
+            let p = params.text(status.to_string());
+            format!(
+                "SELECT thread_id FROM (SELECT t.thread_id FROM threads t WHERE t.status = {p}{rest}
+                                        ORDER BY {order} LIMIT {limit}) AS s{i}"
+            )
+        })
+        .collect();
+    format!(
+        "WITH picked AS ({})
+         SELECT {THREAD_COLUMNS} FROM picked JOIN threads t ON t.thread_id = picked.thread_id
+         {leases} ORDER BY {order} LIMIT {limit}",
+        scans.join(" UNION ALL ")
+    )
+}
+
 /// The `WHERE` clauses of `query`'s filters but `agent`, with their
-/// parameters bound.
-pub(crate) fn filters(query: &ThreadQuery, params: &mut impl Bind) -> Vec<String> {
+/// parameters bound; the status filter written as `status` says.
+pub(crate) fn filters(
+    query: &ThreadQuery,
+    params: &mut impl Bind,
+    status: StatusTerm,
+) -> Vec<String> {
     let mut clauses = Vec::new();
     let columns = [
         ("thread_id", &query.thread_id),
@@ -65,7 +141,11 @@ pub(crate) fn filters(query: &ThreadQuery, params: &mut impl Bind) -> Vec<String
             .iter()
             .map(|status| params.text(status.to_string()))
             .collect();
-        clauses.push(format!("t.status IN ({})", list.join(", ")));
+        let column = match status {
+            StatusTerm::Indexed => "t.status",
+            StatusTerm::Unindexed => "+t.status",
+        };
+        clauses.push(format!("{column} IN ({})", list.join(", ")));
     }
     if let Some(reader) = &query.unread {
         let p = params.text(reader.clone());
