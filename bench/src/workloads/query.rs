@@ -22,7 +22,7 @@ use inbox_bench_kit::stats::{Summary, ratio};
 use inbox_engine::wire::{
     ClaimRequest, FetchRequest, FinishRequest, ListRequest, SendRequest, ShowRequest,
 };
-use inbox_engine::{Output, Request};
+use inbox_engine::{Output, Request, Status};
 use inbox_host_native::NativeEngine;
 use rusqlite::trace::{TraceEvent, TraceEventCodes};
 
@@ -42,6 +42,16 @@ const READER: &str = "w03";
 const PER_THREAD: u64 = 10;
 
 const QUERIES: [&str; 4] = ["fetch", "fetch --unread", "list", "show"];
+
+/// `list`s with status filters, measured in process beside [`QUERIES`]:
+/// each must stay a few limited index scans as the store grows (one `IN`
+/// over the status index once read every thread of its statuses, and a
+/// status beside an agent walked every thread of that status).
+const FILTERED: [&str; 3] = [
+    "list --status pending,claimed",
+    "list --agent w03 --status pending",
+    "list --agent w03 --status done",
+];
 
 /// Grows the store one thread (ten messages) at a time.
 struct Grower {
@@ -207,6 +217,23 @@ fn request(query: &str, thread: &str) -> Request {
             limit: Some(50),
             ..ListRequest::default()
         }),
+        "list --status pending,claimed" => Request::List(ListRequest {
+            limit: Some(50),
+            status: vec![Status::Pending, Status::Claimed],
+            ..ListRequest::default()
+        }),
+        "list --agent w03 --status pending" | "list --agent w03 --status done" => {
+            Request::List(ListRequest {
+                limit: Some(50),
+                agent: Some(READER.into()),
+                status: vec![if query.ends_with("done") {
+                    Status::Done
+                } else {
+                    Status::Pending
+                }],
+                ..ListRequest::default()
+            })
+        }
         _ => Request::Show(ShowRequest {
             thread_id: Some(thread.into()),
             ..ShowRequest::default()
@@ -289,16 +316,19 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
             .collect::<Result<Vec<_>>>()?,
     );
     let mut measured: Measured = Vec::new();
+    let mut filtered = Vec::new();
     let mut grow_seconds = 0.0;
     let mut rng = Rng::new(7);
     for &size in &sizes {
         grow_seconds += grower.grow_to(size)?;
         let row = measure_size(ctx, &target.path, &mut grower, size, reps, &mut rng)?;
         measured.push((size, row));
+        filtered.push(measure_filtered(&mut grower, size, reps.inproc)?);
     }
     let bare = list_statement_alone(&mut grower, reps.inproc)?;
     section.intro.push(intro(&sizes, grow_seconds, reps));
     let worst = tables(ctx, &mut section, &sizes, &measured, floor)?;
+    section.tables.push(filtered_table(&sizes, &filtered));
     let label = size_label(sizes.last().copied().unwrap_or(0));
     let list = measured
         .last()
@@ -381,6 +411,63 @@ fn measure_size(
         });
     }
     Ok(row)
+}
+
+/// Each of [`FILTERED`], `reps` times in process on the warm engine.
+fn measure_filtered(grower: &mut Grower, size: u64, reps: usize) -> Result<Vec<Summary>> {
+    let mut row = Vec::new();
+    for query in FILTERED {
+        progress(&format!("query: {query} at {size} messages"));
+        let mut samples = Vec::with_capacity(reps);
+        for i in 0..reps + 20 {
+            let t0 = Instant::now();
+            inbox::run(&mut grower.engine, request(query, ""))?;
+            if i >= 20 {
+                samples.push(us_since(t0));
+            }
+        }
+        row.push(Summary::of(&samples));
+    }
+    Ok(row)
+}
+
+/// [`FILTERED`]'s figures: p50 at each size, p99 at the largest, growth.
+fn filtered_table(sizes: &[u64], filtered: &[Vec<Summary>]) -> Table {
+    let first = size_label(sizes.first().copied().unwrap_or(0));
+    let last = size_label(sizes.last().copied().unwrap_or(0));
+    let mut header = vec!["list with a status filter (in process)".to_owned()];
+    header.extend(sizes.iter().map(|s| format!("p50 @ {}", size_label(*s))));
+    header.push(format!("p99 @ {last}"));
+    header.push(format!("p50 {last} ÷ {first}"));
+    let mut table = Table::new(
+        format!(
+            "**Lists with a status filter**, 50 threads at most, in process on the same warm \
+             engine: several statuses (the store holds no claimed thread, so half the merge \
+             finds nothing), and one status beside the reader as creator or assignee (it \
+             created none; a quarter of its threads are pending, the rest done). At 10k \
+             messages the reader has fewer than 50 pending threads, so that list returns \
+             fewer rows there than at the larger sizes. Last column: the p50 at {last} as a \
+             multiple of the p50 at {first}."
+        ),
+        header,
+    );
+    for (q, query) in FILTERED.iter().enumerate() {
+        let p50s: Vec<f64> = filtered.iter().map(|row| row[q].p50).collect();
+        let mut cells = vec![format!("`{query}`")];
+        cells.extend(p50s.iter().map(|p| fmt_us(*p)));
+        cells.push(
+            filtered
+                .last()
+                .map_or("n/a".into(), |row| fmt_us(row[q].p99)),
+        );
+        let growth = match (p50s.first(), p50s.last()) {
+            (Some(a), Some(b)) => ratio(*b, *a),
+            _ => None,
+        };
+        cells.push(fmt_ratio(growth));
+        table.row(cells);
+    }
+    table
 }
 
 fn intro(sizes: &[u64], grow_seconds: f64, reps: Reps) -> String {
