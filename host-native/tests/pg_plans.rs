@@ -7,7 +7,8 @@
 //! small test data and ruinous at a million messages.
 //!
 //! The whole corpus runs (its transcripts checked too), and then every
-//! shape of orch query (`common::every_orch_query`), each store in a schema
+//! shape of orch and thread query (`common::every_orch_query`,
+//! `common::every_thread_query`), each store in a schema
 //! of its own on a throwaway server, with the planner's sequential scans
 //! and sorts priced out (so what it still picks is what no index spares
 //! it), autovacuum off (so the plans are those for tables of unknown size
@@ -120,6 +121,7 @@ fn sessions(server: &PgCluster) -> Vec<Notices> {
     let notices = Notices::default();
     let mut orch = store(server, &mut admin, "plans_orch", &notices);
     common::every_orch_query(&mut orch);
+    common::every_thread_query(&mut orch);
     all.push(notices);
     all
 }

@@ -39,13 +39,14 @@ fn statements() -> BTreeSet<String> {
             .unwrap();
         let _ = inbox_engine::run_script(&script.text, store).unwrap();
     }
-    every_orch_query(&dir.path().join("orch.db"));
+    every_shape(&dir.path().join("shapes.db"));
     STATEMENTS.lock().unwrap().clone()
 }
 
-/// Asks every shape of orch query ([`common::every_orch_query`]) of a
+/// Asks every shape of orch and thread query
+/// ([`common::every_orch_query`], [`common::every_thread_query`]) of a
 /// store of its own, with tracing on.
-fn every_orch_query(path: &std::path::Path) {
+fn every_shape(path: &std::path::Path) {
     let mut store = open_or_create(path).unwrap();
     store.initialize().unwrap();
     store
@@ -53,6 +54,7 @@ fn every_orch_query(path: &std::path::Path) {
         .trace_v2(TraceEventCodes::SQLITE_TRACE_STMT, Some(record))
         .unwrap();
     common::every_orch_query(&mut store);
+    common::every_thread_query(&mut store);
 }
 
 /// One step of a plan: what it does and what its parent step does ("" at
@@ -113,6 +115,17 @@ fn allowed(sql: &str, step: &Step) -> Option<&'static str> {
         && !sql.contains(" WHERE ")
     {
         return Some("reads the newest threads in key order and stops at the LIMIT");
+    }
+    if step == "SCAN t"
+        && sql.contains("WHERE t.task_id = ")
+        && !sql.contains("t.run_id = ")
+        && !sql.contains("t.status IN")
+    {
+        return Some(
+            "a task's threads without its run (the teams bridge asks this): no index leads \
+             with the task, so the newest threads are read until the LIMIT; an index of its \
+             own would cost every send that names a task a page",
+        );
     }
     if step == "SCAN agents" && sql.contains("FROM agents ORDER BY name LIMIT") {
         return Some("reads the registry in key order and stops at the LIMIT");

@@ -56,14 +56,14 @@ pub(crate) enum StatusTerm {
 
 /// Whether `query` filters on anything that an index other than the
 /// status one finds: a thread, an agent (as creator, assignee or either)
-/// or a run.
+/// or a run. Not a task alone: no index leads with it (the run's does),
+/// so a task's threads of a status are better found among that status's.
 pub(crate) fn narrowed(query: &ThreadQuery) -> bool {
     query.thread_id.is_some()
         || query.assigned_to.is_some()
         || query.created_by.is_some()
         || query.agent.is_some()
         || query.run_id.is_some()
-        || query.task_id.is_some()
 }
 
 /// Whether `query` asks for the newest threads of several statuses and

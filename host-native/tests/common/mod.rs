@@ -1,8 +1,8 @@
 //! What the plan checks of both stores share (`query_plans.rs` for SQLite,
-//! `pg_plans.rs` for PostgreSQL): [`every_orch_query`], the orch query
-//! shapes a store must serve from its indexes, whether or not the corpus's
-//! scripts reach them. It only asks; each test traces and judges its own
-//! store's statements.
+//! `pg_plans.rs` for PostgreSQL): [`every_orch_query`] and
+//! [`every_thread_query`], the query shapes a store must serve from its
+//! indexes, whether or not the corpus's scripts reach them. They only ask;
+//! each test traces and judges its own store's statements.
 
 use inbox_engine::orch::model::{OrchEventType, RunStatus, TaskStatus};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
@@ -71,4 +71,55 @@ fn every_orch_event_query<S: Store>(store: &mut S) {
             store.orch_events(&query).unwrap();
         }
     }
+}
+
+/// Asks every shape of thread query the engine can make, in one read
+/// transaction: `list`'s filters (agent, creator, assignee, run, task)
+/// alone and together, with no status, one and several, newest first;
+/// `fetch`'s queue of an assignee, with and without `unread`; each also
+/// narrowed to one thread, as the lapsed-lease lookups ask; released
+/// leases read and not.
+pub(crate) fn every_thread_query<S: Store>(store: &mut S) {
+    use inbox_engine::model::Status;
+    use inbox_engine::store::{ThreadOrder, ThreadQuery};
+    store.begin(TxMode::Read).unwrap();
+    let statuses = [
+        Vec::new(),
+        vec![Status::Pending],
+        vec![Status::Pending, Status::Claimed],
+    ];
+    let value = |on: bool, text: &str| on.then(|| text.to_owned());
+    for filters in 0..64u32 {
+        let on = |bit: u32| filters & (1 << bit) != 0;
+        for statuses in &statuses {
+            for released_leases in [true, false] {
+                let query = ThreadQuery {
+                    thread_id: value(on(0), "thr_1"),
+                    agent: value(on(1), "w"),
+                    created_by: value(on(2), "lead"),
+                    assigned_to: value(on(3), "w"),
+                    run_id: value(on(4), "r"),
+                    task_id: value(on(5), "t"),
+                    statuses: statuses.clone(),
+                    released_leases,
+                    ..ThreadQuery::all(ThreadOrder::NewestFirst, 50)
+                };
+                store.threads(&query).unwrap();
+            }
+        }
+    }
+    for thread_id in [None, Some("thr_1".to_owned())] {
+        for unread in [None, Some("w".to_owned())] {
+            let query = ThreadQuery {
+                thread_id: thread_id.clone(),
+                assigned_to: Some("w".into()),
+                statuses: vec![Status::Pending],
+                unread,
+                released_leases: false,
+                ..ThreadQuery::all(ThreadOrder::Queue, 20)
+            };
+            store.threads(&query).unwrap();
+        }
+    }
+    store.commit().unwrap();
 }

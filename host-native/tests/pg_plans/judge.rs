@@ -72,6 +72,26 @@ fn allowed(statement: &str, step: &str, node: &Value) -> Option<&'static str> {
     {
         return Some("reads the newest threads in key order and stops at the LIMIT");
     }
+    let task_or_run = |column: &str| statement.contains(&format!("WHERE t.{column} = $"));
+    if step == "Index Scan Backward using threads_pkey on threads t"
+        && task_or_run("task_id")
+        && !statement.contains("t.run_id = $")
+    {
+        return Some(
+            "a task's threads without its run (the teams bridge asks this): no index leads with \
+             the task, so the newest threads are read until the LIMIT; an index of its own would \
+             cost every send that names a task a page",
+        );
+    }
+    if step == "Index Scan Backward using threads_pkey on threads t"
+        && task_or_run("run_id")
+        && !statement.contains("t.task_id = $")
+    {
+        return Some(
+            "a run's threads newest first: `threads_run` leads with the run and its tasks, so \
+             they are sorted, and with sorts priced out the planner walks the key instead",
+        );
+    }
     if step == "Index Scan using agents_pkey on agents"
         && statement.starts_with("SELECT record_json FROM agents ORDER BY name LIMIT ")
     {
