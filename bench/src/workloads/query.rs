@@ -381,15 +381,12 @@ fn measure_size(
     let mut row = Vec::new();
     for query in QUERIES {
         progress(&format!("query: {query} at {size} messages"));
-        let mut samples = Vec::with_capacity(reps.inproc);
-        for i in 0..reps.inproc + 20 {
+        let inproc = after_warm_up(reps.inproc, || {
             let thread = grower.pick(rng);
             let t0 = Instant::now();
             inbox::run(&mut grower.engine, request(query, &thread))?;
-            if i >= 20 {
-                samples.push(us_since(t0));
-            }
-        }
+            Ok(us_since(t0))
+        })?;
         let mut cli = Vec::with_capacity(reps.cli);
         for _ in 0..reps.cli {
             let mut cmd = ctx.inbox(db);
@@ -405,7 +402,7 @@ fn measure_size(
             rng,
         )?;
         row.push(Figures {
-            inproc: Summary::of(&samples),
+            inproc,
             cli: Summary::of(&cli),
             jsonl,
         });
@@ -418,17 +415,29 @@ fn measure_filtered(grower: &mut Grower, size: u64, reps: usize) -> Result<Vec<S
     let mut row = Vec::new();
     for query in FILTERED {
         progress(&format!("query: {query} at {size} messages"));
-        let mut samples = Vec::with_capacity(reps);
-        for i in 0..reps + 20 {
+        row.push(after_warm_up(reps, || {
             let t0 = Instant::now();
             inbox::run(&mut grower.engine, request(query, ""))?;
-            if i >= 20 {
-                samples.push(us_since(t0));
-            }
-        }
-        row.push(Summary::of(&samples));
+            Ok(us_since(t0))
+        })?);
     }
     Ok(row)
+}
+
+/// Untimed runs before the timed ones, so that caches are warm.
+const WARM_UP: usize = 20;
+
+/// `reps` samples of `timed` (each run times itself, in µs), after
+/// [`WARM_UP`] runs whose times are dropped.
+fn after_warm_up(reps: usize, mut timed: impl FnMut() -> Result<f64>) -> Result<Summary> {
+    let mut samples = Vec::with_capacity(reps);
+    for i in 0..reps + WARM_UP {
+        let us = timed()?;
+        if i >= WARM_UP {
+            samples.push(us);
+        }
+    }
+    Ok(Summary::of(&samples))
 }
 
 /// [`FILTERED`]'s figures: p50 at each size, p99 at the largest, growth.
@@ -690,8 +699,7 @@ fn list_statement_alone(grower: &mut Grower, reps: usize) -> Result<Summary> {
         .context("the trace of `list` holds no threads statement")?;
     let conn = grower.engine.store().connection();
     let mut statement = conn.prepare(&sql)?;
-    let mut samples = Vec::with_capacity(reps);
-    for i in 0..reps + 20 {
+    after_warm_up(reps, || {
         let t0 = Instant::now();
         let mut rows = statement.query([])?;
         let mut read = 0;
@@ -708,11 +716,8 @@ fn list_statement_alone(grower: &mut Grower, reps: usize) -> Result<Summary> {
         if read != rows_count("list") as usize {
             bail!("`list`'s statement read {read} rows");
         }
-        if i >= 20 {
-            samples.push(us_since(t0));
-        }
-    }
-    Ok(Summary::of(&samples))
+        Ok(us_since(t0))
+    })
 }
 
 /// The two targets: a fast read at the largest size, and reads that do not
