@@ -77,7 +77,12 @@ pub struct Transition {
 use Status::{Blocked, Claimed, InProgress, Pending};
 
 const OPEN: &[Status] = &[Pending, Claimed, InProgress, Blocked];
-const HELD: &[Status] = &[Claimed, InProgress, Blocked];
+/// The statuses a thread is in while a lease on it is held (unreleased):
+/// every claim leads into one of them, and every way out of them releases
+/// the lease (a lapse is recorded by the next write). So a lease on a thread
+/// in any other status is released, which lets a read that presents threads
+/// skip looking up their leases ([`crate::store::ThreadQuery::keep_lease_of`]).
+pub const HELD: &[Status] = &[Claimed, InProgress, Blocked];
 
 /// Every allowed status change. Terminal statuses appear in no `from` list:
 /// a terminal thread accepts nothing.

@@ -443,6 +443,19 @@ fn check_invariants(before: &Snapshot, after: &Snapshot, now: inbox_engine::Time
         if thread.status.is_terminal() {
             assert!(state.lease.as_ref().is_none_or(|l| l.released_at.is_some()));
         }
+        // The presenting reads rely on it (`ThreadQuery::keep_lease_of`):
+        // outside a holder's statuses, a lease is released, live or not.
+        if state
+            .lease
+            .as_ref()
+            .is_some_and(|l| l.released_at.is_none())
+        {
+            assert!(
+                inbox_engine::rules::HELD.contains(&thread.status),
+                "an unreleased lease on a {} thread",
+                thread.status
+            );
+        }
         let Some(old) = before
             .threads
             .iter()

@@ -8,8 +8,11 @@
 //!   indexes on fixed columns are not rewritten by every command); this is
 //!   what keeps them from silently dropping a change to another field.
 //! - `Store::threads` returns a released lease only when the query asks for
-//!   released leases, and an unreleased one always, through every shape of
-//!   statement (a plain filter, an agent's two merged index scans).
+//!   released leases, and a held one always, through every shape of
+//!   statement (a plain filter, an agent's two merged index scans, the
+//!   merge of several statuses). Leaving released leases out also leaves
+//!   out an unreleased lease on a thread in no holder's status, as
+//!   `ThreadQuery::keep_lease_of` says.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -122,8 +125,11 @@ fn check(store: &mut dyn Store, name: &str) {
     assert!(error.contains("thr_2 does not exist"), "{name}: {error}");
 }
 
-/// Three threads of `lead`'s for `worker`: `thr_1` whose lease was
-/// released, `thr_2` whose lease is held, `thr_3` never claimed.
+/// Four threads of `lead`'s for `worker`: `thr_1` done, its lease
+/// released; `thr_2` claimed, its lease held; `thr_3` pending, never
+/// claimed; `thr_4` pending with an unreleased lease, which the engine never
+/// writes (every way out of a holder's status releases the lease), so a
+/// read that leaves released leases out need not look for it.
 fn store_leases(store: &mut dyn Store) {
     let lease = |thread: &Thread, released: bool| Lease {
         thread_id: thread.thread_id.clone(),
@@ -136,17 +142,27 @@ fn store_leases(store: &mut dyn Store) {
         released_at: released.then(|| thread.created_at.plus_seconds(5)),
     };
     store.begin(TxMode::Write).unwrap();
-    for (n, held) in [(1, Some(true)), (2, Some(false)), (3, None)] {
+    for (n, status, released) in LEASES {
         let mut thread = opened();
         thread.thread_id = format!("thr_{n}");
+        thread.status = status;
         thread.created_at = thread.created_at.plus_millis(n);
         store.insert_thread(&thread).unwrap();
-        if let Some(released) = held {
+        if let Some(released) = released {
             store.put_lease(&lease(&thread, released)).unwrap();
         }
     }
     store.commit().unwrap();
 }
+
+/// [`store_leases`]'s threads: number, status, and whether its lease was
+/// released (`None`: no lease).
+const LEASES: [(i64, Status, Option<bool>); 4] = [
+    (1, Status::Done, Some(true)),
+    (2, Status::Claimed, Some(false)),
+    (3, Status::Pending, None),
+    (4, Status::Pending, Some(false)),
+];
 
 /// Each thread `query` finds, with whether it came with a lease and that
 /// lease's release.
@@ -167,6 +183,10 @@ fn check_leases(store: &mut dyn Store, name: &str) {
     store.initialize().unwrap();
     store_leases(store);
     let all = ThreadQuery::all(ThreadOrder::NewestFirst, 10);
+    let with = |statuses: &[Status]| ThreadQuery {
+        statuses: statuses.to_vec(),
+        ..all.clone()
+    };
     let shapes = [
         ("every thread", all.clone()),
         (
@@ -176,34 +196,43 @@ fn check_leases(store: &mut dyn Store, name: &str) {
                 ..all.clone()
             },
         ),
+        ("one status", with(&[Status::Pending])),
         (
-            "by status",
-            ThreadQuery {
-                statuses: vec![Status::Pending],
-                ..all
-            },
+            "several statuses",
+            with(&[Status::Pending, Status::Claimed, Status::Done]),
         ),
     ];
-    let thread = |n: u8, lease: Option<bool>| (format!("thr_{n}"), lease);
     for (shape, query) in shapes {
         assert!(query.released_leases, "released leases are read by default");
+        // Newest first: thr_4 down to thr_1, those of the query's statuses.
+        let found = LEASES
+            .iter()
+            .rev()
+            .filter(|(_, status, _)| query.statuses.is_empty() || query.statuses.contains(status));
+        let every: Vec<_> = found
+            .clone()
+            .map(|(n, _, released)| (format!("thr_{n}"), *released))
+            .collect();
         assert_eq!(
             leases_read(store, &query),
-            [
-                thread(3, None),
-                thread(2, Some(false)),
-                thread(1, Some(true))
-            ],
+            every,
             "{name}, {shape}: every lease when released leases are asked for"
         );
+        let held: Vec<_> = found
+            .map(|(n, _, released)| {
+                let held = *n == 2;
+                (format!("thr_{n}"), released.filter(|_| held))
+            })
+            .collect();
         let live = ThreadQuery {
             released_leases: false,
             ..query
         };
         assert_eq!(
             leases_read(store, &live),
-            [thread(3, None), thread(2, Some(false)), thread(1, None)],
-            "{name}, {shape}: a released lease reads as none when they are not"
+            held,
+            "{name}, {shape}: only a held lease (unreleased, on a thread in a holder's status) \
+             when released leases are not asked for"
         );
     }
 }

@@ -21,12 +21,19 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// Threads matching `query` by *effective* status. Stored statuses are
     /// exact except for threads whose lease lapsed since the last write; those
     /// few are looked up one by one and judged by [`rules::effective_status`].
+    /// A query that filters on no status is answered the same either way, so
+    /// it does not look for them.
     pub(super) fn effective_threads(
         &mut self,
         query: &ThreadQuery,
         claimable_only: bool,
     ) -> Result<Vec<ThreadState>, EngineError> {
-        let lapsed = self.store.lapsed_leases(self.now, usize::MAX)?;
+        let by_status = claimable_only || !query.statuses.is_empty();
+        let lapsed = if by_status {
+            self.store.lapsed_leases(self.now, usize::MAX)?
+        } else {
+            Vec::new()
+        };
         let lapsed_ids: BTreeSet<&str> = lapsed.iter().map(|l| l.thread_id.as_str()).collect();
         let mut stored = query.clone();
         stored.limit = query.limit.saturating_add(lapsed.len());

@@ -696,7 +696,7 @@ fn thread_statement(thread_id: &str) -> (String, Params) {
 fn threads_statement(query: &ThreadQuery) -> (String, Params) {
     let mut params = Params::new();
     // Every lease, released ones dropped as the rows are read: see
-    // `thread_sql::HELD_LEASE`.
+    // `thread_sql::held_lease`.
     let leases = thread_sql::EVERY_LEASE;
     let limit = Limit(query.limit);
     if thread_sql::merges_statuses(query) {

@@ -928,7 +928,7 @@ impl Store for SqliteStore {
         let leases = if query.released_leases {
             thread_sql::EVERY_LEASE
         } else {
-            thread_sql::HELD_LEASE
+            thread_sql::held_lease()
         };
         let limit = sql_limit(query.limit);
         if thread_sql::merges_statuses(query) {
