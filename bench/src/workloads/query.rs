@@ -336,8 +336,8 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let bare_note = format!(
         "`list`'s own statement, as the engine ran it at {label} messages, run bare on the same \
          warm connection (every row stepped, every column read and its text copied, no engine): \
-         p50 {}, {} `list`'s {}. The rest is the engine's: the read transaction, the lapsed \
-         leases' lookup, and each thread's fields decoded, its status judged and its view built.",
+         p50 {}, {} `list`'s {}. The rest is the engine's: the read transaction and each \
+         thread's fields decoded, its status judged and its view built.",
         fmt_us(bare.p50),
         fmt_ratio(ratio(bare.p50, list)),
         fmt_us(list)

@@ -695,8 +695,8 @@ fn thread_statement(thread_id: &str) -> (String, Params) {
 /// [`Store::threads`]'s statement for `query`.
 fn threads_statement(query: &ThreadQuery) -> (String, Params) {
     let mut params = Params::new();
-    // Every lease, released ones dropped as the rows are read: see
-    // `thread_sql::held_lease`.
+    // Every lease; those a query leaves out are dropped as the rows are
+    // read, by `ThreadQuery::keep_lease_of` (see `thread_sql::held_lease`).
     let leases = thread_sql::EVERY_LEASE;
     let limit = Limit(query.limit);
     if thread_sql::merges_statuses(query) {
