@@ -17,8 +17,10 @@
 //!   passive pass left, and then the next commit writes from the top of
 //!   the WAL again;
 //! - and should the thread fall far behind (starved of a CPU on a loaded
-//!   machine), the commit that takes the WAL past [`BACKSTOP_FRAMES`]
-//!   restarts it itself, so the WAL stays bounded whatever the thread does.
+//!   machine, or in a long passive pass while the writer never pauses),
+//!   the commit that takes the WAL past [`BACKSTOP_FRAMES`] waits for the
+//!   thread's pass to end and restarts the WAL itself, so the WAL stays
+//!   bounded whatever the thread does.
 //!
 //! A checkpoint is housekeeping: a busy one is left to the next nudge, and
 //! an error is dropped (the commits are already durable in the WAL). The
@@ -26,9 +28,9 @@
 //! never run a command's statements; it only checkpoints.
 
 use std::os::raw::c_int;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
@@ -57,6 +59,12 @@ pub const BACKSTOP_FRAMES: c_int = 8000;
 /// A thread that checkpoints one database when nudged.
 pub struct Checkpointer {
     nudges: SyncSender<()>,
+    /// Held by the thread for each pass, and by a backstop commit: SQLite
+    /// does not wait for another connection's checkpoint (it answers busy
+    /// at once), so without this turn a backstop that met the thread's
+    /// passive pass gave up, and a writer that never pauses grew the WAL
+    /// for as long as that pass ran.
+    turn: Arc<Mutex<()>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -71,11 +79,14 @@ impl Checkpointer {
         let (nudges, wakes) = sync_channel(1);
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = Arc::clone(&stop);
+        let turn = Arc::new(Mutex::new(()));
+        let thread_turn = Arc::clone(&turn);
         let thread = std::thread::Builder::new()
             .name(THREAD_NAME.into())
-            .spawn(move || run(&conn, files.as_ref(), &wakes, &stopped))?;
+            .spawn(move || run(&conn, files.as_ref(), &wakes, &stopped, &thread_turn))?;
         Ok(Checkpointer {
             nudges,
+            turn,
             stop,
             thread: Some(thread),
         })
@@ -85,12 +96,17 @@ impl Checkpointer {
     /// a nudge once the WAL is long enough, never a wait.
     pub fn hook(&self) -> impl FnMut(&mut Wal, c_int) -> rusqlite::Result<()> + Send + 'static {
         let nudges = self.nudges.clone();
+        let turn = Arc::clone(&self.turn);
         move |wal, frames| {
             if frames >= BACKSTOP_FRAMES {
                 // The thread has fallen far behind (starved of a CPU, or
-                // its restarts kept meeting a writer): this commit starts
-                // the WAL over itself, which bounds it whatever the thread
-                // does. Busy (the thread is copying) leaves it to the next.
+                // its restarts kept meeting a writer): this commit, which
+                // holds no lock any more, waits for the thread's pass to
+                // end and starts the WAL over itself, which bounds it
+                // whatever the thread does. Busy (another process is
+                // checkpointing, or reading an old snapshot) leaves it to
+                // the next commit.
+                let _turn = take_turn(&turn);
                 crate::open::as_checkpoint(|| {
                     let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::RESTART);
                 });
@@ -121,8 +137,20 @@ fn nudge(nudges: &SyncSender<()>) {
     }
 }
 
+/// Waits for the turn to checkpoint. The turn guards no data, so a pass
+/// that panicked leaves nothing to repair.
+fn take_turn(turn: &Mutex<()>) -> MutexGuard<'_, ()> {
+    turn.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The thread's loop: a checkpoint per nudge, until told to stop.
-fn run(conn: &Connection, files: Option<&FileIdentity>, wakes: &Receiver<()>, stop: &AtomicBool) {
+fn run(
+    conn: &Connection,
+    files: Option<&FileIdentity>,
+    wakes: &Receiver<()>,
+    stop: &AtomicBool,
+    turn: &Mutex<()>,
+) {
     crate::open::mark_checkpoint_thread();
     while wakes.recv().is_ok() && !stop.load(Ordering::Acquire) {
         if files.is_some_and(|f| f.check().is_err()) {
@@ -130,6 +158,7 @@ fn run(conn: &Connection, files: Option<&FileIdentity>, wakes: &Receiver<()>, st
             // stop before writing (see `file`), and so does this thread.
             return;
         }
+        let _turn = take_turn(turn);
         checkpoint(conn);
     }
 }
