@@ -34,6 +34,9 @@ pub(crate) struct Bins {
     pub(crate) peer: PathBuf,
     /// The process-spawn floor: a Rust `fn main() {}` built like inbox.
     pub(crate) noop: PathBuf,
+    /// The SQLite floor: one row committed from a fresh process, with
+    /// inbox's SQLite and connection settings and nothing else.
+    pub(crate) sqlite_floor: PathBuf,
     /// This harness (for worker and waiter child processes).
     pub(crate) me: PathBuf,
     pub(crate) redis_cli: PathBuf,
@@ -70,6 +73,7 @@ impl Bins {
             serve: need("inbox-serve")?,
             peer: need("inbox-bench-peer")?,
             noop: need("inbox-bench-noop")?,
+            sqlite_floor: need("inbox-bench-sqlite-floor")?,
             redis_cli: which("redis-cli", &[]).ok_or_else(|| {
                 anyhow!("redis-cli is not installed (apt-get install -y redis-server)")
             })?,
@@ -111,7 +115,7 @@ impl Ctx {
     pub(crate) fn target(&self, system: System, durability: Durability) -> Target {
         let name = format!("{system:?}-{}", durability.as_str()).to_lowercase();
         let (path, url) = match system {
-            System::Inbox | System::InboxNoGate => {
+            System::Inbox | System::InboxNoGate | System::SqliteQueue => {
                 (self.tmp.path().join(format!("{name}.db")), String::new())
             }
             System::RedisList | System::RedisStream => (

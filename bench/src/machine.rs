@@ -98,10 +98,14 @@ fn versions(ctx: &Ctx) -> Vec<(String, String)> {
 }
 
 /// How every system is configured, as the report's last table says.
-const CONFIGURATION: [(&str, &str); 8] = [
+const CONFIGURATION: [(&str, &str); 10] = [
     (
         "inbox",
         "`inbox init --durability normal` (WAL, `synchronous=NORMAL`, the default) / `--durability full` (`synchronous=FULL`: fsync per commit). Everything else as shipped.",
+    ),
+    (
+        "bare SQLite queue (claim workload only)",
+        "The SQLite `inbox` links, WAL, 2 KiB pages, `synchronous=NORMAL` / `FULL`, SQLite's default checkpoints. One table of tasks with a partial index on the pending ones; claim is one `UPDATE ... RETURNING` of the first pending task, done one `UPDATE` checking the claim's token, each in its own `BEGIN IMMEDIATE` transaction. Waiting for the lock is SQLite's own busy handler (`busy_timeout`). No lease expiry, messages, event log or writer gate: what SQLite does under the same load with none of inbox's work.",
     ),
     (
         "JSONL inbox (seed 002)",
@@ -121,5 +125,9 @@ const CONFIGURATION: [(&str, &str); 8] = [
     (
         "process-spawn floor",
         "`inbox-bench-noop`: `fn main() {}` in this crate, built in the same release profile as `inbox`, started with the same `std::process::Command` (stdout and stderr piped, waited for).",
+    ),
+    (
+        "SQLite floor",
+        "`inbox-bench-sqlite-floor DB normal|full`: opens an SQLite database with the SQLite `inbox` links and the settings it gives a one-command process (WAL, 2 KiB pages, no checkpoint on close, a truncating checkpoint every 64 WAL frames), commits one 200-byte row to a table with one index in one `BEGIN IMMEDIATE` transaction, and exits. Built like the floor. What any CLI command that writes an SQLite file pays; inbox's engine, schema and argument parser are not in it.",
     ),
 ];

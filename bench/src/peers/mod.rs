@@ -10,7 +10,7 @@
 //! rebuild the very same client. The systems themselves live in their own
 //! modules, each with a header saying what it models and what it leaves out:
 //! [`inbox`], [`inbox_pg`] (inbox on PostgreSQL), [`redis_list`],
-//! [`redis_stream`], [`postgres`] here, and the
+//! [`redis_stream`], [`postgres`], [`sqlite_queue`] here, and the
 //! file peers in [`inbox_bench::files`]. This module must never measure time; it
 //! only dispatches.
 
@@ -19,6 +19,7 @@ pub(crate) mod inbox_pg;
 pub(crate) mod postgres;
 pub(crate) mod redis_list;
 pub(crate) mod redis_stream;
+pub(crate) mod sqlite_queue;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,6 +63,9 @@ pub(crate) enum System {
     /// before the writer gate (the claim workload's worker processes
     /// only).
     InboxNoGate,
+    /// A bare SQLite queue: one statement per transaction, SQLite's own
+    /// busy handler (the claim workload's worker processes only).
+    SqliteQueue,
     /// A per-member append-only JSONL inbox with a line cursor (seed 002).
     Jsonl,
     /// A JSON-array inbox rewritten under a lock file per message.
@@ -112,6 +116,7 @@ impl System {
         match self {
             System::Inbox => "inbox",
             System::InboxNoGate => "inbox, no writer gate",
+            System::SqliteQueue => "bare SQLite queue",
             System::Jsonl => "JSONL inbox",
             System::JsonArray => "JSON array + lock",
             System::FileDrop => "file-drop (2 s poll)",
@@ -258,6 +263,7 @@ impl Target {
     pub(crate) fn prepare(&self) -> Result<()> {
         match self.system {
             System::Inbox | System::InboxNoGate => inbox::create(&self.path, self.durability),
+            System::SqliteQueue => sqlite_queue::prepare(&self.path),
             System::Jsonl | System::JsonArray | System::FileDrop => {
                 if self.path.exists() {
                     std::fs::remove_dir_all(&self.path)?;
@@ -304,6 +310,11 @@ impl Target {
         Ok(match self.system {
             System::Inbox => Box::new(inbox::InboxQueue::open(&self.path, worker)?),
             System::InboxNoGate => Box::new(inbox::InboxQueue::open_without_gate(&self.path)?),
+            System::SqliteQueue => Box::new(sqlite_queue::SqliteQueue::open(
+                &self.path,
+                self.durability,
+                worker,
+            )?),
             System::Jsonl => Box::new(JsonlQueue(Jsonl::new(&self.path, fsync))),
             System::JsonArray => {
                 Box::new(JsonArrayQueue(JsonArray::new(&self.path, fsync), worker))
@@ -367,6 +378,7 @@ impl Target {
             System::InboxNoGate => {
                 bail!("inbox without its writer gate is not in the wait workloads")
             }
+            System::SqliteQueue => bail!("the bare SQLite queue is not in the wait workloads"),
             System::PostgresOrdered | System::PostgresOrderedInServer => {
                 bail!("the ordered-log variants are not in the wait workloads")
             }

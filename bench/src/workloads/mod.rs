@@ -43,6 +43,10 @@ pub(crate) fn check(target: &str, measured: String, pass: bool, shortfall: Strin
     }
 }
 
+/// The CLI-cost targets, as multiples of the process-spawn floor: issue
+/// 20's step and its goal.
+pub(crate) const CLI_BOUNDS: [f64; 2] = [1.8, 1.5];
+
 /// The CLI-cost targets of one command: its process's median within 1.8×
 /// the process-spawn floor (issue 20's step) and within 1.5× (the goal).
 /// `why` says where the time goes. Returns the ratio.
@@ -54,7 +58,7 @@ pub(crate) fn cli_cost_checks(
     why: &str,
 ) -> f64 {
     let cli_ratio = inbox_bench_kit::stats::ratio(median, floor).unwrap_or(f64::INFINITY);
-    for bound in [1.8, 1.5] {
+    for bound in CLI_BOUNDS {
         checks.push(check(
             &format!("CLI `{command}` median ≤ {bound}× the process-spawn floor"),
             format!(

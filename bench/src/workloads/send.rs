@@ -30,6 +30,10 @@ use crate::svg::{Bar, LineChart, Series, bar_chart};
 /// The row of the per-process table that starts the inbox binary alone.
 const VERSION_LABEL: &str = "inbox --version (no database)";
 
+/// The row of the per-process table that commits one row to SQLite from a
+/// fresh process, with none of inbox's code.
+const SQLITE_FLOOR_LABEL: &str = "SQLite floor: inbox-bench-sqlite-floor";
+
 /// Sends made by each producer before the clock starts.
 const WARMUP: u64 = 3;
 
@@ -202,6 +206,8 @@ struct CliFigures {
     inbox: f64,
     /// `inbox --version`.
     version: f64,
+    /// One row committed to SQLite by `inbox-bench-sqlite-floor`.
+    sqlite: f64,
 }
 
 /// The per-process half: a table per durability and one bar chart.
@@ -225,7 +231,7 @@ fn per_process_tables(ctx: &Ctx, section: &mut Section) -> Result<CliFigures> {
     let mut bars = Vec::new();
     let mut figures = CliFigures::default();
     for durability in Ctx::DURABILITIES {
-        let commands = cli_commands(ctx, durability);
+        let commands = cli_commands(ctx, durability)?;
         let samples = one_producer_samples(ctx, durability, &commands, total)?;
         let floor = Summary::of(&samples[0]).p50;
         let mut table = per_process_table(durability, &producers);
@@ -241,6 +247,9 @@ fn per_process_tables(ctx: &Ctx, section: &mut Section) -> Result<CliFigures> {
             }
             if command.label == VERSION_LABEL {
                 figures.version = p1.p50;
+            }
+            if command.label == SQLITE_FLOOR_LABEL && durability == Durability::Normal {
+                figures.sqlite = p1.p50;
             }
             let mut cells = vec![
                 command.label.clone(),
@@ -394,24 +403,62 @@ fn conclusions(
 fn where_time_goes(ctx: &Ctx, cli: &CliFigures, inproc_send: f64) -> Result<String> {
     let db = ctx.target(System::Inbox, Durability::Normal);
     let (open_us, one_shot_us) = one_shot_cost(&db, ctx.size(300, 60))?;
+    let megabytes = std::fs::metadata(&ctx.bins.inbox).map_or(0.0, |m| m.len() as f64 / 1e6);
     Ok(format!(
         "Of the {} median, the spawn floor is {}; starting the inbox binary (`inbox --version`, \
-         no database: loading a 5 MB executable and building the argument parser) adds {}. \
+         no database: loading a {megabytes:.1} MB executable and building the argument parser) \
+         adds {}. \
          The database work of one command, done in process the way a CLI process does it \
          (open the file, recover the WAL, read the schema, prepare each statement afresh, the \
          write transaction, the truncating checkpoint every 64 WAL frames, close), takes {} at \
          the median, of which opening is {}; a long-lived connection does the same send in {}. \
          That leaves {} that only a fresh process pays: first-touch page faults on code and \
          heap, cold caches (measured in process, the first open and send run slower than the \
-         ones after), parsing the arguments, printing the JSON and exiting.",
+         ones after), parsing the arguments, printing the JSON and exiting. {}",
         fmt_us(cli.inbox),
         fmt_us(cli.floor),
         fmt_us(cli.version - cli.floor),
         fmt_us(one_shot_us),
         fmt_us(open_us),
         fmt_us(inproc_send),
-        fmt_us(cli.inbox - cli.version - one_shot_us)
+        fmt_us(cli.inbox - cli.version - one_shot_us),
+        sqlite_floor_verdict(cli)
     ))
+}
+
+/// What the SQLite floor says of the CLI targets: whether a process that
+/// does nothing but commit one row to SQLite already misses them.
+fn sqlite_floor_verdict(cli: &CliFigures) -> String {
+    let floor_ratio = ratio(cli.sqlite, cli.floor).unwrap_or(f64::INFINITY);
+    let beyond = super::CLI_BOUNDS
+        .into_iter()
+        .filter(|bound| floor_ratio > *bound)
+        .map(|bound| format!("{bound}×"))
+        .collect::<Vec<_>>();
+    let verdict = if beyond.is_empty() {
+        format!(
+            "within both targets, so what `inbox send` adds above it ({}) is inbox's own",
+            fmt_us(cli.inbox - cli.sqlite)
+        )
+    } else {
+        format!(
+            "already over the {} target{} by itself: no command that opens an SQLite database \
+             in a process of its own, as a CLI command does, can meet {} on this machine. \
+             `inbox send` is {} that floor ({} more)",
+            beyond.join(" and "),
+            if beyond.len() > 1 { "s" } else { "" },
+            if beyond.len() > 1 { "them" } else { "it" },
+            fmt_ratio(ratio(cli.inbox, cli.sqlite)),
+            fmt_us(cli.inbox - cli.sqlite)
+        )
+    };
+    format!(
+        "The SQLite floor, a process that commits one 200-byte row and exits \
+         (`inbox-bench-sqlite-floor`: the same SQLite, WAL and checkpoint settings, none of \
+         inbox's code), takes {} = {} the spawn floor, {verdict}.",
+        fmt_us(cli.sqlite),
+        fmt_ratio(Some(floor_ratio))
+    )
 }
 
 /// `total` sends from `producers` threads into a fresh store; returns the
@@ -492,12 +539,29 @@ impl CliCommand {
 
 /// The per-process send commands for `durability`, in table order; the
 /// first is the floor.
-fn cli_commands(ctx: &Ctx, durability: Durability) -> Vec<CliCommand> {
+fn cli_commands(ctx: &Ctx, durability: Durability) -> Result<Vec<CliCommand>> {
     let mut list = baseline_commands(ctx, durability);
+    list.push(sqlite_floor_command(ctx, durability)?);
     list.push(inbox_command(ctx, durability));
     list.extend(file_commands(ctx, durability));
     list.extend(server_commands(ctx, durability));
-    list
+    Ok(list)
+}
+
+/// `inbox-bench-sqlite-floor`, writing to a database of its own that this
+/// creates.
+fn sqlite_floor_command(ctx: &Ctx, durability: Durability) -> Result<CliCommand> {
+    let program = ctx.bins.sqlite_floor.clone();
+    let db = ctx
+        .tmp
+        .path()
+        .join(format!("sqlite-floor-{}.db", durability.as_str()));
+    run_checked(Command::new(&program).arg(&db).arg("init"), &[])?;
+    Ok(CliCommand::new(SQLITE_FLOOR_LABEL, None, move |_, _| {
+        let mut cmd = Command::new(&program);
+        cmd.arg(&db).arg(durability.as_str());
+        cmd
+    }))
 }
 
 /// The floor; with normal durability also `/bin/true` and the inbox binary
