@@ -12,12 +12,9 @@
 //! `synchronous` at that level. It must stay this small: any work added
 //! here raises the floor inbox is read against.
 
+use inbox_host_native::open::CHECKPOINT_FRAMES;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
-
-/// WAL frames after which a commit truncates the WAL, as an `inbox`
-/// process does (`host-native/src/open.rs`, `CHECKPOINT_FRAMES`).
-const CHECKPOINT_FRAMES: i32 = 64;
 
 fn main() -> rusqlite::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -33,6 +30,7 @@ fn main() -> rusqlite::Result<()> {
     let mut conn = Connection::open_with_flags(path, flags)?;
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     conn.wal_hook(Some(|wal: &mut rusqlite::hooks::Wal, frames| {
+        // When an `inbox` process truncates the WAL: the same constant.
         if frames >= CHECKPOINT_FRAMES {
             // Busy is fine: a later commit checkpoints.
             let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::TRUNCATE);

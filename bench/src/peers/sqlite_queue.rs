@@ -30,14 +30,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Creates a fresh database at `path`, removing an old one and its WAL.
 pub(crate) fn prepare(path: &Path) -> Result<()> {
-    for suffix in ["", "-wal", "-shm"] {
-        let file = format!("{}{suffix}", path.display());
-        match std::fs::remove_file(&file) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e).with_context(|| format!("cannot remove {file}")),
-        }
-    }
+    inbox_bench_kit::stores::remove_sqlite(path)?;
     let conn = Connection::open(path)?;
     conn.execute_batch(
         "PRAGMA page_size = 2048;
