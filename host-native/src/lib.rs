@@ -16,6 +16,9 @@
 //! - [`dump`]: a whole database as JSON lines, out and back in;
 //! - [`lines`]: files of JSON lines read a line at a time (portable);
 //! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
+//! - [`wal_batch`]: the SQLite VFS every native connection opens with,
+//!   which writes a transaction's WAL frames with one system call (the one
+//!   module allowed `unsafe`);
 //! - [`writer_gate`]: the file by which a native writer that waited too
 //!   long for SQLite's write lock holds the others back;
 //! - [`writer_lock`]: the lock file by which a host that cannot take
@@ -54,6 +57,8 @@ pub mod store;
 #[cfg(feature = "native")]
 pub mod transfer;
 pub mod wal;
+#[cfg(feature = "native")]
+pub mod wal_batch;
 #[cfg(feature = "native")]
 pub mod watch;
 #[cfg(feature = "native")]

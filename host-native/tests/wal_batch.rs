@@ -1,0 +1,236 @@
+//! The VFS that writes a transaction's WAL frames with one write
+//! (`inbox_host_native::wal_batch`) against the guarantees it must keep:
+//! an acknowledged commit survives the process being killed right after
+//! it; transactions too large for one write (spilled mid-way, rewritten,
+//! past the gathering cap) come back whole when another process recovers
+//! the WAL, in `normal` and in `full`; and plain SQLite connections write
+//! the same file alongside. Recovery is the judge throughout: SQLite
+//! checks every frame's checksum when it rebuilds the WAL index, and stops
+//! at the first frame that is missing or wrong, so a frame written late,
+//! twice, or not at all loses the commits after it.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use inbox_host_native::wal_batch;
+use rusqlite::{Connection, OpenFlags, params};
+
+/// A connection through the batching VFS, as every native store opens one,
+/// without the checkpoint on close (so the WAL is what the next opener
+/// must recover).
+fn batched(path: &Path, synchronous: &str) -> Connection {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags_and_vfs(path, flags, wal_batch::vfs()).unwrap();
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )
+    .unwrap();
+    conn.execute_batch(&format!(
+        "PRAGMA page_size = 2048; PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};
+         PRAGMA wal_autocheckpoint = 0;
+         CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, k TEXT NOT NULL, v BLOB NOT NULL);
+         CREATE INDEX IF NOT EXISTS rows_k ON rows (k);"
+    ))
+    .unwrap();
+    conn
+}
+
+/// Opens the file with SQLite's own VFS, as the `sqlite3` shell would:
+/// after every other connection closed, this rebuilds the WAL index from
+/// the WAL's frames.
+fn recovered(path: &Path) -> Connection {
+    let conn = Connection::open(path).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok", "the recovered database is damaged");
+    conn
+}
+
+/// (row count, sum of ids, total bytes of values) as `conn` sees them.
+fn contents(conn: &Connection) -> (i64, i64, i64) {
+    conn.query_row(
+        "SELECT count(*), coalesce(sum(id), 0), coalesce(sum(length(v)), 0) FROM rows",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .unwrap()
+}
+
+/// A row of several frames' worth: the row, its index entry, and with
+/// every few rows a page split.
+fn insert(conn: &Connection, id: i64, size: i64) {
+    conn.execute(
+        "INSERT INTO rows (id, k, v) VALUES (?1, ?2, zeroblob(?3))",
+        params![
+            id,
+            format!("key-{:08}", id.wrapping_mul(7919) % 100_003),
+            size
+        ],
+    )
+    .unwrap();
+}
+
+const CHILD_DB: &str = "INBOX_WAL_BATCH_CHILD_DB";
+const CHILD_IDLE_AFTER: &str = "INBOX_WAL_BATCH_CHILD_IDLE_AFTER";
+
+/// The child of `an_acknowledged_commit_survives_a_kill_right_after_it`:
+/// commits one transaction after another and prints each one's number
+/// once `COMMIT` has returned, until it is killed; with
+/// `CHILD_IDLE_AFTER=N` it stops touching the database after commit N, so
+/// that the kill finds nothing but what COMMIT left.
+#[test]
+#[ignore = "run by an_acknowledged_commit_survives_a_kill_right_after_it"]
+fn committing_child() {
+    let Ok(path) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let idle_after: Option<i64> = std::env::var(CHILD_IDLE_AFTER)
+        .ok()
+        .and_then(|n| n.parse().ok());
+    let conn = batched(Path::new(&path), "NORMAL");
+    for n in 1.. {
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        insert(&conn, n * 2, 1500);
+        insert(&conn, n * 2 + 1, 300);
+        conn.execute_batch("COMMIT").unwrap();
+        // The acknowledgement: nothing is written to the WAL after COMMIT
+        // returns and before the next transaction.
+        println!("{n}");
+        if idle_after == Some(n) {
+            std::thread::sleep(std::time::Duration::from_secs(600));
+        }
+    }
+}
+
+#[test]
+fn an_acknowledged_commit_survives_a_kill_right_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.db");
+    for round in 0..6u64 {
+        // Kill it after a different number of commits each round: in odd
+        // rounds in the middle of writing the next one, in even rounds when
+        // it has done nothing since the last COMMIT returned.
+        let wanted = 40 + round * 37;
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .args([
+                "committing_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--quiet",
+            ])
+            .env(CHILD_DB, &path)
+            .stdout(Stdio::piped());
+        if round % 2 == 0 {
+            command.env(CHILD_IDLE_AFTER, wanted.to_string());
+        }
+        let mut child = command.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut acknowledged = 0;
+        while acknowledged < wanted {
+            let line = lines.next().unwrap().unwrap();
+            if let Ok(n) = line.trim().parse::<u64>() {
+                acknowledged = n;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let conn = recovered(&path);
+        let ids: i64 = conn
+            .query_row("SELECT count(*) FROM rows WHERE id >= 2", [], |r| r.get(0))
+            .unwrap();
+        let committed = u64::try_from(ids).unwrap() / 2;
+        assert!(
+            committed >= acknowledged,
+            "round {round}: {acknowledged} commits acknowledged, {committed} recovered"
+        );
+        // Each child starts its numbering again: start from an empty table.
+        conn.execute_batch("DELETE FROM rows; PRAGMA wal_checkpoint(TRUNCATE);")
+            .unwrap();
+    }
+}
+
+/// One transaction larger than the page cache (so SQLite writes frames
+/// before the commit, reads some back and rewrites them in place) and
+/// larger than what is gathered before a write, then many small ones.
+fn large_then_small(path: &Path, synchronous: &str) -> (i64, i64, i64) {
+    let conn = batched(path, synchronous);
+    conn.execute_batch("PRAGMA cache_size = 16").unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    for id in 0..3000 {
+        insert(&conn, id, 700);
+    }
+    // Pages spilled to the WAL above are changed again in the same
+    // transaction.
+    conn.execute("UPDATE rows SET v = zeroblob(900) WHERE id % 3 = 0", [])
+        .unwrap();
+    conn.execute("DELETE FROM rows WHERE id % 7 = 0", [])
+        .unwrap();
+    conn.execute_batch("COMMIT").unwrap();
+    for id in 3000..3200 {
+        insert(&conn, id, 100);
+    }
+    let seen = contents(&conn);
+    drop(conn);
+    seen
+}
+
+#[test]
+fn large_transactions_recover_whole_in_normal_and_full() {
+    for synchronous in ["NORMAL", "FULL"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("large.db");
+        let written = large_then_small(&path, synchronous);
+        let expected_rows = (0..3000).filter(|id| id % 7 != 0).count() + 200;
+        assert_eq!(written.0, i64::try_from(expected_rows).unwrap());
+        let wal = std::fs::metadata(dir.path().join("large.db-wal"))
+            .unwrap()
+            .len();
+        assert!(
+            wal > 1 << 20,
+            "{synchronous}: the WAL holds the transactions ({wal} bytes)"
+        );
+        assert_eq!(
+            contents(&recovered(&path)),
+            written,
+            "{synchronous}: recovery gave back something else than was committed"
+        );
+    }
+}
+
+#[test]
+fn plain_sqlite_connections_write_the_same_file_alongside() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let ours = batched(&path, "NORMAL");
+    let plain = Connection::open(&path).unwrap();
+    plain
+        .busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    for id in 0..400 {
+        let conn = if id % 3 == 0 { &plain } else { &ours };
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        insert(conn, id, 200 + (id % 5) * 300);
+        conn.execute_batch("COMMIT").unwrap();
+        if id % 50 == 49 {
+            // Each reads what the other wrote, and the WAL starts over under
+            // both now and then.
+            assert_eq!(contents(&ours), contents(&plain));
+            plain
+                .execute_batch("PRAGMA wal_checkpoint(RESTART)")
+                .unwrap();
+        }
+    }
+    let seen = contents(&ours);
+    assert_eq!(seen.0, 400);
+    drop(ours);
+    drop(plain);
+    assert_eq!(contents(&recovered(&path)), seen);
+}
