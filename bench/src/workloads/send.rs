@@ -382,7 +382,7 @@ fn conclusions(
         one >= 10_000.0,
         format!(
             "{:.0}% of the target. Each send is one write transaction (BEGIN IMMEDIATE, a dozen or \
-             so 2 KiB page writes to the WAL, commit) at {} per send on average and {} at the \
+             so 2 KiB pages gathered and written to the WAL in one write, commit) at {} per send on average and {} at the \
              median: the mean also carries the sends that waited on a checkpoint (the \
              thread's restart holds writers back while it copies, and a writer that outruns the \
              thread waits for it once the WAL passes 8000 frames; both keep the WAL bounded). \
