@@ -36,10 +36,12 @@
 //!   `sqlite3` shell) share the file exactly as before.
 //!
 //! `host-native/tests/wal_batch.rs` checks that every acknowledged commit
-//! survives a SIGKILL right after it, that large transactions (spilled,
-//! rewritten, past the gathering cap) recover intact in `normal` and
-//! `full`, that a failed write is reported and loses nothing committed,
-//! and that plain SQLite connections write the same file alongside.
+//! survives a SIGKILL right after it, small ones and one whose checksums
+//! SQLite rewrote after the commit frame; that large transactions
+//! (spilled, overwritten in place, past the gathering cap) recover intact
+//! in `normal` and `full`; and that plain SQLite connections write the
+//! same file alongside. Each of those tests fails when the rule it guards
+//! is taken out.
 //!
 //! This is the one module that may use `unsafe`: a VFS is a table of C
 //! callbacks over memory SQLite allocates. It must never change what
@@ -280,13 +282,17 @@ unsafe extern "C" fn x_write(
     amount: c_int,
     offset: i64,
 ) -> c_int {
+    if amount <= 0 || data.is_null() {
+        // Nothing to gather (SQLite never writes nothing to a WAL).
+        return after_flush!(file, xWrite, |write, inner| write(
+            inner, data, amount, offset
+        ));
+    }
+    let len = amount.unsigned_abs() as usize;
     // SAFETY: SQLite passes a file x_open set up and `amount` readable
     // bytes at `data`, valid for this call (they are copied if gathered).
     unsafe {
         let (inner, methods, gathered) = parts(file);
-        let Ok(len) = usize::try_from(amount) else {
-            return ffi::SQLITE_IOERR_WRITE;
-        };
         let bytes = std::slice::from_raw_parts(data.cast::<u8>(), len);
         let end = gathered.at + gathered.bytes.len() as i64;
         let fits = gathered.bytes.len() + len <= GATHER_CAP;

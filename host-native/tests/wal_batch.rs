@@ -158,14 +158,14 @@ fn an_acknowledged_commit_survives_a_kill_right_after_it() {
 }
 
 /// One transaction larger than the page cache (so SQLite writes frames
-/// before the commit, reads some back and rewrites them in place) and
-/// larger than what is gathered before a write, then many small ones.
-fn large_then_small(path: &Path, synchronous: &str) -> (i64, i64, i64) {
-    let conn = batched(path, synchronous);
-    conn.execute_batch("PRAGMA cache_size = 16").unwrap();
-    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+/// before the commit, reads some back, overwrites them in place and
+/// rewrites their checksums after the commit frame) and larger than what
+/// is gathered before a write.
+fn large_transaction(conn: &Connection) {
+    conn.execute_batch("PRAGMA cache_size = 16; BEGIN IMMEDIATE")
+        .unwrap();
     for id in 0..3000 {
-        insert(&conn, id, 700);
+        insert(conn, id, 700);
     }
     // Pages spilled to the WAL above are changed again in the same
     // transaction.
@@ -174,6 +174,15 @@ fn large_then_small(path: &Path, synchronous: &str) -> (i64, i64, i64) {
     conn.execute("DELETE FROM rows WHERE id % 7 = 0", [])
         .unwrap();
     conn.execute_batch("COMMIT").unwrap();
+}
+
+/// The rows `large_transaction` leaves.
+const LARGE_ROWS: i64 = 3000 - 429;
+
+/// `large_transaction`, then many small ones.
+fn large_then_small(path: &Path, synchronous: &str) -> (i64, i64, i64) {
+    let conn = batched(path, synchronous);
+    large_transaction(&conn);
     for id in 3000..3200 {
         insert(&conn, id, 100);
     }
@@ -182,14 +191,58 @@ fn large_then_small(path: &Path, synchronous: &str) -> (i64, i64, i64) {
     seen
 }
 
+const CHILD_LARGE_DB: &str = "INBOX_WAL_BATCH_CHILD_LARGE_DB";
+
+/// The child of `a_large_commit_survives_a_kill_right_after_it`: commits
+/// `large_transaction`, says so, and touches the database no more.
+#[test]
+#[ignore = "run by a_large_commit_survives_a_kill_right_after_it"]
+fn large_committing_child() {
+    let Ok(path) = std::env::var(CHILD_LARGE_DB) else {
+        return;
+    };
+    let conn = batched(Path::new(&path), "NORMAL");
+    large_transaction(&conn);
+    println!("committed");
+    std::thread::sleep(std::time::Duration::from_secs(600));
+}
+
+/// The last thing SQLite writes for a transaction whose frames were
+/// spilled and overwritten is a checksum rewrite, after the commit frame:
+/// it must be in the file when COMMIT returns, or recovery stops at it.
+#[test]
+fn a_large_commit_survives_a_kill_right_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large-killed.db");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "large_committing_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--quiet",
+        ])
+        .env(CHILD_LARGE_DB, &path)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let said = lines
+        .map(Result::unwrap)
+        .any(|line| line.trim() == "committed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(said, "the child ended without committing");
+    assert_eq!(contents(&recovered(&path)).0, LARGE_ROWS);
+}
+
 #[test]
 fn large_transactions_recover_whole_in_normal_and_full() {
     for synchronous in ["NORMAL", "FULL"] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("large.db");
         let written = large_then_small(&path, synchronous);
-        let expected_rows = (0..3000).filter(|id| id % 7 != 0).count() + 200;
-        assert_eq!(written.0, i64::try_from(expected_rows).unwrap());
+        assert_eq!(written.0, LARGE_ROWS + 200);
         let wal = std::fs::metadata(dir.path().join("large.db-wal"))
             .unwrap()
             .len();
