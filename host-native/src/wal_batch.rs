@@ -9,7 +9,7 @@
 //! lookup) for a few bytes. Here the frames of a transaction are gathered
 //! in memory as SQLite hands them over and written with one `pwrite` when
 //! its commit frame arrives: claim + done in process went from about 5.5k
-//! to 8k a second (docs/durability-and-speed.md).
+//! to 8.6k a second (docs/durability-and-speed.md).
 //!
 //! Why this keeps every guarantee. SQLite commits in this order
 //! (`sqlite3WalFrames`): it writes the frames, the commit frame last (the
@@ -31,17 +31,28 @@
 //!   rewriting the checksum of a frame after the commit frame was written
 //!   (`walRewriteChecksums`): it is never gathered, since no commit frame
 //!   would follow to write it;
+//! - frames a transaction spilled before its commit (a transaction larger
+//!   than the page cache) and then rolled back have no commit frame
+//!   either: the database file's lock calls write what its WAL gathered
+//!   first, so they are written while the connection still holds the WAL's
+//!   write lock, as the platform VFS would have written them, and never
+//!   later over another connection's frames ([`late_writes`] counts them);
 //! - the database file, the `-shm` index and every lock are the platform
-//!   VFS's own objects, untouched, so other processes (an older inbox, the
-//!   `sqlite3` shell) share the file exactly as before.
+//!   VFS's own, called through unchanged, so other processes (an older
+//!   inbox, the `sqlite3` shell) share the file exactly as before.
 //!
 //! `host-native/tests/wal_batch.rs` checks that every acknowledged commit
 //! survives a SIGKILL right after it, small ones and one whose checksums
 //! SQLite rewrote after the commit frame; that large transactions
 //! (spilled, overwritten in place, past the gathering cap) recover intact
-//! in `normal` and `full`; and that plain SQLite connections write the
-//! same file alongside. Each of those tests fails when the rule it guards
-//! is taken out.
+//! in `normal` and `full`; that a rolled-back transaction's spilled
+//! frames never land on another connection's later commits; and that
+//! plain SQLite connections write the same file alongside. The first two
+//! fail when the commit rule or the checksum rule is taken out (their
+//! writers check that no commit left anything for the lock to write). The
+//! lock's write is a backstop no test reaches: in every rolled-back
+//! transaction tried, SQLite read from the WAL, which writes what is
+//! gathered, before it let go of the lock.
 //!
 //! This is the one module that may use `unsafe`: a VFS is a table of C
 //! callbacks over memory SQLite allocates. It must never change what
@@ -50,7 +61,8 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, c_int, c_void};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use rusqlite::ffi;
 
@@ -121,6 +133,36 @@ struct WalFile {
     /// The platform VFS's file, at [`inner_offset`] in the same allocation.
     inner: *mut ffi::sqlite3_file,
     gathered: *mut Gathered,
+    /// The database file whose WAL this is (null if it was not found).
+    db: *mut DbFile,
+}
+
+/// An open main database file: the platform VFS's file, as for
+/// [`WalFile`], and its WAL, whose gathered frames every lock call writes
+/// first.
+#[repr(C)]
+struct DbFile {
+    /// What SQLite sees: its `pMethods` are [`DB_METHODS`].
+    base: ffi::sqlite3_file,
+    inner: *mut ffi::sqlite3_file,
+    /// Its WAL, once open (null before and after).
+    wal: *mut WalFile,
+    /// The name SQLite opened it by, as [`OPEN_DATABASES`] knows it.
+    name: usize,
+}
+
+/// The main database files open through this VFS, by the address of the
+/// name SQLite opened them by: SQLite opens a WAL by a name from which
+/// `sqlite3_filename_database` gives back that same address, which is how
+/// a WAL finds its database file.
+static OPEN_DATABASES: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+fn open_databases() -> MutexGuard<'static, Vec<(usize, usize)>> {
+    // The list stays consistent whatever a panicking holder did: each
+    // change is one push or one removal.
+    OPEN_DATABASES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Frames waiting to be written, and what the last call was.
@@ -136,9 +178,11 @@ struct Gathered {
 }
 
 /// Where the platform VFS's file starts in SQLite's allocation: after our
-/// struct, 16-byte aligned.
+/// structs, 16-byte aligned.
 fn inner_offset() -> usize {
-    std::mem::size_of::<WalFile>().next_multiple_of(16)
+    std::mem::size_of::<WalFile>()
+        .max(std::mem::size_of::<DbFile>())
+        .next_multiple_of(16)
 }
 
 unsafe extern "C" fn x_open(
@@ -158,32 +202,62 @@ unsafe extern "C" fn x_open(
         let Some(open) = (*parent).xOpen else {
             return ffi::SQLITE_ERROR;
         };
-        if flags & ffi::SQLITE_OPEN_WAL == 0 {
-            // Everything but a WAL is the parent's file, in place.
+        let wal = flags & ffi::SQLITE_OPEN_WAL != 0;
+        let main = flags & ffi::SQLITE_OPEN_MAIN_DB != 0 && !name.is_null();
+        if !wal && !main {
+            // Journals and temporary files are the parent's file, in place.
             return open(parent, name, file, flags, out_flags);
         }
-        let wal = file.cast::<WalFile>();
         let inner = file
             .cast::<u8>()
             .add(inner_offset())
             .cast::<ffi::sqlite3_file>();
         // SQLite calls xClose only on a file whose pMethods is set.
-        (*wal).base.pMethods = std::ptr::null();
+        (*file).pMethods = std::ptr::null();
         let rc = open(parent, name, inner, flags, out_flags);
         if rc != ffi::SQLITE_OK {
             return rc;
         }
-        (*wal).inner = inner;
-        (*wal).gathered = Box::into_raw(Box::new(Gathered {
-            // Reserved once: growing by doubling would copy and touch twice
-            // the memory, and a fresh process pays a page fault for each
-            // page it touches. Untouched pages cost nothing.
-            bytes: Vec::with_capacity(GATHER_CAP),
-            at: 0,
-            commit: false,
-            read_at: None,
-        }));
-        (*wal).base.pMethods = &METHODS;
+        if main {
+            let db = file.cast::<DbFile>();
+            db.write(DbFile {
+                base: ffi::sqlite3_file {
+                    pMethods: &DB_METHODS,
+                },
+                inner,
+                wal: std::ptr::null_mut(),
+                name: name as usize,
+            });
+            open_databases().push((name as usize, db as usize));
+            return rc;
+        }
+        let db = if name.is_null() {
+            0
+        } else {
+            let db_name = ffi::sqlite3_filename_database(name) as usize;
+            open_databases()
+                .iter()
+                .find(|(name, _)| *name == db_name)
+                .map_or(0, |(_, db)| *db)
+        } as *mut DbFile;
+        let wal = file.cast::<WalFile>();
+        wal.write(WalFile {
+            base: ffi::sqlite3_file { pMethods: &METHODS },
+            inner,
+            gathered: Box::into_raw(Box::new(Gathered {
+                // Reserved once: growing by doubling would copy and touch
+                // twice the memory, and a fresh process pays a page fault
+                // for each page it touches. Untouched pages cost nothing.
+                bytes: Vec::with_capacity(GATHER_CAP),
+                at: 0,
+                commit: false,
+                read_at: None,
+            })),
+            db,
+        });
+        if !db.is_null() {
+            (*db).wal = wal;
+        }
         rc
     }
 }
@@ -349,8 +423,12 @@ unsafe extern "C" fn x_close(file: *mut ffi::sqlite3_file) -> c_int {
         let flushed = flush(file);
         let (inner, methods, _) = parts(file);
         let closed = methods.xClose.map_or(ffi::SQLITE_OK, |close| close(inner));
-        drop(Box::from_raw((*file.cast::<WalFile>()).gathered));
-        (*file.cast::<WalFile>()).gathered = std::ptr::null_mut();
+        let wal = file.cast::<WalFile>();
+        drop(Box::from_raw((*wal).gathered));
+        (*wal).gathered = std::ptr::null_mut();
+        if !(*wal).db.is_null() {
+            (*(*wal).db).wal = std::ptr::null_mut();
+        }
         if flushed != ffi::SQLITE_OK {
             flushed
         } else {
@@ -407,4 +485,252 @@ unsafe extern "C" fn x_device_characteristics(file: *mut ffi::sqlite3_file) -> c
             .xDeviceCharacteristics
             .map_or(0, |characteristics| characteristics(inner))
     }
+}
+
+/// How many times a lock call of a database file found frames still
+/// gathered for its WAL (see [`late_writes`]).
+static LATE_WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times, in this process, frames were still gathered when their
+/// database file's lock was next taken or released. That happens only for
+/// a rolled-back transaction that had spilled frames; every commit writes
+/// its frames itself, before SQLite publishes them, so after commits alone
+/// this stays 0 (`host-native/tests/wal_batch.rs` checks it).
+pub fn late_writes() -> u64 {
+    LATE_WRITES.load(Ordering::Relaxed)
+}
+
+static DB_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
+    iVersion: 3,
+    xClose: Some(db_close),
+    xRead: Some(db_read),
+    xWrite: Some(db_write),
+    xTruncate: Some(db_truncate),
+    xSync: Some(db_sync),
+    xFileSize: Some(db_file_size),
+    xLock: Some(db_lock),
+    xUnlock: Some(db_unlock),
+    xCheckReservedLock: Some(db_check_reserved_lock),
+    xFileControl: Some(db_file_control),
+    xSectorSize: Some(db_sector_size),
+    xDeviceCharacteristics: Some(db_device_characteristics),
+    xShmMap: Some(db_shm_map),
+    xShmLock: Some(db_shm_lock),
+    xShmBarrier: Some(db_shm_barrier),
+    xShmUnmap: Some(db_shm_unmap),
+    xFetch: Some(db_fetch),
+    xUnfetch: Some(db_unfetch),
+};
+
+/// Calls the platform file's `$method` for a database file, `$missing` if
+/// it has none; with `flush_wal`, after writing what its WAL gathered.
+macro_rules! on_db {
+    ($file:expr, $method:ident, $missing:expr, |$call:ident, $inner:ident| $body:expr) => {
+        on_db!($file, $method, $missing, false, |$call, $inner| $body)
+    };
+    ($file:expr, $method:ident, $missing:expr, $flush_wal:expr, |$call:ident, $inner:ident| $body:expr) => {{
+        // SAFETY: SQLite calls these methods only on database files x_open
+        // set up, whose WAL (if linked) is open until it unlinks itself.
+        unsafe {
+            let db = $file.cast::<DbFile>();
+            if $flush_wal && !(*db).wal.is_null() && !(*(*(*db).wal).gathered).bytes.is_empty() {
+                LATE_WRITES.fetch_add(1, Ordering::Relaxed);
+                let rc = flush((*db).wal.cast());
+                if rc != ffi::SQLITE_OK {
+                    return rc;
+                }
+            }
+            let $inner = (*db).inner;
+            match (*(*$inner).pMethods).$method {
+                Some($call) => $body,
+                None => $missing,
+            }
+        }
+    }};
+}
+
+unsafe extern "C" fn db_close(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: SQLite closes a file once, after its last call (and after
+    // closing its WAL).
+    unsafe {
+        let db = file.cast::<DbFile>();
+        open_databases().retain(|(_, open)| *open != db as usize);
+        if !(*db).wal.is_null() {
+            (*(*db).wal).db = std::ptr::null_mut();
+        }
+        let inner = (*db).inner;
+        (*(*inner).pMethods)
+            .xClose
+            .map_or(ffi::SQLITE_OK, |close| close(inner))
+    }
+}
+
+unsafe extern "C" fn db_read(
+    file: *mut ffi::sqlite3_file,
+    data: *mut c_void,
+    amount: c_int,
+    offset: i64,
+) -> c_int {
+    on_db!(file, xRead, ffi::SQLITE_IOERR_READ, |read, inner| read(
+        inner, data, amount, offset
+    ))
+}
+
+unsafe extern "C" fn db_write(
+    file: *mut ffi::sqlite3_file,
+    data: *const c_void,
+    amount: c_int,
+    offset: i64,
+) -> c_int {
+    on_db!(file, xWrite, ffi::SQLITE_IOERR_WRITE, |write, inner| write(
+        inner, data, amount, offset
+    ))
+}
+
+unsafe extern "C" fn db_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    on_db!(
+        file,
+        xTruncate,
+        ffi::SQLITE_IOERR_TRUNCATE,
+        |truncate, inner| { truncate(inner, size) }
+    )
+}
+
+unsafe extern "C" fn db_sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
+    on_db!(file, xSync, ffi::SQLITE_IOERR_FSYNC, |sync, inner| sync(
+        inner, flags
+    ))
+}
+
+unsafe extern "C" fn db_file_size(file: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
+    on_db!(
+        file,
+        xFileSize,
+        ffi::SQLITE_IOERR_FSTAT,
+        |file_size, inner| { file_size(inner, size) }
+    )
+}
+
+unsafe extern "C" fn db_lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    on_db!(file, xLock, ffi::SQLITE_IOERR_LOCK, true, |lock, inner| {
+        lock(inner, level)
+    })
+}
+
+unsafe extern "C" fn db_unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
+    on_db!(
+        file,
+        xUnlock,
+        ffi::SQLITE_IOERR_UNLOCK,
+        true,
+        |unlock, inner| { unlock(inner, level) }
+    )
+}
+
+unsafe extern "C" fn db_check_reserved_lock(
+    file: *mut ffi::sqlite3_file,
+    out: *mut c_int,
+) -> c_int {
+    on_db!(
+        file,
+        xCheckReservedLock,
+        ffi::SQLITE_IOERR_CHECKRESERVEDLOCK,
+        |check, inner| { check(inner, out) }
+    )
+}
+
+unsafe extern "C" fn db_file_control(
+    file: *mut ffi::sqlite3_file,
+    op: c_int,
+    arg: *mut c_void,
+) -> c_int {
+    on_db!(
+        file,
+        xFileControl,
+        ffi::SQLITE_NOTFOUND,
+        |control, inner| { control(inner, op, arg) }
+    )
+}
+
+unsafe extern "C" fn db_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
+    on_db!(file, xSectorSize, 4096, |size, inner| size(inner))
+}
+
+unsafe extern "C" fn db_device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
+    on_db!(file, xDeviceCharacteristics, 0, |characteristics, inner| {
+        characteristics(inner)
+    })
+}
+
+unsafe extern "C" fn db_shm_map(
+    file: *mut ffi::sqlite3_file,
+    region: c_int,
+    size: c_int,
+    extend: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
+    on_db!(file, xShmMap, ffi::SQLITE_IOERR_SHMMAP, |map, inner| {
+        map(inner, region, size, extend, out)
+    })
+}
+
+/// The WAL's write lock is released here: what the WAL gathered (a
+/// rolled-back transaction's spilled frames) is written before, while the
+/// lock is still held, as the platform VFS would have written it.
+unsafe extern "C" fn db_shm_lock(
+    file: *mut ffi::sqlite3_file,
+    offset: c_int,
+    n: c_int,
+    flags: c_int,
+) -> c_int {
+    on_db!(
+        file,
+        xShmLock,
+        ffi::SQLITE_IOERR_SHMLOCK,
+        true,
+        |lock, inner| { lock(inner, offset, n, flags) }
+    )
+}
+
+unsafe extern "C" fn db_shm_barrier(file: *mut ffi::sqlite3_file) {
+    // SAFETY: as in on_db.
+    unsafe {
+        let inner = (*file.cast::<DbFile>()).inner;
+        if let Some(barrier) = (*(*inner).pMethods).xShmBarrier {
+            barrier(inner);
+        }
+    }
+}
+
+unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
+    on_db!(file, xShmUnmap, ffi::SQLITE_OK, |unmap, inner| unmap(
+        inner, delete
+    ))
+}
+
+unsafe extern "C" fn db_fetch(
+    file: *mut ffi::sqlite3_file,
+    offset: i64,
+    amount: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: `out` is SQLite's; a file that cannot map pages says so
+    // with a null page, and SQLite reads instead.
+    let unmapped = || unsafe {
+        *out = std::ptr::null_mut();
+        ffi::SQLITE_OK
+    };
+    on_db!(file, xFetch, unmapped(), |fetch, inner| fetch(
+        inner, offset, amount, out
+    ))
+}
+
+unsafe extern "C" fn db_unfetch(
+    file: *mut ffi::sqlite3_file,
+    offset: i64,
+    page: *mut c_void,
+) -> c_int {
+    on_db!(file, xUnfetch, ffi::SQLITE_OK, |unfetch, inner| unfetch(
+        inner, offset, page
+    ))
 }

@@ -3,8 +3,9 @@
 //! an acknowledged commit survives the process being killed right after
 //! it; transactions too large for one write (spilled mid-way, rewritten,
 //! past the gathering cap) come back whole when another process recovers
-//! the WAL, in `normal` and in `full`; and plain SQLite connections write
-//! the same file alongside. Recovery is the judge throughout: SQLite
+//! the WAL, in `normal` and in `full`; a rolled-back transaction's spilled
+//! frames are never written over another connection's later commits; and
+//! plain SQLite connections write the same file alongside. Recovery is the judge throughout: SQLite
 //! checks every frame's checksum when it rebuilds the WAL index, and stops
 //! at the first frame that is missing or wrong, so a frame written late,
 //! twice, or not at all loses the commits after it.
@@ -99,6 +100,9 @@ fn committing_child() {
         insert(&conn, n * 2, 1500);
         insert(&conn, n * 2 + 1, 300);
         conn.execute_batch("COMMIT").unwrap();
+        // Every frame was written by the commit itself, before SQLite
+        // published it, not by the lock's release after.
+        assert_eq!(wal_batch::late_writes(), 0);
         // The acknowledgement: nothing is written to the WAL after COMMIT
         // returns and before the next transaction.
         println!("{n}");
@@ -203,6 +207,9 @@ fn large_committing_child() {
     };
     let conn = batched(Path::new(&path), "NORMAL");
     large_transaction(&conn);
+    // The checksum rewrites after the commit frame were written as they
+    // came, not by the lock's release.
+    assert_eq!(wal_batch::late_writes(), 0);
     println!("committed");
     std::thread::sleep(std::time::Duration::from_secs(600));
 }
@@ -286,4 +293,41 @@ fn plain_sqlite_connections_write_the_same_file_alongside() {
     drop(ours);
     drop(plain);
     assert_eq!(contents(&recovered(&path)), seen);
+}
+
+/// A transaction that spilled frames to the WAL and was then rolled back
+/// leaves nothing to be written later: another connection's commits, made
+/// where those frames were, stay whole when this one reads and writes
+/// again. Transactions of many sizes, so that some end their rollback
+/// with spilled frames still gathered.
+#[test]
+fn a_rolled_back_spill_leaves_nothing_to_write_later() {
+    for rows in (20..400).step_by(9) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rolled-back.db");
+        let ours = batched(&path, "NORMAL");
+        let plain = Connection::open(&path).unwrap();
+        plain
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+        insert(&ours, 0, 100);
+        ours.execute_batch("PRAGMA cache_size = 16; BEGIN IMMEDIATE")
+            .unwrap();
+        for id in 1..rows {
+            insert(&ours, id, 700);
+        }
+        ours.execute_batch("ROLLBACK").unwrap();
+        for id in 1000..1300 {
+            plain.execute_batch("BEGIN IMMEDIATE").unwrap();
+            insert(&plain, id, 900);
+            plain.execute_batch("COMMIT").unwrap();
+        }
+        assert_eq!(contents(&ours), contents(&plain), "{rows} rows rolled back");
+        insert(&ours, 2000, 100);
+        let seen = contents(&plain);
+        assert_eq!(seen.0, 302, "{rows} rows rolled back");
+        drop(ours);
+        drop(plain);
+        assert_eq!(contents(&recovered(&path)), seen, "{rows} rows rolled back");
+    }
 }
