@@ -147,8 +147,6 @@ struct DbFile {
     inner: *mut ffi::sqlite3_file,
     /// Its WAL, once open (null before and after).
     wal: *mut WalFile,
-    /// The name SQLite opened it by, as [`OPEN_DATABASES`] knows it.
-    name: usize,
 }
 
 /// The main database files open through this VFS, by the address of the
@@ -226,7 +224,6 @@ unsafe extern "C" fn x_open(
                 },
                 inner,
                 wal: std::ptr::null_mut(),
-                name: name as usize,
             });
             open_databases().push((name as usize, db as usize));
             return rc;

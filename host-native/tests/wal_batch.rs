@@ -12,7 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use inbox_host_native::wal_batch;
@@ -80,6 +80,23 @@ fn insert(conn: &Connection, id: i64, size: i64) {
 const CHILD_DB: &str = "INBOX_WAL_BATCH_CHILD_DB";
 const CHILD_IDLE_AFTER: &str = "INBOX_WAL_BATCH_CHILD_IDLE_AFTER";
 
+/// This test binary running only the ignored child test `test` on the
+/// database `db`, its stdout piped back.
+fn child(test: &str, db: &Path) -> Command {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
+        .args([test, "--exact", "--ignored", "--nocapture", "--quiet"])
+        .env(CHILD_DB, db)
+        .stdout(Stdio::piped());
+    command
+}
+
+/// The database a child test was given, or none when it is run on its
+/// own (it then does nothing).
+fn child_db() -> Option<PathBuf> {
+    std::env::var_os(CHILD_DB).map(PathBuf::from)
+}
+
 /// The child of `an_acknowledged_commit_survives_a_kill_right_after_it`:
 /// commits one transaction after another and prints each one's number
 /// once `COMMIT` has returned, until it is killed; with
@@ -88,13 +105,13 @@ const CHILD_IDLE_AFTER: &str = "INBOX_WAL_BATCH_CHILD_IDLE_AFTER";
 #[test]
 #[ignore = "run by an_acknowledged_commit_survives_a_kill_right_after_it"]
 fn committing_child() {
-    let Ok(path) = std::env::var(CHILD_DB) else {
+    let Some(path) = child_db() else {
         return;
     };
     let idle_after: Option<i64> = std::env::var(CHILD_IDLE_AFTER)
         .ok()
         .and_then(|n| n.parse().ok());
-    let conn = batched(Path::new(&path), "NORMAL");
+    let conn = batched(&path, "NORMAL");
     for n in 1.. {
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
         insert(&conn, n * 2, 1500);
@@ -121,17 +138,7 @@ fn an_acknowledged_commit_survives_a_kill_right_after_it() {
         // rounds in the middle of writing the next one, in even rounds when
         // it has done nothing since the last COMMIT returned.
         let wanted = 40 + round * 37;
-        let mut command = Command::new(std::env::current_exe().unwrap());
-        command
-            .args([
-                "committing_child",
-                "--exact",
-                "--ignored",
-                "--nocapture",
-                "--quiet",
-            ])
-            .env(CHILD_DB, &path)
-            .stdout(Stdio::piped());
+        let mut command = child("committing_child", &path);
         if round % 2 == 0 {
             command.env(CHILD_IDLE_AFTER, wanted.to_string());
         }
@@ -195,17 +202,15 @@ fn large_then_small(path: &Path, synchronous: &str) -> (i64, i64, i64) {
     seen
 }
 
-const CHILD_LARGE_DB: &str = "INBOX_WAL_BATCH_CHILD_LARGE_DB";
-
 /// The child of `a_large_commit_survives_a_kill_right_after_it`: commits
 /// `large_transaction`, says so, and touches the database no more.
 #[test]
 #[ignore = "run by a_large_commit_survives_a_kill_right_after_it"]
 fn large_committing_child() {
-    let Ok(path) = std::env::var(CHILD_LARGE_DB) else {
+    let Some(path) = child_db() else {
         return;
     };
-    let conn = batched(Path::new(&path), "NORMAL");
+    let conn = batched(&path, "NORMAL");
     large_transaction(&conn);
     // The checksum rewrites after the commit frame were written as they
     // came, not by the lock's release.
@@ -221,18 +226,7 @@ fn large_committing_child() {
 fn a_large_commit_survives_a_kill_right_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("large-killed.db");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "large_committing_child",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--quiet",
-        ])
-        .env(CHILD_LARGE_DB, &path)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = child("large_committing_child", &path).spawn().unwrap();
     let lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let said = lines
         .map(Result::unwrap)
