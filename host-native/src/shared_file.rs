@@ -29,6 +29,13 @@
 //! again once no checkpoint runs and appends the commit again if it is
 //! missing ([`SharedFile::after_write`]).
 //!
+//! The host must be a process of its own, with no SQLite connection to the
+//! same database: POSIX locks belong to a process, and closing any
+//! descriptor of a file drops all of the process's locks on it. Each time
+//! the host reads `-shm` it would drop such a connection's SQLite locks, so
+//! `/proc/locks` would no longer show the write it must wait for, and the
+//! two would write over each other's commits.
+//!
 //! This module holds the protocol, over a [`Files`] trait the host
 //! implements (Node's `fs`, or `std::fs` in tests). It must never open the
 //! database with SQLite (the host's connection is in memory) and never hold

@@ -236,6 +236,21 @@ fn subjects(db: &Path) -> Vec<String> {
         .collect()
 }
 
+/// The threads' subjects in the order they were created.
+fn in_order(db: &Path) -> Vec<String> {
+    let conn = Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT subject FROM threads JOIN events USING (thread_id) \
+             GROUP BY thread_id ORDER BY MIN(event_id)",
+        )
+        .unwrap();
+    stmt.query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
 fn sent(response: &Response) -> bool {
     response.to_json().contains("\"ok\":true")
 }
@@ -279,20 +294,50 @@ fn an_index_rebuilt_from_before_a_commit_does_not_let_a_writer_overwrite_it() {
     assert_eq!(subjects(&db), ["native 1", "native 2", "shared 1"]);
 }
 
+/// The database a child test was given, and the environment variable that
+/// gives it. A child runs only when started by its test: run on its own it
+/// does nothing.
+const CHILD_DB: &str = "INBOX_SHARED_FILE_CHILD_DB";
+
+/// This test binary running only the ignored child test `test` on `db`,
+/// its stdout piped back.
+fn child(test: &str, db: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+    command
+        .args([test, "--exact", "--ignored", "--nocapture", "--quiet"])
+        .env(CHILD_DB, db)
+        .stdout(std::process::Stdio::piped());
+    command
+}
+
+/// Native writers run in processes of their own, as CLI processes do, and
+/// never beside the host: POSIX locks belong to a process, and closing any
+/// descriptor of a file drops all of the process's locks on it. The host's
+/// reads and writes of `-shm` would drop an in-process writer's SQLite
+/// locks, and `/proc/locks` would no longer show the write the host must
+/// wait for (the module doc of `shared_file` says so).
 #[test]
 fn both_sides_writing_at_once_lose_nothing() {
+    use std::io::{BufRead, Read};
     let (_dir, db) = initialized();
 
-    let writers: Vec<_> = (0..3)
+    let mut writers: Vec<_> = (0..3)
         .map(|w| {
-            let db = db.clone();
-            std::thread::spawn(move || {
-                let mut engine = native_engine(&db, 100 + w);
-                (0..40)
-                    .filter(|i| sent(&engine.execute(send(format!("native {w} {i:03}")))))
-                    .map(|i| format!("native {w} {i:03}"))
-                    .collect::<Vec<_>>()
-            })
+            let mut writer = child("native_writer_child", &db)
+                .env(CHILD_WRITER, w.to_string())
+                .spawn()
+                .unwrap();
+            let mut out = std::io::BufReader::new(writer.stdout.take().unwrap());
+            // The test harness prints a line of its own first.
+            let mut line = String::new();
+            while line != "ready\n" {
+                line.clear();
+                assert!(
+                    out.read_line(&mut line).unwrap() > 0,
+                    "writer {w} ended early"
+                );
+            }
+            (writer, out)
         })
         .collect();
     let mut shared = shared_engine(&db);
@@ -300,8 +345,12 @@ fn both_sides_writing_at_once_lose_nothing() {
         .filter(|i| sent(&shared.execute(send(format!("shared {i:03}")))))
         .map(|i| format!("shared {i:03}"))
         .collect();
-    for writer in writers {
-        acknowledged.extend(writer.join().unwrap());
+    for (writer, out) in &mut writers {
+        let mut printed = String::new();
+        out.read_to_string(&mut printed).unwrap();
+        assert!(writer.wait().unwrap().success());
+        let subjects = printed.lines().filter(|l| l.starts_with("native "));
+        acknowledged.extend(subjects.map(str::to_owned));
     }
     assert_eq!(
         acknowledged.len(),
@@ -314,12 +363,39 @@ fn both_sides_writing_at_once_lose_nothing() {
     assert_eq!(listed.to_json().matches("\"thread_id\"").count(), 180);
     drop(shared);
 
+    // Both sides wrote at once: native sends landed between shared ones.
+    let sides: String = in_order(&db).iter().map(|s| &s[..1]).collect();
+    let shared_span = sides.find('s').unwrap()..sides.rfind('s').unwrap();
+    assert!(sides[shared_span].contains('n'), "interleaved: {sides}");
     acknowledged.sort();
     assert_eq!(subjects(&db), acknowledged);
     assert!(
         !db.with_file_name("team.inbox.db-lock").exists(),
         "the lock is gone"
     );
+}
+
+/// Which writer a `native_writer_child` is (its subjects say so).
+const CHILD_WRITER: &str = "INBOX_SHARED_FILE_CHILD_WRITER";
+
+/// The child of `both_sides_writing_at_once_lose_nothing`: a native writer
+/// process that says `ready` once it has the file open, then sends 40
+/// threads and prints each one's subject once its send was acknowledged.
+#[test]
+#[ignore = "run by both_sides_writing_at_once_lose_nothing"]
+fn native_writer_child() {
+    let Some(db) = std::env::var_os(CHILD_DB).map(std::path::PathBuf::from) else {
+        return;
+    };
+    let w: u64 = std::env::var(CHILD_WRITER).unwrap().parse().unwrap();
+    let mut engine = native_engine(&db, 100 + w);
+    println!("ready");
+    for i in 0..40 {
+        let subject = format!("native {w} {i:03}");
+        if sent(&engine.execute(send(subject.clone()))) {
+            println!("{subject}");
+        }
+    }
 }
 
 #[test]
