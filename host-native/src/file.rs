@@ -161,13 +161,13 @@ pub fn check_database_file(path: &Path) -> Result<(), StoreError> {
 /// WAL mode (a file in rollback mode with no companions is a self-contained
 /// copy, which the caller switches to WAL).
 pub fn check_log_belongs(path: &Path) -> Result<bool, StoreError> {
-    use std::io::Read as _;
-    let mut header = [0u8; 100];
-    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut header));
-    if read.is_err() || !header.starts_with(b"SQLite format 3\0") {
+    // Through SQLite's VFS: closing a descriptor of our own would drop the
+    // locks of this process's open connections to the file.
+    let Some(header) = crate::header::read(path).filter(|h| h.starts_with(b"SQLite format 3\0"))
+    else {
         // Empty or not SQLite: the schema check says what it is.
         return Ok(true);
-    }
+    };
     if crate::wal::is_wal_mode(&header) {
         return Ok(true);
     }

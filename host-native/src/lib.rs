@@ -46,6 +46,8 @@ pub mod file;
 pub mod folder;
 #[cfg(feature = "native")]
 pub mod git;
+#[cfg(feature = "native")]
+mod header;
 pub mod lines;
 #[cfg(feature = "native")]
 pub mod open;
