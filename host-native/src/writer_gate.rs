@@ -35,7 +35,16 @@
 //!   to 52–53 ms (from 136–164 ms to 42 ms with 4 workers). With an fsync
 //!   per commit, 16 workers went from 692–736/s to 1,062–1,264/s;
 //! - a queue in arrival order (measured on a branch) bounds every wait
-//!   tighter but pays a hand-off per transaction: 20–65% of throughput.
+//!   tighter but pays a hand-off per transaction: 20–65% of throughput;
+//! - measured again once transactions were shorter (a transaction's WAL
+//!   frames written at once, see [`crate::wal_batch`]): three runs of each
+//!   threshold, alternating, on one build. With 16 workers, after 40 ms:
+//!   4,763–5,900/s, p99 43–48 ms, worst 53–57 ms; after 20 ms: 16% fewer
+//!   (4,148–4,698/s), p99 31–36 ms, worst 38–48 ms; after 12 ms: 25% fewer
+//!   (3,527–4,249/s), p99 29 ms, worst 35–40 ms. With an fsync per commit
+//!   the rates were alike (973–1,458/s) and 12 ms took the p99 from
+//!   50–57 ms to 36–41 ms. So a sooner gate still buys its tail with
+//!   throughput, and the p99 stays above 20 ms even at 12 ms.
 //!
 //! While nobody starves, the gate costs a writer two system calls (a shared
 //! `flock` taken and dropped) a millisecond at most, and a process one

@@ -424,14 +424,17 @@ const SERIALIZED: &str = "Writers serialize on SQLite's one write lock. One work
     mid-transaction holds everyone up. The race for the lock, in which the writer that just \
     let go often takes it again, is what keeps the rate this high: every design measured that \
     hands the lock over more often (a queue in arrival order, the writer gate closing after \
-    5–20 ms) lost 20–65% of it";
+    5–20 ms) lost 16–65% of it";
 
 /// Why a claim can wait long: the shortfall of the tail targets.
 const TAIL: &str = "A waiter polls SQLite's lock from a busy handler and can lose the race \
     many times in a row. The writer gate (host-native/src/writer_gate.rs) bounds that: a \
     writer that has lost it for 40 ms holds the others back until it has written, which \
-    bounds the worst claim. Closing the gate sooner meets a lower p99 (20–35 ms after 5–20 \
-    ms) but every forced hand-off costs throughput (35–50% of it, measured)";
+    bounds the worst claim. Closing the gate sooner lowers the p99 but every forced hand-off \
+    costs throughput: with 16 workers, three alternating runs of each (2026-11-27), after 20 \
+    ms the p99 was 31–36 ms with 16% less throughput, after 12 ms 29 ms with 25% less. A p99 \
+    under 20 ms would take a gate closing sooner still, trading the collapse target for this \
+    one";
 
 /// The bare SQLite queue in this run: the same load on SQLite with none of
 /// inbox's work, which tells a limit of SQLite from a cost of inbox's in
