@@ -11,8 +11,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use inbox_engine::{Engine, Request, UlidIds};
-use inbox_host_native::{HostClock, open_existing, open_or_create};
+use inbox_host_native::open_existing;
 
 /// The lock ranges this process holds on `file`, from `/proc/locks`.
 fn my_locks(file: &Path) -> Vec<String> {
@@ -36,14 +35,7 @@ fn my_locks(file: &Path) -> Vec<String> {
 fn opening_a_database_again_keeps_the_open_connections_locks() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("team.inbox.db");
-    let mut init = Engine::new(
-        open_or_create(&db).unwrap(),
-        HostClock::system(),
-        UlidIds::from_seed(1),
-    );
-    let inited = init.execute(Request::from_json(r#"{"command":"init"}"#).unwrap());
-    assert!(inited.to_json().contains("\"ok\":true"));
-    drop(init);
+    drop(inbox_host_native::open::init(&db, None).unwrap());
 
     let (first, _) = open_existing(&db, None).unwrap();
     let held = my_locks(&db);
