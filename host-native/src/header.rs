@@ -68,10 +68,11 @@ unsafe fn read_through(
     vfs: *mut ffi::sqlite3_vfs,
     filename: ffi::sqlite3_filename,
 ) -> Option<Header> {
-    // SAFETY: the caller passes a valid VFS. Its xOpen gets an 8-byte
-    // aligned allocation of its szOsFile bytes, which outlives the file:
-    // xClose runs before `storage` is dropped, and only after a successful
-    // xOpen (a failed one leaves nothing to close).
+    // SAFETY: the caller passes a valid VFS. Its xOpen gets a zeroed,
+    // 8-byte aligned allocation of its szOsFile bytes, which outlives the
+    // file: xClose runs before `storage` is dropped. As SQLite's contract
+    // says, xClose runs whenever xOpen left methods set, even if it failed,
+    // and xRead only after a successful xOpen.
     unsafe {
         let size = usize::try_from((*vfs).szOsFile).ok()?;
         let mut storage = vec![0u64; size.div_ceil(8).max(1)];
@@ -79,12 +80,10 @@ unsafe fn read_through(
         let open = (*vfs).xOpen?;
         let flags = ffi::SQLITE_OPEN_MAIN_DB | ffi::SQLITE_OPEN_READONLY;
         let mut out_flags: c_int = 0;
-        if open(vfs, filename, file, flags, &mut out_flags) != ffi::SQLITE_OK {
-            return None;
-        }
+        let opened = open(vfs, filename, file, flags, &mut out_flags) == ffi::SQLITE_OK;
         let methods = (*file).pMethods;
         let mut header: Header = [0; 100];
-        let read = if methods.is_null() {
+        let read = if !opened || methods.is_null() {
             None
         } else {
             (*methods).xRead.map(|read| {
