@@ -612,6 +612,27 @@ Examples:
   inbox serve --db postgres://board@db.example/inbox --listen 0.0.0.0 --port 8080"
     )]
     Serve(ServeArgs),
+
+    /// Keep the database open for other commands: each then costs less
+    #[command(
+        long_about = "\
+Keep this SQLite database open in one long-lived process, so that the other
+inbox commands on it hand their call to it over a Unix socket next to the
+database (DB-daemon) instead of opening the file, reading its schema and
+preparing their statements afresh: a command then costs little more than
+starting the binary. The daemon runs each call with the same engine and the
+same rules as the command would, one call at a time; nothing changes for
+the commands but their speed, and they run the call themselves whenever no
+daemon answers (none started, stopped, another build of inbox). Waits
+(watch, wait-reply), init, --engine and orch's commands always run in the
+command. Only the user who started it can use it. It prints what it serves
+as its first line on stdout and runs until SIGINT or SIGTERM.",
+        after_help = "\
+Examples:
+  inbox daemon &
+  inbox daemon --db /work/team/.agents/coord.db --json"
+    )]
+    Daemon(DaemonArgs),
     /// Print the completion script for a shell: bash, zsh, fish, powershell, elvish
     #[command(
         long_about = "\
@@ -1428,6 +1449,11 @@ pub struct ServeArgs {
     #[arg(long)]
     pub open: bool,
 }
+
+// `daemon`: everything it takes is a global flag (`--db`, `--json`).
+#[doc(hidden)]
+#[derive(Debug, Args)]
+pub struct DaemonArgs {}
 
 // `script`.
 #[doc(hidden)]

@@ -12,6 +12,7 @@
 
 pub mod args;
 mod bridge;
+mod daemon;
 mod database;
 mod generated;
 pub mod hosted;
@@ -64,6 +65,9 @@ struct Invocation {
     global: Global,
     name: String,
     action: Action,
+    /// Whether an engine call may go to the database's daemon
+    /// ([`daemon`]): `inbox`'s may, `orch`'s run beside their worktrees.
+    hand_over: bool,
 }
 
 // One per process, moved once: boxing the request would buy nothing.
@@ -159,6 +163,7 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
         Command::Man(args) => man_tool(Binary::Inbox, &name, args),
         Command::Mcp(_) => Action::Tool(Box::new(|g: &Global| launch::launch(launch::MCP, g))),
         Command::Serve(_) => Action::Tool(Box::new(|g: &Global| launch::launch(launch::SERVE, g))),
+        Command::Daemon(_) => Action::Tool(Box::new(daemon::run)),
         command => {
             let init = match &command {
                 Command::Init(args) => Some(args.durability),
@@ -173,6 +178,7 @@ fn inbox_invocation(cli: Cli, name: String) -> Invocation {
         global,
         name,
         action,
+        hand_over: true,
     }
 }
 
@@ -196,6 +202,7 @@ fn orch_invocation(cli: OrchCli, name: String) -> Invocation {
         global,
         name,
         action,
+        hand_over: false,
     }
 }
 
@@ -366,6 +373,7 @@ fn run(invocation: Invocation) -> u8 {
         global,
         name,
         action,
+        hand_over,
     } = invocation;
     let (request, init_durability, mut notes) = match action {
         Action::Tool(tool) => return tool(&global),
@@ -410,11 +418,26 @@ fn run(invocation: Invocation) -> u8 {
         idempotency_key: global.idempotency_key.clone(),
         agent_token: global.agent_token.clone(),
     };
-    let executed = match execute_on(on, call, clock, None) {
-        Ok(Some(executed)) => executed,
-        // Only a stop ends a wait without an answer, and a command has none.
-        Ok(None) => return finish(&fail(stopped()), json, None, &notes),
-        Err(error) => return finish(&fail(error), json, None, &notes),
+    let handed = if hand_over {
+        daemon::hand_over(on, &call, &clock)
+    } else {
+        daemon::Handed::NotRun
+    };
+    let executed = match handed {
+        daemon::Handed::Ran(ran) if json => {
+            return finish_json(&ran.json, ran.exit, ran.changed, &notes);
+        }
+        daemon::Handed::Ran(ran) => match ran.executed() {
+            Ok(executed) => executed,
+            Err(error) => return finish(&fail(error), json, None, &notes),
+        },
+        daemon::Handed::Lost(error) => return finish(&fail(error), json, None, &notes),
+        daemon::Handed::NotRun => match execute_on(on, call, clock, None) {
+            Ok(Some(executed)) => executed,
+            // Only a stop ends a wait without an answer, and a command has none.
+            Ok(None) => return finish(&fail(stopped()), json, None, &notes),
+            Err(error) => return finish(&fail(error), json, None, &notes),
+        },
     };
     let context = render::Context {
         now: executed.now,
@@ -606,41 +629,76 @@ pub(crate) fn finish(
     context: Option<&render::Context>,
     notes: &[String],
 ) -> u8 {
-    let notes = note_lines(notes);
-    let (out, err) = if json {
-        (format!("{}\n", response.to_json()), String::new())
-    } else {
-        let fallback = render::Context {
-            now: inbox_engine::Timestamp::from_millis(0),
-            agent: None,
-            new_thread: false,
-            durability: None,
-            database: None,
-        };
-        render::human(response, context.unwrap_or(&fallback))
+    if json {
+        return finish_json(
+            &response.to_json(),
+            response.exit_code(),
+            changed(response),
+            notes,
+        );
+    }
+    let fallback = render::Context {
+        now: inbox_engine::Timestamp::from_millis(0),
+        agent: None,
+        new_thread: false,
+        durability: None,
+        database: None,
     };
-    // What a successful command's table row says it does; `show` with
-    // `mark_read` only moves a cursor, which a rerun moves again.
-    let effect = match response {
-        Response::Success(output) if output.command().effect() == Effect::Write => {
-            output::Effect::Changed
+    let (out, err) = render::human(response, context.unwrap_or(&fallback));
+    deliver(
+        &out,
+        &err,
+        response.exit_code(),
+        changed(response),
+        notes,
+        || response.to_json(),
+    )
+}
+
+/// Delivers a response already in the JSON contract (`line`, one line),
+/// with its exit code and whether it changed the store.
+fn finish_json(line: &str, exit: u8, changed: bool, notes: &[String]) -> u8 {
+    deliver(&format!("{line}\n"), "", exit, changed, notes, || {
+        line.to_owned()
+    })
+}
+
+/// Whether a response is a successful write: what its table row says it
+/// does; `show` with `mark_read` only moves a cursor, which a rerun moves
+/// again.
+fn changed(response: &Response) -> bool {
+    matches!(response, Response::Success(output) if output.command().effect() == Effect::Write)
+}
+
+/// Writes a command's output and its notes, and says on stderr what
+/// happened to a change whose result could not be written.
+fn deliver(
+    out: &str,
+    err: &str,
+    exit: u8,
+    changed: bool,
+    notes: &[String],
+    json: impl FnOnce() -> String,
+) -> u8 {
+    let effect = if changed {
+        output::Effect::Changed
+    } else {
+        output::Effect::Read
+    };
+    // The contract puts `ok` first in every response.
+    let lost = || {
+        let json = json();
+        if json.starts_with("{\"ok\":true") {
+            format!("the command took effect; its result was: {json}")
+        } else {
+            format!("the command failed: {json}")
         }
-        _ => output::Effect::Read,
     };
     output::deliver(
-        &out,
-        &format!("{notes}{err}"),
-        response.exit_code(),
+        out,
+        &format!("{}{err}", note_lines(notes)),
+        exit,
         effect,
-        || {
-            if response.is_ok() {
-                format!(
-                    "the command took effect; its result was: {}",
-                    response.to_json()
-                )
-            } else {
-                format!("the command failed: {}", response.to_json())
-            }
-        },
+        lost,
     )
 }

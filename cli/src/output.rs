@@ -90,7 +90,7 @@ pub(crate) fn stderr(text: &str) {
 
 /// Writes all of `text` to stdout and flushes it, so a failure is seen here
 /// rather than lost at exit.
-fn write_stdout(text: &str) -> std::io::Result<()> {
+pub(crate) fn write_stdout(text: &str) -> std::io::Result<()> {
     let mut stdout = anstream::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()

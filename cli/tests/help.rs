@@ -99,6 +99,7 @@ fn the_subcommands_are_the_engine_s_commands_and_the_tools() {
             "bridge-teams",
             "mcp",
             "serve",
+            "daemon",
             "completions",
             "man"
         ]

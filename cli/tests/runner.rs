@@ -22,6 +22,7 @@ mod bridge_teams;
 mod clock;
 mod completions_and_man;
 mod concurrency;
+mod daemon;
 mod database;
 mod export_import;
 mod file_safety;

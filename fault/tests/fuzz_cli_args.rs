@@ -299,10 +299,11 @@ fn run_binary(inbox: &Inbox, argv: &[OsString]) -> Result<(), TestCaseError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = command.spawn().unwrap();
-    // A server (`serve`) runs until it is stopped: one still running after
-    // a few seconds is stopped, and its first line (where it listens) is
-    // checked as any command's answer. Anything else must end by itself.
-    let server = sub == "serve";
+    // A server (`serve`, `daemon`) runs until it is stopped: one still
+    // running after a few seconds is stopped, and its first line (where it
+    // listens) is checked as any command's answer. Anything else must end
+    // by itself.
+    let server = matches!(sub.as_str(), "serve" | "daemon");
     let limit = Duration::from_secs(if server { 3 } else { 20 });
     let deadline = std::time::Instant::now() + limit;
     let mut stopped = false;

@@ -48,6 +48,12 @@ impl HostClock {
         }
     }
 
+    /// Whether this is the system clock, not one started at a chosen
+    /// instant.
+    pub fn is_system(&self) -> bool {
+        self.start.is_none()
+    }
+
     /// In a test build, [`HostClock::starting_at`] the instant in
     /// `INBOX_NOW` if it is set (a value that does not parse is an error, so
     /// a typo never silently runs on real time); otherwise, and always in a

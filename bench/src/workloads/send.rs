@@ -34,6 +34,13 @@ const VERSION_LABEL: &str = "inbox --version (no database)";
 /// fresh process, with none of inbox's code.
 const SQLITE_FLOOR_LABEL: &str = "SQLite floor: inbox-bench-sqlite-floor";
 
+/// The row of the per-process table whose `inbox send` runs alone.
+const INBOX_LABEL: &str = "inbox send";
+
+/// The row of the per-process table whose `inbox send` hands its call to
+/// `inbox daemon`.
+const DAEMON_LABEL: &str = "inbox send, to `inbox daemon`";
+
 /// Sends made by each producer before the clock starts.
 const WARMUP: u64 = 3;
 
@@ -208,6 +215,8 @@ struct CliFigures {
     version: f64,
     /// One row committed to SQLite by `inbox-bench-sqlite-floor`.
     sqlite: f64,
+    /// `inbox send` handing its call to `inbox daemon`.
+    daemon: f64,
 }
 
 /// The per-process half: a table per durability and one bar chart.
@@ -222,7 +231,10 @@ fn per_process_tables(ctx: &Ctx, section: &mut Section) -> Result<CliFigures> {
          twice: with the seed's own `sh -c 'echo \"$MESSAGE\" >> inbox'` and with \
          `inbox-bench-peer`, a small Rust helper in this crate that does the same append \
          (the helper also serves the JSON-array and file-drop peers, and is the only way to \
-         fsync). Redis uses `redis-cli LPUSH`, PostgreSQL `psql -c 'INSERT ...'`. The \
+         fsync). `inbox send, to inbox daemon` is the same send with `inbox daemon` serving \
+         its database (a store of its own, kept between configurations: the daemon holds it \
+         open), so the command hands its call over instead of opening the file. Redis uses \
+         `redis-cli LPUSH`, PostgreSQL `psql -c 'INSERT ...'`. The \
          one-producer figures are sampled round-robin (one process of each command in turn) \
          so that load from other work on the machine affects every command alike; the \
          one-producer rate is the reciprocal of the mean.",
@@ -241,9 +253,12 @@ fn per_process_tables(ctx: &Ctx, section: &mut Section) -> Result<CliFigures> {
             for &p in producers.iter().filter(|p| **p > 1) {
                 rates.push(many_producers_rate(ctx, durability, command, p, total)?);
             }
-            if command.label.starts_with("inbox send") && durability == Durability::Normal {
+            if command.label == INBOX_LABEL && durability == Durability::Normal {
                 figures.inbox = p1.p50;
                 figures.floor = floor;
+            }
+            if command.label == DAEMON_LABEL && durability == Durability::Normal {
+                figures.daemon = p1.p50;
             }
             if command.label == VERSION_LABEL {
                 figures.version = p1.p50;
@@ -369,6 +384,21 @@ fn conclusions(
         "Where an `inbox send` process's time goes (normal durability): {why}"
     ));
     let cli_ratio = super::cli_cost_checks(&mut section.checks, "send", cli.inbox, cli.floor, &why);
+    let daemon_why = format!(
+        "A send handed to the daemon still starts the inbox binary and parses its arguments \
+         ({} over the floor for `inbox --version`, no database), then makes one round trip to \
+         the daemon, which runs the call on its warm connection (an in-process send takes {}); \
+         the rest is the command's own reading of its arguments, the JSON and exiting",
+        fmt_us(cli.version - cli.floor),
+        fmt_us(inproc_send)
+    );
+    let daemon_ratio = super::cli_cost_checks(
+        &mut section.checks,
+        "send` to `inbox daemon",
+        cli.daemon,
+        cli.floor,
+        &daemon_why,
+    );
     let rates = normal.map_or(&[][..], |r| r.rates.as_slice());
     let one = rates.first().copied().unwrap_or(0.0);
     let best = rates.iter().copied().fold(0.0, f64::max);
@@ -399,11 +429,14 @@ fn conclusions(
         .unwrap_or(0.0);
     section.headlines.push(format!(
         "in process, one producer: inbox {} ({} with fsync per commit); \
-         a CLI `send` process takes {} = {} the spawn floor",
+         a CLI `send` process takes {} = {} the spawn floor ({} = {} with `inbox daemon` \
+         running)",
         fmt_rate(one),
         fmt_rate(full_one),
         fmt_us(cli.inbox),
-        fmt_ratio(Some(cli_ratio))
+        fmt_ratio(Some(cli_ratio)),
+        fmt_us(cli.daemon),
+        fmt_ratio(Some(daemon_ratio))
     ));
     Ok(())
 }
@@ -581,6 +614,7 @@ fn cli_commands(ctx: &Ctx, durability: Durability) -> Result<Vec<CliCommand>> {
     let mut list = baseline_commands(ctx, durability);
     list.push(sqlite_floor_command(ctx, durability)?);
     list.push(inbox_command(ctx, durability));
+    list.push(daemon_command(ctx, durability)?);
     list.extend(file_commands(ctx, durability));
     list.extend(server_commands(ctx, durability));
     Ok(list)
@@ -629,9 +663,76 @@ fn baseline_commands(ctx: &Ctx, durability: Durability) -> Vec<CliCommand> {
 
 /// `inbox send`.
 fn inbox_command(ctx: &Ctx, durability: Durability) -> CliCommand {
-    let program = ctx.bins.inbox.clone();
     let db = ctx.target(System::Inbox, durability).path;
-    CliCommand::new("inbox send", Some(System::Inbox), move |p, s| {
+    CliCommand::new(INBOX_LABEL, Some(System::Inbox), send_command(ctx, db))
+}
+
+/// `inbox send` to a database of its own that `inbox daemon` serves for as
+/// long as the command is kept. Its store is not made afresh between
+/// configurations: the daemon keeps it open.
+fn daemon_command(ctx: &Ctx, durability: Durability) -> Result<CliCommand> {
+    let db = ctx
+        .tmp
+        .path()
+        .join(format!("daemon-{}.db", durability.as_str()));
+    let daemon = Daemon::start(ctx, &db, durability)?;
+    let send = send_command(ctx, db);
+    Ok(CliCommand::new(DAEMON_LABEL, None, move |p, s| {
+        let _serving = &daemon;
+        send(p, s)
+    }))
+}
+
+/// `inbox daemon` serving one database, stopped when dropped.
+struct Daemon(std::process::Child);
+
+impl Daemon {
+    /// Creates the database at `db` and starts a daemon on it; returns
+    /// once it listens.
+    fn start(ctx: &Ctx, db: &std::path::Path, durability: Durability) -> Result<Daemon> {
+        let mut init = Command::new(&ctx.bins.inbox);
+        init.args([
+            "init",
+            "--json",
+            "--durability",
+            durability.as_str(),
+            "--db",
+        ])
+        .arg(db);
+        run_checked(&mut init, &[])?;
+        let mut child = Command::new(&ctx.bins.inbox)
+            .args(["daemon", "--json", "--db"])
+            .arg(db)
+            .env_remove("INBOX_NOW")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let mut first = String::new();
+        if let Some(out) = child.stdout.take() {
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut first)?;
+        }
+        let daemon = Daemon(child);
+        if !first.starts_with("{\"ok\":true") {
+            return Err(anyhow!("inbox daemon did not start: {first:?}"));
+        }
+        Ok(daemon)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `inbox send` of producer `p`'s message `s` to the database at `db`.
+fn send_command(
+    ctx: &Ctx,
+    db: std::path::PathBuf,
+) -> impl Fn(usize, u64) -> Command + Sync + 'static {
+    let program = ctx.bins.inbox.clone();
+    move |p, s| {
         let mut cmd = Command::new(&program);
         cmd.env("INBOX_DB", &db)
             .env_remove("INBOX_AGENT")
@@ -646,7 +747,7 @@ fn inbox_command(ctx: &Ctx, durability: Durability) -> CliCommand {
                 "Benchmark task {p}-{s}: a task assignment of about the size the peers send."
             ));
         cmd
-    })
+    }
 }
 
 /// The file peers: the seed's own shell append (normal durability), and
