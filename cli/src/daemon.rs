@@ -13,11 +13,12 @@
 //! the `sqlite3` shell and the wasm package keep working beside it.
 //!
 //! The protocol, on `<db>-daemon`, a Unix socket next to the database: the
-//! command writes one line, `{"protocol", "build", "call"}`, and reads one
-//! line back, `{"ran": {"response", "now", "durability"}}`, or
-//! `{"refused": "why"}` when the daemon ran nothing (another build of
-//! inbox, the database replaced and not reopened); the command then runs
-//! the call itself. A call is only run once its whole line (newline
+//! command writes one line, `{"protocol", "build", "request",
+//! "idempotency_key", "agent_token"}`, and reads back either
+//! `{"ran": {"exit", "changed", "now", "durability"}}` followed by a line
+//! with the response in the JSON contract, or `{"refused": "why"}` when the
+//! daemon ran nothing (another build of inbox, the database replaced and
+//! not reopened); the command then runs the call itself. A call is only run once its whole line (newline
 //! included) has arrived, so a command whose line was not all sent may run
 //! it itself; once it was, an answer that never comes is an error saying
 //! the command may have run, never a second run.
@@ -70,14 +71,17 @@ const ANSWER_WAIT: Duration = Duration::from_secs(60);
 /// answer.
 const CONNECTION_WAIT: Duration = Duration::from_secs(5);
 
-/// What a command sends.
+/// What a command sends: the call, its request as the engine's wire
+/// writes it (`R`: the request itself when written, its raw JSON when
+/// read) beside the envelope's fields.
 #[derive(Serialize, Deserialize)]
-struct Ask {
+struct Ask<R> {
     protocol: String,
     /// The executable's identity ([`build`]): only the same build answers.
     build: String,
-    /// The call, as [`Call::to_value`] writes it.
-    call: Box<RawValue>,
+    request: R,
+    idempotency_key: Option<String>,
+    agent_token: Option<String>,
 }
 
 /// What a daemon answers.
@@ -219,7 +223,9 @@ fn ask_line(call: &Call) -> Option<Vec<u8>> {
     let ask = Ask {
         protocol: PROTOCOL.into(),
         build: build(),
-        call: serde_json::value::to_raw_value(&call.to_value()).ok()?,
+        request: &call.request,
+        idempotency_key: call.idempotency_key.clone(),
+        agent_token: call.agent_token.clone(),
     };
     let mut line = serde_json::to_vec(&ask).ok()?;
     line.push(b'\n');
@@ -329,7 +335,8 @@ struct Daemon {
 /// The engine over the database, and which file it opened.
 struct Served {
     engine: crate::runner::Runner,
-    durability: Durability,
+    /// The schema and durability the file recorded when it was opened.
+    recorded: open::Recorded,
     /// The database file (device, inode) when it was opened: a call finds
     /// the path naming another file (moved, restored from a copy) and the
     /// daemon reopens it, as a command would open the new one.
@@ -450,15 +457,20 @@ impl Daemon {
     /// Runs one call line: the answer, and the response when it ran.
     fn run_line(&mut self, line: &[u8]) -> (Answer, Option<String>) {
         let refused = |why: &str| (Answer::Refused(why.to_owned()), None);
-        let ask: Ask = match serde_json::from_slice(line) {
+        let ask: Ask<Box<RawValue>> = match serde_json::from_slice(line) {
             Ok(ask) => ask,
             Err(e) => return refused(&format!("not a call of {PROTOCOL}: {e}")),
         };
         if ask.protocol != PROTOCOL || ask.build != self.build {
             return refused("another build of inbox: the command runs it itself");
         }
-        let Ok(call) = Call::from_json(ask.call.get()) else {
+        let Ok(request) = inbox_engine::Request::from_json(ask.request.get()) else {
             return refused("a call this build does not read");
+        };
+        let call = Call {
+            request,
+            idempotency_key: ask.idempotency_key,
+            agent_token: ask.agent_token,
         };
         if call.request.effect() == Effect::Wait {
             return refused("a wait runs in the command");
@@ -472,17 +484,23 @@ impl Daemon {
             exit: response.exit_code(),
             changed: crate::changed(&response),
             now: served.engine.now().to_string(),
-            durability: served.durability.as_str().into(),
+            durability: served.recorded.durability.as_str().into(),
         };
         self.ran += 1;
         (Answer::Ran(ran), Some(response.to_json()))
     }
 
-    /// The engine over the file the database's path names now, reopened
-    /// if the path names another file than the one open.
+    /// The engine over the file the database's path names now: reopened
+    /// when the path names another file, or `inbox init` changed the
+    /// schema or the durability the file records, as a fresh command would
+    /// open it (and refuse a schema of a newer inbox).
     fn current(&mut self) -> Result<&mut Served, EngineError> {
-        let now = identity(&self.db).ok();
-        if self.served.as_ref().is_none_or(|s| Some(s.file) != now) {
+        let file = identity(&self.db).ok();
+        let current = self.served.as_ref().is_some_and(|served| {
+            Some(served.file) == file
+                && open::recorded(served.engine.store()).ok() == Some(served.recorded)
+        });
+        if !current {
             self.served = None;
             self.served = Some(Served::open(&self.db)?);
         }
@@ -503,15 +521,16 @@ impl Served {
     /// Opens the database at `db` as a long-lived host does.
     fn open(db: &Path) -> Result<Served, EngineError> {
         let file = identity(db).map_err(|e| refused(&format!("{}: {e}", db.display())))?;
-        let (mut store, durability) = open::open_existing(db, None).map_err(EngineError::Store)?;
+        let (mut store, _) = open::open_existing(db, None).map_err(EngineError::Store)?;
         inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
             .map_err(EngineError::Store)?;
+        let recorded = open::recorded(&store).map_err(EngineError::Store)?;
         // The daemon runs on the system clock: a command whose clock is
         // not (a test build's INBOX_NOW) runs its call itself.
         let engine = crate::runner::EngineChoice::BuiltIn.start(store, HostClock::system())?;
         Ok(Served {
             engine,
-            durability,
+            recorded,
             file,
         })
     }
@@ -559,4 +578,43 @@ fn refused(why: &str) -> EngineError {
     EngineError::Store(inbox_engine::StoreError::other(format!(
         "inbox daemon: {why}"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// `inbox init --durability` on a served database: the next call runs
+    /// with the durability it recorded, as a fresh command would.
+    #[test]
+    fn a_recorded_durability_change_reopens_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("coord.db");
+        open::init(&db, None).unwrap();
+        let mut daemon = Daemon::start(db.clone()).unwrap();
+        let durability = |daemon: &mut Daemon| daemon.current().unwrap().recorded.durability;
+        assert_eq!(durability(&mut daemon), Durability::Normal);
+        open::init(&db, Some(Durability::Full)).unwrap();
+        assert_eq!(durability(&mut daemon), Durability::Full);
+        daemon.remove_socket();
+        assert!(!socket_path(&db).exists());
+    }
+
+    /// A line is read whole, up to its bound, and never past it.
+    #[test]
+    fn lines_are_bounded() {
+        let (mut near, far) = UnixStream::pair().unwrap();
+        near.write_all(b"{}\n0123456789").unwrap();
+        drop(near);
+        let mut from = BufReader::new((&far).take(8));
+        assert_eq!(read_line(&mut from).unwrap(), Some(b"{}".to_vec()));
+        assert!(read_line(&mut from).is_err(), "longer than what is left");
+        let (mut near, far) = UnixStream::pair().unwrap();
+        near.write_all(b"cut").unwrap();
+        drop(near);
+        let mut from = BufReader::new((&far).take(8));
+        assert_eq!(read_line(&mut from).unwrap(), None);
+    }
 }

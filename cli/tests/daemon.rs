@@ -406,3 +406,17 @@ fn a_replaced_database_is_reopened_as_a_command_would_open_it() {
     assert_eq!(subjects, ["new"]);
     assert_eq!(daemon.stop(), (0, 3));
 }
+
+#[test]
+fn a_schema_of_a_newer_inbox_is_refused_as_a_command_alone_refuses_it() {
+    let env = TestEnv::initialized();
+    let daemon = Daemon::start(&env, &[]);
+    json(&env, &["list"]);
+    let conn = rusqlite::Connection::open(env.db()).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let (status, refused) = json(&env, &["list"]);
+    assert_eq!(refused["error"]["code"], "schema_too_new", "{refused}");
+    assert_eq!(refused, env.json(&["list"], status));
+    assert_eq!(daemon.stop(), (0, 1));
+}

@@ -379,6 +379,32 @@ pub fn stored_durability(store: &SqliteStore) -> Result<Durability, StoreError> 
     }
 }
 
+/// What a database file records that decides how commands run on it: its
+/// schema version and its durability. A host that keeps a store open
+/// across commands (`inbox daemon`) reads it before each one and reopens
+/// the file when it changed (`inbox init` of this inbox or a newer one), so
+/// that every command runs as it would on a freshly opened file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// `PRAGMA user_version`.
+    pub schema: i64,
+    /// [`stored_durability`].
+    pub durability: Durability,
+}
+
+/// Reads [`Recorded`], with statements kept prepared between calls.
+pub fn recorded(store: &SqliteStore) -> Result<Recorded, StoreError> {
+    let schema = store
+        .connection()
+        .prepare_cached("PRAGMA user_version")
+        .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
+        .map_err(|e| crate::store::store_error(e, store.location()))?;
+    Ok(Recorded {
+        schema,
+        durability: stored_durability(store)?,
+    })
+}
+
 /// Records the durability every process should use, and applies it here.
 pub fn set_durability(store: &SqliteStore, durability: Durability) -> Result<(), StoreError> {
     store.set_setting("durability", durability.as_str())?;

@@ -43,6 +43,40 @@ pub(crate) fn create(path: &Path, durability: Durability) -> Result<()> {
     )
 }
 
+/// `inbox daemon` serving the database at a path, stopped (killed) when
+/// dropped: the rows whose commands hand their calls to it.
+pub(crate) struct Daemon(std::process::Child);
+
+impl Daemon {
+    /// Starts `inbox` (`program`) as the daemon of the existing database
+    /// at `db`; returns once it listens.
+    pub(crate) fn serve(program: &Path, db: &Path) -> Result<Daemon> {
+        let mut child = std::process::Command::new(program)
+            .args(["daemon", "--json", "--db"])
+            .arg(db)
+            .env_remove("INBOX_NOW")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let mut first = String::new();
+        if let Some(out) = child.stdout.take() {
+            std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut first)?;
+        }
+        let daemon = Daemon(child);
+        if !first.starts_with("{\"ok\":true") {
+            bail!("inbox daemon did not start on {}: {first:?}", db.display());
+        }
+        Ok(daemon)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Opens an engine on an existing database for a process that runs many
 /// commands (in-process producers, worker and waiter roles), as an embedding
 /// host would: with the long-lived checkpoint policy, not the CLI's

@@ -63,6 +63,9 @@ pub(crate) enum System {
     /// before the writer gate (the claim workload's worker processes
     /// only).
     InboxNoGate,
+    /// inbox's CLI with `inbox daemon` serving its database (the claim
+    /// workload's per-command workers only).
+    InboxDaemon,
     /// A bare SQLite queue: one statement per transaction, SQLite's own
     /// busy handler (the claim workload's worker processes only).
     SqliteQueue,
@@ -116,6 +119,7 @@ impl System {
         match self {
             System::Inbox => "inbox",
             System::InboxNoGate => "inbox, no writer gate",
+            System::InboxDaemon => "inbox, to inbox daemon",
             System::SqliteQueue => "bare SQLite queue",
             System::Jsonl => "JSONL inbox",
             System::JsonArray => "JSON array + lock",
@@ -262,7 +266,9 @@ impl Target {
     /// Empties the system's store and creates what the workloads need.
     pub(crate) fn prepare(&self) -> Result<()> {
         match self.system {
-            System::Inbox | System::InboxNoGate => inbox::create(&self.path, self.durability),
+            System::Inbox | System::InboxNoGate | System::InboxDaemon => {
+                inbox::create(&self.path, self.durability)
+            }
             System::SqliteQueue => sqlite_queue::prepare(&self.path),
             System::Jsonl | System::JsonArray | System::FileDrop => {
                 if self.path.exists() {
@@ -308,7 +314,9 @@ impl Target {
     pub(crate) fn queue(&self, worker: usize) -> Result<Box<dyn Queue>> {
         let fsync = self.durability.fsync();
         Ok(match self.system {
-            System::Inbox => Box::new(inbox::InboxQueue::open(&self.path, worker)?),
+            System::Inbox | System::InboxDaemon => {
+                Box::new(inbox::InboxQueue::open(&self.path, worker)?)
+            }
             System::InboxNoGate => Box::new(inbox::InboxQueue::open_without_gate(&self.path)?),
             System::SqliteQueue => Box::new(sqlite_queue::SqliteQueue::open(
                 &self.path,
@@ -378,6 +386,7 @@ impl Target {
             System::InboxNoGate => {
                 bail!("inbox without its writer gate is not in the wait workloads")
             }
+            System::InboxDaemon => bail!("inbox through its daemon is not in the wait workloads"),
             System::SqliteQueue => bail!("the bare SQLite queue is not in the wait workloads"),
             System::PostgresOrdered | System::PostgresOrderedInServer => {
                 bail!("the ordered-log variants are not in the wait workloads")

@@ -58,6 +58,9 @@ struct Inbox {
     claim_cmd: Summary,
     /// The spawn floor it is read against.
     floor: f64,
+    /// The same command handed to `inbox daemon`, and its floor.
+    claim_daemon: Summary,
+    daemon_floor: f64,
     /// The bare SQLite queue's worker processes (normal durability), by
     /// number of workers: what SQLite itself does under the same load.
     bare: HashMap<usize, Outcome>,
@@ -215,8 +218,9 @@ fn worker_process_plot(
 }
 
 /// The systems with a CLI variant, in table order.
-const CLI_SYSTEMS: [System; 6] = [
+const CLI_SYSTEMS: [System; 7] = [
     System::Inbox,
+    System::InboxDaemon,
     System::Jsonl,
     System::JsonArray,
     System::FileDrop,
@@ -245,6 +249,16 @@ fn cli_tables(ctx: &Ctx, section: &mut Section, inbox: &mut Inbox) -> Result<()>
         let mut table = cli_table(durability, floor);
         for system in CLI_SYSTEMS {
             let target = ctx.target(system, durability);
+            // Made afresh for each run below; the daemon reopens it.
+            let _daemon = if system == System::InboxDaemon {
+                target.prepare()?;
+                Some(crate::peers::inbox::Daemon::serve(
+                    &ctx.bins.inbox,
+                    &target.path,
+                )?)
+            } else {
+                None
+            };
             for &w in &workers {
                 progress(&format!(
                     "claim per process: {} ({}), {w} workers",
@@ -257,11 +271,17 @@ fn cli_tables(ctx: &Ctx, section: &mut Section, inbox: &mut Inbox) -> Result<()>
                 // claim process: a paired baseline under the same load.
                 let paired = Summary::of(outcome.times("floor"));
                 let floor_row = if paired.is_empty() { floor } else { paired.p50 };
-                if system == System::Inbox {
+                if matches!(system, System::Inbox | System::InboxDaemon) {
                     inbox.duplicates += outcome.duplicates + outcome.lost;
-                    if w == 1 && durability == Durability::Normal {
+                }
+                if w == 1 && durability == Durability::Normal {
+                    if system == System::Inbox {
                         inbox.claim_cmd = cmd;
                         inbox.floor = floor_row;
+                    }
+                    if system == System::InboxDaemon {
+                        inbox.claim_daemon = cmd;
+                        inbox.daemon_floor = floor_row;
                     }
                 }
                 let mut cells = vec![
@@ -396,7 +416,7 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
         inbox.duplicates == 0,
         "tasks were finished twice or never; see the tables".into(),
     ));
-    let cli_ratio = cli_check(section, inbox);
+    let (cli_ratio, daemon_ratio) = cli_check(section, inbox);
     let full_one = inbox
         .outcomes
         .get(&(Durability::Full, 1))
@@ -404,7 +424,8 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
     section.headlines.push(format!(
         "inbox workers finish {} with one worker process ({} with fsync per commit), \
          best {} with {} workers; worst claim latency with {most} workers {}; {} duplicates; \
-         a CLI `claim` process takes {} = {} the spawn floor",
+         a CLI `claim` process takes {} = {} the spawn floor ({} = {} with `inbox daemon` \
+         running)",
         fmt_rate(one),
         fmt_rate(full_one),
         fmt_rate(best.0),
@@ -412,7 +433,9 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
         fmt_us(max_latency),
         inbox.duplicates,
         fmt_us(inbox.claim_cmd.p50),
-        fmt_ratio(Some(cli_ratio))
+        fmt_ratio(Some(cli_ratio)),
+        fmt_us(inbox.claim_daemon.p50),
+        fmt_ratio(Some(daemon_ratio))
     ));
 }
 
@@ -560,9 +583,10 @@ fn throughput_checks(
     ));
 }
 
-/// The CLI claim targets; returns the ratio to the floor.
-fn cli_check(section: &mut Section, inbox: &Inbox) -> f64 {
-    super::cli_cost_checks(
+/// The CLI claim targets, alone and through `inbox daemon`; returns the
+/// two ratios to the floor.
+fn cli_check(section: &mut Section, inbox: &Inbox) -> (f64, f64) {
+    let alone = super::cli_cost_checks(
         &mut section.checks,
         "claim",
         inbox.claim_cmd.p50,
@@ -571,7 +595,16 @@ fn cli_check(section: &mut Section, inbox: &Inbox) -> f64 {
          starting a process; section 1's SQLite floor (one row committed from a fresh process, \
          none of inbox's code) shows how much of that any SQLite write from a process of its \
          own pays",
-    )
+    );
+    let daemon = super::cli_cost_checks(
+        &mut section.checks,
+        "claim` to `inbox daemon",
+        inbox.claim_daemon.p50,
+        inbox.daemon_floor,
+        "As for `send` (section 1): starting the inbox binary and parsing its arguments, one \
+         round trip, and the daemon's own run of the call",
+    );
+    (alone, daemon)
 }
 
 /// Fills a fresh queue with `tasks` tasks (untimed).
@@ -781,7 +814,7 @@ fn cli_claim(
     let durability = target.durability;
     let claim = |id: String, handle: String, token| CliClaim { id, handle, token };
     Ok(match target.system {
-        System::Inbox | System::InboxPg => {
+        System::Inbox | System::InboxDaemon | System::InboxPg => {
             // One atomic command picks and leases the next pending
             // thread, as a worker agent would; exit 10 means drained.
             let mut cmd = ctx.inbox(&target.db());
@@ -857,7 +890,7 @@ fn cli_claim(
 fn cli_done(ctx: &Ctx, target: &Target, worker: usize, claimed: &CliClaim) -> Command {
     let handle = &claimed.handle;
     match target.system {
-        System::Inbox | System::InboxPg => {
+        System::Inbox | System::InboxDaemon | System::InboxPg => {
             let mut cmd = ctx.inbox(&target.db());
             cmd.args(["done", "--agent", "worker", "--summary", "ok", "--json"])
                 .arg("--thread")

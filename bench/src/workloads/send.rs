@@ -675,55 +675,13 @@ fn daemon_command(ctx: &Ctx, durability: Durability) -> Result<CliCommand> {
         .tmp
         .path()
         .join(format!("daemon-{}.db", durability.as_str()));
-    let daemon = Daemon::start(ctx, &db, durability)?;
+    inbox::create(&db, durability)?;
+    let daemon = inbox::Daemon::serve(&ctx.bins.inbox, &db)?;
     let send = send_command(ctx, db);
     Ok(CliCommand::new(DAEMON_LABEL, None, move |p, s| {
         let _serving = &daemon;
         send(p, s)
     }))
-}
-
-/// `inbox daemon` serving one database, stopped when dropped.
-struct Daemon(std::process::Child);
-
-impl Daemon {
-    /// Creates the database at `db` and starts a daemon on it; returns
-    /// once it listens.
-    fn start(ctx: &Ctx, db: &std::path::Path, durability: Durability) -> Result<Daemon> {
-        let mut init = Command::new(&ctx.bins.inbox);
-        init.args([
-            "init",
-            "--json",
-            "--durability",
-            durability.as_str(),
-            "--db",
-        ])
-        .arg(db);
-        run_checked(&mut init, &[])?;
-        let mut child = Command::new(&ctx.bins.inbox)
-            .args(["daemon", "--json", "--db"])
-            .arg(db)
-            .env_remove("INBOX_NOW")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
-        let mut first = String::new();
-        if let Some(out) = child.stdout.take() {
-            std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut first)?;
-        }
-        let daemon = Daemon(child);
-        if !first.starts_with("{\"ok\":true") {
-            return Err(anyhow!("inbox daemon did not start: {first:?}"));
-        }
-        Ok(daemon)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `inbox send` of producer `p`'s message `s` to the database at `db`.
