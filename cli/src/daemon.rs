@@ -306,10 +306,18 @@ pub(crate) fn run(global: &Global) -> u8 {
         let response = Response::failure(Some("daemon".into()), error);
         crate::finish(&response, global.json, None, &[])
     };
-    if let Err(error) = crate::database::file_only(global, "daemon") {
-        return fail(error);
-    }
-    let (db, _) = crate::resolve_db(global);
+    let db = match crate::database::Database::resolve(global).0 {
+        crate::database::Database::File(db) => db,
+        crate::database::Database::Postgres { .. } => {
+            return fail(EngineError::InvalidValue {
+                field: "db".into(),
+                problem: "names a PostgreSQL database; `inbox daemon` keeps an SQLite file \
+                          open (commands on PostgreSQL already talk to its server): name an \
+                          SQLite file with --db"
+                    .into(),
+            });
+        }
+    };
     match Daemon::start(db.path) {
         Ok(daemon) => daemon.serve(global.json),
         Err(error) => fail(error),
@@ -520,8 +528,8 @@ impl Daemon {
 impl Served {
     /// Opens the database at `db` as a long-lived host does.
     fn open(db: &Path) -> Result<Served, EngineError> {
-        let file = identity(db).map_err(|e| refused(&format!("{}: {e}", db.display())))?;
         let (mut store, _) = open::open_existing(db, None).map_err(EngineError::Store)?;
+        let file = identity(db).map_err(|e| refused(&format!("{}: {e}", db.display())))?;
         inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
             .map_err(EngineError::Store)?;
         let recorded = open::recorded(&store).map_err(EngineError::Store)?;

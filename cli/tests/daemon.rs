@@ -420,3 +420,16 @@ fn a_schema_of_a_newer_inbox_is_refused_as_a_command_alone_refuses_it() {
     assert_eq!(refused, env.json(&["list"], status));
     assert_eq!(daemon.stop(), (0, 1));
 }
+
+#[test]
+fn a_missing_database_or_a_postgresql_url_is_refused_with_the_contract_s_codes() {
+    let env = TestEnv::new();
+    let (status, missing) = json(&env, &["daemon"]);
+    assert_eq!(status, 50, "{missing}");
+    assert_eq!(missing["error"]["code"], "not_initialized");
+    assert!(!socket(&env).exists());
+    let (status, url) = json(&env, &["daemon", "--db", "postgres://me@localhost/inbox"]);
+    assert_eq!(status, 30, "{url}");
+    assert_eq!(url["error"]["code"], "invalid_value");
+    assert!(url["error"]["message"].as_str().unwrap().contains("SQLite file"));
+}
