@@ -18,10 +18,11 @@
 //! `{"ran": {"exit", "changed", "now", "durability"}}` followed by a line
 //! with the response in the JSON contract, or `{"refused": "why"}` when the
 //! daemon ran nothing (another build of inbox, the database replaced and
-//! not reopened); the command then runs the call itself. A call is only run once its whole line (newline
-//! included) has arrived, so a command whose line was not all sent may run
-//! it itself; once it was, an answer that never comes is an error saying
-//! the command may have run, never a second run.
+//! not reopened); the command then runs the call itself. A call is only
+//! run once its whole line (newline included) has arrived, so a command
+//! whose line was not all sent may run it itself; once it was, an answer
+//! that never comes is an error saying the command may have run, never a
+//! second run.
 //!
 //! Trust: the command uses the socket only if it is a socket (not a link)
 //! owned by its user, and both ends check that the other is a process of
@@ -97,11 +98,11 @@ enum Answer {
 /// A call the daemon ran, said on the line before its response: what the
 /// command needs beside the response to finish as if it had run the call.
 #[derive(Serialize, Deserialize)]
-struct Ran {
+pub(crate) struct Ran {
     /// [`Response::exit_code`].
-    exit: u8,
+    pub(crate) exit: u8,
     /// Whether the call was a successful write ([`crate::changed`]).
-    changed: bool,
+    pub(crate) changed: bool,
     /// The engine's time when it ended.
     now: String,
     /// The database's durability.
@@ -109,19 +110,16 @@ struct Ran {
 }
 
 /// A call the daemon ran, as the command gets it.
-pub(crate) struct RanThere {
+pub(crate) struct Answered {
     /// The response in the JSON contract, as `--json` prints it (checked to
     /// be one JSON object; read back into types only for people).
     pub(crate) json: String,
-    /// [`Response::exit_code`].
-    pub(crate) exit: u8,
-    /// Whether the call was a successful write.
-    pub(crate) changed: bool,
-    ran: Ran,
+    /// What was said before it.
+    pub(crate) ran: Ran,
     socket: PathBuf,
 }
 
-impl RanThere {
+impl Answered {
     /// The response read back, with the engine's time and the durability,
     /// for text for people.
     pub(crate) fn executed(self) -> Result<Executed, EngineError> {
@@ -141,7 +139,7 @@ pub(crate) enum Handed {
     /// No daemon ran it: the command runs it itself.
     NotRun,
     /// The daemon ran it.
-    Ran(RanThere),
+    Ran(Answered),
     /// The call was sent and no answer came: it may have run.
     Lost(EngineError),
 }
@@ -198,13 +196,7 @@ pub(crate) fn hand_over(on: Target<'_>, call: &Call, clock: &HostClock) -> Hande
     if !json.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(&json).is_err() {
         return lost("its answer was not one this build writes");
     }
-    Handed::Ran(RanThere {
-        json,
-        exit: ran.exit,
-        changed: ran.changed,
-        ran,
-        socket,
-    })
+    Handed::Ran(Answered { json, ran, socket })
 }
 
 /// A call sent to the daemon at `socket` that got no usable answer: it may
@@ -232,12 +224,18 @@ fn ask_line(call: &Call) -> Option<Vec<u8>> {
     Some(line)
 }
 
+/// Whether `socket` is a socket (not a link to one) of this user.
+fn ours(socket: &Path) -> bool {
+    std::fs::symlink_metadata(socket).is_ok_and(|meta| {
+        meta.file_type().is_socket() && meta.uid() == rustix::process::geteuid().as_raw()
+    })
+}
+
 /// Connects to the daemon's socket at `socket`, if it is a socket of this
 /// user, a process of this user listens on it, and it can be given a
 /// deadline.
 fn connect(socket: &Path) -> Option<UnixStream> {
-    let meta = std::fs::symlink_metadata(socket).ok()?;
-    if !meta.file_type().is_socket() || meta.uid() != rustix::process::geteuid().as_raw() {
+    if !ours(socket) {
         return None;
     }
     let stream = UnixStream::connect(socket).ok()?;
@@ -547,10 +545,8 @@ impl Served {
 /// Listens on `socket`, owner-only, replacing only a dead daemon's socket.
 fn listen(socket: &Path) -> Result<UnixListener, EngineError> {
     let shown = socket.display();
-    if let Ok(meta) = std::fs::symlink_metadata(socket) {
-        let ours =
-            meta.file_type().is_socket() && meta.uid() == rustix::process::geteuid().as_raw();
-        if !ours {
+    if std::fs::symlink_metadata(socket).is_ok() {
+        if !ours(socket) {
             return Err(refused(&format!(
                 "{shown} exists and is not a socket of this user; it is not inbox's, so it \
                  is left alone: remove it or name another database"

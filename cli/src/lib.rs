@@ -424,10 +424,11 @@ fn run(invocation: Invocation) -> u8 {
         daemon::Handed::NotRun
     };
     let executed = match handed {
-        daemon::Handed::Ran(ran) if json => {
-            return finish_json(&ran.json, ran.exit, ran.changed, &notes);
+        daemon::Handed::Ran(answered) if json => {
+            let ran = &answered.ran;
+            return finish_json(&answered.json, ran.exit, ran.changed, &notes);
         }
-        daemon::Handed::Ran(ran) => match ran.executed() {
+        daemon::Handed::Ran(answered) => match answered.executed() {
             Ok(executed) => executed,
             Err(error) => return finish(&fail(error), json, None, &notes),
         },

@@ -431,5 +431,10 @@ fn a_missing_database_or_a_postgresql_url_is_refused_with_the_contract_s_codes()
     let (status, url) = json(&env, &["daemon", "--db", "postgres://me@localhost/inbox"]);
     assert_eq!(status, 30, "{url}");
     assert_eq!(url["error"]["code"], "invalid_value");
-    assert!(url["error"]["message"].as_str().unwrap().contains("SQLite file"));
+    assert!(
+        url["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("SQLite file")
+    );
 }
