@@ -423,13 +423,17 @@ fn run(invocation: Invocation) -> u8 {
     } else {
         daemon::Handed::NotRun
     };
+    let mut database = db.line(&cwd);
     let executed = match handed {
         daemon::Handed::Ran(answered) if json => {
             let ran = &answered.ran;
             return finish_json(&answered.json, ran.exit, ran.changed, &notes);
         }
         daemon::Handed::Ran(answered) => match answered.executed() {
-            Ok(executed) => executed,
+            Ok(executed) => {
+                database.push_str(", through inbox daemon");
+                executed
+            }
             Err(error) => return finish(&fail(error), json, None, &notes),
         },
         daemon::Handed::Lost(error) => return finish(&fail(error), json, None, &notes),
@@ -445,7 +449,7 @@ fn run(invocation: Invocation) -> u8 {
         agent: global.agent,
         new_thread,
         durability: Some(executed.durability),
-        database: Some(db.line(&cwd)),
+        database: Some(database),
     };
     finish(&executed.response, json, Some(&context), &notes)
 }

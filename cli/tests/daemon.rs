@@ -179,6 +179,10 @@ fn a_worker_loop_runs_through_the_daemon_and_answers_as_alone() {
     let plain = live(&env, &["show", "--thread", &thread]).output().unwrap();
     assert_eq!(plain.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&plain.stdout).contains("done"));
+    // People are told which way the command went.
+    let said = String::from_utf8_lossy(&plain.stderr);
+    assert!(said.contains("coord.db"), "{said}");
+    assert!(said.contains("through inbox daemon"), "{said}");
 
     let (status, ran) = daemon.stop();
     assert_eq!((status, ran), (0, 7));
