@@ -39,6 +39,11 @@ fn json(env: &TestEnv, args: &[&str]) -> (i32, serde_json::Value) {
     (output.status.code().unwrap_or(-1), value)
 }
 
+/// The error message of a failure in the JSON contract.
+fn message(failure: &serde_json::Value) -> &str {
+    failure["error"]["message"].as_str().unwrap_or_default()
+}
+
 fn socket(env: &TestEnv) -> PathBuf {
     PathBuf::from(format!("{}-daemon", env.db().display()))
 }
@@ -100,6 +105,21 @@ impl Drop for Daemon {
     }
 }
 
+/// `done` of `thread` with lease token `token`.
+fn done_args<'a>(thread: &'a str, token: &'a str) -> [&'a str; 9] {
+    [
+        "done",
+        "--agent",
+        "w1",
+        "--thread",
+        thread,
+        "--lease-token",
+        token,
+        "--summary",
+        "ok",
+    ]
+}
+
 fn thread_ids(env: &TestEnv) -> Vec<String> {
     let (status, list) = json(env, &["list"]);
     assert_eq!(status, 0, "{list}");
@@ -132,17 +152,7 @@ fn a_worker_loop_runs_through_the_daemon_and_answers_as_alone() {
     let token = claimed["lease"]["lease_token"].to_string();
     // A refusal keeps its exit code and its JSON, byte for byte as the
     // command alone says it (the harness's commands run alone).
-    let wrong = [
-        "done",
-        "--agent",
-        "w1",
-        "--thread",
-        &thread,
-        "--lease-token",
-        "99",
-        "--summary",
-        "ok",
-    ];
+    let wrong = done_args(&thread, "99");
     let (status, refused) = json(&env, &wrong);
     assert_eq!(status, 30, "{refused}");
     assert_eq!(refused["error"]["code"], "invalid_value");
@@ -156,20 +166,7 @@ fn a_worker_loop_runs_through_the_daemon_and_answers_as_alone() {
         String::from_utf8_lossy(&there.stdout),
         String::from_utf8_lossy(&alone.stdout)
     );
-    let (status, done) = json(
-        &env,
-        &[
-            "done",
-            "--agent",
-            "w1",
-            "--thread",
-            &thread,
-            "--lease-token",
-            &token,
-            "--summary",
-            "ok",
-        ],
-    );
+    let (status, done) = json(&env, &done_args(&thread, &token));
     assert_eq!(status, 0, "{done}");
     assert_eq!(done["thread"]["status"], "done");
     // Nothing left: exit 10, as alone.
@@ -239,23 +236,13 @@ fn a_second_daemon_and_a_file_in_the_sockets_place_are_refused() {
     let (status, second) = json(&env, &["daemon"]);
     assert_eq!(status, 50, "{second}");
     assert_eq!(second["error"]["code"], "storage_error");
-    assert!(
-        second["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("already serves")
-    );
+    assert!(message(&second).contains("already serves"), "{second}");
     assert_eq!(daemon.stop(), (0, 0));
 
     std::fs::write(socket(&env), "not a socket").unwrap();
     let (status, refused) = json(&env, &["daemon"]);
     assert_eq!(status, 50, "{refused}");
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("left alone")
-    );
+    assert!(message(&refused).contains("left alone"), "{refused}");
     assert_eq!(
         std::fs::read_to_string(socket(&env)).unwrap(),
         "not a socket"
@@ -324,8 +311,7 @@ fn a_call_sent_without_an_answer_is_an_error_and_never_run_again() {
         assert_eq!(lost["ok"], false);
         assert_eq!(lost["command"], "send");
         assert_eq!(lost["error"]["code"], "storage_error");
-        let message = lost["error"]["message"].as_str().unwrap();
-        assert!(message.contains("may or may not have run"), "{message}");
+        assert!(message(&lost).contains("may or may not have run"), "{lost}");
         assert!(
             thread_ids(&env).is_empty(),
             "the command did not run it itself"
@@ -435,10 +421,5 @@ fn a_missing_database_or_a_postgresql_url_is_refused_with_the_contract_s_codes()
     let (status, url) = json(&env, &["daemon", "--db", "postgres://me@localhost/inbox"]);
     assert_eq!(status, 30, "{url}");
     assert_eq!(url["error"]["code"], "invalid_value");
-    assert!(
-        url["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("SQLite file")
-    );
+    assert!(message(&url).contains("SQLite file"), "{url}");
 }
