@@ -336,17 +336,16 @@ struct Daemon {
     build: String,
     /// Calls run, for the line said at the end.
     ran: u64,
+    /// SIGINT and SIGTERM.
+    stop: crate::bridge::Stop,
 }
 
-/// The engine over the database, and which file it opened.
+/// The engine over the database, and what the file recorded when it was
+/// opened.
 struct Served {
     engine: crate::runner::Runner,
     /// The schema and durability the file recorded when it was opened.
     recorded: open::Recorded,
-    /// The database file (device, inode) when it was opened: a call finds
-    /// the path naming another file (moved, restored from a copy) and the
-    /// daemon reopens it, as a command would open the new one.
-    file: (u64, u64),
 }
 
 impl Daemon {
@@ -363,6 +362,8 @@ impl Daemon {
                 "needs Linux, to check which user a connection comes from",
             ));
         }
+        let stop = crate::bridge::Stop::register()
+            .map_err(|e| refused(&format!("cannot catch SIGINT and SIGTERM ({e})")))?;
         let served = Served::open(&db)?;
         let socket = socket_path(&db);
         let listener = listen(&socket)?;
@@ -376,6 +377,7 @@ impl Daemon {
             served: Some(served),
             build,
             ran: 0,
+            stop,
         })
     }
 
@@ -384,24 +386,15 @@ impl Daemon {
     /// transaction, and one connection keeps SQLite's write lock free of
     /// races between this database's commands.
     fn serve(mut self, json: bool) -> u8 {
-        let stop = match crate::bridge::Stop::register() {
-            Ok(stop) => stop,
-            Err(e) => {
-                self.remove_socket();
-                let error = refused(&format!("cannot catch SIGINT and SIGTERM ({e})"));
-                let response = Response::failure(Some("daemon".into()), error);
-                return crate::finish(&response, json, None, &[]);
-            }
-        };
         self.say_serving(json);
-        while !stop.asked() {
+        while !self.stop.asked() {
             use rustix::event::{PollFd, PollFlags, poll};
-            let stop_fd = stop.fd();
+            let stop_fd = self.stop.fd();
             let mut fds = [
                 PollFd::new(&self.listener, PollFlags::IN),
                 PollFd::new(&stop_fd, PollFlags::IN),
             ];
-            if poll(&mut fds, None).is_err() || stop.asked() {
+            if poll(&mut fds, None).is_err() || self.stop.asked() {
                 continue;
             }
             if let Ok((stream, _)) = self.listener.accept() {
@@ -501,10 +494,12 @@ impl Daemon {
     /// schema or the durability the file records, as a fresh command would
     /// open it (and refuse a schema of a newer inbox).
     fn current(&mut self) -> Result<&mut Served, EngineError> {
-        let file = identity(&self.db).ok();
         let current = self.served.as_ref().is_some_and(|served| {
-            Some(served.file) == file
-                && open::recorded(served.engine.store()).ok() == Some(served.recorded)
+            let store = served.engine.store();
+            // The files the connection opened (the store's own record of
+            // them), still at their names.
+            store.files().is_none_or(|files| files.check().is_ok())
+                && open::recorded(store).ok() == Some(served.recorded)
         });
         if !current {
             self.served = None;
@@ -527,18 +522,13 @@ impl Served {
     /// Opens the database at `db` as a long-lived host does.
     fn open(db: &Path) -> Result<Served, EngineError> {
         let (mut store, _) = open::open_existing(db, None).map_err(EngineError::Store)?;
-        let file = identity(db).map_err(|e| refused(&format!("{}: {e}", db.display())))?;
         inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
             .map_err(EngineError::Store)?;
         let recorded = open::recorded(&store).map_err(EngineError::Store)?;
         // The daemon runs on the system clock: a command whose clock is
         // not (a test build's INBOX_NOW) runs its call itself.
         let engine = crate::runner::EngineChoice::BuiltIn.start(store, HostClock::system())?;
-        Ok(Served {
-            engine,
-            recorded,
-            file,
-        })
+        Ok(Served { engine, recorded })
     }
 }
 
