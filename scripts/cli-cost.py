@@ -4,7 +4,7 @@
 Runs each command N times as a fresh process against a fresh database and
 prints the median and p99 wall time, and each median as a multiple of
 /bin/true's. Usage: scripts/cli-cost.py [N] [--durability full]
-(builds the release binary first). This is a quick check; the benchmark
+(installs the release binaries first, as users do: scripts/install). This is a quick check; the benchmark
 harness of issue 4 is the reference for comparisons with other systems.
 """
 import os, shutil, statistics, subprocess, sys, tempfile, time
@@ -13,8 +13,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 300
 DURABILITY = "full" if "--durability" in sys.argv and "full" in sys.argv else "normal"
 
-subprocess.run(["cargo", "build", "--release", "-q", "-p", "inbox-cli"], cwd=ROOT, check=True)
-INBOX = os.path.join(ROOT, "target", "release", "inbox")
+INSTALLED = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "installed")
+subprocess.run([os.path.join(ROOT, "scripts", "install"), "--root", INSTALLED, "--bin", "inbox",
+                "--force", "--no-track", "--quiet"], cwd=ROOT, check=True)
+INBOX = os.path.join(INSTALLED, "bin", "inbox")
 work = tempfile.mkdtemp(prefix="inbox-cost-")
 env = dict(os.environ, INBOX_DB=os.path.join(work, "coord.db"), INBOX_AGENT="worker")
 env.pop("INBOX_NOW", None)

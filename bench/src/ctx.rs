@@ -16,23 +16,26 @@ use crate::services::{PostgresServer, RedisServer, TempDir};
 
 /// The binaries a run uses.
 pub(crate) struct Bins {
-    /// `target/release/inbox`: the default build, without PostgreSQL, as
-    /// users install it; every SQLite figure is this binary's.
+    /// `target/release/installed/bin/inbox`: the default build, without
+    /// PostgreSQL, as users install it (`scripts/install`: statically
+    /// linked on Linux with glibc); every SQLite figure is this binary's.
     pub(crate) inbox: PathBuf,
     /// `target/release/inbox-postgres`: `inbox` built with the `postgres`
     /// feature, for `--db postgres://...` (see [`POSTGRES_INBOX`]); absent
     /// when nobody built it.
     pub(crate) inbox_postgres: Option<PathBuf>,
-    /// `target/release/orch`.
+    /// `target/release/installed/bin/orch`.
     pub(crate) orch: PathBuf,
-    /// `target/release/inbox-serve`, the board's server. Workloads start it
+    /// `target/release/installed/bin/inbox-serve`, the board's server. Workloads start it
     /// as people do, through `inbox serve`, which runs the one beside
     /// `inbox`; located here so a missing build fails the run at its
     /// start, not in its last section.
     pub(crate) serve: PathBuf,
     /// The file peers' one-process-per-message helper.
     pub(crate) peer: PathBuf,
-    /// The process-spawn floor: a Rust `fn main() {}` built like inbox.
+    /// The process-spawn floor of issue 20's targets: a Rust `fn main() {}`
+    /// as cargo builds it by default, dynamically linked. (A statically
+    /// linked one starts faster still: docs/durability-and-speed.md.)
     pub(crate) noop: PathBuf,
     /// The SQLite floor: one row committed from a fresh process, with
     /// inbox's SQLite and connection settings and nothing else.
@@ -51,26 +54,28 @@ impl Bins {
             .parent()
             .ok_or_else(|| anyhow!("cannot tell where the harness binary is"))?
             .to_path_buf();
-        let need = |name: &str| -> Result<PathBuf> {
+        let need_in = |dir: &Path, name: &str| -> Result<PathBuf> {
             let path = dir.join(name);
             if path.is_file() {
                 Ok(path)
             } else {
                 bail!(
-                    "{} is missing; build it with `cargo build --release -p inbox-cli --bins` and `cargo build --release -p inbox-bench` (scripts/bench does)",
+                    "{} is missing; build it with `scripts/install --root target/release/{INSTALLED} --bin inbox --bin orch --bin inbox-serve` and `cargo build --release -p inbox-bench` (scripts/bench does)",
                     path.display()
                 )
             }
         };
+        let need = |name: &str| need_in(&dir, name);
+        let installed = dir.join(INSTALLED).join("bin");
         let pg_bin = crate::services::postgres_bin_dir();
         let pg_extra: Vec<String> = pg_bin.iter().map(|p| p.display().to_string()).collect();
         let pg_extra: Vec<&str> = pg_extra.iter().map(String::as_str).collect();
         let inbox_postgres = Some(dir.join(POSTGRES_INBOX)).filter(|p| p.is_file());
         Ok(Bins {
-            inbox: need("inbox")?,
+            inbox: need_in(&installed, "inbox")?,
             inbox_postgres,
-            orch: need("orch")?,
-            serve: need("inbox-serve")?,
+            orch: need_in(&installed, "orch")?,
+            serve: need_in(&installed, "inbox-serve")?,
             peer: need("inbox-bench-peer")?,
             noop: need("inbox-bench-noop")?,
             sqlite_floor: need("inbox-bench-sqlite-floor")?,
@@ -83,6 +88,10 @@ impl Bins {
         })
     }
 }
+
+/// Where the harness installs the binaries it measures (`--root` of
+/// `scripts/install`), in the harness's own folder.
+pub(crate) const INSTALLED: &str = "installed";
 
 /// The name the harness's build gives `inbox` built with the `postgres`
 /// feature, next to the default `inbox`.

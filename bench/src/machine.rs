@@ -76,7 +76,11 @@ fn versions(ctx: &Ctx) -> Vec<(String, String)> {
     [
         (
             "inbox",
-            first_line(Command::new(&ctx.bins.inbox).arg("--version")).unwrap_or_default(),
+            format!(
+                "{} ({})",
+                first_line(Command::new(&ctx.bins.inbox).arg("--version")).unwrap_or_default(),
+                linking(&ctx.bins.inbox)
+            ),
         ),
         ("SQLite (bundled)", stores::sqlite_version().to_owned()),
         ("redis-server", RedisServer::version()),
@@ -95,6 +99,36 @@ fn versions(ctx: &Ctx) -> Vec<(String, String)> {
     .into_iter()
     .map(|(name, version)| (name.to_owned(), version))
     .collect()
+}
+
+/// How an ELF executable is linked: dynamically when it names an
+/// interpreter (`PT_INTERP`, the dynamic loader). Read by hand: four fields
+/// of the header do not need an ELF crate.
+fn linking(path: &Path) -> &'static str {
+    let Ok(bytes) = std::fs::read(path) else {
+        return "unreadable";
+    };
+    let field = |at: usize, len: usize| -> Option<u64> {
+        let raw = bytes.get(at..at + len)?;
+        Some(raw.iter().rev().fold(0, |n, b| n << 8 | u64::from(*b)))
+    };
+    // 64-bit little-endian ELF only: what the harness runs on.
+    if bytes.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
+        return "not a 64-bit ELF executable";
+    }
+    let (Some(offset), Some(size), Some(count)) = (field(0x20, 8), field(0x36, 2), field(0x38, 2))
+    else {
+        return "not a 64-bit ELF executable";
+    };
+    let interpreter = (0..count).any(|i| {
+        let at = usize::try_from(offset + i * size).unwrap_or(usize::MAX);
+        field(at, 4) == Some(3)
+    });
+    if interpreter {
+        "dynamically linked"
+    } else {
+        "statically linked"
+    }
 }
 
 /// How every system is configured, as the report's last table says.
@@ -124,7 +158,7 @@ const CONFIGURATION: [(&str, &str); 10] = [
     ("PostgreSQL", PG_CONFIG),
     (
         "process-spawn floor",
-        "`inbox-bench-noop`: `fn main() {}` in this crate, built in the same release profile as `inbox`, started with the same `std::process::Command` (stdout and stderr piped, waited for).",
+        "`inbox-bench-noop`: `fn main() {}` in this crate, built in the same release profile as `inbox` and dynamically linked, as cargo links by default (the floor issue 20's targets were set against), started with the same `std::process::Command` (stdout and stderr piped, waited for). `inbox` is measured as `scripts/install` installs it: statically linked on Linux with glibc, which skips the ~0.2 ms of loading libc that this floor pays (a statically linked `fn main() {}` starts in about 0.73× of it: docs/durability-and-speed.md).",
     ),
     (
         "SQLite floor",

@@ -220,12 +220,12 @@ fn run(cli: &Cli) -> Result<()> {
 
 /// Builds the binaries measured, so a run measures the commit being
 /// benchmarked, not a stale build: `inbox` with the `postgres` feature,
-/// kept as `inbox-postgres` for the PostgreSQL section, then `inbox-cli`
-/// alone, as `cargo install --path cli` builds it (default features),
-/// whose figures every SQLite row reports: `inbox`, `orch` and
-/// `inbox-serve` (the board's server, which `inbox serve` starts from
-/// beside `inbox`), not `inbox-mcp`, which nothing here measures. Not the
-/// harness: it is running (a build with other packages would relink it
+/// kept as `inbox-postgres` for the PostgreSQL section, then the default
+/// build as users install it, with `scripts/install` (statically linked on
+/// Linux with glibc), whose figures every SQLite row reports: `inbox`,
+/// `orch` and `inbox-serve` (the board's server, which `inbox serve` starts
+/// from beside `inbox`), not `inbox-mcp`, which nothing here measures. Not
+/// the harness: it is running (a build with other packages would relink it
 /// under its worker processes). Without `postgres`, only the default build
 /// (`--postgres-inbox` names the PostgreSQL one).
 fn build(root: &Path, postgres: bool) -> Result<()> {
@@ -235,20 +235,22 @@ fn build(root: &Path, postgres: bool) -> Result<()> {
     if postgres {
         build_postgres(root, &release)?;
     }
-    eprintln!("building inbox (release)");
-    cargo_build(
-        root,
-        &[
-            "-p",
-            "inbox-cli",
-            "--bin",
-            "inbox",
-            "--bin",
-            "orch",
-            "--bin",
-            "inbox-serve",
-        ],
-    )
+    eprintln!("installing inbox as users do (scripts/install)");
+    let installed = release.join(ctx::INSTALLED);
+    let status = Command::new(root.join("scripts/install"))
+        .current_dir(root)
+        .arg("--root")
+        .arg(&installed)
+        .args(["--bin", "inbox", "--bin", "orch", "--bin", "inbox-serve"])
+        .args(["--force", "--no-track", "--quiet"])
+        .status()
+        .context(
+            "cannot run scripts/install (pass --no-build to use the binaries already built)",
+        )?;
+    if !status.success() {
+        bail!("scripts/install failed");
+    }
+    Ok(())
 }
 
 /// `inbox` with the `postgres` feature, kept as `inbox-postgres` in
