@@ -5,7 +5,8 @@
 //! against a fresh store per configuration.
 //!
 //! The CLI half is read against the process-spawn floor (a Rust `fn main()
-//! {}` built like inbox, started the same way in the same run). This module
+//! {}` in inbox's release profile, dynamically linked as cargo links by
+//! default, started the same way in the same run). This module
 //! must never reuse a store between configurations: every figure starts
 //! from an empty store.
 
@@ -227,7 +228,9 @@ fn per_process_tables(ctx: &Ctx, section: &mut Section) -> Result<CliFigures> {
         "**One process per message**: {total} messages per configuration, each sent by \
          starting a process, from 1 to {} producer threads starting processes back to back. \
          The baseline is the **process-spawn floor**: `inbox-bench-noop`, a Rust `fn main() {{}}` \
-         built like `inbox`, started the same way in the same run. The JSONL peer is measured \
+         in `inbox`'s release profile, dynamically linked as cargo links by default (`inbox` \
+         is measured as `scripts/install` installs it: statically linked on Linux with glibc), \
+         started the same way in the same run. The JSONL peer is measured \
          twice: with the seed's own `sh -c 'echo \"$MESSAGE\" >> inbox'` and with \
          `inbox-bench-peer`, a small Rust helper in this crate that does the same append \
          (the helper also serves the JSON-array and file-drop peers, and is the only way to \
