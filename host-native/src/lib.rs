@@ -66,6 +66,8 @@ pub mod watch;
 #[cfg(feature = "native")]
 pub mod writer_gate;
 pub mod writer_lock;
+#[cfg(feature = "native")]
+pub mod writer_turn;
 
 #[cfg(feature = "native")]
 pub use clock::{HostClock, host_ids, os_seed};

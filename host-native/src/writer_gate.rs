@@ -24,6 +24,15 @@
 //! So the lock's holder can only be raced by the writer that closed the
 //! gate, and no writer loses the race for much longer than [`STARVED`].
 //!
+//! Native writers also take the writer turn ([`crate::writer_turn`]) right
+//! after looking at the gate, so they mostly wait asleep on the turn rather
+//! than in SQLite's busy handler. Time asleep on the turn counts as lost to
+//! the race: a writer that has slept [`STARVED`] wakes, closes the gate (so
+//! that writers not yet asleep on the turn, the releaser coming back for it
+//! included, hold back), and sleeps again until the busy budget. The
+//! turn's holder is never held back by the gate: a starved writer that
+//! closed it may be waiting for that very turn.
+//!
 //! Why a threshold this long, measured with 16 worker processes on 2 cores
 //! (the bench's claim workload; all in the same runs, against the same
 //! build without the gate):
@@ -70,6 +79,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::writer_turn::{Taken, Turn};
+
 /// The gate file's name is the database's with this suffix.
 pub const SUFFIX: &str = "-gate";
 
@@ -106,6 +117,8 @@ const BUDGET: Duration = crate::open::BUSY_BUDGET;
 /// A database's writer gate, as one store uses it.
 #[derive(Debug)]
 pub struct WriterGate {
+    /// The database's path, for its writer turn.
+    db: PathBuf,
     path: PathBuf,
     /// The file, opened at the first write; `None` before, or when it
     /// cannot be used (then writers go straight to SQLite's lock).
@@ -122,6 +135,12 @@ pub struct WriterGate {
     /// How long the current write was held back by a gate another writer
     /// closed: that time is not lost to the race.
     held: Duration,
+    /// The database's writer turn (see [`crate::writer_turn`]), mapped at
+    /// the first write; `None` before, or when it cannot be used.
+    turn: Option<Turn>,
+    /// Whether the turn was given up for good: its file could not be used,
+    /// or a holder kept it past the busy budget.
+    turn_unusable: bool,
 }
 
 thread_local! {
@@ -134,6 +153,7 @@ impl WriterGate {
     /// The gate of the database at `db`. Touches nothing yet.
     pub fn new(db: &Path) -> WriterGate {
         WriterGate {
+            db: db.to_path_buf(),
             path: crate::file::companion(db, SUFFIX),
             file: None,
             unusable: false,
@@ -141,6 +161,8 @@ impl WriterGate {
             started: None,
             seen_open: None,
             held: Duration::ZERO,
+            turn: None,
+            turn_unusable: false,
         }
     }
 
@@ -163,6 +185,7 @@ impl WriterGate {
         {
             self.hold_back();
         }
+        self.take_turn();
         BEGINNING.with(|beginning| *beginning.borrow_mut() = Some(self));
         let result = begin();
         let mut gate = BEGINNING.with(|beginning| beginning.borrow_mut().take());
@@ -172,8 +195,12 @@ impl WriterGate {
         (result, gate)
     }
 
-    /// Opens the gate if this writer closed it.
+    /// Gives the writer turn back, and opens the gate if this writer closed
+    /// it.
     pub fn transaction_ended(&mut self) {
+        if let Some(turn) = &mut self.turn {
+            turn.give_back();
+        }
         if self.closed {
             self.closed = false;
             if let Some(file) = &self.file {
@@ -189,7 +216,10 @@ impl WriterGate {
         let Some(started) = self.started else {
             return;
         };
-        if self.closed || self.file().is_none() {
+        // The turn's holder goes next whatever the gate says: holding it
+        // back would make a starved writer that closed the gate and waits
+        // for the turn wait for the budget.
+        if self.closed || self.turn.as_ref().is_some_and(Turn::held) || self.file().is_none() {
             return;
         }
         let mut looks = 0u32;
@@ -218,6 +248,44 @@ impl WriterGate {
             if !starved {
                 self.held += paused.elapsed();
             }
+        }
+    }
+
+    /// Takes the writer turn, asleep while another writer holds it. Time
+    /// asleep is time lost to other writers: once it reaches [`STARVED`],
+    /// this writer wakes, closes the gate (so that no writer that has not
+    /// yet gone to sleep on the turn passes it), and sleeps again until
+    /// the budget. A holder that keeps the turn past the budget (a stopped
+    /// process) makes this writer give the turn up for good; SQLite's lock
+    /// alone then decides, as for a writer without it.
+    fn take_turn(&mut self) {
+        let Some(started) = self.started else {
+            return;
+        };
+        if self.turn.is_none() && !self.turn_unusable {
+            self.turn = Turn::open(&self.db);
+            self.turn_unusable = self.turn.is_none();
+        }
+        let budget_end = started + BUDGET;
+        loop {
+            let raced = started.elapsed().saturating_sub(self.held);
+            let deadline = if self.closed || raced >= STARVED {
+                budget_end
+            } else {
+                (Instant::now() + (STARVED - raced)).min(budget_end)
+            };
+            let Some(turn) = &mut self.turn else {
+                return;
+            };
+            if turn.take(deadline) == Taken::Yes {
+                return;
+            }
+            if Instant::now() >= budget_end {
+                self.turn = None;
+                self.turn_unusable = true;
+                return;
+            }
+            self.hold_back();
         }
     }
 

@@ -1,8 +1,9 @@
-//! The writer gate (`<db>-gate`, see `writer_gate.rs`): a writer that has
-//! waited too long for SQLite's write lock closes it and goes before the
-//! writers that came after it; a closed gate holds every other native
-//! writer back, even from a free lock, and a holder that dies lets them go
-//! at once; a planted link is never used. Holders here are real processes
+//! The writer gate (`<db>-gate`, see `writer_gate.rs`) and the writer turn
+//! (`<db>-turn`, `writer_turn.rs`): the first native writer holds the turn
+//! and goes before the writers that came after it, who sleep on it; one
+//! that has slept too long closes the gate; a closed gate holds every other
+//! native writer back, even from a free lock, and a holder that dies lets
+//! them go at once; a planted link is never used. Holders here are real processes
 //! (util-linux `flock`) and real database files; SQLite's lock is held by a
 //! connection of the test's own.
 
@@ -143,29 +144,59 @@ fn a_closed_gate_holds_a_writer_back_from_a_free_lock_until_its_holder_dies() {
     assert_eq!(subjects(&db), ["after the holder"]);
 }
 
-#[test]
-fn a_starved_writer_closes_the_gate_goes_before_later_writers_and_opens_it_after() {
-    let (_dir, db) = initialized();
-    let gate = gate_file(&db);
-    let lock = WriteLock::take(&db);
-    let first = send_later(&db, "first");
-    // Long enough for the first writer to starve and close the gate.
+/// The writer turn's word (`<db>-turn`, see `writer_turn.rs`): the
+/// holder's thread id, with the top bit set while others sleep on it; 0
+/// when free.
+fn turn_word(db: &Path) -> u32 {
+    let mut name = db.as_os_str().to_owned();
+    name.push(inbox_host_native::writer_turn::SUFFIX);
+    let bytes = std::fs::read(PathBuf::from(name)).unwrap_or_default();
+    bytes
+        .get(..4)
+        .map_or(0, |word| u32::from_ne_bytes(word.try_into().unwrap()))
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let started = Instant::now();
-    while !closed(&gate) {
-        assert!(
-            started.elapsed() < STARVED + Duration::from_secs(5),
-            "the starved writer never closed the gate"
-        );
+    while !done() {
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
         std::thread::sleep(Duration::from_millis(1));
     }
-    // Writers that come later wait behind the gate, not in SQLite's race:
-    // without the gate each of them would have as good a chance as the
-    // first of catching the lock when it is let go.
+}
+
+#[test]
+fn the_first_writer_holds_the_turn_later_ones_sleep_and_a_starved_one_closes_the_gate() {
+    let (_dir, db) = initialized();
+    let gate = gate_file(&db);
+    // SQLite's lock, held by a writer that knows neither turn nor gate (as
+    // the `sqlite3` shell or an older inbox): the first native writer
+    // takes the turn and waits for SQLite's lock in its busy handler.
+    let lock = WriteLock::take(&db);
+    let first = send_later(&db, "first");
+    wait_until(
+        "the first writer took the turn",
+        Duration::from_secs(5),
+        || turn_word(&db) != 0,
+    );
+    // Writers that come later sleep on the turn instead of racing the
+    // first for SQLite's lock when it is let go.
     let later: Vec<_> = (0..3)
         .map(|n| send_later(&db, &format!("later {n}")))
         .collect();
+    wait_until(
+        "a later writer sleeps on the turn",
+        Duration::from_secs(5),
+        || turn_word(&db) & (1 << 31) != 0,
+    );
+    // Once one of them has slept STARVED, it closes the gate: writers that
+    // have not yet gone to sleep on the turn hold back behind it.
+    wait_until(
+        "a starved writer closed the gate",
+        STARVED + Duration::from_secs(5),
+        || closed(&gate),
+    );
     std::thread::sleep(Duration::from_millis(100));
-    assert!(closed(&gate), "closed until the starved writer has written");
+    assert!(subjects(&db).is_empty(), "nobody passed SQLite's lock");
     drop(lock);
     let (response, _) = first.join().unwrap();
     assert!(response.contains("\"ok\":true"), "{response}");
@@ -177,9 +208,10 @@ fn a_starved_writer_closes_the_gate_goes_before_later_writers_and_opens_it_after
     assert_eq!(written.len(), 4);
     assert_eq!(
         written[0], "first",
-        "the starved writer went first: {written:?}"
+        "the turn's holder went first: {written:?}"
     );
     assert!(!closed(&gate), "open once every write ended");
+    assert_eq!(turn_word(&db), 0, "the turn is free once every write ended");
 }
 
 #[test]

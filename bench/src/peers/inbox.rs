@@ -143,7 +143,8 @@ impl InboxQueue {
     }
 
     /// The same, with the engine's writes going straight to SQLite's write
-    /// lock (no writer gate): the baseline the gate is measured against.
+    /// lock (no writer gate, no writer turn): the baseline they are
+    /// measured against.
     pub(crate) fn open_without_gate(path: &Path) -> Result<InboxQueue> {
         let mut store = stores::open_sqlite(path)?;
         store.gate_writers(None);

@@ -60,8 +60,8 @@ pub(crate) enum System {
     /// inbox itself (SQLite, in process or through the CLI).
     Inbox,
     /// inbox with its writers going straight to SQLite's write lock, as
-    /// before the writer gate (the claim workload's worker processes
-    /// only).
+    /// before the writer gate and turn (the claim workload's worker
+    /// processes only).
     InboxNoGate,
     /// inbox's CLI with `inbox daemon` serving its database (the claim
     /// workload's per-command workers only).
@@ -118,7 +118,7 @@ impl System {
     pub(crate) fn label(self) -> &'static str {
         match self {
             System::Inbox => "inbox",
-            System::InboxNoGate => "inbox, no writer gate",
+            System::InboxNoGate => "inbox, no writer gate or turn",
             System::InboxDaemon => "inbox, to inbox daemon",
             System::SqliteQueue => "bare SQLite queue",
             System::Jsonl => "JSONL inbox",

@@ -108,7 +108,7 @@ fn worker_process_tables(
         };
         let mut table = worker_process_table(durability);
         let mut series = Vec::new();
-        // inbox, then inbox as it was before its writer gate, then the
+        // inbox, then inbox as it was before its writer gate and turn, then the
         // bare SQLite queue it runs on, then the peers.
         let systems = std::iter::once(System::Inbox)
             .chain([System::InboxNoGate, System::SqliteQueue])
@@ -444,20 +444,24 @@ const SERIALIZED: &str = "Writers serialize on SQLite's one write lock. One work
     transactions back to back, with its page cache warm; with many worker processes on 2 \
     cores, every hand-off of the lock to another process costs a context switch and a page \
     cache that SQLite drops because another connection wrote, and a holder preempted \
-    mid-transaction holds everyone up. The race for the lock, in which the writer that just \
-    let go often takes it again, is what keeps the rate this high: every design measured that \
-    hands the lock over more often (a queue in arrival order, the writer gate closing after \
-    5–20 ms) lost 16–65% of it";
+    mid-transaction holds everyone up. Letting the writer that just let go take the lock again \
+    at once (for up to 0.5 ms, then the writer turn hands it to a sleeper) is what keeps the \
+    rate this high: every design measured that hands the lock over more often (a queue in \
+    arrival order, the writer gate closing after 5–20 ms, a woken writer spinning for the \
+    turn) lost 16–65% of it";
 
 /// Why a claim can wait long: the shortfall of the tail targets.
-const TAIL: &str = "A waiter polls SQLite's lock from a busy handler and can lose the race \
-    many times in a row. The writer gate (host-native/src/writer_gate.rs) bounds that: a \
-    writer that has lost it for 40 ms holds the others back until it has written, which \
-    bounds the worst claim. Closing the gate sooner lowers the p99 but every forced hand-off \
-    costs throughput: with 16 workers, three alternating runs of each (2026-11-27), after 20 \
-    ms the p99 was 31–36 ms with 16% less throughput, after 12 ms 29 ms with 25% less. A p99 \
-    under 20 ms would take a gate closing sooner still, trading the collapse target for this \
-    one";
+const TAIL: &str = "Waiters sleep on the writer turn (host-native/src/writer_turn.rs), a \
+    futex lock whose holder may take it back at once for 0.5 ms; then its release hands the \
+    turn to the sleeper it wakes. A sleeper woken to find the turn taken back goes to the end \
+    of the queue, so one can be passed over several times, and the writer gate \
+    (host-native/src/writer_gate.rs) bounds that: a writer that has waited 40 ms holds the \
+    others back until it has written. With an fsync per commit, where transactions are ten \
+    times longer and a hand-off costs little, this meets the target (p99 15–20 ms with 16 \
+    workers, against 63–67 ms with the gate alone, 2026-11-28); without, the p99 fell from \
+    48–55 ms to 40–45 ms. A woken sleeper spinning for the turn instead of sleeping again \
+    (one run) took the p99 to 33 ms and the rate to 0.49×. Under 20 ms would take a hand-off \
+    at nearly every release, which costs the rate (a queue in arrival order lost 20–65%)";
 
 /// The bare SQLite queue in this run: the same load on SQLite with none of
 /// inbox's work, which tells a limit of SQLite from a cost of inbox's in
