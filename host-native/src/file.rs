@@ -385,9 +385,10 @@ fn this_process() -> writer_lock::Me {
     }
 }
 
-/// Whether process `pid` of this namespace runs (one we may not signal
-/// runs too).
-fn process_runs(pid: u32) -> bool {
+/// Whether process (or thread) `pid` of this namespace runs (one we may
+/// not signal runs too). A zombie counts as running: see
+/// `writer_turn::exists` for a look that tells it apart.
+pub(crate) fn process_runs(pid: u32) -> bool {
     let Some(pid) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)

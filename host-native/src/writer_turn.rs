@@ -120,7 +120,8 @@ impl Turn {
         let len = usize::try_from(SIZE).ok()?;
         // SAFETY: a fresh shared mapping of the whole file, which is SIZE
         // bytes (checked by `open_file`), at an address the kernel picks;
-        // nothing else in this process maps or aliases it. The file may
+        // other mappings of the file (other stores, other processes) touch
+        // its word only atomically, as this one does. The file may
         // be shortened by another process of this user, which would fault
         // an access; that user can as well delete the database.
         let ptr = unsafe {
@@ -305,18 +306,7 @@ fn exists(tid: u32) -> bool {
     match read {
         Ok(_) => !zombie(&stat),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(_) => {
-            let Some(pid) = i32::try_from(tid)
-                .ok()
-                .and_then(rustix::process::Pid::from_raw)
-            else {
-                return false;
-            };
-            !matches!(
-                rustix::process::test_kill_process(pid),
-                Err(rustix::io::Errno::SRCH)
-            )
-        }
+        Err(_) => crate::file::process_runs(tid),
     }
 }
 
