@@ -602,9 +602,10 @@ fn seed() -> u64 {
 /// SQLite's busy handler: called with the number of earlier calls for the
 /// same lock attempt. Sleeps 50 µs, doubling to 2 ms, each time jittered to
 /// ±50% so that waiting writers do not retry in lockstep, until
-/// [`BUSY_BUDGET`] is spent. A beginning write that holds the writer gate
-/// tries again sooner, and any other waits while the gate is closed (see
-/// [`crate::writer_gate`]).
+/// [`BUSY_BUDGET`] is spent, counted for a beginning write from when it
+/// began to wait for the gate and turn. A beginning write that holds the
+/// writer gate tries again sooner, and any other waits while the gate is
+/// closed (see [`crate::writer_gate`]).
 fn busy_wait(attempt: i32) -> bool {
     let now = Instant::now();
     let since = BUSY_SINCE.with(|since| {
@@ -613,6 +614,7 @@ fn busy_wait(attempt: i32) -> bool {
         }
         since.get().unwrap_or(now)
     });
+    let since = crate::writer_gate::began_waiting().map_or(since, |began| began.min(since));
     let budget = if IN_CHECKPOINT.with(Cell::get) {
         CHECKPOINT_BUDGET
     } else {

@@ -373,6 +373,14 @@ pub(crate) fn holding() -> bool {
     BEGINNING.with(|beginning| beginning.borrow().as_ref().is_some_and(|gate| gate.closed))
 }
 
+/// For the busy handler: when the beginning write began to wait, if one
+/// is beginning on this thread. Its budget counts from then, so that the
+/// time it spent held back by the gate or asleep on the turn is not
+/// granted a second time in SQLite's busy handler.
+pub(crate) fn began_waiting() -> Option<Instant> {
+    BEGINNING.with(|beginning| beginning.borrow().as_ref().and_then(|gate| gate.started))
+}
+
 impl Drop for WriterGate {
     fn drop(&mut self) {
         self.transaction_ended();

@@ -215,6 +215,30 @@ fn the_first_writer_holds_the_turn_later_ones_sleep_and_a_starved_one_closes_the
 }
 
 #[test]
+fn a_write_waits_for_a_stuck_turn_and_a_held_lock_one_busy_budget_in_all() {
+    let (_dir, db) = initialized();
+    // A writer stuck holding both the turn and SQLite's lock (a stopped
+    // process, as far as the others can tell: its thread still runs).
+    let mut turn = inbox_host_native::writer_turn::Turn::open(&db).unwrap();
+    let taken = turn.take(Instant::now());
+    assert_eq!(taken, inbox_host_native::writer_turn::Taken::Yes);
+    let lock = WriteLock::take(&db);
+    let started = Instant::now();
+    let (response, returned) = send_later(&db, "behind a stuck writer").join().unwrap();
+    let waited = returned.duration_since(started);
+    assert!(response.contains("\"ok\":false"), "{response}");
+    assert!(response.to_lowercase().contains("busy"), "{response}");
+    // The 10 s budget, spent asleep on the turn, is not granted again in
+    // SQLite's busy handler.
+    assert!(
+        (Duration::from_secs(9)..Duration::from_secs(15)).contains(&waited),
+        "waited {waited:?}"
+    );
+    drop(lock);
+    drop(turn);
+}
+
+#[test]
 fn the_gate_file_is_owner_only_and_a_planted_link_is_never_used() {
     let (dir, db) = initialized();
     // The gate file a write creates is owner-only.
