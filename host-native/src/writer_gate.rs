@@ -117,9 +117,9 @@ const BUDGET: Duration = crate::open::BUSY_BUDGET;
 /// A database's writer gate, as one store uses it.
 #[derive(Debug)]
 pub struct WriterGate {
-    /// The database's path, for its writer turn.
+    /// The database's path: its gate file and writer turn are named
+    /// after it.
     db: PathBuf,
-    path: PathBuf,
     /// The file, opened at the first write; `None` before, or when it
     /// cannot be used (then writers go straight to SQLite's lock).
     file: Option<File>,
@@ -154,7 +154,6 @@ impl WriterGate {
     pub fn new(db: &Path) -> WriterGate {
         WriterGate {
             db: db.to_path_buf(),
-            path: crate::file::companion(db, SUFFIX),
             file: None,
             unusable: false,
             closed: false,
@@ -328,7 +327,7 @@ impl WriterGate {
     /// The file, opened (and created) on first use.
     fn file(&mut self) -> Option<&File> {
         if self.file.is_none() && !self.unusable {
-            self.file = open(&self.path);
+            self.file = open(&crate::file::companion(&self.db, SUFFIX));
             self.unusable = self.file.is_none();
         }
         self.file.as_ref()

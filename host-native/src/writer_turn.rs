@@ -146,10 +146,7 @@ impl Turn {
     /// `deadline`. Takes it over from an owner thread that no longer
     /// exists.
     pub fn take(&mut self, deadline: Instant) -> Taken {
-        let me = rustix::thread::gettid()
-            .as_raw_nonzero()
-            .get()
-            .unsigned_abs();
+        let me = this_thread();
         let word = self.word();
         let mut slept = false;
         loop {
@@ -291,6 +288,15 @@ impl Drop for Turn {
             let _ = unsafe { rustix::mm::munmap(self.map.as_ptr().cast(), len) };
         }
     }
+}
+
+/// This thread's id, asked of the kernel once per thread rather than once
+/// per write.
+fn this_thread() -> u32 {
+    thread_local! {
+        static ID: u32 = rustix::thread::gettid().as_raw_nonzero().get().unsigned_abs();
+    }
+    ID.with(|id| *id)
 }
 
 /// Whether the thread with id `tid` still runs (in this pid namespace).
