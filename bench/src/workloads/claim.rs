@@ -453,15 +453,17 @@ const SERIALIZED: &str = "Writers serialize on SQLite's one write lock. One work
 /// Why a claim can wait long: the shortfall of the tail targets.
 const TAIL: &str = "Waiters sleep on the writer turn (host-native/src/writer_turn.rs), a \
     futex lock whose holder may take it back at once for 0.5 ms; then its release hands the \
-    turn to the sleeper it wakes. A sleeper woken to find the turn taken back goes to the end \
-    of the queue, so one can be passed over several times, and the writer gate \
-    (host-native/src/writer_gate.rs) bounds that: a writer that has waited 40 ms holds the \
-    others back until it has written. With an fsync per commit, where transactions are ten \
-    times longer and a hand-off costs little, this meets the target (p99 15–20 ms with 16 \
-    workers, against 63–67 ms with the gate alone, 2026-11-28); without, the p99 fell from \
-    48–55 ms to 40–45 ms. A woken sleeper spinning for the turn instead of sleeping again \
-    (one run) took the p99 to 33 ms and the rate to 0.49×. Under 20 ms would take a hand-off \
-    at nearly every release, which costs the rate (a queue in arrival order lost 20–65%)";
+    turn to the sleeper it wakes, and a sleeper woken to find the turn taken back sleeps again \
+    ahead of those not woken yet. The writer gate (host-native/src/writer_gate.rs) bounds the \
+    rest: a writer that has waited 40 ms holds the others back until it has written. With an \
+    fsync per commit, where transactions are ten times longer and a hand-off costs little, \
+    this meets the target (p99 10–13 ms with 16 workers in five runs, 2026-11-28); without, \
+    keeping the woken sleeper's place took the p99 from 29–37 ms to 21–25 ms in five \
+    alternating runs each. What remains was not measured apart; a likely part is a holder \
+    preempted mid-transaction (16 busy processes share 2 cores), which holds every writer up \
+    for a scheduler time slice. A woken sleeper spinning for the turn (one run) took the p99 \
+    to 33 ms and the rate to 0.49×; under 20 ms would take a hand-off at nearly every \
+    release, which costs the rate (a queue in arrival order lost 20–65%)";
 
 /// The bare SQLite queue in this run: the same load on SQLite with none of
 /// inbox's work, which tells a limit of SQLite from a cost of inbox's in
