@@ -538,13 +538,13 @@ mod tests {
                 b.give_back();
             })
         };
-        // Until the sleeper is asleep on the word (its only way to block).
-        let stat = format!("/proc/self/task/{}/stat", sleeper.recv().unwrap());
-        while a.word().load(Ordering::Relaxed) & WAITERS == 0
-            || !std::fs::read_to_string(&stat).unwrap().contains(") S ")
-        {
+        // Until the sleeper is asleep on the word (its only way to block
+        // once it has marked the word).
+        let sleeper = sleeper.recv().unwrap();
+        while a.word().load(Ordering::Relaxed) & WAITERS == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
+        until_asleep(sleeper);
         // `a` has kept the turn past its streak: even though it asks again
         // at once, the turn is the sleeper's.
         a.streak = Some(Instant::now() - FAIR_EVERY);
