@@ -278,7 +278,8 @@ fn a_link_in_the_sockets_place_is_not_followed_to_another_databases_daemon() {
 /// A stand-in at the socket's place that reads the call and answers with
 /// `answer` (nothing: closes).
 fn stand_in(env: &TestEnv, answer: &'static [u8]) -> std::thread::JoinHandle<Vec<u8>> {
-    let listener = UnixListener::bind(socket(env)).unwrap();
+    let path = socket(env);
+    let listener = UnixListener::bind(&path).unwrap();
     std::thread::spawn(move || {
         let (stream, _) = listener.accept().unwrap();
         let mut line = Vec::new();
@@ -286,6 +287,11 @@ fn stand_in(env: &TestEnv, answer: &'static [u8]) -> std::thread::JoinHandle<Vec
             .read_until(b'\n', &mut line)
             .unwrap();
         (&stream).write_all(answer).unwrap();
+        // Gone for the commands after it: closing the listener is not
+        // enough, since a child process another test has forked but not
+        // yet exec'd holds a copy of it, and a command connecting then was
+        // reset when that copy closed (seen once in CI).
+        std::fs::remove_file(&path).unwrap();
         line
     })
 }
