@@ -386,8 +386,9 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
         ),
         at_most >= one,
         format!(
-            "{:.0}% of the one-worker rate. {SERIALIZED}. {}",
+            "{:.0}% of the one-worker rate. {}. {}",
             100.0 * at_most / one.max(1.0),
+            serialized(),
             bare.as_ref().map(Bare::on_collapse).unwrap_or_default()
         ),
     ));
@@ -395,7 +396,7 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
         &format!("max claim latency < 100 ms with {most} workers"),
         fmt_us(max_latency),
         max_latency < 100_000.0,
-        format!("{} over. {TAIL}", fmt_us(max_latency - 100_000.0)),
+        format!("{} over. {}", fmt_us(max_latency - 100_000.0), tail()),
     ));
     let p99 = normal(most).map_or(f64::INFINITY, |o| o.claim.p99);
     section.checks.push(check(
@@ -403,8 +404,9 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
         fmt_us(p99),
         p99 < 20_000.0,
         format!(
-            "{} over. {TAIL}. {}",
+            "{} over. {}. {}",
             fmt_us(p99 - 20_000.0),
+            tail(),
             bare.as_ref()
                 .map(|b| b.on_tail(20_000.0))
                 .unwrap_or_default()
@@ -440,30 +442,49 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
 }
 
 /// Why more workers lower the rate: the shortfall of the collapse target.
-const SERIALIZED: &str = "Writers serialize on SQLite's one write lock. One worker runs its \
-    transactions back to back, with its page cache warm; with many worker processes on 2 \
-    cores, every hand-off of the lock to another process costs a context switch and a page \
-    cache that SQLite drops because another connection wrote, and a holder preempted \
-    mid-transaction holds everyone up. Letting the writer that just let go take the lock again \
-    at once (for up to 0.5 ms, then the writer turn hands it to a sleeper) is what keeps the \
-    rate this high: every design measured that hands the lock over more often (a queue in \
-    arrival order, the writer gate closing after 5–20 ms, a woken writer spinning for the \
-    turn) lost 16–65% of it";
+fn serialized() -> String {
+    format!(
+        "Writers serialize on SQLite's one write lock. One worker runs its transactions back \
+         to back, with its page cache warm; with many worker processes on 2 cores, every \
+         hand-off of the lock to another process costs a context switch and a page cache that \
+         SQLite drops because another connection wrote, and a holder preempted mid-transaction \
+         holds everyone up. Letting the writer that just let go take the lock again at once \
+         (for up to {}, then the writer turn hands it to a sleeper) is what keeps the rate this \
+         high: every design measured that hands the lock over more often (a queue in arrival \
+         order, the writer gate closing after 5–20 ms, a woken writer spinning for the turn, a \
+         streak of 250 µs) lost 16–65% of it",
+        streak()
+    )
+}
 
 /// Why a claim can wait long: the shortfall of the tail targets.
-const TAIL: &str = "Waiters sleep on the writer turn (host-native/src/writer_turn.rs), a \
-    futex lock whose holder may take it back at once for 0.5 ms; then its release hands the \
-    turn to the sleeper it wakes, and a sleeper woken to find the turn taken back sleeps again \
-    ahead of those not woken yet. The writer gate (host-native/src/writer_gate.rs) bounds the \
-    rest: a writer that has waited 40 ms holds the others back until it has written. With an \
-    fsync per commit, where transactions are ten times longer and a hand-off costs little, \
-    this meets the target (p99 10–13 ms with 16 workers in five runs, 2026-11-28); without, \
-    keeping the woken sleeper's place took the p99 from 29–37 ms to 21–25 ms in five \
-    alternating runs each. What remains was not measured apart; a likely part is a holder \
-    preempted mid-transaction (16 busy processes share 2 cores), which holds every writer up \
-    for a scheduler time slice. A woken sleeper spinning for the turn (one run) took the p99 \
-    to 33 ms and the rate to 0.49×; under 20 ms would take a hand-off at nearly every \
-    release, which costs the rate (a queue in arrival order lost 20–65%)";
+fn tail() -> String {
+    format!(
+        "Waiters sleep on the writer turn (host-native/src/writer_turn.rs), a futex lock whose \
+         holder may take it back at once for {}; then its release hands the turn to the \
+         sleeper it wakes, and a sleeper woken to find the turn taken back sleeps again ahead \
+         of those not woken yet. The writer gate (host-native/src/writer_gate.rs) bounds the \
+         rest: a writer that has waited 40 ms holds the others back until it has written. With \
+         an fsync per commit, where transactions are ten times longer and a hand-off costs \
+         little, this meets the target (p99 10–16 ms with 16 workers in twelve runs, \
+         2026-11-28); without, keeping the woken sleeper's place took the p99 from 29–37 ms to \
+         21–25 ms in five alternating runs each, and a streak of 375 µs rather than 500 µs \
+         gave 21.0–24.4 ms against 22.4–25.3 ms in six. What remains was not measured apart; a \
+         likely part is a holder preempted mid-transaction (16 busy processes share 2 cores), \
+         which holds every writer up for a scheduler time slice. A streak of 250 µs meets the \
+         target (p99 11–19 ms in six runs) but keeps 0.41–0.70× of the one-worker rate, \
+         against 0.66–1.11× with 375 µs; a woken \
+         sleeper spinning for the turn (one run) took the p99 to 33 ms and the rate to 0.49×; \
+         under 20 ms would take a hand-off at nearly every release, which costs the rate (a \
+         queue in arrival order lost 20–65%)",
+        streak()
+    )
+}
+
+/// The writer turn's streak before a hand-off, as the report writes it.
+fn streak() -> String {
+    fmt_us(inbox_host_native::writer_turn::FAIR_EVERY.as_secs_f64() * 1e6)
+}
 
 /// The bare SQLite queue in this run: the same load on SQLite with none of
 /// inbox's work, which tells a limit of SQLite from a cost of inbox's in
