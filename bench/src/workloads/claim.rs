@@ -64,6 +64,85 @@ struct Inbox {
     /// The bare SQLite queue's worker processes (normal durability), by
     /// number of workers: what SQLite itself does under the same load.
     bare: HashMap<usize, Outcome>,
+    /// Every run of inbox's worker processes in the default durability
+    /// with 1 and with the most workers, the table's first: the targets
+    /// read their medians (see [`repeats`]).
+    runs: HashMap<usize, Vec<Run>>,
+}
+
+impl Inbox {
+    /// `key` over every run with `w` workers (see [`Inbox::runs`]).
+    fn across_runs(&self, w: usize, key: fn(&Run) -> f64) -> AcrossRuns {
+        let values: Vec<f64> = self
+            .runs
+            .get(&w)
+            .map(|runs| runs.iter().map(key).collect())
+            .unwrap_or_default();
+        AcrossRuns {
+            median: if values.is_empty() {
+                f64::NAN
+            } else {
+                Summary::of(&values).p50
+            },
+            values,
+        }
+    }
+}
+
+/// One figure over repeated runs: the median the targets read, and each
+/// run's value, which the report lists.
+struct AcrossRuns {
+    median: f64,
+    values: Vec<f64>,
+}
+
+impl AcrossRuns {
+    /// ` (median of 3 runs: a, b, c)`, or nothing for a single run.
+    fn listed(&self, fmt: fn(f64) -> String) -> String {
+        if self.values.len() < 2 {
+            return String::new();
+        }
+        let each: Vec<String> = self.values.iter().map(|v| fmt(*v)).collect();
+        format!(
+            " (median of {} runs: {})",
+            self.values.len(),
+            each.join(", ")
+        )
+    }
+}
+
+/// ` (worst of 3 runs)`, or nothing for a single run.
+fn worst_of(runs: Option<&Vec<Run>>) -> String {
+    match runs.map(Vec::len) {
+        Some(n) if n > 1 => format!(" (worst of {n} runs)"),
+        _ => String::new(),
+    }
+}
+
+/// What the targets read of one run of worker processes.
+#[derive(Clone, Copy)]
+struct Run {
+    rate: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl Run {
+    fn of(outcome: &Outcome) -> Run {
+        Run {
+            rate: outcome.rate,
+            p99: outcome.claim.p99,
+            max: outcome.claim.max,
+        }
+    }
+}
+
+/// How many runs of inbox with 1 and with the most worker processes the
+/// targets read the median of. One run is a second or two of work on a
+/// noisy machine: four runs of the same build gave a 16-worker p99 of
+/// 19.96 to 22.70 ms, so one run decided the p99 target by chance.
+fn repeats(ctx: &Ctx) -> usize {
+    ctx.size(3, 1)
 }
 
 /// Runs the workload.
@@ -89,6 +168,7 @@ fn worker_process_tables(
 ) -> Result<()> {
     let tasks: u64 = ctx.size(1000, 200);
     let tasks_full: u64 = ctx.size(400, 100);
+    let most = workers.iter().max().copied().unwrap_or(1);
     // inbox and the two SQLite queues it is judged against finish 1,000
     // tasks in a fraction of a second, too short for a p99 or a rate to
     // hold still from one run to the next (the 16-worker rate ranged
@@ -108,7 +188,7 @@ fn worker_process_tables(
          **Claim latency** runs from starting to look for work to holding a claim, conflicts \
          included. Every finished task id is reported back: a **duplicate** is a task \
          finished by two workers, a **lost** task is one nobody finished.",
-        workers.iter().max().copied().unwrap_or(1)
+        most
     ));
     for durability in Ctx::DURABILITIES {
         let mut table = worker_process_table(durability);
@@ -137,6 +217,21 @@ fn worker_process_tables(
                     durability.as_str()
                 ));
                 let outcome = with_processes(ctx, &ctx.target(system, durability), w, n)?;
+                if system == System::Inbox
+                    && durability == Durability::Normal
+                    && (w == 1 || w == most)
+                {
+                    let mut runs = vec![Run::of(&outcome)];
+                    for round in 2..=repeats(ctx) {
+                        progress(&format!(
+                            "claim with worker processes: inbox, {w} workers, run {round}"
+                        ));
+                        let again = with_processes(ctx, &ctx.target(system, durability), w, n)?;
+                        inbox.duplicates += again.duplicates + again.lost;
+                        runs.push(Run::of(&again));
+                    }
+                    inbox.runs.insert(w, runs);
+                }
                 let inbox_rate = inbox
                     .outcomes
                     .get(&(durability, w))
@@ -381,46 +476,61 @@ fn worker_notes(section: &mut Section, inbox: &Inbox) {
 /// The targets and the headline.
 fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
     let normal = |w: usize| inbox.outcomes.get(&(Durability::Normal, w));
-    let one = normal(1).map_or(0.0, |o| o.rate);
+    // A worker count run more than once counts with its median.
+    let rate = |w: usize| match inbox.runs.contains_key(&w) {
+        true => Some(inbox.across_runs(w, |r| r.rate).median),
+        false => normal(w).map(|o| o.rate),
+    };
     let best = workers
         .iter()
-        .filter_map(|w| normal(*w).map(|o| (o.rate, *w)))
+        .filter_map(|w| rate(*w).map(|r| (r, *w)))
         .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
     let most = workers.iter().max().copied().unwrap_or(1);
-    let max_latency = normal(most).map_or(f64::INFINITY, |o| o.claim.max);
-    let at_most = normal(most).map_or(0.0, |o| o.rate);
+    let one = inbox.across_runs(1, |r| r.rate);
+    let at_most = inbox.across_runs(most, |r| r.rate);
+    let worst = inbox.runs.get(&most).map_or(f64::INFINITY, |runs| {
+        runs.iter().map(|r| r.max).fold(0.0, f64::max)
+    });
+    let p99 = inbox.across_runs(most, |r| r.p99);
     let bare = Bare::of(inbox, workers);
-    throughput_checks(section, one, best, most, at_most, bare.as_ref());
+    throughput_checks(
+        section,
+        one.median,
+        best,
+        most,
+        at_most.median,
+        bare.as_ref(),
+    );
     section.checks.push(check(
         &format!("no collapse: claim + done with {most} workers ≥ the one-worker rate (normal)"),
         format!(
-            "{} ÷ {} = {}",
-            fmt_rate(at_most),
-            fmt_rate(one),
-            fmt_ratio(ratio(at_most, one))
+            "{} ÷ {} = {}{}",
+            fmt_rate(at_most.median),
+            fmt_rate(one.median),
+            fmt_ratio(ratio(at_most.median, one.median)),
+            at_most.listed(fmt_rate),
         ),
-        at_most >= one,
+        at_most.median >= one.median,
         format!(
             "{:.0}% of the one-worker rate. {}. {}",
-            100.0 * at_most / one.max(1.0),
+            100.0 * at_most.median / one.median.max(1.0),
             serialized(),
             bare.as_ref().map(Bare::on_collapse).unwrap_or_default()
         ),
     ));
     section.checks.push(check(
         &format!("max claim latency < 100 ms with {most} workers"),
-        fmt_us(max_latency),
-        max_latency < 100_000.0,
-        format!("{} over. {}", fmt_us(max_latency - 100_000.0), tail()),
+        format!("{}{}", fmt_us(worst), worst_of(inbox.runs.get(&most))),
+        worst < 100_000.0,
+        format!("{} over. {}", fmt_us(worst - 100_000.0), tail()),
     ));
-    let p99 = normal(most).map_or(f64::INFINITY, |o| o.claim.p99);
     section.checks.push(check(
         &format!("claim p99 < 20 ms with {most} workers"),
-        fmt_us(p99),
-        p99 < 20_000.0,
+        format!("{}{}", fmt_us(p99.median), p99.listed(fmt_us)),
+        p99.median < 20_000.0,
         format!(
             "{} over. {}. {}",
-            fmt_us(p99 - 20_000.0),
+            fmt_us(p99.median - 20_000.0),
             tail(),
             bare.as_ref()
                 .map(|b| b.on_tail(20_000.0))
@@ -443,11 +553,11 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
          best {} with {} workers; worst claim latency with {most} workers {}; {} duplicates; \
          a CLI `claim` process takes {} = {} the spawn floor ({} = {} with `inbox daemon` \
          running)",
-        fmt_rate(one),
+        fmt_rate(one.median),
         fmt_rate(full_one),
         fmt_rate(best.0),
         best.1,
-        fmt_us(max_latency),
+        fmt_us(worst),
         inbox.duplicates,
         fmt_us(inbox.claim_cmd.p50),
         fmt_ratio(Some(cli_ratio)),
