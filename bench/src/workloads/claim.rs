@@ -99,15 +99,16 @@ struct AcrossRuns {
 impl AcrossRuns {
     /// ` (median of 3 runs: a, b, c)`, or nothing for a single run.
     fn listed(&self, fmt: fn(f64) -> String) -> String {
-        if self.values.len() < 2 {
-            return String::new();
+        match self.each(fmt) {
+            Some(each) => format!(" (median of {} runs: {each})", self.values.len()),
+            None => String::new(),
         }
+    }
+
+    /// `a, b, c`, or `None` for a single run.
+    fn each(&self, fmt: fn(f64) -> String) -> Option<String> {
         let each: Vec<String> = self.values.iter().map(|v| fmt(*v)).collect();
-        format!(
-            " (median of {} runs: {})",
-            self.values.len(),
-            each.join(", ")
-        )
+        (each.len() > 1).then(|| each.join(", "))
     }
 }
 
@@ -508,7 +509,13 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
             fmt_rate(at_most.median),
             fmt_rate(one.median),
             fmt_ratio(ratio(at_most.median, one.median)),
-            at_most.listed(fmt_rate),
+            match (at_most.each(fmt_rate), one.each(fmt_rate)) {
+                (Some(most_runs), Some(one_runs)) => format!(
+                    " (medians of {} runs: {most} workers {most_runs}; 1 worker {one_runs})",
+                    at_most.values.len()
+                ),
+                _ => String::new(),
+            },
         ),
         at_most.median >= one.median,
         format!(
