@@ -105,6 +105,19 @@ impl AcrossRuns {
         }
     }
 
+    /// The largest value (NaN without runs).
+    fn worst(&self) -> f64 {
+        self.values.iter().copied().fold(f64::NAN, f64::max)
+    }
+
+    /// ` (worst of 3 runs)`, or nothing for a single run.
+    fn worst_of(&self) -> String {
+        match self.values.len() {
+            n if n > 1 => format!(" (worst of {n} runs)"),
+            _ => String::new(),
+        }
+    }
+
     /// `a, b, c`, or `None` for a single run.
     fn each(&self, fmt: fn(f64) -> String) -> Option<String> {
         let each: Vec<String> = self.values.iter().map(|v| fmt(*v)).collect();
@@ -112,16 +125,7 @@ impl AcrossRuns {
     }
 }
 
-/// ` (worst of 3 runs)`, or nothing for a single run.
-fn worst_of(runs: Option<&Vec<Run>>) -> String {
-    match runs.map(Vec::len) {
-        Some(n) if n > 1 => format!(" (worst of {n} runs)"),
-        _ => String::new(),
-    }
-}
-
 /// What the targets read of one run of worker processes.
-#[derive(Clone, Copy)]
 struct Run {
     rate: f64,
     p99: f64,
@@ -478,9 +482,12 @@ fn worker_notes(section: &mut Section, inbox: &Inbox) {
 fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
     let normal = |w: usize| inbox.outcomes.get(&(Durability::Normal, w));
     // A worker count run more than once counts with its median.
-    let rate = |w: usize| match inbox.runs.contains_key(&w) {
-        true => Some(inbox.across_runs(w, |r| r.rate).median),
-        false => normal(w).map(|o| o.rate),
+    let rate = |w: usize| {
+        if inbox.runs.contains_key(&w) {
+            Some(inbox.across_runs(w, |r| r.rate).median)
+        } else {
+            normal(w).map(|o| o.rate)
+        }
     };
     let best = workers
         .iter()
@@ -489,9 +496,8 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
     let most = workers.iter().max().copied().unwrap_or(1);
     let one = inbox.across_runs(1, |r| r.rate);
     let at_most = inbox.across_runs(most, |r| r.rate);
-    let worst = inbox.runs.get(&most).map_or(f64::INFINITY, |runs| {
-        runs.iter().map(|r| r.max).fold(0.0, f64::max)
-    });
+    let max = inbox.across_runs(most, |r| r.max);
+    let worst = max.worst();
     let p99 = inbox.across_runs(most, |r| r.p99);
     let bare = Bare::of(inbox, workers);
     throughput_checks(
@@ -527,7 +533,7 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
     ));
     section.checks.push(check(
         &format!("max claim latency < 100 ms with {most} workers"),
-        format!("{}{}", fmt_us(worst), worst_of(inbox.runs.get(&most))),
+        format!("{}{}", fmt_us(worst), max.worst_of()),
         worst < 100_000.0,
         format!("{} over. {}", fmt_us(worst - 100_000.0), tail()),
     ));
