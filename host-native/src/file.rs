@@ -385,10 +385,36 @@ fn this_process() -> writer_lock::Me {
     }
 }
 
-/// Whether process (or thread) `pid` of this namespace runs (one we may
-/// not signal runs too). A zombie counts as running: see
-/// `writer_turn::exists` for a look that tells it apart.
+/// Whether process (or thread) `pid` of this namespace runs. A zombie, or
+/// a task that is exiting, does not: it will never let go of a lock it
+/// holds itself, so a killed holder whose parent has not reaped it yet
+/// holds nobody up. `/proc` tells that apart; without it, a signal-0
+/// probe, for which `EPERM` means another user's process runs (and a
+/// zombie counts as running).
 pub(crate) fn process_runs(pid: u32) -> bool {
+    use std::io::Read;
+    let mut stat = Vec::with_capacity(512);
+    // A stat line is a few hundred bytes; the limit keeps the read bounded.
+    let read = std::fs::File::open(format!("/proc/{pid}/stat"))
+        .and_then(|file| file.take(4096).read_to_end(&mut stat));
+    match read {
+        Ok(_) => !dead(&stat),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(_) => signal_reaches(pid),
+    }
+}
+
+/// Whether a `/proc/<id>/stat` line is a dead task's: its state, the first
+/// field after the name (which is in parentheses and may hold anything,
+/// parentheses included), is `Z` (zombie) or `X` (dead).
+fn dead(stat: &[u8]) -> bool {
+    let after_name = stat.iter().rposition(|&b| b == b')').map_or(0, |i| i + 1);
+    let state = stat[after_name..].iter().find(|b| !b.is_ascii_whitespace());
+    matches!(state, Some(b'Z' | b'X' | b'x'))
+}
+
+/// Whether a signal-0 probe finds `pid` (one we may not signal exists).
+fn signal_reaches(pid: u32) -> bool {
     let Some(pid) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
@@ -434,5 +460,57 @@ impl LockWait {
         let micros = 500 + (self.pauses * 7919 + u64::from(std::process::id())) % 1500;
         std::thread::sleep(std::time::Duration::from_micros(micros));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stat_line_says_whether_the_task_is_dead() {
+        assert!(!dead(b"42 (inbox) S 1 42 42 0 -1"));
+        assert!(!dead(b"42 (inbox) R 1 42 42 0 -1"));
+        assert!(dead(b"42 (inbox) Z 1 42 42 0 -1"));
+        assert!(dead(b"42 (inbox) X 1 42 42 0 -1"));
+        // The name is whatever the process chose, parentheses included:
+        // the state follows the last one.
+        assert!(!dead(b"42 (a) Z (b) S 1 42 42 0 -1"));
+        assert!(dead(b"42 (a) S (b) Z 1 42 42 0 -1"));
+    }
+
+    #[test]
+    fn this_process_runs() {
+        assert!(process_runs(std::process::id()));
+        assert!(process_runs(
+            rustix::thread::gettid()
+                .as_raw_nonzero()
+                .get()
+                .unsigned_abs()
+        ));
+    }
+
+    #[test]
+    fn a_killed_process_does_not_run_even_unreaped() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        assert!(process_runs(child.id()));
+        child.kill().unwrap();
+        // Not reaped yet: a zombie until `wait`, once the kernel has
+        // finished killing it.
+        let killed = std::time::Instant::now();
+        while process_runs(child.id()) {
+            assert!(
+                killed.elapsed() < std::time::Duration::from_secs(5),
+                "a killed, unreaped child still counts as running"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let stat = std::fs::read(format!("/proc/{}/stat", child.id())).unwrap();
+        assert!(dead(&stat), "the child is a zombie, not gone");
+        child.wait().unwrap();
+        assert!(!process_runs(child.id()));
     }
 }

@@ -210,7 +210,7 @@ impl Turn {
                 // The owner died holding it (or the sleeper a hand-off was
                 // for did): take it over, unless someone else just did.
                 Err(rustix::io::Errno::TIMEDOUT)
-                    if !exists(marked & !WAITERS)
+                    if !crate::file::process_runs(marked & !WAITERS)
                         && word
                             .compare_exchange(
                                 marked,
@@ -345,32 +345,6 @@ fn this_thread() -> u32 {
         static ID: u32 = rustix::thread::gettid().as_raw_nonzero().get().unsigned_abs();
     }
     ID.with(|id| *id)
-}
-
-/// Whether the thread with id `tid` still runs (in this pid namespace).
-/// `/proc` tells a zombie apart (a killed writer whose parent has not
-/// reaped it yet holds nobody up); without `/proc`, a signal-0 probe, for
-/// which `EPERM` means another user's thread exists.
-fn exists(tid: u32) -> bool {
-    use std::io::Read;
-    let mut stat = Vec::with_capacity(512);
-    // A stat line is a few hundred bytes; the limit keeps the read bounded.
-    let read = File::open(format!("/proc/{tid}/stat"))
-        .and_then(|file| file.take(4096).read_to_end(&mut stat));
-    match read {
-        Ok(_) => !zombie(&stat),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(_) => crate::file::process_runs(tid),
-    }
-}
-
-/// Whether a `/proc/<id>/stat` line is a dead task's: its state, the first
-/// field after the name (which is in parentheses and may hold anything),
-/// is `Z` (zombie) or `X` (dead).
-fn zombie(stat: &[u8]) -> bool {
-    let after_name = stat.iter().rposition(|&b| b == b')').map_or(0, |i| i + 1);
-    let state = stat[after_name..].iter().find(|b| !b.is_ascii_whitespace());
-    matches!(state, Some(b'Z' | b'X' | b'x'))
 }
 
 /// Opens (creating owner-only) the turn file at `path`, if it is a regular
