@@ -659,8 +659,10 @@ fn tail(waited: &str) -> String {
          rest: a writer that has waited 40 ms holds the others back until it has written. \
          {waited}. So the tail is a wait through the other writers' streaks in turn, each \
          {streak} and the transaction that crosses it, and the hand-off (30–40 µs at the \
-         median from a release to the woken sleeper holding the turn, traced on 2026-11-28): \
-         it follows the streak's length. With an fsync per commit, where transactions are ten \
+         median from a release to the woken sleeper holding the turn, traced on 2026-11-28), \
+         with writers that arrive between a holder's transactions passing the sleepers now \
+         and then: it follows the streak's length. With an fsync per commit, where \
+         transactions are ten \
          times longer and a hand-off costs little, this meets the target (p99 10–16 ms with \
          16 workers in twelve runs, 2026-11-28); without, keeping the woken sleeper's place \
          took the p99 from 29–37 ms to 21–25 ms in five alternating runs each, and a streak of \
@@ -671,8 +673,10 @@ fn tail(waited: &str) -> String {
          spinning for the turn (p99 33 ms, the rate 0.49×), the gate closing after 15 ms \
          instead of 40 (p99 27–33 ms against 22–25 ms: each closing is a hand-off out of \
          turn), sleepers looking at the turn's owner every 10 or 40 ms instead of 20 (no \
-         better; 40 ms worse). Under 20 ms takes shorter streaks, that is more hand-offs, \
-         which cost the rate (a queue in arrival order lost 20–65%)",
+         better; 40 ms worse), and keeping writers that arrive between the holder's \
+         transactions from taking the turn (p99 16–20 ms, but the rate 38% lower). Under \
+         20 ms takes fewer writers passing a sleeper, that is more hand-offs, which cost the \
+         rate (a queue in arrival order lost 20–65%)",
         streak = streak(),
     )
 }
