@@ -654,29 +654,27 @@ fn tail(waited: &str) -> String {
     format!(
         "Waiters sleep on the writer turn (host-native/src/writer_turn.rs), a futex lock whose \
          holder may take it back at once for {streak}; then its release hands the turn to the \
-         sleeper it wakes, and a sleeper woken to find the turn taken back sleeps again ahead \
-         of those not woken yet. The writer gate (host-native/src/writer_gate.rs) bounds the \
-         rest: a writer that has waited 40 ms holds the others back until it has written. \
-         {waited}. So the tail is a wait through the other writers' streaks in turn, each \
-         {streak} and the transaction that crosses it, and the hand-off (30–40 µs at the \
-         median from a release to the woken sleeper holding the turn, traced on 2026-11-28), \
-         with writers that arrive between a holder's transactions passing the sleepers now \
-         and then: it follows the streak's length. With an fsync per commit, where \
-         transactions are ten \
-         times longer and a hand-off costs little, this meets the target (p99 10–16 ms with \
-         16 workers in twelve runs, 2026-11-28); without, keeping the woken sleeper's place \
-         took the p99 from 29–37 ms to 21–25 ms in five alternating runs each, and a streak of \
-         375 µs rather than 500 µs gave 21.0–24.4 ms against 22.4–25.3 ms in six. A streak of \
-         250 µs meets the target (p99 11–19 ms in six runs) but keeps 0.41–0.70× of the \
-         one-worker rate, against 0.66–1.11× with 375 µs. Measured and not kept, in \
-         alternating runs against this build (docs/durability-and-speed.md): a woken sleeper \
-         spinning for the turn (p99 33 ms, the rate 0.49×), the gate closing after 15 ms \
-         instead of 40 (p99 27–33 ms against 22–25 ms: each closing is a hand-off out of \
-         turn), sleepers looking at the turn's owner every 10 or 40 ms instead of 20 (no \
-         better; 40 ms worse), and keeping writers that arrive between the holder's \
-         transactions from taking the turn (p99 16–20 ms, but the rate 38% lower). Under \
-         20 ms takes fewer writers passing a sleeper, that is more hand-offs, which cost the \
-         rate (a queue in arrival order lost 20–65%)",
+         sleeper it wakes, and a sleeper woken to find the turn taken back sleeps again ahead of \
+         those not woken yet. The writer gate (host-native/src/writer_gate.rs) bounds the rest: \
+         a writer that has waited 40 ms holds the others back until it has written. {waited}. So \
+         the tail is a wait through the other writers' streaks in turn, each {streak} and the \
+         transaction that crosses it, and the hand-off (30–40 µs at the median from a release to \
+         the woken sleeper holding the turn, traced on 2026-11-28), with writers that arrive \
+         between a holder's transactions passing the sleepers now and then: it follows the \
+         streak's length. With an fsync per commit, where transactions are ten times longer and \
+         a hand-off costs little, this meets the target (p99 10–16 ms with 16 workers in twelve \
+         runs, 2026-11-28); without, keeping the woken sleeper's place took the p99 from 29–37 \
+         ms to 21–25 ms in five alternating runs each, and a streak of 375 µs rather than 500 µs \
+         gave 21.0–24.4 ms against 22.4–25.3 ms in six. A streak of 250 µs meets the target (p99 \
+         11–19 ms in six runs) but keeps 0.41–0.70× of the one-worker rate, against 0.66–1.11× \
+         with 375 µs. Measured in alternating runs and not kept \
+         (docs/durability-and-speed.md): a woken sleeper spinning for the turn (p99 33 ms, the \
+         rate 0.49×), the gate closing after 15 ms instead of 40 (p99 27–33 ms against 22–25 ms: \
+         each closing is a hand-off out of turn), sleepers looking at the turn's owner every 10 \
+         or 40 ms instead of 20 (no better; 40 ms worse), and keeping writers that arrive \
+         between the holder's transactions from taking the turn (p99 16–20 ms, but the rate 38% \
+         lower). Under 20 ms takes fewer writers passing a sleeper, that is more hand-offs, \
+         which cost the rate (a queue in arrival order lost 20–65%)",
         streak = streak(),
     )
 }
