@@ -673,8 +673,11 @@ fn tail(waited: &str) -> String {
          each closing is a hand-off out of turn), sleepers looking at the turn's owner every 10 \
          or 40 ms instead of 20 (no better; 40 ms worse), and keeping writers that arrive \
          between the holder's transactions from taking the turn (p99 16–20 ms, but the rate 38% \
-         lower). Under 20 ms takes fewer writers passing a sleeper, that is more hand-offs, \
-         which cost the rate (a queue in arrival order lost 20–65%)",
+         lower, with or without a bit that holds back a second wake), and a sleeper that has \
+         waited 8 ms making the next release hand off (p99 22–23 ms; handed to that sleeper \
+         itself, 18–21 ms, but the rate 24% lower). Under 20 ms takes fewer writers passing a \
+         sleeper, that is more hand-offs, which cost the rate (a queue in arrival order lost \
+         20–65%)",
         streak = streak(),
     )
 }
