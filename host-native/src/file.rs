@@ -386,11 +386,10 @@ fn this_process() -> writer_lock::Me {
 }
 
 /// Whether process (or thread) `pid` of this namespace runs. A zombie, or
-/// a task that is exiting, does not: it will never let go of a lock it
-/// holds itself, so a killed holder whose parent has not reaped it yet
-/// holds nobody up. `/proc` tells that apart; without it, a signal-0
-/// probe, for which `EPERM` means another user's process runs (and a
-/// zombie counts as running).
+/// a task that is exiting, does not ([`writer_lock::stat_says_dead`]).
+/// `/proc` tells that apart; where it cannot be read (no such task, or no
+/// `/proc` at all), a signal-0 probe decides, for which `EPERM` means
+/// another user's process runs (and a zombie counts as running).
 pub(crate) fn process_runs(pid: u32) -> bool {
     use std::io::Read;
     let mut stat = Vec::with_capacity(512);
@@ -398,19 +397,9 @@ pub(crate) fn process_runs(pid: u32) -> bool {
     let read = std::fs::File::open(format!("/proc/{pid}/stat"))
         .and_then(|file| file.take(4096).read_to_end(&mut stat));
     match read {
-        Ok(_) => !dead(&stat),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Ok(_) => !writer_lock::stat_says_dead(&stat),
         Err(_) => signal_reaches(pid),
     }
-}
-
-/// Whether a `/proc/<id>/stat` line is a dead task's: its state, the first
-/// field after the name (which is in parentheses and may hold anything,
-/// parentheses included), is `Z` (zombie) or `X` (dead).
-fn dead(stat: &[u8]) -> bool {
-    let after_name = stat.iter().rposition(|&b| b == b')').map_or(0, |i| i + 1);
-    let state = stat[after_name..].iter().find(|b| !b.is_ascii_whitespace());
-    matches!(state, Some(b'Z' | b'X' | b'x'))
 }
 
 /// Whether a signal-0 probe finds `pid` (one we may not signal exists).
@@ -468,18 +457,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stat_line_says_whether_the_task_is_dead() {
-        assert!(!dead(b"42 (inbox) S 1 42 42 0 -1"));
-        assert!(!dead(b"42 (inbox) R 1 42 42 0 -1"));
-        assert!(dead(b"42 (inbox) Z 1 42 42 0 -1"));
-        assert!(dead(b"42 (inbox) X 1 42 42 0 -1"));
-        // The name is whatever the process chose, parentheses included:
-        // the state follows the last one.
-        assert!(!dead(b"42 (a) Z (b) S 1 42 42 0 -1"));
-        assert!(dead(b"42 (a) S (b) Z 1 42 42 0 -1"));
-    }
-
-    #[test]
     fn this_process_runs() {
         assert!(process_runs(std::process::id()));
         assert!(process_runs(
@@ -509,7 +486,10 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let stat = std::fs::read(format!("/proc/{}/stat", child.id())).unwrap();
-        assert!(dead(&stat), "the child is a zombie, not gone");
+        assert!(
+            writer_lock::stat_says_dead(&stat),
+            "the child is a zombie, not gone"
+        );
         child.wait().unwrap();
         assert!(!process_runs(child.id()));
     }

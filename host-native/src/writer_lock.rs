@@ -18,8 +18,9 @@
 //! host and process namespace, no such process), and in any case once it is
 //! [`STALE_AFTER_MS`] old, far longer than any holder keeps it.
 //!
-//! This module is pure: it names, formats and judges lock files. It must
-//! never read or write one (the native store and [`crate::shared_file`] do).
+//! This module is pure: it names, formats and judges lock files, and tells
+//! a dead holder from its `/proc` stat line, given as bytes. It must never
+//! read or write a file (the native store and [`crate::shared_file`] do).
 
 use serde::{Deserialize, Serialize};
 
@@ -102,6 +103,18 @@ pub fn judge(content: &[u8], age_ms: u64, me: &Me, mut alive: impl FnMut(u32) ->
     Verdict::Held(holder)
 }
 
+/// Whether a `/proc/<pid>/stat` line is a dead task's: its state, the first
+/// field after the name (which is in parentheses and may hold anything,
+/// parentheses included), is `Z` (zombie) or `X` (dead). A zombie will never
+/// let go of a lock it holds itself, so a killed holder whose parent has
+/// not reaped it yet holds nobody up. Here, not with the reading, so that
+/// the native store and the wasm package in Node judge a holder alike.
+pub fn stat_says_dead(stat: &[u8]) -> bool {
+    let after_name = stat.iter().rposition(|&b| b == b')').map_or(0, |i| i + 1);
+    let state = stat[after_name..].iter().find(|b| !b.is_ascii_whitespace());
+    matches!(state, Some(b'Z' | b'X' | b'x'))
+}
+
 /// The message for a writer that waited its whole budget for a holder.
 pub fn still_held(db: &str, holder: Option<&Holder>) -> String {
     let who = holder.map_or_else(|| "another process".to_owned(), Holder::describe);
@@ -115,6 +128,18 @@ pub fn still_held(db: &str, holder: Option<&Holder>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_says_whether_the_task_is_dead() {
+        assert!(!stat_says_dead(b"42 (inbox) S 1 42 42 0 -1"));
+        assert!(!stat_says_dead(b"42 (inbox) R 1 42 42 0 -1"));
+        assert!(stat_says_dead(b"42 (inbox) Z 1 42 42 0 -1"));
+        assert!(stat_says_dead(b"42 (inbox) X 1 42 42 0 -1"));
+        // The name is whatever the process chose, parentheses included:
+        // the state follows the last one.
+        assert!(!stat_says_dead(b"42 (a) Z (b) S 1 42 42 0 -1"));
+        assert!(stat_says_dead(b"42 (a) S (b) Z 1 42 42 0 -1"));
+    }
 
     fn me() -> Me {
         Me {

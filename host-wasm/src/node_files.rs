@@ -9,7 +9,7 @@
 //! decision, is in `shared_file`.
 
 use inbox_host_native::shared_file::{Files, Stat};
-use inbox_host_native::writer_lock::Me;
+use inbox_host_native::writer_lock::{self, Me};
 use js_sys::{Function, Reflect, Uint8Array};
 use wasm_bindgen::{JsCast, JsValue};
 
@@ -257,7 +257,13 @@ impl Files for NodeFiles {
         (pid, Me { pid_ns, host }, uid)
     }
 
+    /// As the native store judges it (`inbox_host_native::file`): a zombie
+    /// does not run; where `/proc` cannot be read, a signal-0 probe, for
+    /// which only `ESRCH` means gone.
     fn process_runs(&mut self, pid: u32) -> bool {
+        if let Ok(Some(stat)) = self.read(&format!("/proc/{pid}/stat")) {
+            return !writer_lock::stat_says_dead(&stat);
+        }
         match call(
             &self.process,
             "kill",

@@ -189,6 +189,43 @@ describe("a database file shared by Node and the CLI", { skip }, () => {
     assert.equal(inspect(db).ids.length, 2);
   });
 
+  test("a lock left by a killed process that is not reaped yet stops no one", async () => {
+    const db = scratch();
+    inbox(db, "init");
+    // A parent that forks a child which exits at once, and never reaps it:
+    // the child stays a zombie, which a signal-0 probe still finds.
+    const parent = spawn("python3", ["-c", [
+      "import os, sys, time",
+      "pid = os.fork()",
+      "if pid == 0: os._exit(0)",
+      "print(pid, flush=True)",
+      "time.sleep(60)",
+    ].join("\n")], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      const zombie = Number(await new Promise((resolve) => parent.stdout.once("data", resolve)));
+      while (!/\) Z /.test(readFileSync(`/proc/${zombie}/stat`, "utf8"))) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      const holder = {
+        pid: zombie,
+        pid_ns: execFileSync("readlink", ["/proc/self/ns/pid"], { encoding: "utf8" }).trim(),
+        host: (await import("node:os")).hostname(),
+        nonce: "left-behind",
+        by: "a killed Node tool",
+      };
+      writeFileSync(`${db}-lock`, JSON.stringify(holder), { mode: 0o600 });
+      const started = performance.now();
+      const node = await Inbox.open({ store: "file", path: db });
+      assert.equal(node.send({ from_agent: "lead", to_agent: "w", subject: "Node" }).ok, true);
+      node.close();
+      assert.equal(inbox(db, "send", "--from", "lead", "--to", "w", "--subject", "CLI").ok, true);
+      assert.ok(performance.now() - started < 3000, "neither waited out the zombie's lock");
+      assert.equal(inspect(db).ids.length, 2);
+    } finally {
+      parent.kill();
+    }
+  });
+
   test("store: \"file\" needs a path, keeps the machine's clock, and refuses a database of another program", async () => {
     const missing = await Inbox.open({ store: "file" }).then(() => assert.fail("no path"), (e) => e);
     assert.equal(missing.code, "invalid_request");
