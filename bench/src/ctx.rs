@@ -47,8 +47,11 @@ pub(crate) struct Bins {
 }
 
 impl Bins {
-    /// Finds the binaries next to this executable and on PATH.
-    pub(crate) fn locate() -> Result<Bins> {
+    /// Finds the binaries measured in `release` (see [`release_dir`]) and
+    /// the harness's own helpers next to this executable, so a smoke run
+    /// can take a debug build of the harness while it measures the
+    /// installed release build.
+    pub(crate) fn locate(release: &Path) -> Result<Bins> {
         let me = std::env::current_exe()?;
         let dir = me
             .parent()
@@ -60,17 +63,17 @@ impl Bins {
                 Ok(path)
             } else {
                 bail!(
-                    "{} is missing; build it with `scripts/install --root target/release/{INSTALLED} --bin inbox --bin orch --bin inbox-serve` and `cargo build --release -p inbox-bench` (scripts/bench does)",
+                    "{} is missing; build it with `scripts/install --root target/release/{INSTALLED} --bin inbox --bin orch --bin inbox-serve` and `cargo build --release -p inbox-bench --bins` (scripts/bench does)",
                     path.display()
                 )
             }
         };
         let need = |name: &str| need_in(&dir, name);
-        let installed = dir.join(INSTALLED).join("bin");
+        let installed = release.join(INSTALLED).join("bin");
         let pg_bin = crate::services::postgres_bin_dir();
         let pg_extra: Vec<String> = pg_bin.iter().map(|p| p.display().to_string()).collect();
         let pg_extra: Vec<&str> = pg_extra.iter().map(String::as_str).collect();
-        let inbox_postgres = Some(dir.join(POSTGRES_INBOX)).filter(|p| p.is_file());
+        let inbox_postgres = Some(release.join(POSTGRES_INBOX)).filter(|p| p.is_file());
         Ok(Bins {
             inbox: need_in(&installed, "inbox")?,
             inbox_postgres,
@@ -89,8 +92,16 @@ impl Bins {
     }
 }
 
+/// The release folder the measured binaries are built into and found in:
+/// `$CARGO_TARGET_DIR/release`, else `target/release` under `root`.
+pub(crate) fn release_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), PathBuf::from)
+        .join("release")
+}
+
 /// Where the harness installs the binaries it measures (`--root` of
-/// `scripts/install`), in the harness's own folder.
+/// `scripts/install`), in [`release_dir`].
 pub(crate) const INSTALLED: &str = "installed";
 
 /// The name the harness's build gives `inbox` built with the `postgres`

@@ -13,6 +13,11 @@
 //! cargo run -p inbox-bench --release -- wasm-baseline  # native figures for host-wasm/js/bench (JSON)
 //! ```
 //!
+//! The binaries measured are found in `target/release` whichever build of
+//! the harness runs, so a smoke run may take a debug harness (CI takes the
+//! tests' build); a full run refuses one, as its spawn floor and in-process
+//! rows would be unoptimized code.
+//!
 //! This file owns the command line and the run's lifetime: it builds the
 //! binaries it measures, starts the servers (stopped again by their guards
 //! even on error), runs the workloads and writes the report. It must never
@@ -63,7 +68,8 @@ struct Cli {
     #[arg(value_enum, value_name = "WORKLOAD")]
     workloads: Vec<Choice>,
     /// Small sizes and few iterations (a smoke run of about 3 minutes); the
-    /// report goes to target/bench-quick/ unless --out is given
+    /// report goes to target/bench-quick/ unless --out is given. The only
+    /// run a debug build of this harness accepts
     #[arg(long)]
     quick: bool,
     /// Write BENCHMARKS.md to DIR and plots to DIR/bench (default: docs/)
@@ -184,10 +190,18 @@ fn workspace_root() -> PathBuf {
 fn run(cli: &Cli) -> Result<()> {
     let started = Instant::now();
     let root = workspace_root();
+    // The spawn floor and the in-process rows are this build's own code:
+    // unoptimized, they would skew every ratio the report states. A smoke
+    // run checks that each workload runs, so any build will do for it.
+    if cfg!(debug_assertions) && !cli.quick {
+        bail!(
+            "this harness is a debug build; run it with `cargo run --release -p inbox-bench` (or pass --quick for a smoke run)"
+        );
+    }
     if !cli.no_build {
         build(&root, cli.postgres_inbox.is_none())?;
     }
-    let mut bins = Bins::locate()?;
+    let mut bins = Bins::locate(&ctx::release_dir(&root))?;
     if let Some(path) = &cli.postgres_inbox {
         if !path.is_file() {
             bail!("--postgres-inbox {}: no such file", path.display());
@@ -229,9 +243,7 @@ fn run(cli: &Cli) -> Result<()> {
 /// under its worker processes). Without `postgres`, only the default build
 /// (`--postgres-inbox` names the PostgreSQL one).
 fn build(root: &Path, postgres: bool) -> Result<()> {
-    let release = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), PathBuf::from)
-        .join("release");
+    let release = ctx::release_dir(root);
     if postgres {
         build_postgres(root, &release)?;
     }

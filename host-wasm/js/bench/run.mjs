@@ -11,7 +11,8 @@
 //   node host-wasm/js/bench/run.mjs --quick    # smoke run, for CI
 //
 // Options: --quick, --out FILE (the report), --rounds N, --ops N, --warmup N,
-// --no-build (use target/release/inbox-bench as it is), --from FILE (only
+// --no-build (use target/release/inbox-bench as it is), --native PATH (use
+// this inbox-bench build, e.g. the tests' debug one in a smoke run), --from FILE (only
 // render the report from an earlier run's raw figures). CHROMIUM=/path
 // overrides the browser (default /usr/bin/chromium).
 //
@@ -70,7 +71,7 @@ const PROBE_CALLS = 400;
 // so it is not compiled again with other packages' features unified in.
 const BUILD = ['build', '--release', '-p', 'inbox-bench', '--bins'];
 
-const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--rounds N] [--ops N] [--warmup N] [--no-build]
+const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--rounds N] [--ops N] [--warmup N] [--no-build] [--native PATH]
 
   --quick     smoke run (small sizes, a few seconds of measuring); the report
               goes to target/bench-quick/wasm-benchmarks.md unless --out is given
@@ -79,6 +80,10 @@ const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--
   --ops N     timed operations per round and workload (default 2000, quick 100)
   --warmup N  untimed operations before them in each round (default 200, quick 10)
   --no-build  do not run \`cargo ${BUILD.join(' ')}\` first
+  --native PATH
+              use this inbox-bench for the native baseline and build nothing
+              (a smoke run can take the tests' debug build; a full run's
+              native figures need a release build)
   --from FILE measure nothing: write the report again from the raw figures of an
               earlier run (target/wasm-bench/results.json), e.g. after changing
               how the report reads`;
@@ -86,7 +91,7 @@ const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--
 // ---------------------------------------------------------------- options
 
 function parseArgs(argv) {
-  const o = { quick: false, out: null, rounds: null, ops: null, warmup: null, build: true, from: null };
+  const o = { quick: false, out: null, rounds: null, ops: null, warmup: null, build: true, native: null, from: null };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const number = () => {
@@ -96,6 +101,11 @@ function parseArgs(argv) {
     };
     if (arg === '--quick') o.quick = true;
     else if (arg === '--no-build') o.build = false;
+    else if (arg === '--native') {
+      if (!argv[i + 1]) throw new Error(`--native needs a path\n\n${USAGE}`);
+      o.native = path.resolve(argv[++i]);
+      o.build = false;
+    }
     else if (arg === '--from') {
       if (!argv[i + 1]) throw new Error(`--from needs a file\n\n${USAGE}`);
       o.from = path.resolve(argv[++i]);
@@ -272,13 +282,14 @@ function wasmSqliteVersion() {
 
 // ---------------------------------------------------------------- native
 
-function nativeBin() {
-  return path.join(repo, 'target', 'release', 'inbox-bench');
+/** The harness built by BUILD, where --native does not name another. */
+function nativeBin(o) {
+  return o.native ?? path.join(repo, 'target', 'release', 'inbox-bench');
 }
 
 /** One round of `inbox-bench wasm-baseline`: [{runtime, store, api, workload, ops_per_sec}]. */
 function nativeRound(s) {
-  const out = run(nativeBin(), [
+  const out = run(s.native, [
     'wasm-baseline',
     '--ops', String(s.ops),
     '--warmup', String(s.warmup),
@@ -402,13 +413,16 @@ async function main() {
   }
   const started = Date.now();
   const loadStart = load();
-  const s = { ops: o.ops, warmup: o.warmup };
+  const s = { ops: o.ops, warmup: o.warmup, native: nativeBin(o) };
 
   if (o.build) {
     console.error(`building the native baseline: cargo ${BUILD.join(' ')}`);
     run('cargo', [...BUILD, '-q'], { cwd: repo, stdio: ['ignore', 'inherit', 'inherit'] });
   }
-  if (!existsSync(nativeBin())) throw new Error(`no ${nativeBin()}; run cargo ${BUILD.join(' ')} (or drop --no-build)`);
+  if (!existsSync(s.native)) {
+    const fix = o.native ? 'name an inbox-bench that exists' : `run cargo ${BUILD.join(' ')} (or drop --no-build)`;
+    throw new Error(`${o.native ? '--native ' : ''}${s.native}: no such file; ${fix}`);
+  }
 
   const pkg = locatePackage();
   const require = createRequire(path.join(jsRoot, 'package.json'));
