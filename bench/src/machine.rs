@@ -162,6 +162,6 @@ const CONFIGURATION: [(&str, &str); 10] = [
     ),
     (
         "SQLite floor",
-        "`inbox-bench-sqlite-floor DB normal|full`: opens an SQLite database with the SQLite `inbox` links and the settings it gives a one-command process (WAL, 2 KiB pages, no checkpoint on close, a truncating checkpoint every 64 WAL frames), commits one 200-byte row to a table with one index in one `BEGIN IMMEDIATE` transaction, and exits. Built like the floor. What any CLI command that writes an SQLite file pays; inbox's engine, schema and argument parser are not in it.",
+        "`inbox-bench-sqlite-floor DB normal|full`: opens an SQLite database with the SQLite `inbox` links and the settings it gives a one-command process (WAL, 2 KiB pages, no checkpoint on close, a truncating checkpoint at the WAL length `inbox` truncates at, `CHECKPOINT_FRAMES`), commits one 200-byte row to a table with one index in one `BEGIN IMMEDIATE` transaction, and exits. Built like the floor. What any CLI command that writes an SQLite file pays; inbox's engine, schema and argument parser are not in it.",
     ),
 ];

@@ -2,7 +2,7 @@
 //! about 200 bytes to an SQLite database in one write transaction and
 //! exits, with the same SQLite and the connection settings `inbox` gives a
 //! one-command process (WAL, 2 KiB pages, no checkpoint on close, a
-//! truncating checkpoint every 64 WAL frames), and nothing of inbox's:
+//! truncating checkpoint every `CHECKPOINT_FRAMES` WAL frames), and nothing of inbox's:
 //! no engine, schema or argument parser. What any command that writes an
 //! SQLite file from a fresh process pays here, read against the
 //! process-spawn floor in the same run.

@@ -19,6 +19,7 @@ use anyhow::{Result, anyhow};
 use inbox_bench::files::{jsonl::Jsonl, task_id, task_line};
 use inbox_bench_kit::markdown::Table;
 use inbox_bench_kit::stats::{Summary, ratio};
+use inbox_host_native::open::CHECKPOINT_FRAMES;
 
 use super::{check, durability_caption, progress};
 use crate::ctx::Ctx;
@@ -471,7 +472,7 @@ fn where_time_goes(ctx: &Ctx, cli: &CliFigures, inproc_send: f64) -> Result<Stri
          {}. \
          The database work of one command, done in process the way a CLI process does it \
          (open the file, recover the WAL, read the schema, prepare each statement afresh, the \
-         write transaction, the truncating checkpoint every 64 WAL frames, close), takes {} at \
+         write transaction, the truncating checkpoint every {CHECKPOINT_FRAMES} WAL frames, close), takes {} at \
          the median, of which opening is {}; a long-lived connection does the same send in {}. \
          That leaves {} that only a fresh process pays: first-touch page faults on code and \
          heap, cold caches (measured in process, the first open and send run slower than the \
