@@ -536,9 +536,9 @@ pub fn set_lifetime(store: &mut SqliteStore, lifetime: Lifetime) -> Result<(), S
 /// measured against 64, 256 and 512 in alternating runs of CLI commands: a
 /// `send` 6 % faster than at 64 (fewer fsyncs), a `fetch`, which only
 /// recovers, within 1.5 % (see docs/durability-and-speed.md). (A PASSIVE
-/// checkpoint cannot replace it:
-/// with one process per command, each recovery forgets what was copied
-/// back, so the WAL is never started over and grew to 12 MB in 400 sends.)
+/// checkpoint cannot replace it: with one process per command, each
+/// recovery forgets what was copied back, so the WAL is never started over
+/// and grew to 12 MB in 400 sends.)
 pub const CHECKPOINT_FRAMES: std::os::raw::c_int = 128;
 
 /// How long a checkpoint waits for readers and writers before giving up. The

@@ -420,8 +420,9 @@ async function main() {
     run('cargo', [...BUILD, '-q'], { cwd: repo, stdio: ['ignore', 'inherit', 'inherit'] });
   }
   if (!existsSync(s.native)) {
-    const fix = o.native ? 'name an inbox-bench that exists' : `run cargo ${BUILD.join(' ')} (or drop --no-build)`;
-    throw new Error(`${o.native ? '--native ' : ''}${s.native}: no such file; ${fix}`);
+    throw new Error(o.native
+      ? `--native ${s.native}: no such file; name an inbox-bench that exists`
+      : `${s.native}: no such file; run cargo ${BUILD.join(' ')} (or drop --no-build)`);
   }
 
   const pkg = locatePackage();

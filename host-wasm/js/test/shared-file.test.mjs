@@ -8,7 +8,7 @@ import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -50,6 +50,16 @@ function inspect(db) {
 
 function scratch() {
   return join(mkdtempSync(join(tmpdir(), "inbox-shared-")), "team.inbox.db");
+}
+
+/** Writes `db`'s writer lock as process `pid` of this host and namespace left it. */
+function leaveLock(db, pid, by) {
+  let pidNs = null;
+  try {
+    pidNs = execFileSync("readlink", ["/proc/self/ns/pid"], { encoding: "utf8" }).trim();
+  } catch {}
+  const holder = { pid, pid_ns: pidNs, host: hostname(), nonce: "left-behind", by };
+  writeFileSync(`${db}-lock`, JSON.stringify(holder), { mode: 0o600 });
 }
 
 describe("a database file shared by Node and the CLI", { skip }, () => {
@@ -171,14 +181,7 @@ describe("a database file shared by Node and the CLI", { skip }, () => {
     // A holder that no longer runs, on this host and namespace.
     const dead = spawn(process.execPath, ["-e", ""]);
     await new Promise((resolve) => dead.on("exit", resolve));
-    const holder = {
-      pid: dead.pid,
-      pid_ns: (() => { try { return execFileSync("readlink", ["/proc/self/ns/pid"], { encoding: "utf8" }).trim(); } catch { return null; } })(),
-      host: (await import("node:os")).hostname(),
-      nonce: "left-behind",
-      by: "a crashed Node tool",
-    };
-    writeFileSync(`${db}-lock`, JSON.stringify(holder), { mode: 0o600 });
+    leaveLock(db, dead.pid, "a crashed Node tool");
     assert.equal(statSync(`${db}-lock`).uid, me);
     const started = performance.now();
     assert.equal(inbox(db, "send", "--from", "lead", "--to", "w", "--subject", "CLI").ok, true);
@@ -206,14 +209,7 @@ describe("a database file shared by Node and the CLI", { skip }, () => {
       while (!/\) Z /.test(readFileSync(`/proc/${zombie}/stat`, "utf8"))) {
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
-      const holder = {
-        pid: zombie,
-        pid_ns: execFileSync("readlink", ["/proc/self/ns/pid"], { encoding: "utf8" }).trim(),
-        host: (await import("node:os")).hostname(),
-        nonce: "left-behind",
-        by: "a killed Node tool",
-      };
-      writeFileSync(`${db}-lock`, JSON.stringify(holder), { mode: 0o600 });
+      leaveLock(db, zombie, "a killed Node tool");
       const started = performance.now();
       const node = await Inbox.open({ store: "file", path: db });
       assert.equal(node.send({ from_agent: "lead", to_agent: "w", subject: "Node" }).ok, true);
