@@ -820,9 +820,10 @@ fn cli_check(section: &mut Section, inbox: &Inbox) -> (f64, f64) {
         inbox.claim_cmd.p50,
         inbox.floor,
         "As for `send`, the excess is opening the database and the command itself on top of \
-         starting a process; section 1's SQLite floor (one row committed from a fresh process, \
-         none of inbox's code) shows how much of that any SQLite write from a process of its \
-         own pays",
+         starting a process; section 1's SQLite floors (one row committed from a fresh process, \
+         none of inbox's code, in a file of its own and in one with inbox's schema) show how \
+         much of that any SQLite write from a process of its own pays, and how much parsing \
+         inbox's schema adds",
     );
     let daemon = super::cli_cost_checks(
         &mut section.checks,
