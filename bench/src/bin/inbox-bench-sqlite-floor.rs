@@ -21,7 +21,7 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 /// What one run of the program does.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum Mode {
     /// Create the database (with inbox's schema too, if true).
     Init { inbox_schema: bool },
