@@ -17,8 +17,8 @@
 //! - [`lines`]: files of JSON lines read a line at a time (portable);
 //! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
 //! - [`wal_batch`]: the SQLite VFS every native connection opens with,
-//!   which writes a transaction's WAL frames with one system call (the one
-//!   module allowed `unsafe`);
+//!   which writes a transaction's WAL frames with one system call (allowed
+//!   `unsafe`, as are [`writer_turn`] and the file header check);
 //! - [`writer_gate`]: the file by which a native writer that waited too
 //!   long for SQLite's write lock holds the others back;
 //! - [`writer_lock`]: the lock file by which a host that cannot take

@@ -54,7 +54,7 @@
 //! transaction tried, SQLite read from the WAL, which writes what is
 //! gathered, before it let go of the lock.
 //!
-//! This is the one module that may use `unsafe`: a VFS is a table of C
+//! It may use `unsafe` because a VFS is a table of C
 //! callbacks over memory SQLite allocates. It must never change what
 //! reaches the file or in which order relative to any other call; only
 //! how many system calls carry it.
