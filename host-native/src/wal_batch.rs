@@ -54,10 +54,10 @@
 //! transaction tried, SQLite read from the WAL, which writes what is
 //! gathered, before it let go of the lock.
 //!
-//! It may use `unsafe` because a VFS is a table of C
-//! callbacks over memory SQLite allocates. It must never change what
-//! reaches the file or in which order relative to any other call; only
-//! how many system calls carry it.
+//! It may use `unsafe` because a VFS is a table of C callbacks over memory
+//! SQLite allocates. It must never change what reaches the file or in
+//! which order relative to any other call; only how many system calls
+//! carry it.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, c_int, c_void};
