@@ -17,7 +17,8 @@
 //! - [`lines`]: files of JSON lines read a line at a time (portable);
 //! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
 //! - [`wal_batch`]: the SQLite VFS every native connection opens with,
-//!   which writes a transaction's WAL frames with one system call (allowed
+//!   which writes a transaction's WAL frames with one system call and keeps
+//!   its mapping of the database while the file keeps its length (allowed
 //!   `unsafe`, as are [`writer_turn`] and the file header check);
 //! - [`writer_gate`]: the file by which a native writer that waited too
 //!   long for SQLite's write lock holds the others back;

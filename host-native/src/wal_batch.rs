@@ -1,5 +1,7 @@
 //! A transaction's WAL frames written with one `write`: an SQLite VFS that
-//! is the platform's own (`unix`) in everything but how the WAL is written.
+//! is the platform's own (`unix`) in everything but how the WAL is written,
+//! and in keeping its memory mapping of the database file when SQLite
+//! would drop it although the file kept its length (see `db_unfetch`).
 //!
 //! SQLite appends a transaction to the WAL one frame at a time, and each
 //! frame with two `pwrite`s (its 24-byte header, then its page). A claim
@@ -56,8 +58,8 @@
 //!
 //! It may use `unsafe` because a VFS is a table of C callbacks over memory
 //! SQLite allocates. It must never change what reaches the file or in
-//! which order relative to any other call; only how many system calls
-//! carry it.
+//! which order relative to any other call, nor what a read returns; only
+//! how many system calls carry them.
 #![allow(unsafe_code)]
 
 use std::ffi::{CStr, c_int, c_void};
@@ -147,6 +149,26 @@ struct DbFile {
     inner: *mut ffi::sqlite3_file,
     /// Its WAL, once open (null before and after).
     wal: *mut WalFile,
+    /// What is known of the platform file's mapping of it (`mmap_size`).
+    mapping: Mapping,
+    /// How many of SQLite's requests to drop the mapping were declined
+    /// because the file kept its length ([`kept_mappings`]).
+    kept: u64,
+}
+
+/// The platform file's memory mapping of a database, as far as this VFS
+/// knows it (see [`db_unfetch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mapping {
+    /// Nothing mapped: the next fetch maps the file at its current length.
+    None,
+    /// Mapped when the file was this many bytes long (at most that many
+    /// bytes are mapped: SQLite caps a mapping at `mmap_size`).
+    Of(i64),
+    /// Possibly mapped, to a length not known here (a size hint, a new
+    /// `mmap_size` or a truncation may have remapped it): the next request
+    /// to drop it goes through.
+    Unknown,
 }
 
 /// The main database files open through this VFS, by the address of the
@@ -224,6 +246,8 @@ unsafe extern "C" fn x_open(
                 },
                 inner,
                 wal: std::ptr::null_mut(),
+                mapping: Mapping::None,
+                kept: 0,
             });
             open_databases().push((name as usize, db as usize));
             return rc;
@@ -585,6 +609,8 @@ unsafe extern "C" fn db_write(
 }
 
 unsafe extern "C" fn db_truncate(file: *mut ffi::sqlite3_file, size: i64) -> c_int {
+    // SAFETY: a database file x_open set up (see `on_db!`).
+    unsafe { (*file.cast::<DbFile>()).mapping = Mapping::Unknown };
     on_db!(
         file,
         xTruncate,
@@ -641,12 +667,26 @@ unsafe extern "C" fn db_file_control(
     op: c_int,
     arg: *mut c_void,
 ) -> c_int {
-    on_db!(
+    // SQLite sends its `mmap_size` at the start of many transactions; only
+    // a new one remaps, and the platform file answers with the old.
+    let limit = (op == ffi::SQLITE_FCNTL_MMAP_SIZE && !arg.is_null())
+        // SAFETY: for this op `arg` points to an i64.
+        .then(|| unsafe { *arg.cast::<i64>() });
+    let rc = on_db!(
         file,
         xFileControl,
         ffi::SQLITE_NOTFOUND,
         |control, inner| { control(inner, op, arg) }
-    )
+    );
+    // SAFETY: as above; a database file x_open set up (see `on_db!`).
+    let remapped = op == ffi::SQLITE_FCNTL_SIZE_HINT
+        || limit.is_some_and(|limit| unsafe { *arg.cast::<i64>() } != limit);
+    if remapped {
+        // The file may be mapped anew, to a length this VFS does not see.
+        // SAFETY: a database file x_open set up (see `on_db!`).
+        unsafe { (*file.cast::<DbFile>()).mapping = Mapping::Unknown };
+    }
+    rc
 }
 
 unsafe extern "C" fn db_sector_size(file: *mut ffi::sqlite3_file) -> c_int {
@@ -717,17 +757,95 @@ unsafe extern "C" fn db_fetch(
         *out = std::ptr::null_mut();
         ffi::SQLITE_OK
     };
-    on_db!(file, xFetch, unmapped(), |fetch, inner| fetch(
+    let db = file.cast::<DbFile>();
+    // With nothing mapped, this fetch maps the file at its length: learn
+    // that length, unless the file changed length meanwhile.
+    // SAFETY: a database file x_open set up (see `on_db!`).
+    let before = unsafe { ((*db).mapping == Mapping::None).then(|| file_size(&*db)) };
+    let rc = on_db!(file, xFetch, unmapped(), |fetch, inner| fetch(
         inner, offset, amount, out
-    ))
+    ));
+    if let Some(before) = before {
+        // SAFETY: as above.
+        unsafe {
+            (*db).mapping = match (before, file_size(&*db)) {
+                (Some(before), Some(after)) if before == after => Mapping::Of(after),
+                _ => Mapping::Unknown,
+            };
+        }
+    }
+    rc
 }
 
+/// SQLite asks to drop the whole mapping (`page` null) at the start of
+/// every transaction that follows another connection's commit, because a
+/// file may have been cut short meanwhile, and a mapped page past its end
+/// faults (`SIGBUS`) when read. Dropping it costs a long-lived process
+/// dearly: the `munmap`, a TLB shootdown on every core its threads ran on,
+/// and a page fault for each page it touches again. In a profile of 16
+/// worker processes on 2 cores, `munmap` was a fifth of the workers' CPU
+/// time, and a waiter woken by a commit paid it on its way to the answer
+/// (docs/durability-and-speed.md has what keeping the mapping measured).
+///
+/// So on Linux the request is declined when the file has exactly the
+/// length it had when it was mapped: nothing mapped lies past its end,
+/// and a shared mapping there shows the file's current bytes (the kernel
+/// keeps it coherent with writes, truncations and growth, which is what
+/// POSIX does not promise and SQLite therefore does not assume). When the
+/// length changed, or is not known here, the mapping is dropped as SQLite
+/// asked, and the next fetch maps the file anew.
 unsafe extern "C" fn db_unfetch(
     file: *mut ffi::sqlite3_file,
     offset: i64,
     page: *mut c_void,
 ) -> c_int {
+    if page.is_null() {
+        // SAFETY: a database file x_open set up (see `on_db!`); the borrow
+        // ends before the call below.
+        let db = unsafe { &mut *file.cast::<DbFile>() };
+        if cfg!(target_os = "linux")
+            && let Mapping::Of(length) = db.mapping
+            && file_size(db) == Some(length)
+        {
+            db.kept += 1;
+            return ffi::SQLITE_OK;
+        }
+        db.mapping = Mapping::None;
+    }
     on_db!(file, xUnfetch, ffi::SQLITE_OK, |unfetch, inner| unfetch(
         inner, offset, page
     ))
+}
+
+/// The database file's length, from the platform file (`fstat`).
+fn file_size(db: &DbFile) -> Option<i64> {
+    let mut size = 0;
+    // SAFETY: `inner` was opened by the parent VFS and stays open as long
+    // as `db`.
+    unsafe {
+        let size_of = (*(*db.inner).pMethods).xFileSize?;
+        (size_of(db.inner, &mut size) == ffi::SQLITE_OK).then_some(size)
+    }
+}
+
+/// How many times SQLite's request to drop `conn`'s mapping of its main
+/// database was declined because the file kept its length (see
+/// `db_unfetch`); `None` if the connection is not open through this VFS.
+pub fn kept_mappings(conn: &rusqlite::Connection) -> Option<u64> {
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: SQLITE_FCNTL_FILE_POINTER writes the main database's
+    // `sqlite3_file` pointer, which lives as long as the connection; it is
+    // ours only if its methods are ours.
+    unsafe {
+        let rc = ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_FILE_POINTER,
+            (&raw mut file).cast(),
+        );
+        if rc != ffi::SQLITE_OK || file.is_null() || !std::ptr::eq((*file).pMethods, &DB_METHODS) {
+            return None;
+        }
+        Some((*file.cast::<DbFile>()).kept)
+    }
 }

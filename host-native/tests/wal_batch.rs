@@ -4,11 +4,13 @@
 //! it; transactions too large for one write (spilled mid-way, rewritten,
 //! past the gathering cap) come back whole when another process recovers
 //! the WAL, in `normal` and in `full`; a rolled-back transaction's spilled
-//! frames are never written over another connection's later commits; and
-//! plain SQLite connections write the same file alongside. Recovery is the judge throughout: SQLite
-//! checks every frame's checksum when it rebuilds the WAL index, and stops
-//! at the first frame that is missing or wrong, so a frame written late,
-//! twice, or not at all loses the commits after it.
+//! frames are never written over another connection's later commits;
+//! plain SQLite connections write the same file alongside; and a reader
+//! keeps its mapping of the database only while the file keeps its length.
+//! Recovery is the judge throughout: SQLite checks every frame's checksum
+//! when it rebuilds the WAL index, and stops at the first frame that is
+//! missing or wrong, so a frame written late, twice, or not at all loses
+//! the commits after it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
@@ -324,4 +326,127 @@ fn a_rolled_back_spill_leaves_nothing_to_write_later() {
         drop(plain);
         assert_eq!(contents(&recovered(&path)), seen, "{rows} rows rolled back");
     }
+}
+
+/// A reader through the VFS with the database mapped, as every native
+/// store maps it, once it has read a commit of `writer`'s: setting
+/// `mmap_size` maps the file to a length the VFS does not see, so the
+/// first request to drop that mapping goes through, and the file is mapped
+/// anew.
+fn mapped_reader(path: &Path, writer: &Connection) -> Connection {
+    let reader = batched(path, "NORMAL");
+    reader
+        .execute_batch("PRAGMA mmap_size = 1073741824")
+        .unwrap();
+    contents(&reader);
+    writer
+        .execute("UPDATE rows SET v = zeroblob(299) WHERE id = 0", [])
+        .unwrap();
+    contents(&reader);
+    reader
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+/// Declined requests to drop `reader`'s mapping, after one read of it.
+fn kept_after_a_read(reader: &Connection) -> u64 {
+    contents(reader);
+    wal_batch::kept_mappings(reader).unwrap()
+}
+
+/// SQLite asks to drop the mapping whenever another connection committed;
+/// while the file keeps its length the reader keeps it, and still reads
+/// every change: commits in the WAL, and pages a checkpoint rewrote in the
+/// file itself under the mapping.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_reader_keeps_its_mapping_while_the_file_keeps_its_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mapped.db");
+    let writer = batched(&path, "NORMAL");
+    for id in 0..200 {
+        insert(&writer, id, 300);
+    }
+    writer
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    let reader = mapped_reader(&path, &writer);
+    let start = kept_after_a_read(&reader);
+    let len = file_len(&path);
+    for round in 1..=20_u64 {
+        // Shorter than the row was (an identical row would write nothing),
+        // so that no page splits and the file keeps its length.
+        writer
+            .execute(
+                "UPDATE rows SET v = zeroblob(?1) WHERE id = ?2",
+                params![300 - round as i64, round as i64],
+            )
+            .unwrap();
+        if round % 5 == 0 {
+            // The new bytes move from the WAL into the file, in place.
+            writer
+                .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+                .unwrap();
+        }
+        assert_eq!(contents(&reader), contents(&writer), "round {round}");
+        assert_eq!(file_len(&path), len, "the file kept its length");
+        assert_eq!(
+            wal_batch::kept_mappings(&reader).unwrap(),
+            start + round,
+            "round {round}: the mapping was dropped although the file kept its length"
+        );
+    }
+}
+
+/// When the file grows or is cut short between two of the reader's
+/// transactions, the reader drops its mapping as SQLite asks and maps the
+/// file anew: it reads the grown file whole, and nothing past the end of
+/// the shortened one (which would kill the process with `SIGBUS`).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_reader_maps_a_file_that_grew_or_shrank_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("resized.db");
+    let writer = batched(&path, "NORMAL");
+    for id in 0..100 {
+        insert(&writer, id, 300);
+    }
+    writer
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    let reader = mapped_reader(&path, &writer);
+    let kept = kept_after_a_read(&reader);
+
+    let before = file_len(&path);
+    for id in 100..2_000 {
+        insert(&writer, id, 900);
+    }
+    writer
+        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    assert!(file_len(&path) > before, "the file grew");
+    assert_eq!(
+        kept_after_a_read(&reader),
+        kept,
+        "grown: the mapping was kept"
+    );
+    assert_eq!(contents(&reader), contents(&writer));
+
+    let grown = file_len(&path);
+    writer
+        .execute_batch("DELETE FROM rows WHERE id >= 50; VACUUM; PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    assert!(file_len(&path) < grown / 4, "the file was cut short");
+    assert_eq!(
+        kept_after_a_read(&reader),
+        kept,
+        "shrunk: the mapping was kept"
+    );
+    assert_eq!(contents(&reader), contents(&writer));
+    let check: String = reader
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
 }
