@@ -328,6 +328,23 @@ fn a_rolled_back_spill_leaves_nothing_to_write_later() {
     }
 }
 
+/// A writer through the VFS of a database of `rows` rows, all of them
+/// checkpointed into the file.
+fn written_through(path: &Path, rows: i64) -> Connection {
+    let writer = batched(path, "NORMAL");
+    for id in 0..rows {
+        insert(&writer, id, 300);
+    }
+    checkpoint(&writer);
+    writer
+}
+
+/// Copies the WAL into the database file and starts it over.
+fn checkpoint(conn: &Connection) {
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+}
+
 /// A reader through the VFS with the database mapped, as every native
 /// store maps it, once it has read a commit of `writer`'s: setting
 /// `mmap_size` maps the file to a length the VFS does not see, so the
@@ -365,13 +382,7 @@ fn kept_after_a_read(reader: &Connection) -> u64 {
 fn a_reader_keeps_its_mapping_while_the_file_keeps_its_length() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mapped.db");
-    let writer = batched(&path, "NORMAL");
-    for id in 0..200 {
-        insert(&writer, id, 300);
-    }
-    writer
-        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
+    let writer = written_through(&path, 200);
     let reader = mapped_reader(&path, &writer);
     let start = kept_after_a_read(&reader);
     let len = file_len(&path);
@@ -386,9 +397,7 @@ fn a_reader_keeps_its_mapping_while_the_file_keeps_its_length() {
             .unwrap();
         if round % 5 == 0 {
             // The new bytes move from the WAL into the file, in place.
-            writer
-                .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-                .unwrap();
+            checkpoint(&writer);
         }
         assert_eq!(contents(&reader), contents(&writer), "round {round}");
         assert_eq!(file_len(&path), len, "the file kept its length");
@@ -409,13 +418,7 @@ fn a_reader_keeps_its_mapping_while_the_file_keeps_its_length() {
 fn a_reader_maps_a_file_that_grew_or_shrank_anew() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("resized.db");
-    let writer = batched(&path, "NORMAL");
-    for id in 0..100 {
-        insert(&writer, id, 300);
-    }
-    writer
-        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
+    let writer = written_through(&path, 100);
     let reader = mapped_reader(&path, &writer);
     let kept = kept_after_a_read(&reader);
 
@@ -423,9 +426,7 @@ fn a_reader_maps_a_file_that_grew_or_shrank_anew() {
     for id in 100..2_000 {
         insert(&writer, id, 900);
     }
-    writer
-        .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
+    checkpoint(&writer);
     assert!(file_len(&path) > before, "the file grew");
     assert_eq!(
         kept_after_a_read(&reader),
