@@ -99,6 +99,42 @@ impl Binary {
         }
     }
 
+    /// Parses a command line into what to run.
+    ///
+    /// Before it parses, clap copies every global flag into every
+    /// subcommand of the tree, and drops the copies after: about 0.1 ms of
+    /// a fresh process, most of it for subcommands the line does not name.
+    /// So a line whose first argument names a subcommand is parsed first
+    /// by a tree that holds only that one (and the global flags). Anything
+    /// else clap would answer (help, version, a usage error) comes from the
+    /// whole tree, parsed again, so every text it prints stays the same.
+    fn parse(self, raw: &[OsString]) -> Result<Invocation, clap::Error> {
+        self.matches(raw)
+            .and_then(|matches| self.invocation(&matches))
+    }
+
+    /// clap's reading of a command line (see [`Binary::parse`]).
+    fn matches(self, raw: &[OsString]) -> Result<clap::ArgMatches, clap::Error> {
+        let named = self
+            .command_naming(raw)
+            .and_then(|mut only| only.try_get_matches_from_mut(raw).ok());
+        match named {
+            Some(matches) => Ok(matches),
+            None => self.command().try_get_matches_from(raw),
+        }
+    }
+
+    /// The tree with only the subcommand `raw[1]` names, if it names one.
+    fn command_naming(self, raw: &[OsString]) -> Option<clap::Command> {
+        let name = raw.get(1)?.to_str()?;
+        let whole = self.command();
+        let only = whole.find_subcommand(name)?.clone();
+        let root = clap::Command::new(self.name())
+            .args(whole.get_arguments().cloned())
+            .subcommand(only);
+        Some(root)
+    }
+
     fn invocation(self, matches: &clap::ArgMatches) -> Result<Invocation, clap::Error> {
         let name = self.subcommand_name(matches);
         match self {
@@ -250,11 +286,7 @@ fn run_binary(binary: Binary) -> ExitCode {
         let response = Response::failure(subcommand_in(binary, &raw), error);
         return ExitCode::from(finish(&response, json, None, &[]));
     }
-    let parsed = binary
-        .command()
-        .try_get_matches_from(&raw)
-        .and_then(|matches| binary.invocation(&matches));
-    match parsed {
+    match binary.parse(&raw) {
         Ok(invocation) => ExitCode::from(run(invocation)),
         Err(error) => usage_error(binary, &raw, &error),
     }
@@ -706,4 +738,146 @@ fn deliver(
         effect,
         lost,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a parse made of a line, to compare: the parsed arguments, or
+    /// the text clap answers with.
+    fn reading(binary: Binary, matches: Result<clap::ArgMatches, clap::Error>) -> String {
+        let parsed = matches.and_then(|m| match binary {
+            Binary::Inbox => Cli::from_arg_matches(&m).map(|cli| format!("{cli:?}")),
+            Binary::Orch => OrchCli::from_arg_matches(&m).map(|cli| format!("{cli:?}")),
+        });
+        parsed.unwrap_or_else(|error| format!("error: {}", error.render()))
+    }
+
+    fn line(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    /// Every subcommand path of `command`, nested ones included.
+    fn paths(command: &clap::Command, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        for sub in command.get_subcommands() {
+            let mut path = prefix.to_vec();
+            path.push(sub.get_name().to_owned());
+            out.push(path.clone());
+            paths(sub, &path, out);
+        }
+    }
+
+    #[test]
+    fn a_line_naming_a_subcommand_reads_as_the_whole_tree_reads_it() {
+        for binary in [Binary::Inbox, Binary::Orch] {
+            let mut all = Vec::new();
+            paths(&binary.command(), &[], &mut all);
+            assert!(all.len() > 15, "{} has its subcommands", binary.name());
+            for path in all {
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                let bin = [binary.name()];
+                for extra in [
+                    &[][..],
+                    &["--json", "--agent", "a1"],
+                    &["--help"],
+                    &["--nope"],
+                ] {
+                    let words = [&bin[..], &path, extra].concat();
+                    let raw = line(&words);
+                    let whole = reading(binary, binary.command().try_get_matches_from(&raw));
+                    assert_eq!(reading(binary, binary.matches(&raw)), whole, "{words:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_commands_agents_run_most_are_read_by_the_one_subcommand_tree() {
+        let lines: [(Binary, &[&str]); 7] = [
+            (
+                Binary::Inbox,
+                &[
+                    "inbox",
+                    "send",
+                    "--from",
+                    "lead",
+                    "--to",
+                    "role:dev",
+                    "--subject",
+                    "-x",
+                    "--body",
+                    "b",
+                    "--priority",
+                    "high",
+                    "--json",
+                    "--db",
+                    "x.db",
+                ],
+            ),
+            (
+                Binary::Inbox,
+                &["inbox", "claim", "--agent", "w", "--next", "--json"],
+            ),
+            (
+                Binary::Inbox,
+                &["inbox", "fetch", "--agent=w", "--limit", "5", "--unread"],
+            ),
+            (
+                Binary::Inbox,
+                &[
+                    "inbox",
+                    "done",
+                    "--agent",
+                    "w",
+                    "--thread",
+                    "thr_1",
+                    "--lease-token",
+                    "7",
+                    "--summary",
+                    "ok",
+                    "--idempotency-key",
+                    "k",
+                ],
+            ),
+            (
+                Binary::Inbox,
+                &["inbox", "agent", "register", "--agent", "w", "--json"],
+            ),
+            (
+                Binary::Orch,
+                &["orch", "run", "create", "--agent", "lead", "--json"],
+            ),
+            (
+                Binary::Orch,
+                &["orch", "wait", "--agent", "lead", "--timeout-seconds", "5"],
+            ),
+        ];
+        for (binary, words) in lines {
+            let raw = line(words);
+            let only = binary
+                .command_naming(&raw)
+                .expect("the line names a subcommand")
+                .try_get_matches_from_mut(&raw);
+            assert!(only.is_ok(), "{words:?}: {:?}", only.err());
+            let whole = reading(binary, binary.command().try_get_matches_from(&raw));
+            assert!(!whole.starts_with("error"), "{words:?}: {whole}");
+            assert_eq!(reading(binary, only), whole, "{words:?}");
+        }
+    }
+
+    #[test]
+    fn a_line_whose_first_word_is_not_a_subcommand_uses_the_whole_tree() {
+        for words in [
+            &["inbox", "--json", "send"][..],
+            &["inbox"],
+            &["inbox", "help"],
+            &["inbox", "sned"],
+        ] {
+            assert!(
+                Binary::Inbox.command_naming(&line(words)).is_none(),
+                "{words:?}"
+            );
+        }
+    }
 }
