@@ -794,67 +794,26 @@ mod tests {
 
     #[test]
     fn the_commands_agents_run_most_are_read_by_the_one_subcommand_tree() {
-        let lines: [(Binary, &[&str]); 7] = [
+        let lines = [
             (
                 Binary::Inbox,
-                &[
-                    "inbox",
-                    "send",
-                    "--from",
-                    "lead",
-                    "--to",
-                    "role:dev",
-                    "--subject",
-                    "-x",
-                    "--body",
-                    "b",
-                    "--priority",
-                    "high",
-                    "--json",
-                    "--db",
-                    "x.db",
-                ],
+                "inbox send --from lead --to role:dev --subject -x --body b --priority high \
+                 --json --db x.db",
             ),
+            (Binary::Inbox, "inbox claim --agent w --next --json"),
+            (Binary::Inbox, "inbox fetch --agent=w --limit 5 --unread"),
             (
                 Binary::Inbox,
-                &["inbox", "claim", "--agent", "w", "--next", "--json"],
+                "inbox done --agent w --thread thr_1 --lease-token 7 --summary ok \
+                 --idempotency-key k",
             ),
-            (
-                Binary::Inbox,
-                &["inbox", "fetch", "--agent=w", "--limit", "5", "--unread"],
-            ),
-            (
-                Binary::Inbox,
-                &[
-                    "inbox",
-                    "done",
-                    "--agent",
-                    "w",
-                    "--thread",
-                    "thr_1",
-                    "--lease-token",
-                    "7",
-                    "--summary",
-                    "ok",
-                    "--idempotency-key",
-                    "k",
-                ],
-            ),
-            (
-                Binary::Inbox,
-                &["inbox", "agent", "register", "--agent", "w", "--json"],
-            ),
-            (
-                Binary::Orch,
-                &["orch", "run", "create", "--agent", "lead", "--json"],
-            ),
-            (
-                Binary::Orch,
-                &["orch", "wait", "--agent", "lead", "--timeout-seconds", "5"],
-            ),
+            (Binary::Inbox, "inbox agent register --agent w --json"),
+            (Binary::Orch, "orch run create --agent lead --json"),
+            (Binary::Orch, "orch wait --agent lead --timeout-seconds 5"),
         ];
-        for (binary, words) in lines {
-            let raw = line(words);
+        for (binary, text) in lines {
+            let words: Vec<&str> = text.split_whitespace().collect();
+            let raw = line(&words);
             let only = binary
                 .command_naming(&raw)
                 .expect("the line names a subcommand")
