@@ -772,7 +772,10 @@ mod tests {
     fn a_line_naming_a_subcommand_reads_as_the_whole_tree_reads_it() {
         for binary in [Binary::Inbox, Binary::Orch] {
             let mut all = Vec::new();
-            paths(&binary.command(), &[], &mut all);
+            let mut whole = binary.command();
+            // Builds the deferred subcommands, so that nested ones are listed.
+            whole.build();
+            paths(&whole, &[], &mut all);
             assert!(all.len() > 15, "{} has its subcommands", binary.name());
             for path in all {
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
