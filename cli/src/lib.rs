@@ -115,19 +115,20 @@ impl Binary {
 
     /// clap's reading of a command line (see [`Binary::parse`]).
     fn matches(self, raw: &[OsString]) -> Result<clap::ArgMatches, clap::Error> {
+        let whole = self.command();
         let named = self
-            .command_naming(raw)
+            .command_naming(&whole, raw)
             .and_then(|mut only| only.try_get_matches_from_mut(raw).ok());
         match named {
             Some(matches) => Ok(matches),
-            None => self.command().try_get_matches_from(raw),
+            None => whole.try_get_matches_from(raw),
         }
     }
 
-    /// The tree with only the subcommand `raw[1]` names, if it names one.
-    fn command_naming(self, raw: &[OsString]) -> Option<clap::Command> {
+    /// A tree with the global flags of `whole` and only the subcommand
+    /// `raw[1]` names, if it names one.
+    fn command_naming(self, whole: &clap::Command, raw: &[OsString]) -> Option<clap::Command> {
         let name = raw.get(1)?.to_str()?;
-        let whole = self.command();
         let only = whole.find_subcommand(name)?.clone();
         let root = clap::Command::new(self.name())
             .args(whole.get_arguments().cloned())
@@ -818,7 +819,7 @@ mod tests {
             let words: Vec<&str> = text.split_whitespace().collect();
             let raw = line(&words);
             let only = binary
-                .command_naming(&raw)
+                .command_naming(&binary.command(), &raw)
                 .expect("the line names a subcommand")
                 .try_get_matches_from_mut(&raw);
             assert!(only.is_ok(), "{words:?}: {:?}", only.err());
@@ -837,7 +838,9 @@ mod tests {
             &["inbox", "sned"],
         ] {
             assert!(
-                Binary::Inbox.command_naming(&line(words)).is_none(),
+                Binary::Inbox
+                    .command_naming(&Binary::Inbox.command(), &line(words))
+                    .is_none(),
                 "{words:?}"
             );
         }
