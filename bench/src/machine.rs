@@ -158,7 +158,7 @@ const CONFIGURATION: [(&str, &str); 11] = [
     ("PostgreSQL", PG_CONFIG),
     (
         "process-spawn floor",
-        "`inbox-bench-noop`: `fn main() {}` in this crate, built in the same release profile as `inbox` and dynamically linked, as cargo links by default (the floor issue 20's targets were set against), started with the same `std::process::Command` (stdout and stderr piped, waited for). `inbox` is measured as `scripts/install` installs it: statically linked on Linux with glibc, which skips the ~0.2 ms of loading libc that this floor pays (a statically linked `fn main() {}` starts in about 0.73× of it: docs/durability-and-speed.md).",
+        "`inbox-bench-noop`: `fn main() {}` in this crate, built in cargo's `release` profile (`inbox` is installed with `dist`, `release` optimized as one program) and dynamically linked, as cargo links by default (the floor issue 20's targets were set against), started with the same `std::process::Command` (stdout and stderr piped, waited for). `inbox` is measured as `scripts/install` installs it: statically linked on Linux with glibc, which skips the ~0.2 ms of loading libc that this floor pays (a statically linked `fn main() {}` starts in about 0.73× of it: docs/durability-and-speed.md).",
     ),
     (
         "SQLite floor",
