@@ -102,12 +102,13 @@ impl Binary {
     /// Parses a command line into what to run.
     ///
     /// Before it parses, clap copies every global flag into every
-    /// subcommand of the tree, and drops the copies after: about 0.1 ms of
+    /// subcommand of the tree, and drops the copies after: about 0.15 ms of
     /// a fresh process, most of it for subcommands the line does not name.
-    /// So a line whose first argument names a subcommand is parsed first
-    /// by a tree that holds only that one (and the global flags). Anything
-    /// else clap would answer (help, version, a usage error) comes from the
-    /// whole tree, parsed again, so every text it prints stays the same.
+    /// So a line that names a subcommand (after any global flags, as in
+    /// `inbox --db x.db send`) is parsed first by a tree that holds only
+    /// that one (and the global flags). Anything else clap would answer
+    /// (help, version, a usage error) comes from the whole tree, parsed
+    /// again, so every text it prints stays the same.
     fn parse(self, raw: &[OsString]) -> Result<Invocation, clap::Error> {
         self.matches(raw)
             .and_then(|matches| self.invocation(&matches))
@@ -116,9 +117,12 @@ impl Binary {
     /// clap's reading of a command line (see [`Binary::parse`]).
     fn matches(self, raw: &[OsString]) -> Result<clap::ArgMatches, clap::Error> {
         let whole = self.command();
+        // A reading without a subcommand is left to the whole tree too, so
+        // that whatever clap says of such a line, it says as it always has.
         let named = self
             .command_naming(&whole, raw)
-            .and_then(|mut only| only.try_get_matches_from_mut(raw).ok());
+            .and_then(|mut only| only.try_get_matches_from_mut(raw).ok())
+            .filter(|matches| matches.subcommand_name().is_some());
         match named {
             Some(matches) => Ok(matches),
             None => whole.try_get_matches_from(raw),
@@ -126,9 +130,9 @@ impl Binary {
     }
 
     /// A tree with the global flags of `whole` and only the subcommand
-    /// `raw[1]` names, if it names one.
+    /// the line names, if it names one (see [`first_word`]).
     fn command_naming(self, whole: &clap::Command, raw: &[OsString]) -> Option<clap::Command> {
-        let name = raw.get(1)?.to_str()?;
+        let name = first_word(whole, raw)?;
         let only = whole.find_subcommand(name)?.clone();
         let root = clap::Command::new(self.name())
             .args(whole.get_arguments().cloned())
@@ -165,6 +169,33 @@ impl Binary {
             Binary::Orch => format!("orch-{}", path.join("-")),
         }
     }
+}
+
+/// The first word of a command line that is neither one of `whole`'s own
+/// flags nor a flag's value: the subcommand, in a line that names one.
+/// `None` at anything it does not know for sure (a flag `whole` does not
+/// define, a short flag, `--`), which leaves the line to the whole tree.
+/// A wrong guess costs only time: the one-subcommand tree then fails to
+/// read the line, and the whole tree reads it.
+fn first_word<'a>(whole: &clap::Command, raw: &'a [OsString]) -> Option<&'a str> {
+    let mut words = raw.iter().skip(1);
+    while let Some(word) = words.next() {
+        let word = word.to_str()?;
+        let Some(flag) = word.strip_prefix("--") else {
+            return (!word.starts_with('-')).then_some(word);
+        };
+        let (name, inline_value) = match flag.split_once('=') {
+            Some((name, _)) => (name, true),
+            None => (flag, false),
+        };
+        let arg = whole
+            .get_arguments()
+            .find(|arg| arg.get_long() == Some(name))?;
+        if arg.get_action().takes_values() && !inline_value {
+            words.next()?;
+        }
+    }
+    None
 }
 
 /// A tool that works on the SQLite file itself: refused, before it runs,
@@ -781,13 +812,22 @@ mod tests {
             for path in all {
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
                 let bin = [binary.name()];
-                for extra in [
-                    &[][..],
-                    &["--json", "--agent", "a1"],
-                    &["--help"],
-                    &["--nope"],
-                ] {
-                    let words = [&bin[..], &path, extra].concat();
+                // Global flags before the subcommand, some of whose values
+                // look like a subcommand or a flag.
+                let before: [&[&str]; 5] = [
+                    &[],
+                    &["--json", "--db", "x.db"],
+                    &["--agent=a1", "--idempotency-key", "send"],
+                    &["--agent", "--json"],
+                    &["--", "--json"],
+                ];
+                let after: [&[&str]; 4] =
+                    [&[], &["--json", "--agent", "a1"], &["--help"], &["--nope"]];
+                for (first, extra) in before
+                    .iter()
+                    .flat_map(|b| after.iter().map(move |a| (b, a)))
+                {
+                    let words = [&bin[..], first, &path, extra].concat();
                     let raw = line(&words);
                     let whole = reading(binary, binary.command().try_get_matches_from(&raw));
                     assert_eq!(reading(binary, binary.matches(&raw)), whole, "{words:?}");
@@ -805,6 +845,11 @@ mod tests {
                  --json --db x.db",
             ),
             (Binary::Inbox, "inbox claim --agent w --next --json"),
+            (
+                Binary::Inbox,
+                "inbox --db x.db --json claim --agent w --next",
+            ),
+            (Binary::Inbox, "inbox --agent=w --json fetch --unread"),
             (Binary::Inbox, "inbox fetch --agent=w --limit 5 --unread"),
             (
                 Binary::Inbox,
@@ -814,6 +859,7 @@ mod tests {
             (Binary::Inbox, "inbox agent register --agent w --json"),
             (Binary::Orch, "orch run create --agent lead --json"),
             (Binary::Orch, "orch wait --agent lead --timeout-seconds 5"),
+            (Binary::Orch, "orch --db x.db --agent lead status"),
         ];
         for (binary, text) in lines {
             let words: Vec<&str> = text.split_whitespace().collect();
@@ -830,12 +876,16 @@ mod tests {
     }
 
     #[test]
-    fn a_line_whose_first_word_is_not_a_subcommand_uses_the_whole_tree() {
+    fn a_line_that_names_no_subcommand_for_sure_uses_the_whole_tree() {
         for words in [
-            &["inbox", "--json", "send"][..],
-            &["inbox"],
+            &["inbox"][..],
+            &["inbox", "--json"],
             &["inbox", "help"],
             &["inbox", "sned"],
+            &["inbox", "--nope", "send"],
+            &["inbox", "-h", "send"],
+            &["inbox", "--", "send"],
+            &["inbox", "--agent", "send"],
         ] {
             assert!(
                 Binary::Inbox
