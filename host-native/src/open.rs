@@ -203,9 +203,13 @@ pub fn open_postgres(url: &str, init: bool) -> Result<crate::pg::PgStore, StoreE
     Ok(store)
 }
 
-/// `path` with symbolic links followed, or as it is if it does not exist.
+/// `path` with symbolic links followed, or, if it does not exist, as it is
+/// without its `.` parts and repeated slashes (`/p/./x.db` is `/p/x.db`,
+/// whatever the links), so that messages name it as people would. Never
+/// resolves `..` or a link there: a file still to be created is checked
+/// for planted links where it is made.
 fn real(path: PathBuf) -> PathBuf {
-    std::fs::canonicalize(&path).unwrap_or(path)
+    std::fs::canonicalize(&path).unwrap_or_else(|_| path.components().collect())
 }
 
 /// Opens an existing inbox database for commands, applying its durability
@@ -709,5 +713,19 @@ mod tests {
         let expected = std::fs::canonicalize(&real).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(resolved.path, expected);
         assert_eq!(resolved.source, DbSource::Flag);
+    }
+
+    #[test]
+    fn a_missing_database_is_named_without_dots_but_with_its_parents() {
+        let cwd = Path::new("/no/such/project");
+        for (named, expected) in [
+            ("./x.db", "/no/such/project/x.db"),
+            ("a/.//b/./x.db", "/no/such/project/a/b/x.db"),
+            ("../x.db", "/no/such/project/../x.db"),
+        ] {
+            let resolved = resolve_db_path(Some(Path::new(named)), None, cwd);
+            // As text: `Path`'s own equality already skips `.` parts.
+            assert_eq!(resolved.path.to_str(), Some(expected), "{named}");
+        }
     }
 }
