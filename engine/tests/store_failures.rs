@@ -495,6 +495,43 @@ fn a_claim_scans_for_lapses_once_and_loads_its_thread_once() {
     }
 }
 
+/// A message without a lease token is the holder's if its sender holds or
+/// ever held the lease. While the thread was claimed once, the lease says
+/// who that is, so a leader's answer reads no events and costs the same
+/// after a thousand messages as after one; once the thread was claimed
+/// again, the earlier holders are looked up among its claim events.
+#[test]
+fn a_reply_beside_a_lease_reads_events_only_after_a_second_claim() {
+    let reply =
+        r#"{"command":"reply","from_agent":"lead","thread_id":"thr_000002","summary":"fyi"}"#;
+    let mut engine = setup();
+    ok(
+        &mut engine,
+        r#"{"command":"claim","agent":"w","thread_id":"thr_000002","lease_seconds":60}"#,
+    );
+    engine.store_mut().log.clear();
+    ok(&mut engine, reply);
+    assert!(
+        !engine.store().log.contains(&"events"),
+        "a reply beside a lease claimed once read events: {:?}",
+        engine.store().log
+    );
+
+    // The lease lapses and is claimed again: now the log of claims decides.
+    engine.clock_mut().advance_millis(120_000);
+    ok(
+        &mut engine,
+        r#"{"command":"claim","agent":"w","thread_id":"thr_000002","lease_seconds":60}"#,
+    );
+    engine.store_mut().log.clear();
+    ok(&mut engine, reply);
+    assert!(
+        engine.store().log.contains(&"events"),
+        "{:?}",
+        engine.store().log
+    );
+}
+
 /// A store that keeps one clock for every writer judges time: a host whose
 /// own clock is a day ahead neither expires a live lease on its say nor
 /// stamps records with its time.

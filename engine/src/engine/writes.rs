@@ -93,8 +93,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let mut state = self.load(&thread_id)?;
         self.open_status(&state, "accepts no more messages")?;
         let from_holder = lease_token.is_some()
-            || state.lease.as_ref().is_some_and(|l| l.agent == from)
-            || (state.lease.is_some() && self.was_holder(&thread_id, &from)?);
+            || match &state.lease {
+                Some(lease) => self.was_holder(lease, &from)?,
+                None => false,
+            };
         let (event_type, payload) = if from_holder {
             let mut payload = self.fence_in(&mut state, &from, lease_token)?;
             let heartbeat = LeaseMove::Heartbeat(None);
