@@ -502,33 +502,32 @@ fn a_claim_scans_for_lapses_once_and_loads_its_thread_once() {
 /// again, the earlier holders are looked up among its claim events.
 #[test]
 fn a_reply_beside_a_lease_reads_events_only_after_a_second_claim() {
-    let reply =
-        r#"{"command":"reply","from_agent":"lead","thread_id":"thr_000002","summary":"fyi"}"#;
+    /// Claims `thr_000002` for `w`, then has the lead reply in it; returns
+    /// the store calls of the reply.
+    fn claim_and_reply(engine: &mut TestEngine) -> Vec<&'static str> {
+        ok(
+            engine,
+            r#"{"command":"claim","agent":"w","thread_id":"thr_000002","lease_seconds":60}"#,
+        );
+        engine.store_mut().log.clear();
+        ok(
+            engine,
+            r#"{"command":"reply","from_agent":"lead","thread_id":"thr_000002","summary":"fyi"}"#,
+        );
+        std::mem::take(&mut engine.store_mut().log)
+    }
     let mut engine = setup();
-    ok(
-        &mut engine,
-        r#"{"command":"claim","agent":"w","thread_id":"thr_000002","lease_seconds":60}"#,
-    );
-    engine.store_mut().log.clear();
-    ok(&mut engine, reply);
+    let calls = claim_and_reply(&mut engine);
     assert!(
-        !engine.store().log.contains(&"events"),
-        "a reply beside a lease claimed once read events: {:?}",
-        engine.store().log
+        !calls.contains(&"events"),
+        "a reply beside a lease claimed once read events: {calls:?}"
     );
-
     // The lease lapses and is claimed again: now the log of claims decides.
     engine.clock_mut().advance_millis(120_000);
-    ok(
-        &mut engine,
-        r#"{"command":"claim","agent":"w","thread_id":"thr_000002","lease_seconds":60}"#,
-    );
-    engine.store_mut().log.clear();
-    ok(&mut engine, reply);
+    let calls = claim_and_reply(&mut engine);
     assert!(
-        engine.store().log.contains(&"events"),
-        "{:?}",
-        engine.store().log
+        calls.contains(&"events"),
+        "a reply after a second claim read no events: {calls:?}"
     );
 }
 
