@@ -20,7 +20,7 @@ use inbox_bench_kit::stats::{Summary, ratio};
 use super::{check, durability_caption, latency_cells, progress};
 use crate::ctx::Ctx;
 use crate::fmt::{fmt_ratio, fmt_us};
-use crate::peers::{Durability, Role, System, Target};
+use crate::peers::{Durability, Endpoint, Role, System, Target, inbox::InboxEndpoint};
 use crate::proc::{ChildGuard, run_checked, us_since};
 use crate::report::Section;
 use crate::roles::AgentConfig;
@@ -92,6 +92,7 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
         "Round trip per pair of agents and durability, median with p99 whisker; grey is the Redis list baseline".into(),
     ));
     headline(&mut section, &rows_normal);
+    long_conversation(ctx, &mut section)?;
     section.seconds = started.elapsed().as_secs_f64();
     Ok(section)
 }
@@ -183,6 +184,82 @@ fn headline(section: &mut Section, rows: &[Row]) {
         true,
         String::new(),
     ));
+}
+
+/// The first and the last this many steps of a long conversation are
+/// compared.
+const CONVERSATION_WINDOW: usize = 200;
+
+/// How much dearer a step may be at the end of a long conversation than at
+/// its start: a step must not read the conversation it adds to.
+const CONVERSATION_GROWTH: f64 = 1.5;
+
+/// A long conversation in one thread, in process: the worker blocks on a
+/// question (`update --status blocked`) and the lead answers (`reply
+/// --kind answer`), back to back. Each step must cost the same after
+/// thousands of events as in a new thread.
+fn long_conversation(ctx: &Ctx, section: &mut Section) -> Result<()> {
+    let rounds = ctx.size(5_000, 1_000);
+    progress(&format!(
+        "round trip: a conversation of {rounds} questions and answers"
+    ));
+    let target = ctx
+        .target(System::Inbox, Durability::Normal)
+        .prepare_channel()?;
+    let thread = target.thread.clone().unwrap_or_default();
+    let mut worker = InboxEndpoint::open(&target.path, &thread, Role::Worker)?;
+    let mut lead = InboxEndpoint::open(&target.path, &thread, Role::Lead)?;
+    let (mut questions, mut answers) = (Vec::new(), Vec::new());
+    for i in 0..rounds as u64 {
+        let t0 = Instant::now();
+        worker.post(i)?;
+        questions.push(us_since(t0));
+        let t0 = Instant::now();
+        lead.post(i)?;
+        answers.push(us_since(t0));
+    }
+    let mut table = Table::new(
+        format!(
+            "**One long conversation, in process** (normal durability): {rounds} questions \
+             and answers in one thread, each step on its own connection, back to back. p50 \
+             of the first and of the last {CONVERSATION_WINDOW} of each step; last column: \
+             the last as a multiple of the first."
+        ),
+        ["step", "p50, first", "p50, last", "last ÷ first"],
+    );
+    let mut worst = 0.0f64;
+    for (label, samples) in [
+        (
+            "the worker's question (`update --status blocked`)",
+            &questions,
+        ),
+        ("the lead's answer (`reply --kind answer`)", &answers),
+    ] {
+        let window = CONVERSATION_WINDOW.min(samples.len());
+        let first = Summary::of(&samples[..window]).p50;
+        let last = Summary::of(&samples[samples.len() - window..]).p50;
+        // A first window measured as nothing cannot be compared: a miss.
+        worst = worst.max(ratio(last, first).unwrap_or(f64::INFINITY));
+        table.row(vec![
+            label.to_owned(),
+            fmt_us(first),
+            fmt_us(last),
+            fmt_ratio(ratio(last, first)),
+        ]);
+    }
+    section.tables.push(table);
+    section.checks.push(check(
+        &format!(
+            "a step of a conversation costs the same at its end: p50 of the last {CONVERSATION_WINDOW} ≤ {CONVERSATION_GROWTH}× the first, after {rounds} questions and answers"
+        ),
+        format!("worst {}", fmt_ratio(Some(worst))),
+        worst <= CONVERSATION_GROWTH,
+        format!(
+            "a step read more of the thread as it grew ({}); see the table",
+            fmt_ratio(Some(worst))
+        ),
+    ));
+    Ok(())
 }
 
 /// The harness as the worker, a `__responder` child as the lead.
