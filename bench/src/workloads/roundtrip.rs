@@ -238,13 +238,14 @@ fn long_conversation(ctx: &Ctx, section: &mut Section) -> Result<()> {
         let window = CONVERSATION_WINDOW.min(samples.len());
         let first = Summary::of(&samples[..window]).p50;
         let last = Summary::of(&samples[samples.len() - window..]).p50;
+        let growth = ratio(last, first);
         // A first window measured as nothing cannot be compared: a miss.
-        worst = worst.max(ratio(last, first).unwrap_or(f64::INFINITY));
+        worst = worst.max(growth.unwrap_or(f64::INFINITY));
         table.row(vec![
             label.to_owned(),
             fmt_us(first),
             fmt_us(last),
-            fmt_ratio(ratio(last, first)),
+            fmt_ratio(growth),
         ]);
     }
     section.tables.push(table);
