@@ -531,6 +531,49 @@ fn a_reply_beside_a_lease_reads_events_only_after_a_second_claim() {
     );
 }
 
+/// A waiter looks again on every commit it is woken for. The look that
+/// finds the reply answers with the reply's own event id, so it does not
+/// read the newest event id of the store; only a look that finds nothing
+/// needs it (its cursor), read in the same snapshot as the search.
+#[test]
+fn a_wait_reply_reads_the_newest_event_id_only_when_it_finds_nothing() {
+    /// One look of `w` waiting in `thr_000002`, and the store calls it made.
+    fn look(engine: &mut TestEngine, after_event: u64) -> (serde_json::Value, Vec<&'static str>) {
+        engine.store_mut().log.clear();
+        let answer = ok(
+            engine,
+            &format!(
+                r#"{{"command":"wait-reply","agent":"w","thread_id":"thr_000002","after_event":{after_event}}}"#
+            ),
+        );
+        (answer, std::mem::take(&mut engine.store_mut().log))
+    }
+    let mut engine = setup();
+    ok(
+        &mut engine,
+        r#"{"command":"reply","from_agent":"lead","thread_id":"thr_000002","kind":"answer","summary":"yes"}"#,
+    );
+    let (found, calls) = look(&mut engine, 0);
+    assert_eq!(found["woke"], true, "{found}");
+    assert!(
+        !calls.contains(&"latest_event_id"),
+        "a look that found the reply read the newest event id: {calls:?}"
+    );
+    // Something happens elsewhere: the next look finds nothing and moves
+    // its cursor to the store's newest event.
+    let elsewhere = ok(
+        &mut engine,
+        r#"{"command":"send","from_agent":"lead","to_agent":"w","subject":"three"}"#,
+    );
+    let (nothing, calls) = look(&mut engine, found["next_event_id"].as_u64().unwrap());
+    assert_eq!(nothing["woke"], false, "{nothing}");
+    assert!(
+        calls.contains(&"latest_event_id"),
+        "a look that found nothing did not read the newest event id: {calls:?}"
+    );
+    assert_eq!(nothing["next_event_id"], elsewhere["event_id"], "{nothing}");
+}
+
 /// A store that keeps one clock for every writer judges time: a host whose
 /// own clock is a day ahead neither expires a live lease on its say nor
 /// stamps records with its time.

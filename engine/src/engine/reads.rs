@@ -229,12 +229,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         input: WaitReplyInput,
     ) -> Result<WaitReplyOutput, EngineError> {
         let state = self.load(&input.thread_id)?;
-        let latest = self.store.latest_event_id()?;
+        // The newest event id, read only when needed: a look that finds the
+        // reply (the one that wakes a waiter) has no use for it.
+        let mut latest = None;
         let after = match (input.after_event, &input.after_message) {
             (Some(event_id), _) => event_id,
             (None, Some(message_id)) => self.message_in(&input.thread_id, message_id)?.event_id,
             (None, None) => {
-                self.default_reply_cursor(&input.thread_id, input.agent.as_deref(), latest)?
+                let newest = *latest.insert(self.store.latest_event_id()?);
+                self.default_reply_cursor(&input.thread_id, input.agent.as_deref(), newest)?
             }
         };
         let mut query = EventQuery::after_event(after, 1);
@@ -268,6 +271,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                     .into(),
             });
         }
+        // In the same snapshot as the search above, so no reply between the
+        // cursor and it goes unseen.
+        let latest = match latest {
+            Some(newest) => newest,
+            None => self.store.latest_event_id()?,
+        };
         Ok(WaitReplyOutput {
             woke: false,
             next_event_id: after.max(latest),
