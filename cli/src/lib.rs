@@ -476,6 +476,7 @@ fn run(invocation: Invocation) -> u8 {
         db: &db,
         engine: global.engine.as_deref(),
         init: init_durability,
+        exits_after: true,
     };
     let call = Call {
         request,
@@ -518,13 +519,17 @@ fn run(invocation: Invocation) -> u8 {
     finish(&executed.response, json, Some(&context), &notes)
 }
 
-/// Where a request runs: the database, the engine (`--engine`), and for
-/// `init` the durability to record.
+/// Where a request runs: the database, the engine (`--engine`), for
+/// `init` the durability to record, and whether the process exits after
+/// this one request (a command line's, not a server's).
 #[derive(Clone, Copy)]
 struct Target<'a> {
     db: &'a database::Database,
     engine: Option<&'a Path>,
     init: Option<Option<Durability>>,
+    /// The store is then left for the exit to close
+    /// ([`inbox_host_native::SqliteStore::leave_for_exit`]).
+    exits_after: bool,
 }
 
 /// What running a request gave: its response, the engine's time when it
@@ -586,11 +591,15 @@ fn execute_on_file(
         }
         (None, _) => engine.execute_call(call),
     };
-    Ok(Some(Executed {
+    let executed = Executed {
         response,
         now: engine.now(),
         durability: durability.as_str(),
-    }))
+    };
+    if on.exits_after {
+        engine.leave_for_exit();
+    }
+    Ok(Some(executed))
 }
 
 fn stopped() -> EngineError {
@@ -624,6 +633,7 @@ pub fn execute(global: &Global, call: Call, stop: Option<&dyn Fn() -> bool>) -> 
         db: &db,
         engine: global.engine.as_deref(),
         init: None,
+        exits_after: false,
     };
     match execute_on(on, call, clock, stop) {
         Ok(executed) => executed.map(|executed| executed.response),

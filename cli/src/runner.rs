@@ -67,6 +67,17 @@ impl Runner {
             Runner::Component(engine) => engine.store(),
         }
     }
+
+    /// Ends the runner in a process that exits next: the built-in engine's
+    /// store is left for the exit to close
+    /// ([`SqliteStore::leave_for_exit`]); a component is dropped as usual.
+    pub(crate) fn leave_for_exit(self) {
+        match self {
+            Runner::BuiltIn(engine) => engine.into_parts().0.leave_for_exit(),
+            #[cfg(feature = "plugin")]
+            Runner::Component(engine) => drop(engine),
+        }
+    }
 }
 
 /// A component that cannot be used is a bad value of `--engine`.
