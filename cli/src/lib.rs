@@ -14,6 +14,8 @@ pub mod args;
 mod bridge;
 mod daemon;
 mod database;
+#[cfg(unix)]
+pub mod entry;
 mod generated;
 pub mod hosted;
 pub mod interchange;
@@ -31,7 +33,6 @@ mod transfer;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
@@ -43,12 +44,12 @@ use orch_args::{OrchCli, OrchCommand};
 pub use request::subject_from;
 
 /// Runs `inbox` with the process's arguments and returns its exit code.
-pub fn main() -> ExitCode {
+pub fn main() -> u8 {
     run_binary(Binary::Inbox)
 }
 
 /// Runs `orch` with the process's arguments and returns its exit code.
-pub fn orch_main() -> ExitCode {
+pub fn orch_main() -> u8 {
     run_binary(Binary::Orch)
 }
 
@@ -311,15 +312,15 @@ fn engine_action(
 }
 
 /// Parses the process's arguments as `binary` and runs the command.
-fn run_binary(binary: Binary) -> ExitCode {
+fn run_binary(binary: Binary) -> u8 {
     let raw: Vec<OsString> = std::env::args_os().collect();
     if let Some(error) = environment_problem() {
         let json = raw.iter().any(|a| a == "--json");
         let response = Response::failure(subcommand_in(binary, &raw), error);
-        return ExitCode::from(finish(&response, json, None, &[]));
+        return finish(&response, json, None, &[]);
     }
     match binary.parse(&raw) {
-        Ok(invocation) => ExitCode::from(run(invocation)),
+        Ok(invocation) => run(invocation),
         Err(error) => usage_error(binary, &raw, &error),
     }
 }
@@ -328,7 +329,7 @@ fn run_binary(binary: Binary) -> ExitCode {
 /// `--json`, as one JSON object: `{"ok": true, "command": ..., "help": ...}`
 /// and the engine's `version` response); everything else is a usage error:
 /// exit 30, and with `--json` still one JSON object.
-fn usage_error(binary: Binary, raw: &[OsString], error: &clap::Error) -> ExitCode {
+fn usage_error(binary: Binary, raw: &[OsString], error: &clap::Error) -> u8 {
     let json = raw.iter().any(|a| a == "--json");
     // Finding the subcommand builds clap's whole command tree (about 1 MB
     // of allocations): only the JSON answers, which name it, pay for it, so
@@ -369,13 +370,9 @@ fn usage_error(binary: Binary, raw: &[OsString], error: &clap::Error) -> ExitCod
         // A usage error echoes what was typed, which may hold anything.
         (_, false) => (String::new(), terminal::safe(&text).into_owned(), 30),
     };
-    ExitCode::from(output::deliver(
-        &out,
-        &err,
-        exit,
-        output::Effect::Read,
-        || "it was a usage error".to_owned(),
-    ))
+    output::deliver(&out, &err, exit, output::Effect::Read, || {
+        "it was a usage error".to_owned()
+    })
 }
 
 /// An environment variable the command line reads as text that is not

@@ -94,6 +94,53 @@ fn a_closed_pipe_is_the_reader_s_choice_not_a_failure() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
+/// A command started with stdout and stderr closed still runs, and its
+/// result lands in none of the files it opened (its database, its lock
+/// files): the standard descriptors it finds closed are opened on
+/// `/dev/null` before anything else (`src/entry.rs`), and SQLite never
+/// opens a database on them either.
+#[test]
+fn a_command_started_with_stdout_and_stderr_closed_writes_only_its_database() {
+    let env = TestEnv::initialized();
+    let inbox = env.command(&[
+        "send",
+        "--from",
+        "lead",
+        "--to",
+        "w",
+        "--subject",
+        "closed",
+        "--json",
+    ]);
+    // `sh` closes the descriptors and then becomes inbox.
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", r#"exec "$0" "$@" >&- 2>&-"#])
+        .arg(inbox.get_program())
+        .args(inbox.get_args())
+        .env_clear()
+        .envs(inbox.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    if let Some(dir) = inbox.get_current_dir() {
+        command.current_dir(dir);
+    }
+    let run = env.run_command(command);
+    assert_eq!(run.status, 0, "{run}");
+
+    let listed = env.json(&["list"], 0);
+    assert_eq!(listed["threads"][0]["subject"], "closed");
+    let agents = env.db().parent().unwrap().to_path_buf();
+    for entry in std::fs::read_dir(&agents).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(r#"{"ok":true"#),
+            "{} holds the result",
+            path.display()
+        );
+    }
+}
+
 /// A reader that went away before a claim's result arrived (a parser that
 /// crashed) must not take the lease token with it: stderr says what the
 /// command did, and the exit code stays the command's.

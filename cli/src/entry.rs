@@ -1,0 +1,103 @@
+//! The entry point of the executables that run one command per process
+//! (`inbox`, `orch`): on Linux with glibc, a C `main` of our own instead of
+//! the Rust runtime's.
+//!
+//! Before a Rust `main` runs, the standard library finds the main thread's
+//! stack to install its stack-overflow handler, and with glibc that means
+//! `pthread_getattr_np`, which reads and parses `/proc/self/maps`: about
+//! 50 µs of a `send` that takes 1.6 to 1.8 ms, in every command
+//! (docs/durability-and-speed.md). Everything else that runtime does first
+//! is done here the same way:
+//! - a standard descriptor that was closed is opened on `/dev/null`, so
+//!   that no file the command opens (a database, a lock) becomes its stdout
+//!   or stderr;
+//! - `SIGPIPE` is ignored, so that a reader who closed the pipe is an error
+//!   [`crate::output`] handles rather than a silent death;
+//! - a panic exits 101 after the panic hook printed it;
+//! - stdout is flushed before the exit.
+//!
+//! What is lost is the message naming a stack overflow: the process dies of
+//! `SIGSEGV` instead. Elsewhere (macOS, musl), where the standard library
+//! takes the arguments from its own runtime, the executables keep a Rust
+//! `main` ([`entry_point!`](crate::entry_point)). This module must never
+//! decide anything about a command.
+
+use std::io::Write as _;
+use std::os::fd::AsFd as _;
+use std::os::raw::c_int;
+
+/// The exit code of a command that panicked, as the Rust runtime's.
+const PANICKED: u8 = 101;
+
+/// Runs `command` as the whole process and returns its exit code.
+pub fn run(command: fn() -> u8) -> c_int {
+    open_closed_standard_descriptors();
+    ignore_sigpipe();
+    let code = std::panic::catch_unwind(command).unwrap_or(PANICKED);
+    // Nothing else flushes stdout: the C library's exit knows only its own
+    // buffers.
+    let _ = std::io::stdout().flush();
+    c_int::from(code)
+}
+
+/// Opens `/dev/null` on each of descriptors 0, 1 and 2 that is closed, in
+/// that order, so that each open takes the lowest free number: the one that
+/// was missing.
+fn open_closed_standard_descriptors() {
+    let closed = |fd: std::os::fd::BorrowedFd<'_>| {
+        rustix::io::fcntl_getfd(fd) == Err(rustix::io::Errno::BADF)
+    };
+    let missing = [
+        closed(std::io::stdin().as_fd()),
+        closed(std::io::stdout().as_fd()),
+        closed(std::io::stderr().as_fd()),
+    ];
+    for _ in missing.iter().filter(|m| **m) {
+        // Kept open for the life of the process, as the runtime keeps it.
+        if let Ok(null) = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+        {
+            let _ = std::os::fd::IntoRawFd::into_raw_fd(null);
+        }
+    }
+}
+
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn ignore_sigpipe() {
+    // SAFETY: sets the disposition of one signal to "ignore", before the
+    // command starts any thread; no handler code is involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
+/// Defines the executable's `main`, running `$command` (a `fn() -> u8`
+/// returning the exit code): through [`run`] on Linux with glibc, as a
+/// plain Rust `main` elsewhere and in the executable's own unit tests,
+/// whose harness brings its `main`. The executable's crate must also say
+/// `#![cfg_attr(all(target_os = "linux", target_env = "gnu", not(test)), no_main)]`.
+#[macro_export]
+macro_rules! entry_point {
+    ($command:path) => {
+        /// The process's C entry point (see `inbox_cli::entry`).
+        #[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
+        #[allow(unsafe_code)]
+        #[unsafe(no_mangle)]
+        extern "C" fn main(
+            _argc: ::std::os::raw::c_int,
+            _argv: *const *const ::std::os::raw::c_char,
+        ) -> ::std::os::raw::c_int {
+            // The standard library reads the arguments itself on glibc,
+            // which hands them to its initializers.
+            $crate::entry::run($command)
+        }
+
+        #[cfg(not(all(target_os = "linux", target_env = "gnu", not(test))))]
+        fn main() -> ::std::process::ExitCode {
+            ::std::process::ExitCode::from($command())
+        }
+    };
+}
