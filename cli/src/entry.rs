@@ -64,7 +64,8 @@ fn open_closed_standard_descriptors() {
     }
 }
 
-#[cfg(unix)]
+/// Ignores `SIGPIPE`, as the Rust runtime does: writing to a pipe whose
+/// reader has gone then fails with `EPIPE` instead of ending the process.
 #[allow(unsafe_code)]
 fn ignore_sigpipe() {
     // SAFETY: sets the disposition of one signal to "ignore", before the
