@@ -244,15 +244,16 @@ pub enum SchemaState {
 /// Reads the schema state, refusing files that belong to another program or
 /// to a newer inbox. `location` names the file in error messages.
 pub fn inspect(conn: &Connection, location: &str) -> Result<SchemaState, StoreError> {
-    // One statement for both: every statement costs a compile in a process
-    // that runs one command.
-    let (application_id, version): (i64, i64) = conn
-        .query_row(
-            "SELECT a.application_id, v.user_version FROM pragma_application_id AS a, pragma_user_version AS v",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )
-        .map_err(|e| crate::store::store_error(e, location))?;
+    // Two plain pragmas, not one `SELECT` over `pragma_application_id` and
+    // `pragma_user_version`: those are virtual tables, which SQLite declares
+    // (parsing a `CREATE TABLE` each) and which compile and run the same two
+    // pragmas inside. Measured in a process that runs one command, A/B of
+    // static builds: `send` 10 to 17 µs faster.
+    let pragma = |name: &str| -> Result<i64, StoreError> {
+        conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+            .map_err(|e| crate::store::store_error(e, location))
+    };
+    let (application_id, version) = (pragma("application_id")?, pragma("user_version")?);
     if application_id == 0 && version == 0 {
         let tables: i64 = conn
             .query_row(
