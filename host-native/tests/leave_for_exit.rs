@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use inbox_engine::store::TxMode;
 use inbox_engine::{Engine, Request, Response, Store, UlidIds};
-use inbox_host_native::{HostClock, open_existing, open_or_create};
+use inbox_host_native::{HostClock, host_ids, open_existing, open_or_create};
 
 fn initialized() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -30,19 +30,13 @@ fn send(
     Response,
 ) {
     let (store, _) = open_existing(db, None).unwrap();
-    let mut engine = Engine::new(store, HostClock::system(), UlidIds::from_seed(seed()));
+    let mut engine = Engine::new(store, HostClock::system(), host_ids());
     let request = Request::from_json(&format!(
         r#"{{"command":"send","from_agent":"lead","to_agent":"worker","subject":"{subject}"}}"#
     ))
     .unwrap();
     let response = engine.execute(request);
     (engine, response)
-}
-
-/// A seed of its own for each engine, so that their ids differ.
-fn seed() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn subjects(db: &Path) -> Vec<String> {

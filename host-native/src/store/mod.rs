@@ -186,7 +186,7 @@ impl SqliteStore {
     /// and its files stay open until the process ends.
     #[cfg(feature = "native")]
     pub fn leave_for_exit(self) {
-        if self.tx.is_some() || !self.conn.is_autocommit() {
+        if !self.conn.is_autocommit() {
             return;
         }
         // The other fields drop when this function returns; the
