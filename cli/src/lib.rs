@@ -12,6 +12,8 @@
 
 pub mod args;
 mod bridge;
+#[cfg(unix)]
+pub mod c_alloc;
 mod daemon;
 mod database;
 #[cfg(unix)]

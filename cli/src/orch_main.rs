@@ -4,3 +4,4 @@
 #![cfg_attr(all(target_os = "linux", target_env = "gnu", not(test)), no_main)]
 
 inbox_cli::entry_point!(inbox_cli::orch_main);
+inbox_cli::c_allocator!();

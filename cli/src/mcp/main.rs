@@ -23,6 +23,8 @@ mod guidance;
 mod seed;
 mod server;
 
+inbox_cli::c_allocator!();
+
 fn main() -> ExitCode {
     // As in every command, `--json` puts a refusal on stdout as one JSON
     // object; otherwise stdout is left to the protocol alone.

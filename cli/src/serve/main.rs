@@ -40,6 +40,8 @@ pub(crate) struct Board {
     pub(crate) live: live::Live,
 }
 
+inbox_cli::c_allocator!();
+
 fn main() -> ExitCode {
     let json = std::env::args_os().any(|a| a == "--json");
     let refuse = |error: EngineError| hosted::refuse("serve", error, json);
