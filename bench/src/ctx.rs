@@ -18,7 +18,8 @@ use crate::services::{PostgresServer, RedisServer, TempDir};
 pub(crate) struct Bins {
     /// `target/release/installed/bin/inbox`: the default build, without
     /// PostgreSQL, as users install it (`scripts/install`: statically
-    /// linked on Linux with glibc); every SQLite figure is this binary's.
+    /// linked on Linux, with musl where it can); every SQLite figure is
+    /// this binary's.
     pub(crate) inbox: PathBuf,
     /// `target/release/inbox-postgres`: `inbox` built with the `postgres`
     /// feature, for `--db postgres://...` (see [`POSTGRES_INBOX`]); absent

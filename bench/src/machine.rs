@@ -102,9 +102,10 @@ fn versions(ctx: &Ctx) -> Vec<(String, String)> {
 }
 
 /// How an ELF executable is linked: dynamically when it names an
-/// interpreter (`PT_INTERP`, the dynamic loader). Read by hand: four fields
-/// of the header do not need an ELF crate.
-fn linking(path: &Path) -> &'static str {
+/// interpreter (`PT_INTERP`, the dynamic loader), else statically, with
+/// glibc or musl. Read by hand: four fields of the header do not need an
+/// ELF crate.
+pub(crate) fn linking(path: &Path) -> &'static str {
     let Ok(bytes) = std::fs::read(path) else {
         return "unreadable";
     };
@@ -126,9 +127,17 @@ fn linking(path: &Path) -> &'static str {
     });
     if interpreter {
         "dynamically linked"
+    } else if contains(&bytes, b"GNU C Library") {
+        // glibc's version banner, which a static glibc executable carries.
+        "statically linked with glibc"
     } else {
-        "statically linked"
+        // The other C library `scripts/install` links statically.
+        "statically linked with musl"
     }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// How every system is configured, as the report's last table says.
@@ -158,7 +167,7 @@ const CONFIGURATION: [(&str, &str); 11] = [
     ("PostgreSQL", PG_CONFIG),
     (
         "process-spawn floor",
-        "`inbox-bench-noop`: `fn main() {}` in this crate, built in cargo's `release` profile (`inbox` is installed with `dist`, `release` optimized as one program) and dynamically linked, as cargo links by default (the floor issue 20's targets were set against), started with the same `std::process::Command` (stdout and stderr piped, waited for). `inbox` is measured as `scripts/install` installs it: statically linked on Linux with glibc, which skips the ~0.2 ms of loading libc that this floor pays (a statically linked `fn main() {}` starts in about 0.73× of it: docs/durability-and-speed.md).",
+        "`inbox-bench-noop`: `fn main() {}` in this crate, built in cargo's `release` profile (`inbox` is installed with `dist`, `release` optimized as one program) and dynamically linked, as cargo links by default (the floor issue 20's targets were set against), started with the same `std::process::Command` (stdout and stderr piped, waited for). `inbox` is measured as `scripts/install` installs it: statically linked, with musl where the toolchain can build for it (else glibc; the machine table says which), which skips the ~0.2 ms of loading libc that this floor pays and, with musl, glibc's start asking the processor for its features, which this floor also pays (docs/durability-and-speed.md).",
     ),
     (
         "SQLite floor",

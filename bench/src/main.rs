@@ -236,7 +236,7 @@ fn run(cli: &Cli) -> Result<()> {
 /// benchmarked, not a stale build: `inbox` with the `postgres` feature,
 /// kept as `inbox-postgres` for the PostgreSQL section, then the default
 /// build as users install it, with `scripts/install` (statically linked on
-/// Linux with glibc), whose figures every SQLite row reports: `inbox`,
+/// Linux, with musl where it can), whose figures every SQLite row reports: `inbox`,
 /// `orch` and `inbox-serve` (the board's server, which `inbox serve` starts
 /// from beside `inbox`), not `inbox-mcp`, which nothing here measures. Not
 /// the harness: it is running (a build with other packages would relink it

@@ -236,7 +236,7 @@ fn per_process_tables(ctx: &Ctx, section: &mut Section) -> Result<CliFigures> {
          starting a process, from 1 to {} producer threads starting processes back to back. \
          The baseline is the **process-spawn floor**: `inbox-bench-noop`, a Rust `fn main() {{}}` \
          in `inbox`'s release profile, dynamically linked as cargo links by default (`inbox` \
-         is measured as `scripts/install` installs it: statically linked on Linux with glibc), \
+         is measured as `scripts/install` installs it: statically linked, with musl where it can), \
          started the same way in the same run. The JSONL peer is measured \
          twice: with the seed's own `sh -c 'echo \"$MESSAGE\" >> inbox'` and with \
          `inbox-bench-peer`, a small Rust helper in this crate that does the same append \
@@ -402,7 +402,7 @@ fn conclusions(
          (`inbox --version`, no database: {}), then makes one round trip to \
          the daemon, which runs the call on its warm connection (an in-process send takes {}); \
          the rest is the command's own reading of its arguments, the JSON and exiting",
-        against_floor(cli),
+        against_floor(ctx, cli),
         fmt_us(inproc_send)
     );
     let daemon_ratio = super::cli_cost_checks(
@@ -456,18 +456,25 @@ fn conclusions(
 
 /// What starting the inbox binary (`inbox --version`) costs against the
 /// floor. A statically linked inbox starts sooner than the floor, which is
-/// dynamically linked (see `Bins::noop`).
-fn against_floor(cli: &CliFigures) -> String {
+/// dynamically linked (see `Bins::noop`), and one linked with musl sooner
+/// still.
+fn against_floor(ctx: &Ctx, cli: &CliFigures) -> String {
     let over = cli.version - cli.floor;
     if over >= 0.0 {
-        format!("adds {} to the floor", fmt_us(over))
-    } else {
-        format!(
-            "takes {} less than the floor: it is statically linked and skips the loading of \
-             libc that the floor pays",
-            fmt_us(-over)
-        )
+        return format!("adds {} to the floor", fmt_us(over));
     }
+    let linking = crate::machine::linking(&ctx.bins.inbox);
+    let musl = if linking.ends_with("musl") {
+        " and glibc's start, which asks the processor for its features and cache sizes \
+         (each question a trap to the hypervisor on a virtual machine)"
+    } else {
+        ""
+    };
+    format!(
+        "takes {} less than the floor: it is {linking}, which skips the loading of libc \
+         that the floor pays{musl}",
+        fmt_us(-over)
+    )
 }
 
 /// Where an inbox CLI send's time goes, from parts measured apart.
@@ -488,7 +495,7 @@ fn where_time_goes(ctx: &Ctx, cli: &CliFigures, inproc_send: f64) -> Result<Stri
          ones after), parsing the arguments, printing the JSON and exiting. {}",
         fmt_us(cli.inbox),
         fmt_us(cli.floor),
-        against_floor(cli),
+        against_floor(ctx, cli),
         fmt_us(one_shot_us),
         fmt_us(open_us),
         fmt_us(inproc_send),
