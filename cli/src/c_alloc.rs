@@ -147,6 +147,17 @@ pub unsafe fn posix_memalign(out: *mut *mut c_void, align: usize, size: usize) -
     0
 }
 
+/// C's `malloc_usable_size`, which this allocator cannot answer: stops the
+/// process rather than let a caller trust a wrong size.
+pub fn no_usable_size() -> ! {
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        b"inbox: malloc_usable_size was called, which inbox's allocator (dlmalloc, \
+          cli/src/c_alloc.rs) does not support; please report it\n",
+    );
+    std::process::abort()
+}
+
 /// Makes [`crate::c_alloc`] the C allocator of the executable it is
 /// invoked in, when it is built for Linux with musl; elsewhere it expands
 /// to nothing. The symbols are defined in the executable's own crate, whose
@@ -196,6 +207,14 @@ macro_rules! c_allocator {
             unsafe extern "C" fn memalign(align: usize, size: usize) -> *mut c_void {
                 // SAFETY: as above.
                 unsafe { $crate::c_alloc::aligned_alloc(align, size) }
+            }
+
+            /// dlmalloc does not say how large an allocation is. Nothing
+            /// inbox links asks; defined so that nothing ever takes musl's
+            /// own, which would read this heap as musl's and answer wrong.
+            #[unsafe(no_mangle)]
+            extern "C" fn malloc_usable_size(_p: *mut c_void) -> usize {
+                $crate::c_alloc::no_usable_size()
             }
 
             #[unsafe(no_mangle)]
