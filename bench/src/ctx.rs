@@ -39,7 +39,11 @@ pub(crate) struct Bins {
     /// linked one starts faster still: docs/durability-and-speed.md.)
     pub(crate) noop: PathBuf,
     /// The SQLite floor: one row committed from a fresh process, with
-    /// inbox's SQLite and connection settings and nothing else.
+    /// inbox's SQLite and connection settings and nothing else. Linked as
+    /// the installed `inbox` is: the harness's build puts one built for
+    /// musl beside it when `inbox` is linked with musl (see
+    /// [`SQLITE_FLOOR`]); otherwise the harness's own, linked as the
+    /// spawn floor is.
     pub(crate) sqlite_floor: PathBuf,
     /// This harness (for worker and waiter child processes).
     pub(crate) me: PathBuf,
@@ -82,7 +86,9 @@ impl Bins {
             serve: need_in(&installed, "inbox-serve")?,
             peer: need("inbox-bench-peer")?,
             noop: need("inbox-bench-noop")?,
-            sqlite_floor: need("inbox-bench-sqlite-floor")?,
+            sqlite_floor: Some(installed.join(SQLITE_FLOOR))
+                .filter(|p| p.is_file())
+                .map_or_else(|| need(SQLITE_FLOOR), Ok)?,
             redis_cli: which("redis-cli", &[]).ok_or_else(|| {
                 anyhow!("redis-cli is not installed (apt-get install -y redis-server)")
             })?,
@@ -104,6 +110,12 @@ pub(crate) fn release_dir(root: &Path) -> PathBuf {
 /// Where the harness installs the binaries it measures (`--root` of
 /// `scripts/install`), in [`release_dir`].
 pub(crate) const INSTALLED: &str = "installed";
+
+/// The SQLite floor's executable. A copy built for musl sits beside the
+/// installed `inbox` when that is linked with musl: a floor that starts
+/// as a dynamically linked glibc program pays glibc's start, which such
+/// an `inbox` does not, and would bound nothing from below.
+pub(crate) const SQLITE_FLOOR: &str = "inbox-bench-sqlite-floor";
 
 /// The name the harness's build gives `inbox` built with the `postgres`
 /// feature, next to the default `inbox`.

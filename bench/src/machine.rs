@@ -82,6 +82,10 @@ fn versions(ctx: &Ctx) -> Vec<(String, String)> {
                 linking(&ctx.bins.inbox)
             ),
         ),
+        (
+            "SQLite floor (`inbox-bench-sqlite-floor`)",
+            linking(&ctx.bins.sqlite_floor).to_owned(),
+        ),
         ("SQLite (bundled)", stores::sqlite_version().to_owned()),
         ("redis-server", RedisServer::version()),
         ("PostgreSQL", ctx.pg.version()),
@@ -171,7 +175,7 @@ const CONFIGURATION: [(&str, &str); 11] = [
     ),
     (
         "SQLite floor",
-        "`inbox-bench-sqlite-floor DB normal|full`: opens an SQLite database with the SQLite `inbox` links and the settings it gives a one-command process (WAL, 2 KiB pages, no checkpoint on close, a truncating checkpoint at the WAL length `inbox` truncates at, `CHECKPOINT_FRAMES`), commits one 200-byte row to a table with one index in one `BEGIN IMMEDIATE` transaction, and exits. Built like the floor. What any CLI command that writes an SQLite file pays; inbox's engine, schema and argument parser are not in it.",
+        "`inbox-bench-sqlite-floor DB normal|full`: opens an SQLite database with the SQLite `inbox` links and the settings it gives a one-command process (WAL, 2 KiB pages, no checkpoint on close, a truncating checkpoint at the WAL length `inbox` truncates at, `CHECKPOINT_FRAMES`), commits one 200-byte row to a table with one index in one `BEGIN IMMEDIATE` transaction, and exits. Linked as the installed `inbox` is when that is statically linked with musl (built for the musl target, with musl's own allocator), else built like the floor; the machine table says which. What any CLI command that writes an SQLite file pays, started as inbox starts; inbox's engine, schema and argument parser are not in it.",
     ),
     (
         "SQLite floor, inbox's schema in the file",

@@ -262,6 +262,47 @@ fn build(root: &Path, postgres: bool) -> Result<()> {
     if !status.success() {
         bail!("scripts/install failed");
     }
+    floor_like_inbox(root, &installed.join("bin"))
+}
+
+/// Builds the SQLite floor for musl and puts it beside the installed
+/// `inbox` when that is linked with musl, so that the floor starts as
+/// `inbox` does (see [`ctx::SQLITE_FLOOR`]); otherwise removes any such
+/// copy left by an earlier run, and the harness's own floor is measured.
+fn floor_like_inbox(root: &Path, installed: &Path) -> Result<()> {
+    let beside = installed.join(ctx::SQLITE_FLOOR);
+    if !machine::linking(&installed.join("inbox")).ends_with("musl") {
+        match std::fs::remove_file(&beside) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", beside.display()));
+            }
+            _ => return Ok(()),
+        }
+    }
+    let target = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
+    eprintln!("building the SQLite floor for {target}, as inbox is linked");
+    cargo_build(
+        root,
+        &[
+            "--target",
+            &target,
+            "-p",
+            "inbox-bench",
+            "--bin",
+            ctx::SQLITE_FLOOR,
+        ],
+    )?;
+    let built = ctx::release_dir(root)
+        .parent()
+        .map(|targets| {
+            targets
+                .join(&target)
+                .join("release")
+                .join(ctx::SQLITE_FLOOR)
+        })
+        .context("the target folder has no parent")?;
+    std::fs::copy(&built, &beside)
+        .with_context(|| format!("cannot copy {} to {}", built.display(), beside.display()))?;
     Ok(())
 }
 

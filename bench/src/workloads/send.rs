@@ -500,23 +500,24 @@ fn where_time_goes(ctx: &Ctx, cli: &CliFigures, inproc_send: f64) -> Result<Stri
         fmt_us(open_us),
         fmt_us(inproc_send),
         fmt_us(cli.inbox - cli.version - one_shot_us),
-        sqlite_floor_verdict(cli)?
+        sqlite_floor_verdict(ctx, cli)?
     ))
 }
 
 /// What the SQLite floors say of the CLI targets: whether a process that
 /// does nothing but commit one row to SQLite, in a file of its own or in
 /// one with inbox's schema, already misses them.
-fn sqlite_floor_verdict(cli: &CliFigures) -> Result<String> {
+fn sqlite_floor_verdict(ctx: &Ctx, cli: &CliFigures) -> Result<String> {
     let plain = ratio(cli.sqlite, cli.floor).unwrap_or(f64::INFINITY);
     let schema = ratio(cli.sqlite_schema, cli.floor).unwrap_or(f64::INFINITY);
     let measured = format!(
         "The SQLite floor, a process that commits one 200-byte row and exits \
-         (`inbox-bench-sqlite-floor`: the same SQLite, WAL and checkpoint settings, none of \
-         inbox's code), takes {} = {} the spawn floor. In a file that also holds inbox's \
+         (`inbox-bench-sqlite-floor`, {}: the same SQLite, WAL and checkpoint settings, none \
+         of inbox's code), takes {} = {} the spawn floor. In a file that also holds inbox's \
          schema ({} tables and indexes, which the write never touches, but SQLite reads and \
          parses every one before a fresh connection's first statement), the same row takes \
          {} = {} ({} more).",
+        crate::machine::linking(&ctx.bins.sqlite_floor),
         fmt_us(cli.sqlite),
         fmt_ratio(Some(plain)),
         inbox_schema_objects()?,
