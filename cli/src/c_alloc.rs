@@ -4,7 +4,8 @@
 //! library uses on WebAssembly) behind one lock, serving Rust's allocations
 //! and SQLite's alike. [`c_allocator!`](crate::c_allocator) puts it in an
 //! executable; on every other target the executables keep the C library's
-//! own allocator and this module is only compiled for its tests.
+//! own allocator, and on Linux with glibc this module is only compiled for
+//! its tests.
 //!
 //! Why musl, and why not its allocator. On a virtual machine, glibc's start
 //! asks the processor for its features and cache sizes with some forty
@@ -52,16 +53,10 @@ fn set_errno(code: c_int) {
     unsafe { *libc_errno() = code }
 }
 
-#[cfg(any(target_os = "linux", target_os = "android"))]
+/// The calling thread's `errno`.
 fn libc_errno() -> *mut c_int {
     // SAFETY: a C library function with no preconditions.
     unsafe { libc::__errno_location() }
-}
-
-#[cfg(not(any(target_os = "linux", target_os = "android")))]
-fn libc_errno() -> *mut c_int {
-    // SAFETY: a C library function with no preconditions.
-    unsafe { libc::__error() }
 }
 
 /// Returns `p`, setting `errno` to `ENOMEM` if it is null.

@@ -12,7 +12,7 @@
 
 pub mod args;
 mod bridge;
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 pub mod c_alloc;
 mod daemon;
 mod database;
