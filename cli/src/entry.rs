@@ -1,13 +1,16 @@
 //! The entry point of the executables that run one command per process
-//! (`inbox`, `orch`): on Linux with glibc, a C `main` of our own instead of
-//! the Rust runtime's.
+//! (`inbox`, `orch`): on Linux (glibc or musl), a C `main` of our own
+//! instead of the Rust runtime's, and the process's arguments as that
+//! `main` received them ([`args_os`]).
 //!
-//! Before a Rust `main` runs, the standard library finds the main thread's
-//! stack to install its stack-overflow handler, and with glibc that means
-//! `pthread_getattr_np`, which reads and parses `/proc/self/maps`: about
-//! 50 µs of a `send` that takes 1.6 to 1.8 ms, in every command
-//! (docs/durability-and-speed.md). Everything else that runtime does first
-//! is done here the same way:
+//! Before a Rust `main` runs, the standard library installs its
+//! stack-overflow handler: with glibc it first finds the main thread's
+//! stack with `pthread_getattr_np`, which reads and parses
+//! `/proc/self/maps` (about 50 µs of every command), and with musl it maps
+//! and installs an alternate signal stack (about ten system calls; a musl
+//! program with a C `main` started 47 µs sooner than one with a Rust
+//! `main`). Everything else that runtime does first is done here the same
+//! way:
 //! - a standard descriptor that was closed is opened on `/dev/null`, so
 //!   that no file the command opens (a database, a lock) becomes its stdout
 //!   or stderr;
@@ -17,14 +20,49 @@
 //! - stdout is flushed before the exit.
 //!
 //! What is lost is the message naming a stack overflow: the process dies of
-//! `SIGSEGV` instead. Elsewhere (macOS, musl), where the standard library
-//! takes the arguments from its own runtime, the executables keep a Rust
-//! `main` ([`entry_point!`](crate::entry_point)). This module must never
-//! decide anything about a command.
+//! `SIGSEGV` instead. The standard library reads the arguments from glibc's
+//! initializers, but musl does not hand them to initializers, so
+//! [`args_os`] is where the commands read them on every platform. Elsewhere
+//! (macOS), and in the executables' own unit tests, the executables keep a
+//! Rust `main` ([`entry_point!`](crate::entry_point)). This module must
+//! never decide anything about a command.
 
+use std::ffi::{CStr, OsString, c_char};
 use std::io::Write as _;
 use std::os::fd::AsFd as _;
 use std::os::raw::c_int;
+use std::os::unix::ffi::OsStringExt as _;
+use std::sync::OnceLock;
+
+/// The arguments the C `main` received, when it ran.
+static ARGS: OnceLock<Vec<OsString>> = OnceLock::new();
+
+/// The process's arguments, the program's name first: as the C `main`
+/// received them, else (a Rust `main`) as the standard library has them.
+pub fn args_os() -> Vec<OsString> {
+    match ARGS.get() {
+        Some(args) => args.clone(),
+        None => std::env::args_os().collect(),
+    }
+}
+
+/// Keeps the arguments of the C `main` for [`args_os`].
+///
+/// # Safety
+/// `argv` holds `argc` pointers to NUL-terminated strings, as the C
+/// library hands them to `main`.
+#[allow(unsafe_code)]
+pub unsafe fn keep_args(argc: c_int, argv: *const *const c_char) {
+    let count = usize::try_from(argc).unwrap_or(0);
+    let args = (0..count)
+        .map(|i| {
+            // SAFETY: per the contract, `argv[i]` for `i < argc` is a C string.
+            let arg = unsafe { CStr::from_ptr(*argv.add(i)) };
+            OsString::from_vec(arg.to_bytes().to_vec())
+        })
+        .collect();
+    let _ = ARGS.set(args);
+}
 
 /// The exit code of a command that panicked, as the Rust runtime's.
 const PANICKED: u8 = 101;
@@ -76,27 +114,27 @@ fn ignore_sigpipe() {
 }
 
 /// Defines the executable's `main`, running `$command` (a `fn() -> u8`
-/// returning the exit code): through [`run`] on Linux with glibc, as a
-/// plain Rust `main` elsewhere and in the executable's own unit tests,
-/// whose harness brings its `main`. The executable's crate must also say
-/// `#![cfg_attr(all(target_os = "linux", target_env = "gnu", not(test)), no_main)]`.
+/// returning the exit code): through [`run`] on Linux, as a plain Rust
+/// `main` elsewhere and in the executable's own unit tests, whose harness
+/// brings its `main`. The executable's crate must also say
+/// `#![cfg_attr(all(target_os = "linux", not(test)), no_main)]`.
 #[macro_export]
 macro_rules! entry_point {
     ($command:path) => {
         /// The process's C entry point (see `inbox_cli::entry`).
-        #[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
+        #[cfg(all(target_os = "linux", not(test)))]
         #[allow(unsafe_code)]
         #[unsafe(no_mangle)]
         extern "C" fn main(
-            _argc: ::std::os::raw::c_int,
-            _argv: *const *const ::std::os::raw::c_char,
+            argc: ::std::os::raw::c_int,
+            argv: *const *const ::std::os::raw::c_char,
         ) -> ::std::os::raw::c_int {
-            // The standard library reads the arguments itself on glibc,
-            // which hands them to its initializers.
+            // SAFETY: the C library's `argc` and `argv`.
+            unsafe { $crate::entry::keep_args(argc, argv) };
             $crate::entry::run($command)
         }
 
-        #[cfg(not(all(target_os = "linux", target_env = "gnu", not(test))))]
+        #[cfg(not(all(target_os = "linux", not(test))))]
         fn main() -> ::std::process::ExitCode {
             ::std::process::ExitCode::from($command())
         }

@@ -313,9 +313,18 @@ fn engine_action(
     }
 }
 
+/// The process's arguments, the program's name first, as its `main`
+/// received them (see [`entry::args_os`]): where every executable reads them.
+pub fn args_os() -> Vec<OsString> {
+    #[cfg(unix)]
+    return entry::args_os();
+    #[cfg(not(unix))]
+    return std::env::args_os().collect();
+}
+
 /// Parses the process's arguments as `binary` and runs the command.
 fn run_binary(binary: Binary) -> u8 {
-    let raw: Vec<OsString> = std::env::args_os().collect();
+    let raw: Vec<OsString> = args_os();
     if let Some(error) = environment_problem() {
         let json = raw.iter().any(|a| a == "--json");
         let response = Response::failure(subcommand_in(binary, &raw), error);

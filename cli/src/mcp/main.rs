@@ -28,7 +28,7 @@ inbox_cli::c_allocator!();
 fn main() -> ExitCode {
     // As in every command, `--json` puts a refusal on stdout as one JSON
     // object; otherwise stdout is left to the protocol alone.
-    let json = std::env::args_os().any(|a| a == "--json");
+    let json = inbox_cli::args_os().iter().any(|a| a == "--json");
     let refuse = |error: EngineError| refuse(error, json);
     let global = match arguments(json) {
         Ok(global) => global,

@@ -43,7 +43,7 @@ pub(crate) struct Board {
 inbox_cli::c_allocator!();
 
 fn main() -> ExitCode {
-    let json = std::env::args_os().any(|a| a == "--json");
+    let json = inbox_cli::args_os().iter().any(|a| a == "--json");
     let refuse = |error: EngineError| hosted::refuse("serve", error, json);
     let (global, args) = match hosted::arguments("serve", json) {
         Ok(cli) => match cli.command {
