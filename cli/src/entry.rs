@@ -7,10 +7,9 @@
 //! stack-overflow handler: with glibc it first finds the main thread's
 //! stack with `pthread_getattr_np`, which reads and parses
 //! `/proc/self/maps` (about 50 µs of every command), and with musl it maps
-//! and installs an alternate signal stack (about ten system calls; a musl
-//! program with a C `main` started 47 µs sooner than one with a Rust
-//! `main`). Everything else that runtime does first is done here the same
-//! way:
+//! and installs an alternate signal stack (about ten system calls: `send`
+//! 8 µs, `fetch` 16 µs and `--version` 14 µs faster without it). Everything
+//! else that runtime does first is done here the same way:
 //! - a standard descriptor that was closed is opened on `/dev/null`, so
 //!   that no file the command opens (a database, a lock) becomes its stdout
 //!   or stderr;
