@@ -151,8 +151,8 @@ const CONFIGURATION: [(&str, &str); 11] = [
         "`inbox init --durability normal` (WAL, `synchronous=NORMAL`, the default) / `--durability full` (`synchronous=FULL`: fsync per commit). Everything else as shipped.",
     ),
     (
-        "bare SQLite queue (claim workload only)",
-        "The SQLite `inbox` links, WAL, 2 KiB pages, `synchronous=NORMAL` / `FULL`, SQLite's default checkpoints. One table of tasks with a partial index on the pending ones; claim is one `UPDATE ... RETURNING` of the first pending task, done one `UPDATE` checking the claim's token, each in its own `BEGIN IMMEDIATE` transaction. Waiting for the lock is SQLite's own busy handler (`busy_timeout`). No lease expiry, messages, event log or writer gate: what SQLite does under the same load with none of inbox's work.",
+        "bare SQLite queue and waiter (claim and wake workloads)",
+        "The SQLite `inbox` links, WAL, 2 KiB pages, `synchronous=NORMAL` / `FULL`, SQLite's default checkpoints. One table of tasks with a partial index on the pending ones; claim is one `UPDATE ... RETURNING` of the first pending task, done one `UPDATE` checking the claim's token, each in its own `BEGIN IMMEDIATE` transaction. Waiting for the lock is SQLite's own busy handler (`busy_timeout`). No lease expiry, messages, event log or writer gate: what SQLite does under the same load with none of inbox's work. The waiter: a table of messages indexed by recipient; a message is one `INSERT` in its own `BEGIN IMMEDIATE` transaction; the waiter learns of it as inbox's does (inotify on the folder for the WAL's writes, kept armed; `PRAGMA data_version`, looked at every 50 µs for 10 ms after a write), then reads it with one indexed `SELECT`.",
     ),
     (
         "JSONL inbox (seed 002)",

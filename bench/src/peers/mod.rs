@@ -67,7 +67,8 @@ pub(crate) enum System {
     /// workload's per-command workers only).
     InboxDaemon,
     /// A bare SQLite queue: one statement per transaction, SQLite's own
-    /// busy handler (the claim workload's worker processes only).
+    /// busy handler (the claim workload's worker processes); and a bare
+    /// SQLite waiter (the wake workload's long-lived waiters).
     SqliteQueue,
     /// A per-member append-only JSONL inbox with a line cursor (seed 002).
     Jsonl,
@@ -304,6 +305,9 @@ impl Target {
         if self.system == System::Inbox {
             target.thread = Some(inbox::create_channel(&self.path)?);
         }
+        if self.system == System::SqliteQueue {
+            sqlite_queue::prepare_channel(&self.path)?;
+        }
         if self.system.pg_variant().is_some() {
             target.thread = Some(inbox_pg::create_channel(&self.url)?);
         }
@@ -387,7 +391,11 @@ impl Target {
                 bail!("inbox without its writer gate is not in the wait workloads")
             }
             System::InboxDaemon => bail!("inbox through its daemon is not in the wait workloads"),
-            System::SqliteQueue => bail!("the bare SQLite queue is not in the wait workloads"),
+            System::SqliteQueue => Box::new(sqlite_queue::SqliteEndpoint::open(
+                &self.path,
+                self.durability,
+                role,
+            )?),
             System::PostgresOrdered | System::PostgresOrderedInServer => {
                 bail!("the ordered-log variants are not in the wait workloads")
             }

@@ -1,5 +1,6 @@
-//! Peer: a bare SQLite work queue, the least any queue on SQLite does per
-//! task, to read inbox's claim figures against the database it runs on.
+//! Peer: a bare SQLite work queue and waiter, the least any queue on SQLite
+//! does per task and per wake, to read inbox's claim and wake figures
+//! against the database it runs on.
 //!
 //! How it is modelled: one table of tasks in an SQLite database in WAL
 //! mode with 2 KiB pages, `synchronous` NORMAL or FULL as the durability
@@ -15,15 +16,25 @@
 //! the agent's record, the thread's messages and the event log (one
 //! statement per transaction here, about ten in inbox), checks of the
 //! database file's identity, and the writer gate.
+//!
+//! The waiter (workload 3) learns of a commit the way inbox's does, and no
+//! cheaper way exists for a process that reads a database another process
+//! wrote: inotify on the database's folder reports the WAL's write, `PRAGMA
+//! data_version` shows when the commit is visible (chased with 50 µs
+//! pauses, since making a commit visible writes only the mapped `-shm`),
+//! and one indexed `SELECT` reads the message. Its watch stays armed for
+//! the process's life, so no commit can slip between a look and a sleep
+//! and nothing is paid to add or remove it. A message is one `INSERT` in
+//! its own transaction.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 use inbox_bench::files::task_id;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use super::{Claimed, Durability, Queue, Task};
+use super::{Claimed, Durability, Endpoint, Queue, Role, Task};
 
 /// How long a writer waits for the lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -122,6 +133,183 @@ impl Queue for SqliteQueue {
                 task.id,
                 task.token
             ))
+        }
+    }
+}
+
+/// Adds the two agents' messages to a queue made by [`prepare`].
+pub(crate) fn prepare_channel(path: &Path) -> Result<()> {
+    Connection::open(path)?
+        .execute_batch(
+            "CREATE TABLE messages (
+                 id INTEGER PRIMARY KEY,
+                 to_agent TEXT NOT NULL,
+                 body TEXT NOT NULL
+             );
+             CREATE INDEX inbox_of ON messages (to_agent, id);",
+        )
+        .context("cannot create the SQLite messages")
+}
+
+/// How long a WAL write is chased for its commit before the waiter sleeps
+/// until the next notification.
+const CHASE: Duration = Duration::from_millis(10);
+
+/// The pause between two looks at `data_version` while chasing.
+const CHASE_PAUSE: Duration = Duration::from_micros(50);
+
+/// One agent's end of a conversation over a bare SQLite table.
+pub(crate) struct SqliteEndpoint {
+    conn: Connection,
+    role: Role,
+    /// The id of the last message read.
+    cursor: i64,
+    wal: wal_watch::WalWatch,
+}
+
+impl SqliteEndpoint {
+    /// Opens `role`'s end; it reads only messages sent after it opened.
+    pub(crate) fn open(path: &Path, durability: Durability, role: Role) -> Result<SqliteEndpoint> {
+        let wal = wal_watch::WalWatch::new(path)?;
+        let conn = SqliteQueue::open(path, durability, 0)?.conn;
+        let cursor = conn.query_row("SELECT coalesce(max(id), 0) FROM messages", [], |row| {
+            row.get(0)
+        })?;
+        Ok(SqliteEndpoint {
+            conn,
+            role,
+            cursor,
+            wal,
+        })
+    }
+
+    /// The next message to this agent after the cursor, if any.
+    fn look(&self) -> Result<Option<i64>> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM messages WHERE to_agent = ?1 AND id > ?2 ORDER BY id LIMIT 1",
+            )?
+            .query_row((self.role.me(), self.cursor), |row| row.get(0))
+            .optional()?)
+    }
+
+    fn data_version(&self) -> Result<i64> {
+        Ok(self
+            .conn
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |row| row.get(0))?)
+    }
+}
+
+impl Endpoint for SqliteEndpoint {
+    fn post(&mut self, seq: u64) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached("INSERT INTO messages (to_agent, body) VALUES (?1, ?2)")?
+            .execute((
+                self.role.other(),
+                format!("Benchmark message {seq}: about the size of an agent's answer."),
+            ))?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now() + timeout;
+        let mut seen = self.data_version()?;
+        let mut chase_until = None;
+        loop {
+            if let Some(id) = self.look()? {
+                self.cursor = id;
+                return Ok(true);
+            }
+            // Sleep until another connection's commit shows.
+            loop {
+                let version = self.data_version()?;
+                if version != seen {
+                    seen = version;
+                    break;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Ok(false);
+                }
+                let pause = match chase_until {
+                    Some(until) if now < until => CHASE_PAUSE,
+                    _ => deadline - now,
+                };
+                if self.wal.wait(pause)? {
+                    chase_until = Some(Instant::now() + CHASE);
+                }
+            }
+        }
+    }
+}
+
+/// inotify on the database's folder, filtered to its WAL. Written here
+/// rather than taken from `inbox-host-native`, whose watch belongs to its
+/// store: this peer must not run any of inbox's code.
+mod wal_watch {
+    use std::ffi::OsString;
+    use std::mem::MaybeUninit;
+    use std::os::fd::OwnedFd;
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use anyhow::{Context as _, Result};
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+
+    pub(super) struct WalWatch {
+        fd: OwnedFd,
+        wal: OsString,
+    }
+
+    impl WalWatch {
+        pub(super) fn new(db: &Path) -> Result<WalWatch> {
+            let dir = db.parent().context("the database has no folder")?;
+            let mut wal = db
+                .file_name()
+                .context("the database has no name")?
+                .to_owned();
+            wal.push("-wal");
+            let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
+            inotify::add_watch(&fd, dir, WatchFlags::MODIFY | WatchFlags::CREATE)?;
+            Ok(WalWatch { fd, wal })
+        }
+
+        /// Blocks up to `timeout`; true if the WAL was written meanwhile.
+        pub(super) fn wait(&mut self, timeout: Duration) -> Result<bool> {
+            let timespec = Timespec {
+                tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(timeout.subsec_nanos()),
+            };
+            let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
+            if poll(&mut fds, Some(&timespec))? == 0 {
+                return Ok(false);
+            }
+            self.drain()
+        }
+
+        /// Reads every queued event; true if one was about the WAL.
+        fn drain(&mut self) -> Result<bool> {
+            let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+            let mut reader = inotify::Reader::new(&self.fd, &mut buf);
+            let mut wal = false;
+            loop {
+                match reader.next() {
+                    Ok(event) => {
+                        wal |= event
+                            .file_name()
+                            .is_some_and(|name| name.to_bytes() == self.wal.as_bytes());
+                    }
+                    Err(rustix::io::Errno::AGAIN) => return Ok(wal),
+                    Err(error) => return Err(error.into()),
+                }
+            }
         }
     }
 }
