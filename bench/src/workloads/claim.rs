@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use inbox_bench_kit::markdown::Table;
-use inbox_bench_kit::stats::{Summary, ratio};
+use inbox_bench_kit::stats::{Summary, ratio, ratio_of};
 
 use super::{check, durability_caption, latency_cells, progress};
 use crate::ctx::Ctx;
@@ -116,6 +116,9 @@ struct Inbox {
     /// The bare SQLite queue's worker processes (normal durability), by
     /// number of workers: what SQLite itself does under the same load.
     bare: HashMap<usize, Outcome>,
+    /// One thread taking turns over connections (normal durability): the
+    /// rate by system and number of connections (see [`in_turns`]).
+    turns: HashMap<(System, usize), f64>,
     /// Every run of inbox's worker processes in the default durability
     /// with 1 and with the most workers, the table's first: the targets
     /// read their medians (see [`repeats`]).
@@ -123,6 +126,16 @@ struct Inbox {
 }
 
 impl Inbox {
+    /// The worker processes' rate with `w` workers over the one-worker
+    /// rate (medians where runs were repeated).
+    fn processes_ratio(&self, w: usize) -> Option<f64> {
+        let rate = |w: usize| match self.runs.get(&w) {
+            Some(_) => Some(self.across_runs(w, |r| r.rate).median),
+            None => self.outcomes.get(&(Durability::Normal, w)).map(|o| o.rate),
+        };
+        ratio(rate(w)?, rate(1)?)
+    }
+
     /// `key` over every run with `w` workers (see [`Inbox::runs`]).
     fn across_runs(&self, w: usize, key: fn(&Run) -> f64) -> AcrossRuns {
         let values: Vec<f64> = self
@@ -209,6 +222,7 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let workers: Vec<usize> = ctx.size(vec![1, 4, 16], vec![1, 4]);
     let mut inbox = Inbox::default();
     worker_process_tables(ctx, &mut section, &workers, &mut inbox)?;
+    turns_table(ctx, &mut section, &workers, &mut inbox)?;
     cli_tables(ctx, &mut section, &mut inbox)?;
     worker_notes(&mut section, &inbox);
     checks(&mut section, &workers, &inbox);
@@ -313,6 +327,91 @@ fn worker_process_tables(
             .push(worker_process_plot(ctx, durability, workers, &series)?);
     }
     Ok(())
+}
+
+/// One thread taking turns over as many connections as there were worker
+/// processes: the table, and inbox's figures for the collapse target.
+fn turns_table(
+    ctx: &Ctx,
+    section: &mut Section,
+    workers: &[usize],
+    inbox: &mut Inbox,
+) -> Result<()> {
+    let tasks: u64 = ctx.size(5000, 200);
+    let mut table = Table::new(
+        format!(
+            "**One process, connections taking turns, normal durability**: {tasks} tasks \
+             drained by one thread that runs claim + done on each of its connections in \
+             turn, the same clients as the worker processes above. No writer ever waits for \
+             another and no process is switched, so what the rate loses against one \
+             connection is what SQLite charges a connection for another's commit: it drops its \
+             page cache and reads the pages it needs again."
+        ),
+        [
+            "system",
+            "connections",
+            "tasks/s",
+            "÷ one connection",
+            "worker processes, same count ÷ one",
+        ],
+    );
+    for system in [System::Inbox, System::SqliteQueue] {
+        for &connections in workers {
+            progress(&format!(
+                "claim in turns: {}, {connections} connections",
+                system.label()
+            ));
+            let rate = in_turns(ctx, system, connections, tasks)?;
+            inbox.turns.insert((system, connections), rate);
+            let one = inbox.turns.get(&(system, 1)).copied().unwrap_or(rate);
+            let processes = match system {
+                System::Inbox => inbox.processes_ratio(connections),
+                _ => ratio_of(
+                    inbox.bare.get(&connections).map(|o| o.rate),
+                    inbox.bare.get(&1).map(|o| o.rate),
+                ),
+            };
+            table.row(vec![
+                system.label().to_owned(),
+                connections.to_string(),
+                fmt_rate(rate),
+                fmt_ratio(ratio(rate, one)),
+                fmt_ratio(processes),
+            ]);
+        }
+    }
+    section.tables.push(table);
+    Ok(())
+}
+
+/// Drains a fresh queue of `tasks` with one thread taking turns over
+/// `connections` clients of `system`: each claims one task and finishes
+/// it, then the next client does. Returns tasks per second.
+fn in_turns(ctx: &Ctx, system: System, connections: usize, tasks: u64) -> Result<f64> {
+    let target = ctx.target(system, Durability::Normal);
+    fill(&target, tasks)?;
+    let mut clients = (0..connections)
+        .map(|c| target.queue(c))
+        .collect::<Result<Vec<_>>>()?;
+    let start = Instant::now();
+    let mut done = 0;
+    'drain: loop {
+        for client in &mut clients {
+            let Some(task) = client.claim()?.task else {
+                break 'drain;
+            };
+            client.done(&task)?;
+            done += 1;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    if done != tasks {
+        bail!(
+            "{} in turns finished {done} of {tasks} tasks",
+            system.label()
+        );
+    }
+    Ok(done as f64 / seconds)
 }
 
 fn worker_process_table(durability: Durability) -> Table {
@@ -581,7 +680,7 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
             "{:.0}% of the one-worker rate. {}. {}",
             100.0 * at_most.median / one.median.max(1.0),
             serialized(),
-            bare.as_ref().map(Bare::on_collapse).unwrap_or_default()
+            bare.as_ref().map(Bare::on_collapse).unwrap_or_default() + &in_turns_said(inbox, most)
         ),
     ));
     section.checks.push(check(
@@ -632,14 +731,45 @@ fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
     ));
 }
 
+/// What one thread taking turns over `most` connections says about the
+/// collapse (see [`turns_table`]).
+fn in_turns_said(inbox: &Inbox, most: usize) -> String {
+    let rate = |system: System, n: usize| inbox.turns.get(&(system, n)).copied();
+    let (Some(many), Some(one)) = (rate(System::Inbox, most), rate(System::Inbox, 1)) else {
+        return String::new();
+    };
+    format!(
+        ". One thread taking turns over {most} connections, with no writer waiting for another \
+         and no process switched, finishes {} = {} one connection's {} (worker processes: {}), \
+         and the bare queue {} of its own: {}",
+        fmt_rate(many),
+        fmt_ratio(ratio(many, one)),
+        fmt_rate(one),
+        fmt_ratio(inbox.processes_ratio(most)),
+        fmt_ratio(ratio_of(
+            rate(System::SqliteQueue, most),
+            rate(System::SqliteQueue, 1)
+        )),
+        if many < one {
+            "a write after another connection's commit costs more than one after the same \
+             connection's, whatever the lock does, and with more than one writer every hand-off \
+             pays it. Only fewer hand-offs (the writer turn's streak) or one connection for every \
+             writer (`inbox daemon`) avoid it"
+        } else {
+            "connections taking turns keep the rate, so what the worker processes lose is \
+             their hand-off: waiting, waking and switching processes"
+        }
+    )
+}
+
 /// Why more workers lower the rate: the shortfall of the collapse target.
 fn serialized() -> String {
     format!(
         "Writers serialize on SQLite's one write lock. One worker runs its transactions back \
          to back, with its page cache warm; with many worker processes on 2 cores, every \
-         hand-off of the lock to another process costs a context switch and a page cache that \
-         SQLite drops because another connection wrote, and a holder preempted mid-transaction \
-         holds everyone up. Letting the writer that just let go take the lock again at once \
+         hand-off of the lock to another process costs a page cache that SQLite drops because \
+         another connection wrote (the table of connections taking turns measures it alone) \
+         and a context switch, and a holder preempted mid-transaction holds everyone up. Letting the writer that just let go take the lock again at once \
          (for up to {}, then the writer turn hands it to a sleeper) is what keeps the rate this \
          high: every design measured that hands the lock over more often (a queue in arrival \
          order, the writer gate closing after 5–20 ms, a woken writer spinning for the turn, a \
