@@ -5,17 +5,22 @@
 //! leaves the WAL to grow between checkpoints, and copying it back into
 //! the database, with its fsyncs, used to be done by whichever commit took
 //! the WAL past SQLite's threshold: one send in about eighty paid a few
-//! milliseconds for all of them. Here the commit only nudges a thread
-//! (from SQLite's WAL hook, [`Checkpointer::hook`]), and the thread
-//! checkpoints on a connection of its own:
+//! milliseconds for all of them. Here a commit only nudges a thread
+//! (from SQLite's WAL hook, [`Checkpointer::hook`]), once for each
+//! [`CHECKPOINT_FRAMES`] the WAL grows, and the thread checkpoints on a
+//! connection of its own:
 //! - `PASSIVE` first: it copies what it can without waiting for anyone, so
 //!   writers go on committing while it runs;
 //! - `RESTART` once the WAL has grown past [`RESTART_FRAMES`] all the same
 //!   (writers that never pause leave no moment at which a passive
 //!   checkpoint has copied everything, so SQLite would never start the WAL
 //!   over): it holds new writers back only while it copies what the
-//!   passive pass left, and then the next commit writes from the top of
-//!   the WAL again;
+//!   passive passes before it left (a few more passes catch up with the
+//!   commits made during the first, so little is left), and then the next
+//!   commit writes from the top of the WAL again;
+//! - the thread runs at a lower priority than the writers, so that on a
+//!   machine with few cores a pass does not take the processor from the
+//!   writer that holds the write lock;
 //! - and should the thread fall far behind (starved of a CPU on a loaded
 //!   machine, or in a long passive pass while the writer never pauses),
 //!   the commit that takes the WAL past [`BACKSTOP_FRAMES`] waits for the
@@ -97,6 +102,7 @@ impl Checkpointer {
     pub fn hook(&self) -> impl FnMut(&mut Wal, c_int) -> rusqlite::Result<()> + Send + 'static {
         let nudges = self.nudges.clone();
         let turn = Arc::clone(&self.turn);
+        let mut asked = Asked::default();
         move |wal, frames| {
             if frames >= BACKSTOP_FRAMES {
                 // The thread has fallen far behind (starved of a CPU, or
@@ -110,11 +116,46 @@ impl Checkpointer {
                 crate::open::as_checkpoint(|| {
                     let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::RESTART);
                 });
-            } else if frames >= CHECKPOINT_FRAMES {
+            } else if asked.due(frames) {
                 nudge(&nudges);
             }
             Ok(())
         }
+    }
+}
+
+/// When a connection last asked for a checkpoint, so that it asks once
+/// per [`CHECKPOINT_FRAMES`] the WAL grows, not at every commit.
+///
+/// A passive pass leaves the WAL as long as it was: only a writer that
+/// begins once everything is copied starts it over, and writers that keep
+/// committing while the thread copies seldom do. Asking at every commit
+/// past the threshold ran a pass, with its two fsyncs, for every commit
+/// until the WAL reached [`RESTART_FRAMES`]: a quarter of an fsync per
+/// write in process, and with a thread per connection, connections taking
+/// turns spent more on those passes than on their own transactions
+/// (docs/durability-and-speed.md).
+#[derive(Default)]
+struct Asked {
+    /// The WAL's length in frames at the last ask (0: never asked).
+    at: c_int,
+}
+
+impl Asked {
+    /// Whether a commit that left the WAL `frames` long asks for a pass;
+    /// if so, remembers it.
+    fn due(&mut self, frames: c_int) -> bool {
+        // Shorter than at the last ask: the WAL has started over since.
+        let grown = if frames < self.at {
+            frames
+        } else {
+            frames - self.at
+        };
+        let due = frames >= CHECKPOINT_FRAMES && grown >= CHECKPOINT_FRAMES;
+        if due {
+            self.at = frames;
+        }
+        due
     }
 }
 
@@ -152,6 +193,7 @@ fn run(
     turn: &Mutex<()>,
 ) {
     crate::open::mark_checkpoint_thread();
+    yield_to_writers();
     while wakes.recv().is_ok() && !stop.load(Ordering::Acquire) {
         if files.is_some_and(|f| f.check().is_err()) {
             // The database was replaced under this process: its commands
@@ -163,18 +205,90 @@ fn run(
     }
 }
 
-/// One round: passive, then a restart if the WAL is still long.
-fn checkpoint(conn: &Connection) {
-    if wal_checkpoint(conn, "PASSIVE").is_some_and(|frames| frames >= RESTART_FRAMES) {
-        let _ = wal_checkpoint(conn, "RESTART");
-    }
+/// Frames a restart may find left to copy: it holds every writer back
+/// while it copies them and syncs the database.
+const RESTART_LEFT: c_int = 64;
+
+/// Passive passes at most before a restart, catching up with the writers
+/// that committed while the pass before ran.
+const CATCH_UP_PASSES: usize = 4;
+
+/// Lowers this thread's priority (Linux gives each thread its own nice
+/// value): a pass is housekeeping, and on a machine with few cores a pass
+/// that takes the processor from a writer holding the write lock holds up
+/// every writer. The backstop in [`Checkpointer::hook`] bounds the WAL if
+/// the thread gets too little time.
+fn yield_to_writers() {
+    #[cfg(target_os = "linux")]
+    let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), NICE);
 }
 
-/// Runs one checkpoint in `mode`; returns the WAL's length in frames, or
-/// `None` if it could not run.
-fn wal_checkpoint(conn: &Connection, mode: &str) -> Option<c_int> {
+/// The checkpoint thread's nice value.
+#[cfg(target_os = "linux")]
+const NICE: i32 = 10;
+
+/// One round: passive, then, if the WAL is still long, passive passes
+/// until little is left to copy, and a restart.
+fn checkpoint(conn: &Connection) {
+    let Some(mut pass) = wal_checkpoint(conn, "PASSIVE") else {
+        return;
+    };
+    if pass.log < RESTART_FRAMES {
+        return;
+    }
+    for _ in 0..CATCH_UP_PASSES {
+        if pass.log - pass.copied <= RESTART_LEFT {
+            break;
+        }
+        match wal_checkpoint(conn, "PASSIVE") {
+            Some(next) => pass = next,
+            None => return,
+        }
+    }
+    let _ = wal_checkpoint(conn, "RESTART");
+}
+
+/// What a checkpoint reported, in WAL frames.
+struct Pass {
+    /// The WAL's length.
+    log: c_int,
+    /// How many of them are now in the database file.
+    copied: c_int,
+}
+
+/// Runs one checkpoint in `mode`, or `None` if it could not run.
+fn wal_checkpoint(conn: &Connection, mode: &str) -> Option<Pass> {
     conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
-        row.get(1)
+        Ok(Pass {
+            log: row.get(1)?,
+            copied: row.get(2)?,
+        })
     })
     .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_asks_once_per_threshold_of_growth() {
+        let mut asked = Asked::default();
+        assert!(!asked.due(CHECKPOINT_FRAMES - 1));
+        assert!(asked.due(CHECKPOINT_FRAMES));
+        // The commits after it, while the pass runs and after, do not ask
+        // again until the WAL has grown by the threshold once more.
+        assert!(!asked.due(CHECKPOINT_FRAMES + 12));
+        assert!(!asked.due(2 * CHECKPOINT_FRAMES - 1));
+        assert!(asked.due(2 * CHECKPOINT_FRAMES + 5));
+    }
+
+    #[test]
+    fn a_wal_that_started_over_is_counted_from_its_top() {
+        let mut asked = Asked::default();
+        assert!(asked.due(3 * CHECKPOINT_FRAMES));
+        assert!(!asked.due(12));
+        assert!(!asked.due(CHECKPOINT_FRAMES - 1));
+        assert!(asked.due(CHECKPOINT_FRAMES));
+    }
 }
