@@ -738,6 +738,10 @@ fn in_turns_said(inbox: &Inbox, most: usize) -> String {
     let (Some(many), Some(one)) = (rate(System::Inbox, most), rate(System::Inbox, 1)) else {
         return String::new();
     };
+    let bare = ratio_of(
+        rate(System::SqliteQueue, most),
+        rate(System::SqliteQueue, 1),
+    );
     format!(
         ". One thread taking turns over {most} connections, with no writer waiting for another \
          and no process switched, finishes {} = {} one connection's {} (worker processes: {}), \
@@ -746,11 +750,16 @@ fn in_turns_said(inbox: &Inbox, most: usize) -> String {
         fmt_ratio(ratio(many, one)),
         fmt_rate(one),
         fmt_ratio(inbox.processes_ratio(most)),
-        fmt_ratio(ratio_of(
-            rate(System::SqliteQueue, most),
-            rate(System::SqliteQueue, 1)
-        )),
-        if many < one {
+        fmt_ratio(bare),
+        if many < one && bare.is_some_and(|b| b >= 0.9) {
+            "a write after another connection's commit reads again every page it needs (SQLite \
+             drops a connection's page cache when another one commits), so the hand-off costs in \
+             proportion to the pages a transaction reads: inbox's claim and done touch the \
+             thread, its lease, the event log and the messages, with their indexes, the bare \
+             queue's one row and its index. Every hand-off between writers pays it, \
+             whatever the lock does; only fewer hand-offs (the writer turn's streak) or one \
+             connection for every writer (`inbox daemon`) avoid it"
+        } else if many < one {
             "a write after another connection's commit costs more than one after the same \
              connection's, whatever the lock does, and with more than one writer every hand-off \
              pays it. Only fewer hand-offs (the writer turn's streak) or one connection for every \
