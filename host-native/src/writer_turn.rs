@@ -83,10 +83,12 @@ const HANDED_OFF: u32 = WAITERS - 1;
 /// it before its release hands the turn to a sleeper: long enough for a
 /// few transactions with a warm cache per hand-off, short enough that 15
 /// sleepers ahead of a writer cost it milliseconds, not tens of them.
-/// Measured (docs/durability-and-speed.md): 375 µs kept more of the
-/// 16-worker rate than both 500 µs and 250 µs, and a p99 no worse than
-/// 500 µs gave. Public so that the benchmark's report quotes it.
-pub const FAIR_EVERY: Duration = Duration::from_micros(375);
+/// Measured (docs/durability-and-speed.md): once the checkpoint thread
+/// stopped running a pass at every commit, 250 µs kept the 16-worker claim
+/// p99 under 20 ms (16.5 and 19.9 ms, against 22.2 ms with 375 µs), halved
+/// the worst claim, and cost 7% of the rate. Public so that the benchmark's
+/// report quotes it.
+pub const FAIR_EVERY: Duration = Duration::from_micros(250);
 
 /// The longest a sleeper sleeps before it looks whether the owner thread
 /// still exists: a transaction takes about 100 µs, so an owner that holds

@@ -781,8 +781,9 @@ fn serialized() -> String {
          and a context switch, and a holder preempted mid-transaction holds everyone up. Letting the writer that just let go take the lock again at once \
          (for up to {}, then the writer turn hands it to a sleeper) is what keeps the rate this \
          high: every design measured that hands the lock over more often (a queue in arrival \
-         order, the writer gate closing after 5–20 ms, a woken writer spinning for the turn, a \
-         streak of 250 µs) lost 16–65% of it",
+         order, the writer gate closing after 5–20 ms, a woken writer spinning for the turn) \
+         lost 16–65% of it, and a streak of 375 µs rather than 250 µs kept 7% more of it, but \
+         not the claim p99 target",
         streak()
     )
 }
@@ -804,9 +805,10 @@ fn tail(waited: &str) -> String {
          a hand-off costs little, this meets the target (p99 10–16 ms with 16 workers in twelve \
          runs, 2026-11-28); without, keeping the woken sleeper's place took the p99 from 29–37 \
          ms to 21–25 ms in five alternating runs each, and a streak of 375 µs rather than 500 µs \
-         gave 21.0–24.4 ms against 22.4–25.3 ms in six. A streak of 250 µs meets the target (p99 \
-         11–19 ms in six runs) but keeps 0.41–0.70× of the one-worker rate, against 0.66–1.11× \
-         with 375 µs. Measured in alternating runs and not kept \
+         gave 21.0–24.4 ms against 22.4–25.3 ms in six. Once the checkpoint thread stopped \
+         running a pass at every commit, a streak of 250 µs met the target in alternating runs \
+         (p99 16.5 and 19.9 ms, against 22.2 ms twice with 375 µs), for 7% of the rate, and was \
+         kept. Measured in alternating runs and not kept \
          (docs/durability-and-speed.md): a woken sleeper spinning for the turn (p99 33 ms, the \
          rate 0.49×), the gate closing after 15 ms instead of 40 (p99 27–33 ms against 22–25 ms: \
          each closing is a hand-off out of turn), sleepers looking at the turn's owner every 10 \
