@@ -129,11 +129,17 @@ impl Inbox {
     /// The worker processes' rate with `w` workers over the one-worker
     /// rate (medians where runs were repeated).
     fn processes_ratio(&self, w: usize) -> Option<f64> {
-        let rate = |w: usize| match self.runs.get(&w) {
+        ratio(self.rate(w)?, self.rate(1)?)
+    }
+
+    /// The worker processes' rate with `w` workers in the default
+    /// durability; a worker count run more than once counts with its
+    /// median.
+    fn rate(&self, w: usize) -> Option<f64> {
+        match self.runs.get(&w) {
             Some(_) => Some(self.across_runs(w, |r| r.rate).median),
             None => self.outcomes.get(&(Durability::Normal, w)).map(|o| o.rate),
-        };
-        ratio(rate(w)?, rate(1)?)
+        }
     }
 
     /// `key` over every run with `w` workers (see [`Inbox::runs`]).
@@ -632,14 +638,7 @@ fn worker_notes(section: &mut Section, inbox: &Inbox) {
 /// The targets and the headline.
 fn checks(section: &mut Section, workers: &[usize], inbox: &Inbox) {
     let normal = |w: usize| inbox.outcomes.get(&(Durability::Normal, w));
-    // A worker count run more than once counts with its median.
-    let rate = |w: usize| {
-        if inbox.runs.contains_key(&w) {
-            Some(inbox.across_runs(w, |r| r.rate).median)
-        } else {
-            normal(w).map(|o| o.rate)
-        }
-    };
+    let rate = |w: usize| inbox.rate(w);
     let best = workers
         .iter()
         .filter_map(|w| rate(*w).map(|r| (r, *w)))
