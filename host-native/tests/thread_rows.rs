@@ -7,6 +7,10 @@
 //!   opened. The SQL stores SET only the changing columns (so that their
 //!   indexes on fixed columns are not rewritten by every command); this is
 //!   what keeps them from silently dropping a change to another field.
+//!   The same holds when the thread was read first in the transaction, as
+//!   the engine does, and the status stays (SQLite then leaves the status
+//!   out of its `SET`, so that a progress note does not rewrite the status
+//!   indexes), and when the status read is not the one stored any more.
 //! - `Store::threads` returns a released lease only when the query asks for
 //!   released leases, and a held one always, through every shape of
 //!   statement (a plain filter, an agent's two merged index scans, the
@@ -45,6 +49,20 @@ fn opened() -> Thread {
 /// or, for a store that queues its writes, from the commit.
 fn update(store: &mut dyn Store, thread: &Thread) -> Result<(), String> {
     store.begin(TxMode::Write).unwrap();
+    match store.update_thread(thread) {
+        Ok(()) => store.commit().map_err(|e| e.to_string()),
+        Err(e) => {
+            store.rollback().unwrap();
+            Err(e.to_string())
+        }
+    }
+}
+
+/// [`update`] after reading the thread in the same transaction, as the
+/// engine does before every change.
+fn read_then_update(store: &mut dyn Store, thread: &Thread) -> Result<(), String> {
+    store.begin(TxMode::Write).unwrap();
+    store.thread(&thread.thread_id).unwrap();
     match store.update_thread(thread) {
         Ok(()) => store.commit().map_err(|e| e.to_string()),
         Err(e) => {
@@ -123,6 +141,45 @@ fn check(store: &mut dyn Store, name: &str) {
     missing.thread_id = "thr_2".into();
     let error = update(store, &missing).unwrap_err();
     assert!(error.contains("thr_2 does not exist"), "{name}: {error}");
+
+    // Read first, the status kept: the changing fields are written, a fixed
+    // field's change is still refused.
+    let mut noted = claimed.clone();
+    noted.latest_message_id = Some("msg_3".into());
+    noted.last_event_id = 3;
+    read_then_update(store, &noted).unwrap();
+    assert_eq!(
+        stored(store),
+        noted,
+        "{name}: a status-keeping change is written"
+    );
+    for (field, changed) in fixed_field_changes() {
+        let changed = Thread {
+            status: noted.status,
+            ..changed
+        };
+        let error = read_then_update(store, &changed).expect_err(field);
+        assert!(
+            error.contains("would change a field fixed when"),
+            "{name}, {field}, status kept: {error}"
+        );
+        assert_eq!(stored(store), noted, "{name}, {field}: nothing written");
+    }
+
+    // Read first, then the status changed by another write of the same
+    // transaction: the thread read says Claimed, the row says Blocked.
+    let mut blocked = noted.clone();
+    blocked.status = Status::Blocked;
+    blocked.last_event_id = 4;
+    let mut back = blocked.clone();
+    back.status = Status::Claimed;
+    back.last_event_id = 5;
+    store.begin(TxMode::Write).unwrap();
+    store.thread("thr_1").unwrap();
+    store.update_thread(&blocked).unwrap();
+    store.update_thread(&back).unwrap();
+    store.commit().unwrap();
+    assert_eq!(stored(store), back, "{name}: the last status is stored");
 }
 
 /// Four threads of `lead`'s for `worker`: `thr_1` done, its lease
@@ -268,6 +325,39 @@ fn the_memory_store_reads_a_released_lease_only_when_asked() {
 #[test]
 fn sqlite_writes_changing_fields_and_refuses_fixed_ones() {
     on_sqlite(check);
+}
+
+/// SQLite rewrites the index entries of every column an `UPDATE` sets,
+/// changed or not: an update that keeps the status must leave the status
+/// indexes' pages alone. Counted in WAL frames (one per page written).
+#[test]
+fn sqlite_rewrites_no_status_index_when_the_status_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inbox.db");
+    let mut store = open_or_create(&path).unwrap();
+    store.initialize().unwrap();
+    store.begin(TxMode::Write).unwrap();
+    store.insert_thread(&opened()).unwrap();
+    store.commit().unwrap();
+    let wal = dir.path().join("inbox.db-wal");
+    let mut pages_written = |thread: &Thread| {
+        let before = std::fs::metadata(&wal).unwrap().len();
+        read_then_update(&mut store, thread).unwrap();
+        (std::fs::metadata(&wal).unwrap().len() - before) / (24 + 2048)
+    };
+    let mut thread = opened();
+    thread.last_event_id = 2;
+    let kept = pages_written(&thread);
+    thread.status = Status::Claimed;
+    thread.last_event_id = 3;
+    let changed = pages_written(&thread);
+    // The thread's own page; with a new status also its entries in
+    // `threads_queue` and `threads_status`.
+    assert_eq!(
+        (kept, changed),
+        (1, 3),
+        "pages written: status kept, status changed"
+    );
 }
 
 #[test]

@@ -103,6 +103,10 @@ pub struct SqliteStore {
     /// connection, whose WAL hook nudges it, closes first.
     #[cfg(feature = "native")]
     checkpointer: Option<crate::checkpointer::Checkpointer>,
+    /// The thread [`Store::thread`] read last, and the status it stored:
+    /// lets [`Store::update_thread`] leave the status out of its `SET`
+    /// when it does not change (a hint only; the `UPDATE` checks it).
+    loaded: Option<(String, Status)>,
 }
 
 impl SqliteStore {
@@ -139,6 +143,7 @@ impl SqliteStore {
             gate: None,
             #[cfg(feature = "native")]
             checkpointer: None,
+            loaded: None,
         })
     }
 
@@ -235,6 +240,37 @@ impl SqliteStore {
         }
     }
 
+    /// Runs `sql`, [`UPDATE_THREAD`] or [`UPDATE_THREAD_KEEPING_STATUS`], for `t`;
+    /// returns the rows it changed (0 or 1).
+    fn write_thread(&mut self, t: &Thread, sql: &str) -> Result<usize, StoreError> {
+        let changed = self
+            .conn
+            .prepare_cached(sql)
+            .and_then(|mut s| {
+                s.execute(params![
+                    t.thread_id,
+                    t.run_id,
+                    t.task_id,
+                    t.subject,
+                    t.created_by,
+                    t.assigned_to,
+                    t.status.as_str(),
+                    t.priority.as_str(),
+                    t.attempts,
+                    t.max_attempts,
+                    t.latest_message_id,
+                    sql_int(t.last_event_id),
+                    t.created_at.to_string(),
+                    t.updated_at.to_string(),
+                ])
+            })
+            .map_err(|e| self.error(e))?;
+        if changed == 1 {
+            self.loaded = Some((t.thread_id.clone(), t.status));
+        }
+        Ok(changed)
+    }
+
     /// `BEGIN`, with the hooks before it and, for a write, the checks that
     /// admit it.
     fn begin_transaction(&mut self, mode: TxMode) -> Result<(), StoreError> {
@@ -245,6 +281,7 @@ impl SqliteStore {
             TxMode::Read => "BEGIN DEFERRED",
             TxMode::Write => "BEGIN IMMEDIATE",
         };
+        self.loaded = None;
         if let Err(e) = self
             .conn
             .prepare_cached(sql)
@@ -852,6 +889,24 @@ impl thread_sql::Bind for Vec<Value> {
     }
 }
 
+/// Writes a thread's changing columns; the fixed ones must match (see
+/// `update_thread`). Parameters in `insert_thread`'s order.
+const UPDATE_THREAD: &str =
+    "UPDATE threads SET status = ?7, attempts = ?9, latest_message_id = ?11,
+         last_event_id = ?12, updated_at = ?14
+     WHERE thread_id = ?1 AND run_id IS ?2 AND task_id IS ?3 AND subject = ?4
+         AND created_by = ?5 AND assigned_to = ?6 AND priority = ?8
+         AND max_attempts = ?10 AND created_at = ?13";
+
+/// [`UPDATE_THREAD`] for a thread whose status stays: the status is
+/// checked rather than set, so its two indexes are not rewritten.
+const UPDATE_THREAD_KEEPING_STATUS: &str =
+    "UPDATE threads SET attempts = ?9, latest_message_id = ?11,
+         last_event_id = ?12, updated_at = ?14
+     WHERE thread_id = ?1 AND run_id IS ?2 AND task_id IS ?3 AND subject = ?4
+         AND created_by = ?5 AND assigned_to = ?6 AND status = ?7 AND priority = ?8
+         AND max_attempts = ?10 AND created_at = ?13";
+
 impl Store for SqliteStore {
     fn initialize(&mut self) -> Result<StoreInfo, StoreError> {
         // 2 KiB pages, set before anything is written (SQLite cannot change
@@ -945,10 +1000,15 @@ impl Store for SqliteStore {
 
     fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
         let sql = thread_by_id();
-        self.conn
+        let state = self
+            .conn
             .prepare_cached(&sql)
             .and_then(|mut s| s.query_row([thread_id], thread_state_row).optional())
-            .map_err(|e| self.error(e))
+            .map_err(|e| self.error(e))?;
+        self.loaded = state
+            .as_ref()
+            .map(|s| (s.thread.thread_id.clone(), s.thread.status));
+        Ok(state)
     }
 
     fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
@@ -1032,35 +1092,21 @@ impl Store for SqliteStore {
         // with a column in the SET list, changed or not, and setting the
         // whole row rewrote the assignee, creator and run indexes on every
         // claim and done (3 of a claim's 15 pages). The fixed ones are
-        // checked instead, in the WHERE clause.
-        let changed = self
-            .conn
-            .prepare_cached(
-                "UPDATE threads SET status = ?7, attempts = ?9, latest_message_id = ?11,
-                     last_event_id = ?12, updated_at = ?14
-                 WHERE thread_id = ?1 AND run_id IS ?2 AND task_id IS ?3 AND subject = ?4
-                     AND created_by = ?5 AND assigned_to = ?6 AND priority = ?8
-                     AND max_attempts = ?10 AND created_at = ?13",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    t.thread_id,
-                    t.run_id,
-                    t.task_id,
-                    t.subject,
-                    t.created_by,
-                    t.assigned_to,
-                    t.status.as_str(),
-                    t.priority.as_str(),
-                    t.attempts,
-                    t.max_attempts,
-                    t.latest_message_id,
-                    sql_int(t.last_event_id),
-                    t.created_at.to_string(),
-                    t.updated_at.to_string(),
-                ])
-            })
-            .map_err(|e| self.error(e))?;
+        // checked instead, in the WHERE clause. The status is left out too
+        // when the thread read before kept it (a progress note, a reply to
+        // a thread at work): one page of a reply's nine. Should the hint be
+        // wrong, the status term matches nothing and the full form runs.
+        let keeps_status = self
+            .loaded
+            .as_ref()
+            .is_some_and(|(id, status)| *id == t.thread_id && *status == t.status);
+        let mut changed = 0;
+        if keeps_status {
+            changed = self.write_thread(t, UPDATE_THREAD_KEEPING_STATUS)?;
+        }
+        if changed != 1 {
+            changed = self.write_thread(t, UPDATE_THREAD)?;
+        }
         if changed == 1 {
             return Ok(());
         }
