@@ -148,7 +148,11 @@ impl Ctx {
     pub(crate) fn target(&self, system: System, durability: Durability) -> Target {
         let name = format!("{system:?}-{}", durability.as_str()).to_lowercase();
         let (path, url) = match system {
-            System::Inbox | System::InboxNoGate | System::InboxDaemon | System::SqliteQueue => {
+            System::Inbox
+            | System::InboxNoGate
+            | System::InboxDaemon
+            | System::SqliteQueue
+            | System::SqliteReplyRows => {
                 (self.tmp.path().join(format!("{name}.db")), String::new())
             }
             System::RedisList | System::RedisStream => (

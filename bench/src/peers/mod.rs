@@ -70,6 +70,10 @@ pub(crate) enum System {
     /// busy handler (the claim workload's worker processes); and a bare
     /// SQLite waiter (the wake workload's long-lived waiters).
     SqliteQueue,
+    /// The bare SQLite waiter woken by a write of a reply's rows: a
+    /// message, its event and the thread's new state, with the indexes
+    /// inbox reads them by (the wake workload's long-lived waiters only).
+    SqliteReplyRows,
     /// A per-member append-only JSONL inbox with a line cursor (seed 002).
     Jsonl,
     /// A JSON-array inbox rewritten under a lock file per message.
@@ -122,6 +126,7 @@ impl System {
             System::InboxNoGate => "inbox, no writer gate or turn",
             System::InboxDaemon => "inbox, to inbox daemon",
             System::SqliteQueue => "bare SQLite queue",
+            System::SqliteReplyRows => "bare SQLite, a reply's rows",
             System::Jsonl => "JSONL inbox",
             System::JsonArray => "JSON array + lock",
             System::FileDrop => "file-drop (2 s poll)",
@@ -270,7 +275,7 @@ impl Target {
             System::Inbox | System::InboxNoGate | System::InboxDaemon => {
                 inbox::create(&self.path, self.durability)
             }
-            System::SqliteQueue => sqlite_queue::prepare(&self.path),
+            System::SqliteQueue | System::SqliteReplyRows => sqlite_queue::prepare(&self.path),
             System::Jsonl | System::JsonArray | System::FileDrop => {
                 if self.path.exists() {
                     std::fs::remove_dir_all(&self.path)?;
@@ -305,8 +310,8 @@ impl Target {
         if self.system == System::Inbox {
             target.thread = Some(inbox::create_channel(&self.path)?);
         }
-        if self.system == System::SqliteQueue {
-            sqlite_queue::prepare_channel(&self.path)?;
+        if let Some(rows) = sqlite_queue::Rows::of(self.system) {
+            sqlite_queue::prepare_channel(&self.path, rows)?;
         }
         if self.system.pg_variant().is_some() {
             target.thread = Some(inbox_pg::create_channel(&self.url)?);
@@ -327,6 +332,7 @@ impl Target {
                 self.durability,
                 worker,
             )?),
+            System::SqliteReplyRows => bail!("the reply-rows waiter is not in the queue workloads"),
             System::Jsonl => Box::new(JsonlQueue(Jsonl::new(&self.path, fsync))),
             System::JsonArray => {
                 Box::new(JsonArrayQueue(JsonArray::new(&self.path, fsync), worker))
@@ -391,11 +397,14 @@ impl Target {
                 bail!("inbox without its writer gate is not in the wait workloads")
             }
             System::InboxDaemon => bail!("inbox through its daemon is not in the wait workloads"),
-            System::SqliteQueue => Box::new(sqlite_queue::SqliteEndpoint::open(
-                &self.path,
-                self.durability,
-                role,
-            )?),
+            System::SqliteQueue | System::SqliteReplyRows => {
+                Box::new(sqlite_queue::SqliteEndpoint::open(
+                    &self.path,
+                    self.durability,
+                    role,
+                    sqlite_queue::Rows::of(self.system).unwrap_or(sqlite_queue::Rows::One),
+                )?)
+            }
             System::PostgresOrdered | System::PostgresOrderedInServer => {
                 bail!("the ordered-log variants are not in the wait workloads")
             }

@@ -25,7 +25,9 @@
 //! and one indexed `SELECT` reads the message. Its watch stays armed for
 //! the process's life, so no commit can slip between a look and a sleep
 //! and nothing is paid to add or remove it. A message is one `INSERT` in
-//! its own transaction.
+//! its own transaction ([`Rows::One`]), or, to read inbox's write against
+//! what its data costs in SQLite, the rows an inbox reply writes and the
+//! indexes inbox reads them by ([`Rows::Reply`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -34,7 +36,7 @@ use anyhow::{Context, Result, anyhow};
 use inbox_bench::files::task_id;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use super::{Claimed, Durability, Endpoint, Queue, Role, Task};
+use super::{Claimed, Durability, Endpoint, Queue, Role, System, Task};
 
 /// How long a writer waits for the lock before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -137,17 +139,74 @@ impl Queue for SqliteQueue {
     }
 }
 
+/// What a message's write is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rows {
+    /// One row in a table with one index: the least a message costs.
+    One,
+    /// The pages an inbox reply writes (eight): the message in its table,
+    /// unique by id and indexed by thread and by recipient; its event,
+    /// indexed by thread and by source; the thread's row, its latest
+    /// message and event. No status changes, so no status index is
+    /// touched, as in inbox's reply to a thread at work.
+    Reply,
+}
+
+impl Rows {
+    /// The rows `system`'s waiter is woken by, if it is a bare SQLite one.
+    pub(crate) fn of(system: System) -> Option<Rows> {
+        match system {
+            System::SqliteQueue => Some(Rows::One),
+            System::SqliteReplyRows => Some(Rows::Reply),
+            _ => None,
+        }
+    }
+}
+
+/// The thread a [`Rows::Reply`] message is written in.
+const THREAD: &str = "thr_bench";
+
 /// Adds the two agents' messages to a queue made by [`prepare`].
-pub(crate) fn prepare_channel(path: &Path) -> Result<()> {
-    Connection::open(path)?
-        .execute_batch(
+pub(crate) fn prepare_channel(path: &Path, rows: Rows) -> Result<()> {
+    let tables = match rows {
+        Rows::One => {
             "CREATE TABLE messages (
                  id INTEGER PRIMARY KEY,
                  to_agent TEXT NOT NULL,
                  body TEXT NOT NULL
              );
-             CREATE INDEX inbox_of ON messages (to_agent, id);",
-        )
+             CREATE INDEX inbox_of ON messages (to_agent, id);"
+        }
+        Rows::Reply => {
+            "CREATE TABLE messages (
+                 id INTEGER PRIMARY KEY,
+                 message_id TEXT NOT NULL UNIQUE,
+                 thread_id TEXT NOT NULL,
+                 to_agent TEXT NOT NULL,
+                 body TEXT NOT NULL
+             );
+             CREATE INDEX inbox_of ON messages (to_agent, id);
+             CREATE INDEX messages_of ON messages (thread_id, id);
+             CREATE TABLE events (
+                 id INTEGER PRIMARY KEY,
+                 thread_id TEXT NOT NULL,
+                 source TEXT NOT NULL,
+                 summary TEXT NOT NULL
+             );
+             CREATE INDEX events_of ON events (thread_id, id);
+             CREATE INDEX events_by ON events (source, id);
+             CREATE TABLE threads (
+                 thread_id TEXT PRIMARY KEY NOT NULL,
+                 status TEXT NOT NULL,
+                 latest_message_id TEXT,
+                 last_event_id INTEGER NOT NULL
+             ) WITHOUT ROWID;
+             CREATE INDEX threads_of ON threads (status);
+             INSERT INTO threads VALUES ('thr_bench', 'claimed', NULL, 0);"
+        }
+    };
+    Connection::open(path)?
+        .execute_batch(tables)
         .context("cannot create the SQLite messages")
 }
 
@@ -162,6 +221,7 @@ const CHASE_PAUSE: Duration = Duration::from_micros(50);
 pub(crate) struct SqliteEndpoint {
     conn: Connection,
     role: Role,
+    rows: Rows,
     /// The id of the last message read.
     cursor: i64,
     wal: wal_watch::WalWatch,
@@ -169,7 +229,12 @@ pub(crate) struct SqliteEndpoint {
 
 impl SqliteEndpoint {
     /// Opens `role`'s end; it reads only messages sent after it opened.
-    pub(crate) fn open(path: &Path, durability: Durability, role: Role) -> Result<SqliteEndpoint> {
+    pub(crate) fn open(
+        path: &Path,
+        durability: Durability,
+        role: Role,
+        rows: Rows,
+    ) -> Result<SqliteEndpoint> {
         let wal = wal_watch::WalWatch::new(path)?;
         let conn = SqliteQueue::open(path, durability, 0)?.conn;
         let cursor = conn.query_row("SELECT coalesce(max(id), 0) FROM messages", [], |row| {
@@ -178,6 +243,7 @@ impl SqliteEndpoint {
         Ok(SqliteEndpoint {
             conn,
             role,
+            rows,
             cursor,
             wal,
         })
@@ -207,11 +273,33 @@ impl Endpoint for SqliteEndpoint {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.prepare_cached("INSERT INTO messages (to_agent, body) VALUES (?1, ?2)")?
-            .execute((
-                self.role.other(),
-                format!("Benchmark message {seq}: about the size of an agent's answer."),
-            ))?;
+        let body = format!("Benchmark message {seq}: about the size of an agent's answer.");
+        match self.rows {
+            Rows::One => {
+                tx.prepare_cached("INSERT INTO messages (to_agent, body) VALUES (?1, ?2)")?
+                    .execute((self.role.other(), body))?;
+            }
+            Rows::Reply => {
+                let message_id = format!("msg_{seq:016}");
+                let id: i64 = tx
+                    .prepare_cached(
+                        "INSERT INTO messages (message_id, thread_id, to_agent, body)
+                         VALUES (?1, ?2, ?3, ?4) RETURNING id",
+                    )?
+                    .query_row((&message_id, THREAD, self.role.other(), &body), |row| {
+                        row.get(0)
+                    })?;
+                tx.prepare_cached(
+                    "INSERT INTO events (id, thread_id, source, summary) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute((id, THREAD, self.role.me(), &body))?;
+                tx.prepare_cached(
+                    "UPDATE threads SET latest_message_id = ?2, last_event_id = ?3
+                     WHERE thread_id = ?1",
+                )?
+                .execute((THREAD, &message_id, id))?;
+            }
+        }
         tx.commit()?;
         Ok(())
     }

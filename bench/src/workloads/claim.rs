@@ -1247,6 +1247,7 @@ fn cli_claim(
         System::RedisStream
         | System::InboxNoGate
         | System::SqliteQueue
+        | System::SqliteReplyRows
         | System::InboxPgOneByOne
         | System::InboxPgNoNotify
         | System::InboxPgNoCommandReads
