@@ -240,8 +240,9 @@ impl SqliteStore {
         }
     }
 
-    /// Runs `sql`, [`UPDATE_THREAD`] or [`UPDATE_THREAD_KEEPING_STATUS`], for `t`;
-    /// returns the rows it changed (0 or 1).
+    /// Runs `sql`, [`INSERT_THREAD`], [`UPDATE_THREAD`] or
+    /// [`UPDATE_THREAD_KEEPING_STATUS`], for `t`; returns the rows it
+    /// changed (0 or 1), and remembers the status written.
     fn write_thread(&mut self, t: &Thread, sql: &str) -> Result<usize, StoreError> {
         let changed = self
             .conn
@@ -889,8 +890,15 @@ impl thread_sql::Bind for Vec<Value> {
     }
 }
 
+/// A new thread's row. Its parameters, a thread's columns in order, are
+/// those of the two `UPDATE`s below (see `SqliteStore::write_thread`).
+const INSERT_THREAD: &str = "INSERT INTO threads (thread_id, run_id, task_id, subject, created_by,
+         assigned_to, status, priority, attempts, max_attempts, latest_message_id, last_event_id,
+         created_at, updated_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
+
 /// Writes a thread's changing columns; the fixed ones must match (see
-/// `update_thread`). Parameters in `insert_thread`'s order.
+/// `update_thread`).
 const UPDATE_THREAD: &str =
     "UPDATE threads SET status = ?7, attempts = ?9, latest_message_id = ?11,
          last_event_id = ?12, updated_at = ?14
@@ -1059,32 +1067,7 @@ impl Store for SqliteStore {
     }
 
     fn insert_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO threads (thread_id, run_id, task_id, subject, created_by, assigned_to, status,
-                     priority, attempts, max_attempts, latest_message_id, last_event_id, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    t.thread_id,
-                    t.run_id,
-                    t.task_id,
-                    t.subject,
-                    t.created_by,
-                    t.assigned_to,
-                    t.status.as_str(),
-                    t.priority.as_str(),
-                    t.attempts,
-                    t.max_attempts,
-                    t.latest_message_id,
-                    sql_int(t.last_event_id),
-                    t.created_at.to_string(),
-                    t.updated_at.to_string(),
-                ])
-            })
-            .map(drop)
-            .map_err(|e| self.error(e))
+        self.write_thread(t, INSERT_THREAD).map(drop)
     }
 
     fn update_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
