@@ -48,7 +48,20 @@ fn opened() -> Thread {
 /// `update_thread` in a write transaction; a refusal may come from the call
 /// or, for a store that queues its writes, from the commit.
 fn update(store: &mut dyn Store, thread: &Thread) -> Result<(), String> {
+    write(store, thread, false)
+}
+
+/// [`update`] after reading the thread in the same transaction, as the
+/// engine does before every change.
+fn read_then_update(store: &mut dyn Store, thread: &Thread) -> Result<(), String> {
+    write(store, thread, true)
+}
+
+fn write(store: &mut dyn Store, thread: &Thread, read_first: bool) -> Result<(), String> {
     store.begin(TxMode::Write).unwrap();
+    if read_first {
+        store.thread(&thread.thread_id).unwrap();
+    }
     match store.update_thread(thread) {
         Ok(()) => store.commit().map_err(|e| e.to_string()),
         Err(e) => {
@@ -58,17 +71,23 @@ fn update(store: &mut dyn Store, thread: &Thread) -> Result<(), String> {
     }
 }
 
-/// [`update`] after reading the thread in the same transaction, as the
-/// engine does before every change.
-fn read_then_update(store: &mut dyn Store, thread: &Thread) -> Result<(), String> {
-    store.begin(TxMode::Write).unwrap();
-    store.thread(&thread.thread_id).unwrap();
-    match store.update_thread(thread) {
-        Ok(()) => store.commit().map_err(|e| e.to_string()),
-        Err(e) => {
-            store.rollback().unwrap();
-            Err(e.to_string())
-        }
+/// Every fixed field's change, with `status`, is refused by `write` and
+/// leaves `kept` stored.
+fn refuses_fixed_changes(
+    store: &mut dyn Store,
+    name: &str,
+    status: Status,
+    read_first: bool,
+    kept: &Thread,
+) {
+    for (field, changed) in fixed_field_changes() {
+        let changed = Thread { status, ..changed };
+        let error = write(store, &changed, read_first).expect_err(field);
+        assert!(
+            error.contains("would change a field fixed when"),
+            "{name}, {field}, read first {read_first}: {error}"
+        );
+        assert_eq!(&stored(store), kept, "{name}, {field}: nothing written");
     }
 }
 
@@ -126,15 +145,7 @@ fn check(store: &mut dyn Store, name: &str) {
     );
 
     // A fixed field's change is refused, and nothing is written.
-    for (field, mut changed) in fixed_field_changes() {
-        changed.status = Status::Done;
-        let error = update(store, &changed).expect_err(field);
-        assert!(
-            error.contains("would change a field fixed when"),
-            "{name}, {field}: {error}"
-        );
-        assert_eq!(stored(store), claimed, "{name}, {field}: nothing written");
-    }
+    refuses_fixed_changes(store, name, Status::Done, false, &claimed);
 
     // So is an update of a thread that is not stored.
     let mut missing = claimed.clone();
@@ -153,18 +164,7 @@ fn check(store: &mut dyn Store, name: &str) {
         noted,
         "{name}: a status-keeping change is written"
     );
-    for (field, changed) in fixed_field_changes() {
-        let changed = Thread {
-            status: noted.status,
-            ..changed
-        };
-        let error = read_then_update(store, &changed).expect_err(field);
-        assert!(
-            error.contains("would change a field fixed when"),
-            "{name}, {field}, status kept: {error}"
-        );
-        assert_eq!(stored(store), noted, "{name}, {field}: nothing written");
-    }
+    refuses_fixed_changes(store, name, noted.status, true, &noted);
 
     // Read first, then the status changed by another write of the same
     // transaction: the thread read says Claimed, the row says Blocked.
