@@ -2,10 +2,10 @@
 // package installed from its npm tarball by scripts/test-wasm), on both
 // stores that run outside a browser. Each test names the promise it pins.
 
-import { test, describe } from "node:test";
+import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,6 +15,17 @@ import { Inbox, runScript } from "inbox-wasm";
 const here = dirname(fileURLToPath(import.meta.url));
 const corpus = join(here, "../../../tests/corpus");
 const NOW = "2026-01-01T00:00:00Z";
+
+// Scratch folders for the tests that share files with the CLI; they go when
+// the file's tests end, so a run leaves the temporary folder as it found it.
+const scratchDirs = [];
+after(() => scratchDirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+function scratchDir() {
+  const dir = mkdtempSync(join(tmpdir(), "inbox-wasm-"));
+  scratchDirs.push(dir);
+  return dir;
+}
 
 /** The error a call throws, or a failure if it does not throw. */
 function thrown(f) {
@@ -377,7 +388,7 @@ describe("database bytes", () => {
 
   const cli = process.env.INBOX_BIN;
   test("the native CLI opens an exported database, and wasm opens one the CLI wrote", { skip: !cli && "INBOX_BIN is not set (scripts/test-wasm sets it)" }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), "inbox-wasm-"));
+    const dir = scratchDir();
     const inbox = await Inbox.open({ store: "sqlite" });
     const { thread } = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "From wasm" });
     const exported = join(dir, "exported.db");
@@ -407,7 +418,7 @@ describe("database bytes", () => {
   });
 
   test("responses have the CLI's fields, exactly", { skip: !cli && "INBOX_BIN is not set" }, async () => {
-    const dir = mkdtempSync(join(tmpdir(), "inbox-wasm-"));
+    const dir = scratchDir();
     const db = join(dir, "shape.db");
     execFileSync(cli, ["--db", db, "init"]);
     const run = (...args) => JSON.parse(execFileSync(cli, ["--db", db, "--json", ...args], { encoding: "utf8" }));

@@ -4,10 +4,10 @@
 // what is unsafe (the bytes of a live database, a copy written over one)
 // fails loudly before anything is lost.
 
-import { test, describe } from "node:test";
+import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -48,8 +48,15 @@ function inspect(db) {
   return JSON.parse(execFileSync("python3", ["-c", script, db], { encoding: "utf8" }));
 }
 
+// Every scratch folder goes when the file's tests end: CI machines are
+// short of disk, and a run must leave the temporary folder as it found it.
+const scratchDirs = [];
+after(() => scratchDirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
 function scratch() {
-  return join(mkdtempSync(join(tmpdir(), "inbox-shared-")), "team.inbox.db");
+  const dir = mkdtempSync(join(tmpdir(), "inbox-shared-"));
+  scratchDirs.push(dir);
+  return join(dir, "team.inbox.db");
 }
 
 /** Writes `db`'s writer lock as process `pid` of this host and namespace left it. */
