@@ -254,66 +254,75 @@ fn what_postgres_cannot_do_is_refused_and_a_password_is_never_printed() {
     }
 }
 
-/// The README's recipe for database roles (between its `roles-recipe`
-/// markers), so that what it tells operators is what this test runs.
-fn readme_recipe() -> (String, String) {
-    let readme = include_str!("../../README.md");
-    let block = |marker: &str| -> String {
-        let start = readme
-            .find(&format!("<!-- {marker} -->"))
-            .unwrap_or_else(|| panic!("README has no {marker} marker"));
-        let sql = &readme[start..];
-        let open = sql.find("```sql\n").unwrap() + "```sql\n".len();
-        let close = open + sql[open..].find("```").unwrap();
-        sql[open..close].to_owned()
-    };
-    (block("roles-recipe-superuser"), block("roles-recipe-owner"))
+/// A cluster set up with the README's roles recipe as written: the roles,
+/// the `inbox` database, `inbox init` as its owner, the owner's grants.
+struct Recipe {
+    cluster: PgCluster,
+    env: TestEnv,
+}
+
+impl Recipe {
+    fn set_up(test: &str) -> Option<Recipe> {
+        let cluster = PgCluster::start_or_skip(test)?;
+        let (as_superuser, as_owner) = inbox_pg_cluster::readme_roles_recipe();
+        // One statement at a time, as psql runs them (CREATE DATABASE cannot
+        // run inside the transaction a multi-statement batch is).
+        let mut admin = cluster.admin();
+        for statement in as_superuser.split(";\n").filter(|s| !s.trim().is_empty()) {
+            admin.batch_execute(statement).unwrap();
+        }
+        let recipe = Recipe {
+            cluster,
+            env: TestEnv::new(),
+        };
+        run(&recipe.env, &recipe.url_as("inbox_owner"), &["init"], 0);
+        recipe
+            .client_as("inbox_owner")
+            .batch_execute(&as_owner)
+            .unwrap();
+        Some(recipe)
+    }
+
+    /// The URL of the `inbox` database as `role`.
+    fn url_as(&self, role: &str) -> String {
+        self.cluster
+            .url("inbox")
+            .replace("postgres@", &format!("{role}@"))
+    }
+
+    /// A plain client of the `inbox` database as `role`, as `psql` would be.
+    fn client_as(&self, role: &str) -> inbox_pg_cluster::postgres::Client {
+        let mut config = self.cluster.config("inbox");
+        config.user(role);
+        config.connect(inbox_pg_cluster::postgres::NoTls).unwrap()
+    }
 }
 
 #[test]
 fn database_roles_as_the_readme_sets_them_up_decide_who_may_write() {
-    let Some(cluster) = PgCluster::start_or_skip("postgres: roles") else {
+    let Some(recipe) = Recipe::set_up("postgres: roles") else {
         return;
     };
-    let (as_superuser, as_owner) = readme_recipe();
-    // One statement at a time, as psql runs them (CREATE DATABASE cannot
-    // run inside the transaction a multi-statement batch is).
-    let mut admin = cluster.admin();
-    for statement in as_superuser.split(";\n").filter(|s| !s.trim().is_empty()) {
-        admin.batch_execute(statement).unwrap();
-    }
-    let url_as = |role: &str| {
-        cluster
-            .url("inbox")
-            .replace("postgres@", &format!("{role}@"))
-    };
-    let env = TestEnv::new();
-
-    // The owner creates the schema; then grants what the roles may do.
-    run(&env, &url_as("inbox_owner"), &["init"], 0);
-    let mut owner = cluster.config("inbox");
-    owner.user("inbox_owner");
-    let mut owner = owner.connect(inbox_pg_cluster::postgres::NoTls).unwrap();
-    owner.batch_execute(&as_owner).unwrap();
+    let env = &recipe.env;
 
     // A machine's role runs the worker's commands.
-    let machine = url_as("machine_a");
+    let machine = recipe.url_as("machine_a");
     let sent = run(
-        &env,
+        env,
         &machine,
         &["send", "--from", "lead", "--to", "worker", "--subject", "s"],
         0,
     );
-    run(&env, &machine, &["claim", "--next", "--agent", "worker"], 0);
+    run(env, &machine, &["claim", "--next", "--agent", "worker"], 0);
     // A reader sees everything and changes nothing.
-    let board = url_as("board");
-    let listed = run(&env, &board, &["list"], 0);
+    let board = recipe.url_as("board");
+    let listed = run(env, &board, &["list"], 0);
     assert_eq!(
         listed["threads"][0]["thread_id"], sent["thread"]["thread_id"],
         "{listed}"
     );
     let refused = run(
-        &env,
+        env,
         &board,
         &[
             "send",
@@ -334,14 +343,188 @@ fn database_roles_as_the_readme_sets_them_up_decide_who_may_write() {
             .contains("permission denied"),
         "{refused}"
     );
-    // Nor may an agent's role change the schema.
-    let init = run(&env, &machine, &["init"], 0);
+    // An agent's role may run `init` on a sound schema: it only reads.
+    let init = run(env, &machine, &["init"], 0);
     assert_eq!(init["schema_version"], 1, "{init}");
-    let mut agent = cluster.config("inbox");
-    agent.user("machine_a");
-    let dropped = agent
-        .connect(inbox_pg_cluster::postgres::NoTls)
-        .unwrap()
-        .batch_execute("DROP TABLE threads");
-    assert!(dropped.is_err(), "an agent's role dropped a table");
+}
+
+/// What an agents' role (any agent with `psql`) must not be able to do:
+/// change the schema, its version row or the row every writer locks.
+#[test]
+fn an_agents_role_cannot_touch_what_the_store_relies_on() {
+    let Some(recipe) = Recipe::set_up("postgres: what agents may not do") else {
+        return;
+    };
+    let forbidden = [
+        "DELETE FROM inbox_writer",
+        "INSERT INTO inbox_writer (id) VALUES (1)",
+        "TRUNCATE inbox_writer",
+        "UPDATE inbox_schema SET version = 99",
+        "UPDATE inbox_schema SET application = 'other'",
+        "DELETE FROM inbox_schema",
+        "INSERT INTO inbox_schema (application, version) VALUES ('inbox', 1)",
+        "TRUNCATE threads",
+        "DROP TABLE threads",
+        "ALTER TABLE threads ADD COLUMN planted INTEGER",
+        "CREATE TABLE planted (id INTEGER)",
+        "CREATE FUNCTION planted() RETURNS INTEGER LANGUAGE sql AS 'SELECT 1'",
+        "CREATE INDEX planted ON messages (summary)",
+        // History is append-only for agents: messages and events are never
+        // updated by any command.
+        "UPDATE messages SET summary = 'rewritten'",
+        "UPDATE events SET event_id = event_id + 1000",
+    ];
+    let mut agent = recipe.client_as("machine_a");
+    for statement in forbidden {
+        let error = agent
+            .batch_execute(statement)
+            .expect_err(&format!("an agents' role ran `{statement}`"));
+        let text = error
+            .as_db_error()
+            .map_or_else(|| error.to_string(), |db| db.message().to_owned());
+        assert!(
+            text.contains("permission denied") || text.contains("must be owner"),
+            "`{statement}` failed for another reason: {text}"
+        );
+    }
+    // Readers write nothing at all, not even the lock row.
+    let mut reader = recipe.client_as("board");
+    for statement in [
+        "SELECT id FROM inbox_writer FOR UPDATE",
+        "DELETE FROM threads",
+    ] {
+        assert!(
+            reader.batch_execute(statement).is_err(),
+            "a reader's role ran `{statement}`"
+        );
+    }
+}
+
+/// Tables the recipe must name: every table of the schema, so that a
+/// migration that adds one cannot leave agents' roles without it, or with
+/// more than the table's commands need.
+#[test]
+fn the_recipe_names_every_table_of_the_schema() {
+    let Some(recipe) = Recipe::set_up("postgres: recipe covers the schema") else {
+        return;
+    };
+    let (_, as_owner) = inbox_pg_cluster::readme_roles_recipe();
+    let rows = recipe
+        .client_as("inbox_owner")
+        .query(
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' ORDER BY 1",
+            &[],
+        )
+        .unwrap();
+    let granted = |table: &str| {
+        as_owner.lines().any(|line| {
+            line.contains("TO inbox_agents") && line.split([' ', ',']).any(|word| word == table)
+        })
+    };
+    let tables: Vec<String> = rows.iter().map(|row| row.get(0)).collect();
+    assert!(tables.len() > 10, "{tables:?}");
+    let unnamed: Vec<&String> = tables
+        .iter()
+        .filter(|table| table.as_str() != "inbox_schema" && !granted(table))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "the README's recipe grants agents nothing on {unnamed:?}"
+    );
+}
+
+/// A writer row removed (by a role given more than the recipe, or by the
+/// owner's mistake) stops every write before it writes, leaves reads
+/// working, and the owner's `init` puts it back; a version row changed by
+/// hand is refused with advice that does not send the operator to upgrade.
+#[test]
+fn the_store_refuses_to_write_without_its_writer_row_and_init_restores_it() {
+    let Some(recipe) = Recipe::set_up("postgres: writer row") else {
+        return;
+    };
+    let env = &recipe.env;
+    let machine = recipe.url_as("machine_a");
+    let owner = recipe.url_as("inbox_owner");
+    run(
+        env,
+        &machine,
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            "before",
+        ],
+        0,
+    );
+    recipe
+        .client_as("inbox_owner")
+        .batch_execute("DELETE FROM inbox_writer")
+        .unwrap();
+
+    let refused = run(
+        env,
+        &machine,
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            "during",
+        ],
+        50,
+    );
+    assert_eq!(refused["error"]["code"], "storage_error", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("inbox_writer") && message.contains("inbox init"),
+        "{refused}"
+    );
+    let listed = run(env, &machine, &["list"], 0);
+    assert_eq!(listed["threads"].as_array().unwrap().len(), 1, "{listed}");
+    // An agents' role cannot repair it; the owner's init does.
+    let denied = run(env, &machine, &["init"], 50);
+    assert!(
+        denied["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("permission denied"),
+        "{denied}"
+    );
+    run(env, &owner, &["init"], 0);
+    run(
+        env,
+        &machine,
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            "after",
+        ],
+        0,
+    );
+    let listed = run(env, &machine, &["list"], 0);
+    assert_eq!(listed["threads"].as_array().unwrap().len(), 2, "{listed}");
+
+    // A version row changed by hand: refused, saying it may have been.
+    recipe
+        .client_as("inbox_owner")
+        .batch_execute("UPDATE inbox_schema SET version = 99")
+        .unwrap();
+    let refused = run(env, &machine, &["list"], 50);
+    assert_eq!(refused["error"]["code"], "schema_too_new", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("changed it by hand"),
+        "{refused}"
+    );
 }

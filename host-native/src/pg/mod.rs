@@ -282,6 +282,25 @@ impl PgStore {
         self.client.simple_query(sql)
     }
 
+    /// Checks that a write's `BEGIN` locked the writer row (its second
+    /// statement). Without the row nothing serializes writers: the engine's
+    /// read-decide-write and the order of event ids would no longer hold, so
+    /// nothing is written until `init` restores it. Only a role that may
+    /// delete from `inbox_writer` can remove it, which the README's roles
+    /// recipe grants nobody but the owner.
+    fn writer_row_held(&self, results: &[Vec<Vec<Option<String>>>]) -> Result<(), StoreError> {
+        match results.get(1) {
+            Some(rows) if rows.len() == 1 => Ok(()),
+            _ => Err(StoreError::other(format!(
+                "{}: the row of `inbox_writer` that every write locks is missing (a role that may \
+                 delete from it removed it), so writes would not be serialized and none is made; \
+                 run `inbox init` as the schema's owner to restore it, and grant agents' roles \
+                 no DELETE on it (docs/postgres.md, \"Roles\")",
+                self.location
+            ))),
+        }
+    }
+
     /// The server's clock from `begin`'s answers (the statement at
     /// `index`), when it was asked for.
     fn started_at(
@@ -831,6 +850,9 @@ impl Store for PgStore {
         self.ahead = Ahead::default();
         let started = self.start(&statements.join("; ")).and_then(|messages| {
             let results = pipeline::results(&messages);
+            if mode == TxMode::Write {
+                self.writer_row_held(&results)?;
+            }
             let now = self.started_at(&results, clock_at)?;
             let mut ahead = match ahead_at.and_then(|i| results.get(i)) {
                 Some(rows) => Ahead::parse(rows)?,

@@ -246,14 +246,20 @@ pub fn inspect(client: &mut impl GenericClient, location: &str) -> Result<Schema
         }
         return Ok(SchemaState::Empty);
     }
-    let row = client
-        .query_one("SELECT application, version FROM inbox_schema", &[])
+    let rows = client
+        .query("SELECT application, version FROM inbox_schema LIMIT 2", &[])
         .map_err(error)?;
+    let [row] = rows.as_slice() else {
+        return Err(StoreError::other(format!(
+            "{location}: `inbox_schema` must hold exactly one row and holds {}; {TAMPERED}",
+            if rows.is_empty() { "none" } else { "several" }
+        )));
+    };
     let (application, version): (String, i64) = (row.get(0), row.get(1));
     if application != "inbox" {
         return Err(StoreError::other(format!(
-            "{location} belongs to another program (application `{application}`); \
-             point --db at a new database"
+            "{location} belongs to another program (application `{application}`): \
+             point --db at a new database; {TAMPERED}"
         )));
     }
     let version = u32::try_from(version).unwrap_or(u32::MAX);
@@ -262,12 +268,19 @@ pub fn inspect(client: &mut impl GenericClient, location: &str) -> Result<Schema
             StoreErrorKind::SchemaTooNew,
             format!(
                 "{location} has schema version {version}, but this inbox only knows up to version \
-                 {SCHEMA_VERSION}; upgrade inbox to use it (nothing was changed)"
+                 {SCHEMA_VERSION}: upgrade inbox to use it (nothing was changed); {TAMPERED}"
             ),
         ));
     }
     Ok(SchemaState::Version(version))
 }
+
+/// What a refusal of `inbox_schema`'s row adds: the row may have been
+/// changed by hand rather than by another program or a newer inbox, and
+/// the operator must not be sent to upgrade or to move the data away then.
+const TAMPERED: &str = "if inbox created this schema and no newer inbox ran on it, a role that may \
+     write `inbox_schema` changed it by hand: restore its one row as the schema's owner and grant \
+     other roles only SELECT on it (docs/postgres.md, \"Roles\")";
 
 /// Brings the schema to [`SCHEMA_VERSION`] in one transaction, under an
 /// advisory lock so that concurrent `init`s migrate exactly once (DDL is
@@ -288,6 +301,28 @@ pub fn migrate(client: &mut Client, location: &str) -> Result<u32, StoreError> {
         tx.execute("UPDATE inbox_schema SET version = $1", &[&version])
             .map_err(|e| pg_error(e, location))?;
     }
+    restore_writer_row(&mut tx, location)?;
     tx.commit().map_err(|e| pg_error(e, location))?;
     Ok(SCHEMA_VERSION)
+}
+
+/// Puts back the row of `inbox_writer` that every write locks, if someone
+/// removed it: without it the store refuses to write (`PgStore::begin`).
+/// Looks first, so that a role that may only lock the row (an agent's, in
+/// the README's recipe) can run `init` on a sound schema; on a broken one it
+/// gets PostgreSQL's "permission denied", and the owner repairs it.
+fn restore_writer_row(
+    tx: &mut postgres::Transaction<'_>,
+    location: &str,
+) -> Result<(), StoreError> {
+    let error = |e| pg_error(e, location);
+    let rows: i64 = tx
+        .query_one("SELECT count(*) FROM inbox_writer", &[])
+        .map_err(error)?
+        .get(0);
+    if rows == 0 {
+        tx.execute("INSERT INTO inbox_writer (id) VALUES (1)", &[])
+            .map_err(error)?;
+    }
+    Ok(())
 }

@@ -458,3 +458,20 @@ fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
+
+/// The README's recipe for database roles, as (what a superuser runs,
+/// what the schema's owner runs): the SQL between its `roles-recipe-*`
+/// markers, so that what the README tells operators is what tests run.
+pub fn readme_roles_recipe() -> (String, String) {
+    let readme = include_str!("../../../README.md");
+    let block = |marker: &str| -> String {
+        let start = readme
+            .find(&format!("<!-- {marker} -->"))
+            .unwrap_or_else(|| panic!("README has no {marker} marker"));
+        let sql = &readme[start..];
+        let open = sql.find("```sql\n").unwrap() + "```sql\n".len();
+        let close = open + sql[open..].find("```").unwrap();
+        sql[open..close].to_owned()
+    };
+    (block("roles-recipe-superuser"), block("roles-recipe-owner"))
+}
