@@ -521,6 +521,7 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
         &no_processed,
         &nothing_fits,
         "e-fifo-and-link.task.json",
+        "g-old-temporary.task.json",
         "z-last.task.json",
     ] {
         write(&dir, name, &prompt(&format!("Work of {}", &name[..1])));
@@ -537,6 +538,8 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
         0,
     )
     .unwrap();
+    // A folder where the `.result` used to be written first.
+    std::fs::create_dir_all(dir.join(".g-old-temporary.task.json.result.tmp/inner")).unwrap();
     let secret = env.dir().join("secret.txt");
     std::fs::write(&secret, "keep me").unwrap();
     std::os::unix::fs::symlink(&secret, dir.join("e-fifo-and-link.task.json.processed")).unwrap();
@@ -595,17 +598,21 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
             .is_file()
     );
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "keep me");
+    assert_eq!(
+        action_for(&lines, "g-old-temporary.task.json")["action"],
+        "dispatched"
+    );
     // What comes after is processed.
     assert_eq!(
         action_for(&lines, "z-last.task.json")["action"],
         "dispatched"
     );
-    assert_eq!(thread_count(&env), 3, "only the three dispatched were sent");
+    assert_eq!(thread_count(&env), 4, "only the four dispatched were sent");
     // No temporary file is left behind.
     let leftovers: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".tmp"))
+        .filter(|n| n.ends_with(".tmp") && !n.starts_with(".g-old"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
@@ -614,7 +621,7 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
     assert_eq!(again.status, 0, "{again}");
     let lines = actions(&again);
     assert_eq!(action_for(&lines, &nothing_fits)["action"], "stuck");
-    assert_eq!(thread_count(&env), 3);
+    assert_eq!(thread_count(&env), 4);
 }
 
 #[test]

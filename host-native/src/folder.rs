@@ -122,8 +122,9 @@ pub enum Blocked {
         /// The file system's limit.
         max: u64,
     },
-    /// A folder is in the way (a rename cannot replace it).
-    Folder,
+    /// A folder is in the way, at this name (the name itself, or the one
+    /// it is written under first): a rename cannot replace it.
+    Folder(OsString),
     /// The folder cannot be written, or the name not looked at.
     Io(io::Error),
 }
@@ -135,7 +136,7 @@ impl std::fmt::Display for Blocked {
                 f,
                 "the name would be {length} bytes, over the file system's limit of {max}"
             ),
-            Blocked::Folder => f.write_str("a folder is in the way"),
+            Blocked::Folder(at) => write!(f, "a folder is in the way at {}", at.to_string_lossy()),
             Blocked::Io(e) => write!(f, "{e}"),
         }
     }
@@ -291,9 +292,10 @@ impl Folder {
     /// Whether `name` could be written (by [`Folder::write_atomically`]) or
     /// renamed to (by [`Folder::rename`]) now, asked before doing anything
     /// that cannot be taken back: the name fits the file system's limit,
-    /// the folder may be written, and nothing is in the way that a rename
-    /// cannot replace (a folder; a file, link, FIFO, socket or device is
-    /// replaced without being opened or followed).
+    /// the folder may be written, and nothing is in the way, at the name or
+    /// at its [`temporary_name`], that a rename or a removal cannot replace
+    /// (a folder; a file, link, FIFO, socket or device is replaced without
+    /// being opened or followed).
     pub fn can_write(&self, name: &OsStr) -> Result<(), Blocked> {
         let max = rustix::fs::statvfs(&self.path)
             .map_err(|e| Blocked::Io(e.into()))?
@@ -310,12 +312,15 @@ impl Folder {
             AtFlags::EACCESS,
         )
         .map_err(|e| Blocked::Io(e.into()))?;
-        match std::fs::symlink_metadata(self.join(name)) {
-            Ok(meta) if meta.is_dir() => Err(Blocked::Folder),
-            Ok(_) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(Blocked::Io(e)),
+        for at in [name.to_owned(), temporary_name(name)] {
+            match std::fs::symlink_metadata(self.join(&at)) {
+                Ok(meta) if meta.is_dir() => return Err(Blocked::Folder(at)),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Blocked::Io(e)),
+            }
         }
+        Ok(())
     }
 
     /// Writes `bytes` as `name`, whole or not at all: into a fresh
@@ -803,7 +808,7 @@ mod tests {
         ));
         std::fs::create_dir(dir.path().join("members/taken")).unwrap();
         let taken = OsStr::new("taken");
-        assert!(matches!(folder.can_write(taken), Err(Blocked::Folder)));
+        assert!(matches!(folder.can_write(taken), Err(Blocked::Folder(_))));
         assert!(folder.write_atomically(taken, b"no").is_err());
         let names: Vec<OsString> = std::fs::read_dir(folder.path())
             .unwrap()
@@ -812,6 +817,12 @@ mod tests {
         assert!(
             names.iter().all(|n| !n.as_bytes().ends_with(b".tmp")),
             "{names:?}"
+        );
+        // A folder where its temporary would go.
+        let free = OsStr::new("free");
+        std::fs::create_dir(folder.join(&temporary_name(free))).unwrap();
+        assert!(
+            matches!(folder.can_write(free), Err(Blocked::Folder(at)) if at == temporary_name(free))
         );
     }
 

@@ -359,7 +359,7 @@ impl FileDrop {
                 Blocked::TooLong { .. } => {
                     ("name_too_long", format!("{blocked}; use a shorter name"))
                 }
-                Blocked::Folder => ("output_in_the_way", format!("{blocked}; remove it")),
+                Blocked::Folder(_) => ("output_in_the_way", format!("{blocked}; remove it")),
                 Blocked::Io(_) => ("unwritable", blocked.to_string()),
             };
             Refusal::Unwritable {
