@@ -8,8 +8,12 @@
 //! following links and only if it is a regular file, read up to a bound,
 //! and written by creating a fresh owner-only file beside it and renaming
 //! it over the name (a rename replaces a planted link, never follows it).
-//! The folder itself is created owner-only and refused when another user
-//! owns it. A file one level down (a team member's `members/NAME/inbox`) is
+//! A write asked about in advance ([`Folder::can_write`]) is one whose name
+//! fits the file system and has no folder in its way, so a caller can
+//! refuse work it could not record before doing it. Which file a name
+//! leads to, and which writing of it, is an [`Identity`]. The folder
+//! itself is created owner-only and refused when another user owns it. A
+//! file one level down (a team member's `members/NAME/inbox`) is
 //! reached name by name from the folder (`openat`, never through a link),
 //! and appended to under the `flock` its other writers take; a lock other
 //! programs take by creating a folder (Node's `proper-lockfile`) is taken
@@ -48,6 +52,104 @@ pub enum ReadProblem {
     Gone,
     /// Anything else the operating system said.
     Io(io::Error),
+}
+
+/// What [`Folder::read_file`] read.
+#[derive(Debug)]
+pub struct FileRead {
+    /// The content.
+    pub bytes: Vec<u8>,
+    /// When it was last written.
+    pub modified: std::time::SystemTime,
+    /// The uid of its owner.
+    pub owner: u32,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Which file it is.
+    pub identity: Identity,
+}
+
+/// Which file a name leads to, and which writing of it: its device and
+/// inode, and the times of its last content change and last status change
+/// (nanoseconds). Reading the same file again, from a process started
+/// again, finds the same identity; a file written anew under the same name
+/// has another, even with the same bytes and a reused inode: its status
+/// change time is the kernel's clock when it was created or written, which
+/// no writer can set (a modification time can be).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    dev: u64,
+    ino: u64,
+    modified: (i64, i64),
+    changed: (i64, i64),
+}
+
+impl Identity {
+    fn of(meta: &std::fs::Metadata) -> Identity {
+        Identity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            modified: (meta.mtime(), meta.mtime_nsec()),
+            changed: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Its fields as bytes of a fixed length (what a key is made from).
+    pub fn to_bytes(&self) -> [u8; 48] {
+        let fields = [
+            self.dev.to_le_bytes(),
+            self.ino.to_le_bytes(),
+            self.modified.0.to_le_bytes(),
+            self.modified.1.to_le_bytes(),
+            self.changed.0.to_le_bytes(),
+            self.changed.1.to_le_bytes(),
+        ];
+        let mut bytes = [0; 48];
+        for (chunk, field) in bytes.chunks_exact_mut(8).zip(fields) {
+            chunk.copy_from_slice(&field);
+        }
+        bytes
+    }
+}
+
+/// Why a name of the folder cannot be written ([`Folder::can_write`]).
+#[derive(Debug)]
+pub enum Blocked {
+    /// Longer than the file system allows (its length, the limit).
+    TooLong {
+        /// The name's length in bytes.
+        length: usize,
+        /// The file system's limit.
+        max: u64,
+    },
+    /// A folder is in the way, at this name (the name itself, or the one
+    /// it is written under first): a rename cannot replace it.
+    Folder(OsString),
+    /// The folder cannot be written, or the name not looked at.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for Blocked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Blocked::TooLong { length, max } => write!(
+                f,
+                "the name would be {length} bytes, over the file system's limit of {max}"
+            ),
+            Blocked::Folder(at) => write!(f, "a folder is in the way at {}", at.to_string_lossy()),
+            Blocked::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The name [`Folder::write_atomically`] writes `name` under first: hidden,
+/// of a fixed length (so it fits wherever `name` does), and the same for
+/// the same `name` (so a crashed write's leftover is found and replaced).
+pub fn temporary_name(name: &OsStr) -> OsString {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::hash::DefaultHasher::new();
+    name.as_bytes().hash(&mut hasher);
+    OsString::from(format!(".inbox-{:016x}.tmp", hasher.finish()))
 }
 
 impl Folder {
@@ -128,6 +230,14 @@ impl Folder {
         name: &OsStr,
         max: u64,
     ) -> Result<(Vec<u8>, std::time::SystemTime), ReadProblem> {
+        self.read_file(name, max)
+            .map(|read| (read.bytes, read.modified))
+    }
+
+    /// [`Folder::read`], saying also who owns the file and which file it
+    /// is, both from the file that was read (not from its name, which may
+    /// lead elsewhere by now).
+    pub fn read_file(&self, name: &OsStr, max: u64) -> Result<FileRead, ReadProblem> {
         let path = self.join(name);
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -157,18 +267,70 @@ impl Folder {
             return Err(ReadProblem::TooLarge(bytes.len() as u64));
         }
         let modified = meta.modified().map_err(ReadProblem::Io)?;
-        Ok((bytes, modified))
+        Ok(FileRead {
+            bytes,
+            modified,
+            owner: meta.uid(),
+            mode: meta.mode() & 0o7777,
+            identity: Identity::of(&meta),
+        })
+    }
+
+    /// Which file `name` is now (the name itself, never a link's target).
+    pub fn identity(&self, name: &OsStr) -> io::Result<Identity> {
+        std::fs::symlink_metadata(self.join(name)).map(|meta| Identity::of(&meta))
+    }
+
+    /// The folder's mode when users other than its owner may write into it
+    /// (group or others write permission, sticky or not: in a sticky
+    /// folder they still add files, and names in the way of the owner's).
+    pub fn writable_by_others(&self) -> io::Result<Option<u32>> {
+        let mode = std::fs::symlink_metadata(&self.path)?.mode() & 0o7777;
+        Ok((mode & 0o022 != 0).then_some(mode))
+    }
+
+    /// Whether `name` could be written (by [`Folder::write_atomically`]) or
+    /// renamed to (by [`Folder::rename`]) now, asked before doing anything
+    /// that cannot be taken back: the name fits the file system's limit,
+    /// the folder may be written, and nothing is in the way, at the name or
+    /// at its [`temporary_name`], that a rename or a removal cannot replace
+    /// (a folder; a file, link, FIFO, socket or device is replaced without
+    /// being opened or followed).
+    pub fn can_write(&self, name: &OsStr) -> Result<(), Blocked> {
+        let max = rustix::fs::statvfs(&self.path)
+            .map_err(|e| Blocked::Io(e.into()))?
+            .f_namemax;
+        let length = name.len();
+        if length as u64 > max {
+            return Err(Blocked::TooLong { length, max });
+        }
+        use rustix::fs::{Access, AtFlags, CWD, accessat};
+        accessat(
+            CWD,
+            &self.path,
+            Access::WRITE_OK | Access::EXEC_OK,
+            AtFlags::EACCESS,
+        )
+        .map_err(|e| Blocked::Io(e.into()))?;
+        for at in [name.to_owned(), temporary_name(name)] {
+            match std::fs::symlink_metadata(self.join(&at)) {
+                Ok(meta) if meta.is_dir() => return Err(Blocked::Folder(at)),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Blocked::Io(e)),
+            }
+        }
+        Ok(())
     }
 
     /// Writes `bytes` as `name`, whole or not at all: into a fresh
     /// owner-only file beside it, synced, then renamed over `name`. A reader
     /// never sees a half-written file, and a link planted at `name` is
-    /// replaced, not followed.
+    /// replaced, not followed. The file beside it has a name of fixed
+    /// length ([`temporary_name`]), so any `name` that fits the file
+    /// system fits; it is removed again when the write fails.
     pub fn write_atomically(&self, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
-        let mut temporary = OsString::from(".");
-        temporary.push(name);
-        temporary.push(".tmp");
-        let temporary = self.join(&temporary);
+        let temporary = self.join(&temporary_name(name));
         // A leftover of a process that stopped mid-write, or something
         // planted: either way not ours to write through.
         match std::fs::remove_file(&temporary) {
@@ -181,10 +343,17 @@ impl Folder {
             .mode(0o600)
             .custom_flags(libc_flags::NOFOLLOW)
             .open(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_data()?;
-        drop(file);
-        std::fs::rename(&temporary, self.join(name))
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_data())
+            .and_then(|()| {
+                drop(file);
+                std::fs::rename(&temporary, self.join(name))
+            });
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        written
     }
 
     /// Renames `from` to `to` within the folder (replacing `to`).
@@ -595,6 +764,65 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(elsewhere.join("inbox")).unwrap(),
             "secret\n"
+        );
+    }
+
+    #[test]
+    fn an_identity_tells_a_file_written_anew_from_the_same_file() {
+        let (dir, folder) = team();
+        let path = dir.path().join("members/a.task.json");
+        let name = OsStr::new("a.task.json");
+        std::fs::write(&path, "same").unwrap();
+        let first = folder.read_file(name, 100).unwrap();
+        assert_eq!(
+            folder.read_file(name, 100).unwrap().identity,
+            first.identity
+        );
+        assert_eq!(folder.identity(name).unwrap(), first.identity);
+        // Renamed away (as a bridge does) and written again with the same
+        // bytes and the same modification time: another file.
+        std::fs::rename(&path, dir.path().join("members/a.task.json.processed")).unwrap();
+        std::fs::write(&path, "same").unwrap();
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(first.modified)
+            .unwrap();
+        let again = folder.read_file(name, 100).unwrap();
+        assert_eq!(again.bytes, first.bytes);
+        assert_ne!(again.identity, first.identity);
+    }
+
+    #[test]
+    fn a_write_is_asked_about_before_and_leaves_nothing_when_it_fails() {
+        let (dir, folder) = team();
+        let max = usize::try_from(rustix::fs::statvfs(folder.path()).unwrap().f_namemax).unwrap();
+        let longest = OsString::from("x".repeat(max));
+        assert!(folder.can_write(&longest).is_ok());
+        folder.write_atomically(&longest, b"fits").unwrap();
+        let over = OsString::from("x".repeat(max + 1));
+        assert!(matches!(
+            folder.can_write(&over),
+            Err(Blocked::TooLong { .. })
+        ));
+        std::fs::create_dir(dir.path().join("members/taken")).unwrap();
+        let taken = OsStr::new("taken");
+        assert!(matches!(folder.can_write(taken), Err(Blocked::Folder(_))));
+        assert!(folder.write_atomically(taken, b"no").is_err());
+        let names: Vec<OsString> = std::fs::read_dir(folder.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            names.iter().all(|n| !n.as_bytes().ends_with(b".tmp")),
+            "{names:?}"
+        );
+        // A folder where its temporary would go.
+        let free = OsStr::new("free");
+        std::fs::create_dir(folder.join(&temporary_name(free))).unwrap();
+        assert!(
+            matches!(folder.can_write(free), Err(Blocked::Folder(at)) if at == temporary_name(free))
         );
     }
 

@@ -103,6 +103,36 @@ pub(crate) enum Refusal {
     /// The file could not be read.
     #[error("descriptor could not be read: {0}")]
     Unreadable(String),
+    /// A file of another user: whoever else can write the folder cannot
+    /// send work as the bridge's user.
+    #[error(
+        "descriptor belongs to another user (uid {owner}); the bridge (uid {me}) takes only its own \
+         user's files"
+    )]
+    NotOwner {
+        /// The file's owner.
+        owner: u32,
+        /// The bridge's user.
+        me: u32,
+    },
+    /// A file others may write, in a folder they may write: its content
+    /// may not be its owner's.
+    #[error(
+        "descriptor can be written by other users (mode {0:04o}) in a folder they can write; \
+         `chmod go-w` it before it is dropped"
+    )]
+    OthersCanWrite(u32),
+    /// A file the bridge must write for the descriptor (`.result`,
+    /// `.processed`) cannot be, so nothing is sent.
+    #[error("{file} cannot be written: {problem}; the descriptor was not sent")]
+    Unwritable {
+        /// The name the bridge would write.
+        file: String,
+        /// Why it cannot.
+        problem: String,
+        /// [`Refusal::code`]'s answer.
+        code: &'static str,
+    },
 }
 
 impl Refusal {
@@ -118,6 +148,9 @@ impl Refusal {
             Refusal::NoRecipient => "no_recipient",
             Refusal::Inbox { code, .. } => code,
             Refusal::Unreadable(_) => "unreadable",
+            Refusal::NotOwner { .. } => "not_owner",
+            Refusal::OthersCanWrite(_) => "writable_by_others",
+            Refusal::Unwritable { code, .. } => code,
         }
     }
 }
