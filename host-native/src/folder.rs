@@ -325,7 +325,10 @@ impl Folder {
         let started = std::time::Instant::now();
         loop {
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(FolderLock { path }),
+                Ok(()) => {
+                    stall_point("locked");
+                    return Ok(FolderLock { path });
+                }
                 Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
                 Err(_) => {}
             }
@@ -360,7 +363,42 @@ pub struct FolderLock {
 
 impl Drop for FolderLock {
     fn drop(&mut self) {
+        stall_point("release");
         let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// The environment variable that stalls a process holding a lock folder at
+/// a named step, in test builds only (debug assertions on, as `cargo test`
+/// builds; a release build never reads it): `STEP` stops the process
+/// (SIGSTOP, as a suspended laptop or a swapped-out process stalls),
+/// `STEP:MS` sleeps MS milliseconds (a slow disk, the process still
+/// running). The steps: `locked`, `read`, `written`, `checked`, `replaced`,
+/// `release`.
+pub const STALL_ENV: &str = "INBOX_TEST_LOCK_STALL";
+
+/// Stalls here if [`STALL_ENV`] names `step` (test builds only).
+pub fn stall_point(step: &str) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Some(value) = std::env::var_os(STALL_ENV) else {
+        return;
+    };
+    let value = value.to_string_lossy();
+    let (at, millis) = match value.split_once(':') {
+        Some((at, millis)) => (at, millis.parse::<u64>().ok()),
+        None => (&*value, None),
+    };
+    if at != step {
+        return;
+    }
+    match millis {
+        Some(millis) => std::thread::sleep(Duration::from_millis(millis)),
+        None => {
+            use rustix::process::{Signal, getpid, kill_process};
+            let _ = kill_process(getpid(), Signal::STOP);
+        }
     }
 }
 

@@ -843,9 +843,11 @@ impl Teams {
             Err(ReadProblem::Gone) => Vec::new(),
             Err(problem) => return Err(invalid_data(&name, &read_problem(&problem))),
         };
+        inbox_host_native::folder::stall_point("read");
         all.extend(entries);
         let mut bytes = serde_json::to_vec_pretty(&all).unwrap_or_default();
         bytes.push(b'\n');
+        inbox_host_native::folder::stall_point("checked");
         self.folder.write_atomically(&name, &bytes)
     }
 
