@@ -646,3 +646,259 @@ fn a_folder_that_is_no_team_is_refused() {
     assert_eq!(run.status, 30, "{run}");
     assert!(run.raw_stdout.contains("not a team folder"), "{run}");
 }
+
+/// Sends `subject` from `lead` to `to`; the message's id.
+fn send(env: &TestEnv, to: &str, subject: &str) -> String {
+    let sent = env.json(
+        &["send", "--from", "lead", "--to", to, "--subject", subject],
+        0,
+    );
+    sent["message"]["message_id"].as_str().unwrap().to_owned()
+}
+
+// ---- A Claude Code lock the bridge no longer holds ---------------------------
+
+/// The test-build hook that stalls the bridge at a step while it holds a
+/// lock folder (`inbox_host_native::folder::STALL_ENV`).
+const STALL_ENV: &str = "INBOX_TEST_LOCK_STALL";
+
+/// `proper-lockfile`'s default stale time, which Claude Code's writers use.
+const STALE: Duration = Duration::from_secs(10);
+
+/// Waits until `pid` is stopped (state `T` in `/proc`); panics if it exits
+/// first or never stops.
+fn wait_stopped(child: &mut std::process::Child, step: &str) {
+    let stat = format!("/proc/{}/stat", child.id());
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the bridge ended ({status}) without stalling at {step}");
+        }
+        let text = std::fs::read_to_string(&stat).unwrap_or_default();
+        let state = text.rsplit(')').next().unwrap_or_default().trim_start();
+        if state.starts_with('T') {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the bridge never stalled at {step}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A Claude Code writer as `proper-lockfile` makes it: `mkdir` the lock;
+/// on `EEXIST`, a lock whose mtime is older than the stale time is a
+/// crashed holder's, removed (`rmdir`) and taken. Returns whether it took
+/// the lock.
+fn rival_lock(lock: &std::path::Path) -> bool {
+    match std::fs::create_dir(lock) {
+        Ok(()) => return true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => panic!("{e}"),
+    }
+    let Ok(meta) = std::fs::metadata(lock) else {
+        return false;
+    };
+    let age = meta.modified().unwrap().elapsed().unwrap_or_default();
+    if age < STALE {
+        return false;
+    }
+    let _ = std::fs::remove_dir(lock);
+    std::fs::create_dir(lock).is_ok()
+}
+
+/// The rival's write under its lock: the array read, one entry added,
+/// written in place (Node's `writeFile`) or beside it and renamed over.
+fn rival_append(file: &std::path::Path, text: &str, rename: bool) {
+    let mut entries: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    entries.push(json!({"from": "rival", "text": text, "timestamp": "2026-02-15T10:00:00.000Z", "read": false}));
+    let bytes = serde_json::to_vec(&entries).unwrap();
+    if rename {
+        let tmp = file.with_extension("rival-tmp");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, file).unwrap();
+    } else {
+        std::fs::write(file, bytes).unwrap();
+    }
+}
+
+/// Makes the lock folder look as old as a stall past the stale time makes
+/// it (what a rival judges it by).
+fn age_lock(lock: &std::path::Path) {
+    let old = std::time::SystemTime::now() - STALE - Duration::from_secs(5);
+    let dir = std::fs::File::open(lock).unwrap();
+    dir.set_times(
+        std::fs::FileTimes::new()
+            .set_modified(old)
+            .set_accessed(old),
+    )
+    .unwrap();
+}
+
+fn entries_of(file: &std::path::Path) -> Vec<Value> {
+    serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+}
+
+/// The bridge once, stalled (SIGSTOP) at `step` while it holds the lock on
+/// `worker.json`; meanwhile a rival takes the stale lock, appends an entry
+/// and lets go (or keeps it); then the bridge goes on.
+fn stalled_once(env: &TestEnv, step: &str, rename: bool, keep: bool) -> Vec<Value> {
+    use std::os::unix::fs::MetadataExt as _;
+    let file = env.dir().join("team/inboxes/worker.json");
+    let lock = env.dir().join("team/inboxes/worker.json.lock");
+    let mut command = env.command(&["bridge", "teams", "team", "--once", "--json"]);
+    command
+        .env(STALL_ENV, step)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    wait_stopped(&mut child, step);
+    assert!(lock.is_dir(), "{step}: the bridge holds the lock");
+    age_lock(&lock);
+    assert!(rival_lock(&lock), "{step}: the rival takes the stale lock");
+    let rivals = std::fs::metadata(&lock).unwrap().ino();
+    rival_append(&file, &format!("rival at {step}"), rename);
+    if !keep {
+        std::fs::remove_dir(&lock).unwrap();
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::CONT,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{step}");
+    if keep {
+        let meta = std::fs::metadata(&lock);
+        assert!(
+            meta.is_ok_and(|m| m.ino() == rivals),
+            "{step}: the bridge removed the rival's lock"
+        );
+        std::fs::remove_dir(&lock).unwrap();
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_bridge_stalled_holding_a_claude_code_lock_never_writes_after_losing_it() {
+    // At every step from taking the lock to replacing the file, a stall
+    // past the stale time lets a rival take the lock and write: the
+    // rival's write stands, the bridge says it lost the race (never
+    // `written`) and its message lands on the next pass, once. Stalled
+    // before letting go, its write stands and the rival's lock is never
+    // removed.
+    let steps = [
+        ("locked", true),
+        ("read", true),
+        ("written", true),
+        ("checked", true),
+        ("replaced", false),
+        ("release", false),
+    ];
+    for (i, (step, before)) in steps.into_iter().enumerate() {
+        for (rename, keep) in [(false, false), (true, true)] {
+            let env = TestEnv::initialized();
+            let inboxes = env.dir().join("team/inboxes");
+            std::fs::create_dir_all(&inboxes).unwrap();
+            let file = inboxes.join("worker.json");
+            std::fs::write(&file, "[]").unwrap();
+            once(&env, &[]);
+            let message = send(&env, "worker", &format!("Message {i}"));
+            let lines = stalled_once(&env, step, rename, keep);
+            let label = format!("{step} rename={rename} keep={keep}: {lines:?}");
+            let entries = entries_of(&file);
+            let rival = |entries: &[Value]| entries.iter().filter(|e| e["from"] == "rival").count();
+            assert_eq!(
+                rival(&entries),
+                1,
+                "the rival's entry is lost: {label} {entries:?}"
+            );
+            // Written only when the lock was the bridge's from the lock to
+            // the replace and after; else a lost race, said.
+            let (written, lost) = if step == "release" { (1, 0) } else { (0, 1) };
+            assert_eq!(count(&lines, "written"), written, "{label}");
+            assert_eq!(count(&lines, "lost_race"), lost, "{label}");
+            if lost == 1 {
+                let said = lines.iter().find(|l| l["action"] == "lost_race").unwrap();
+                assert_eq!(said["member"], "worker", "{label}");
+                assert_eq!(said["message_ids"], json!([message]), "{label}");
+            }
+            // Before the replace, nothing of the bridge's is in the file.
+            if before {
+                assert!(
+                    entries.iter().all(|e| e["inbox"].is_null()),
+                    "{label} {entries:?}"
+                );
+            }
+            // The next pass writes what did not land, once.
+            once(&env, &[]);
+            let entries = entries_of(&file);
+            let ours = entries
+                .iter()
+                .filter(|e| e["inbox"]["messageId"] == message.as_str())
+                .count();
+            assert_eq!(ours, 1, "{label} {entries:?}");
+            assert_eq!(rival(&entries), 1, "{label}");
+            assert!(!inboxes.join("worker.json.lock").exists(), "{label}");
+            // Nothing set aside is left behind.
+            let names: Vec<String> = std::fs::read_dir(&inboxes)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(names, ["worker.json"], "{label}");
+        }
+    }
+}
+
+#[test]
+fn a_slow_step_keeps_the_claude_code_lock_fresh() {
+    // A slow disk (the bridge running, its read taking longer than the
+    // stale time): its lock stays fresh, as proper-lockfile's holders keep
+    // theirs, and a rival waiting for it never takes it as stale.
+    let env = TestEnv::initialized();
+    let inboxes = env.dir().join("team/inboxes");
+    std::fs::create_dir_all(&inboxes).unwrap();
+    let file = inboxes.join("worker.json");
+    std::fs::write(&file, "[]").unwrap();
+    once(&env, &[]);
+    let message = send(&env, "worker", "Slow");
+    let lock = inboxes.join("worker.json.lock");
+    let mut command = env.command(&["bridge", "teams", "team", "--once", "--json"]);
+    let slow = STALE + Duration::from_secs(3);
+    command
+        .env(STALL_ENV, format!("read:{}", slow.as_millis()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let child = command.spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !lock.exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never locked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The rival tries every 50 ms until it gets the lock.
+    loop {
+        if rival_lock(&lock) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "never free");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rival_append(&file, "rival after the bridge", false);
+    std::fs::remove_dir(&lock).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(count(&lines, "written"), 1, "{lines:?}");
+    let entries = entries_of(&file);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[0]["inbox"]["messageId"], message.as_str());
+    assert_eq!(entries[1]["from"], "rival");
+}

@@ -17,9 +17,16 @@
 //! bridge's own, `DIR/.inbox-bridge-teams.json` (read offset, line number
 //! and file identity per member, and the outbound cursor), only bounds the
 //! work of a restart: lost or stale, the bridge scans from the start and
-//! replays. This module maps files to requests; it must never apply an
-//! inbox rule itself, and never write a member's file except by appending
-//! (seed 002) or replacing it whole under its lock (Claude Code).
+//! replays.
+//!
+//! A Claude Code file is replaced under its lock only while the lock is
+//! still the bridge's ([`inbox_host_native::folder::lock`]); a race lost to
+//! another writer is said (`lost_race`) and its messages wait for the next
+//! pass.
+//!
+//! This module maps files to requests; it must never apply an inbox rule
+//! itself, and never write a member's file except by appending (seed 002)
+//! or replacing it whole under its lock (Claude Code).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -30,7 +37,7 @@ use std::time::Duration;
 
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, ErrorCode, EventId, Kind, Output, Request, Status};
-use inbox_host_native::folder::{Changes, Folder, ReadProblem, Woke};
+use inbox_host_native::folder::{Changes, Folder, ReadProblem, Replaced, Woke, stall_point};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -798,12 +805,14 @@ impl Teams {
                     .iter()
                     .map(|(m, task, from)| teams_line::seed_line(m, member, from, task))
                     .collect();
-                self.folder.append_locked(
-                    OsStr::new(member),
-                    OsStr::new(INBOX),
-                    OsStr::new(INBOX_LOCK),
-                    &bytes,
-                )
+                self.folder
+                    .append_locked(
+                        OsStr::new(member),
+                        OsStr::new(INBOX),
+                        OsStr::new(INBOX_LOCK),
+                        &bytes,
+                    )
+                    .map(|()| Replaced::Done)
             }
             Layout::Inboxes => {
                 let entries: Vec<Value> = written
@@ -813,12 +822,22 @@ impl Teams {
                 self.append_entries(member, entries)
             }
         };
-        if let Err(error) = result {
-            // The member's file, not the bridge: a link planted there, a
-            // spoiled array. The messages wait (the cursor stays) and the
-            // bridge goes on with the other members.
-            self.report_file(member, "unwritable", &error.to_string(), lines);
-            return Ok(false);
+        match result {
+            Ok(Replaced::Done) => {}
+            Ok(Replaced::LostRace(error)) => {
+                // Another writer had the file: nothing is said written and
+                // the cursor stays; the next pass finds in the file what
+                // landed (the bridge's own entries) and writes the rest.
+                self.report_lost_race(member, messages, &error, lines);
+                return Ok(false);
+            }
+            Err(error) => {
+                // The member's file, not the bridge: a link planted there,
+                // a spoiled array. The messages wait (the cursor stays) and
+                // the bridge goes on with the other members.
+                self.report_file(member, "unwritable", &error.to_string(), lines);
+                return Ok(false);
+            }
         }
         self.problems.remove(&format!("unwritable:{member}"));
         for (message, _, _) in &written {
@@ -827,28 +846,32 @@ impl Teams {
         Ok(true)
     }
 
-    /// Claude Code: the array read, extended and written whole (renamed
-    /// over the file) under `<agent>.json.lock`.
-    fn append_entries(&self, member: &str, entries: Vec<Value>) -> std::io::Result<()> {
+    /// Claude Code: the array read, extended and written whole under
+    /// `<agent>.json.lock`, replaced only while that lock is still the
+    /// bridge's and the file is still what was read.
+    fn append_entries(&self, member: &str, entries: Vec<Value>) -> std::io::Result<Replaced> {
         let name = OsString::from(format!("{member}.json"));
         let mut lock = name.clone();
         lock.push(".lock");
-        let _held = self.folder.lock_folder(&lock, LOCK_STALE, LOCK_PATIENCE)?;
-        let mut all = match self.folder.read(&name, ENTRIES_MAX_BYTES) {
-            Ok((bytes, _)) if bytes.iter().all(u8::is_ascii_whitespace) => Vec::new(),
-            Ok((bytes, _)) => match serde_json::from_slice::<Value>(&bytes) {
+        let held = self.folder.lock_folder(&lock, LOCK_STALE, LOCK_PATIENCE)?;
+        let read = match self.folder.read(&name, ENTRIES_MAX_BYTES) {
+            Ok((bytes, _)) => Some(bytes),
+            Err(ReadProblem::Gone) => None,
+            Err(problem) => return Err(invalid_data(&name, &read_problem(&problem))),
+        };
+        let mut all = match read.as_deref() {
+            None => Vec::new(),
+            Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Vec::new(),
+            Some(bytes) => match serde_json::from_slice::<Value>(bytes) {
                 Ok(Value::Array(all)) => all,
                 _ => return Err(invalid_data(&name, "is not a JSON array; left as it is")),
             },
-            Err(ReadProblem::Gone) => Vec::new(),
-            Err(problem) => return Err(invalid_data(&name, &read_problem(&problem))),
         };
-        inbox_host_native::folder::stall_point("read");
+        stall_point("read");
         all.extend(entries);
         let mut bytes = serde_json::to_vec_pretty(&all).unwrap_or_default();
         bytes.push(b'\n');
-        inbox_host_native::folder::stall_point("checked");
-        self.folder.write_atomically(&name, &bytes)
+        held.replace(&name, read.as_deref(), &bytes)
     }
 
     /// The id lines name a thread by: its task id, else its thread id.
@@ -943,6 +966,30 @@ impl Teams {
             action,
             json!({ "member": member, "error": error }),
             &format!("{}: {}", Lines::safe(member), Lines::safe(error)),
+        );
+    }
+
+    /// Another writer had `member`'s file: `messages` are not written now.
+    fn report_lost_race(
+        &self,
+        member: &str,
+        messages: &[MailboxMessage],
+        error: &str,
+        lines: &Lines,
+    ) {
+        let ids: Vec<&str> = messages
+            .iter()
+            .map(|m| m.message.message_id.as_str())
+            .collect();
+        lines.action(
+            "lost_race",
+            json!({ "member": member, "message_ids": ids, "error": error }),
+            &format!(
+                "{}: {} message(s) not written now, tried again on the next pass: {}",
+                Lines::safe(member),
+                ids.len(),
+                Lines::safe(error)
+            ),
         );
     }
 
