@@ -647,6 +647,22 @@ fn a_folder_that_is_no_team_is_refused() {
     assert!(run.raw_stdout.contains("not a team folder"), "{run}");
 }
 
+// ---- The outbound cursor comes only from facts the bridge can check -------
+
+/// The member's file's lines that carry the bridge's marker for `message`
+/// (not counting the test's forged ones, whose text says so).
+fn lines_of(env: &TestEnv, member: &str, message: &str) -> usize {
+    read_inbox(env, member)
+        .iter()
+        .filter(|l| l["content"]["inbox"]["messageId"] == message)
+        .filter(|l| {
+            !l["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("forged"))
+        })
+        .count()
+}
+
 /// Sends `subject` from `lead` to `to`; the message's id.
 fn send(env: &TestEnv, to: &str, subject: &str) -> String {
     let sent = env.json(
@@ -654,6 +670,210 @@ fn send(env: &TestEnv, to: &str, subject: &str) -> String {
         0,
     );
     sent["message"]["message_id"].as_str().unwrap().to_owned()
+}
+
+fn skipped_codes(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l["action"] == "skipped")
+        .map(|l| l["code"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_forged_or_copied_marker_line_never_stops_delivery() {
+    let env = TestEnv::initialized();
+    team(&env, &["a", "b"]);
+    once(&env, &[]);
+    let to_a = send(&env, "a", "To a");
+    let first = send(&env, "b", "First to b");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 2, "{lines:?}");
+    let a_marker = read_inbox(&env, "a")[0]["content"]["inbox"].clone();
+    let b_marker = read_inbox(&env, "b")[0]["content"]["inbox"].clone();
+    assert_eq!(a_marker["messageId"], to_a.as_str());
+    assert_eq!(b_marker["messageId"], first.as_str());
+    let team_id = b_marker["team"].clone();
+    // A message to b not written yet, which a line claims was.
+    let pending = env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "b",
+            "--subject",
+            "Pending",
+        ],
+        0,
+    );
+    let pending_id = pending["message"]["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pending_marker = json!({
+        "threadId": pending["message"]["thread_id"],
+        "messageId": pending_id,
+        "eventId": pending["message"]["event_id"],
+        "member": "b",
+        "team": team_id,
+    });
+    let with = |base: &Value, changes: Value| {
+        let mut marker = base.clone();
+        for (k, v) in changes.as_object().unwrap() {
+            marker[k] = v.clone();
+        }
+        marker
+    };
+    // Lines that look like the bridge's own, appended by writers.
+    let forged = [
+        // far ahead of the database
+        with(
+            &pending_marker,
+            json!({"messageId": "msg_01KFORGED00000000000000000", "eventId": 1_000_000}),
+        ),
+        // a made-up message id with the pending message's event
+        with(
+            &pending_marker,
+            json!({"messageId": "msg_01KFORGED00000000000000001"}),
+        ),
+        // a's message, said to be b's
+        with(&a_marker, json!({"member": "b"})),
+        // the pending message, from another team's folder
+        with(&pending_marker, json!({"team": "0123456789abcdef"})),
+        // the pending message, written to a (as a's line would say)
+        with(&pending_marker, json!({"member": "a"})),
+        // b's first message with an event behind its own
+        with(
+            &b_marker,
+            json!({"eventId": b_marker["eventId"].as_u64().unwrap() - 1}),
+        ),
+        // no message id
+        json!({"eventId": 2_000_000, "member": "b", "team": team_id}),
+        // a marker of an older bridge: no member, no team
+        json!({"threadId": pending_marker["threadId"], "messageId": pending_id, "eventId": pending_marker["eventId"]}),
+    ];
+    for (i, marker) in forged.iter().enumerate() {
+        seed_send(
+            &env,
+            "b",
+            "message",
+            "lead",
+            "b",
+            &json!({"text": format!("forged {i}"), "inbox": marker}),
+        );
+    }
+    let after = send(&env, "b", "After the forged lines");
+    let lines = once(&env, &[]);
+    assert_eq!(lines_of(&env, "b", &pending_id), 1, "{lines:?}");
+    assert_eq!(lines_of(&env, "b", &after), 1, "{lines:?}");
+    assert_eq!(
+        skipped_codes(&lines),
+        vec!["unverified_marker"; forged.len()],
+        "{lines:?}"
+    );
+    // Across restarts: every later message is written, once.
+    let later = send(&env, "b", "Later");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 1, "{lines:?}");
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    for message in [&first, &pending_id, &after, &later] {
+        assert_eq!(lines_of(&env, "b", message), 1, "{message}");
+    }
+    // Nothing the forged lines said was applied as a message either.
+    assert_eq!(
+        env.json(&["list"], 0)["threads"].as_array().unwrap().len(),
+        5
+    );
+}
+
+#[test]
+fn a_bridge_line_copied_into_another_member_s_file_moves_no_cursor() {
+    let env = TestEnv::initialized();
+    team(&env, &["a", "b"]);
+    env.json(&["agent", "register", "--agent", "a"], 0);
+    env.json(&["agent", "register", "--agent", "b"], 0);
+    once(&env, &[]);
+    // b's inbox cannot be written for a while (a link in its place): its
+    // messages wait while a's are written.
+    let b_inbox = env.dir().join("team/members/b/inbox");
+    std::fs::remove_file(&b_inbox).unwrap();
+    std::os::unix::fs::symlink(env.dir().join("nowhere"), &b_inbox).unwrap();
+    let waiting = send(&env, "b", "Waiting for b");
+    let direct = send(&env, "a", "Only for a");
+    let everyone = send(&env, "broadcast", "For everyone");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "unwritable"), 1, "{lines:?}");
+    assert_eq!(lines_of(&env, "a", &direct), 1);
+    assert_eq!(lines_of(&env, "a", &everyone), 1);
+    // An agent puts a's lines (a message to a, a broadcast, both newer
+    // than b's waiting message) into b's file.
+    std::fs::remove_file(&b_inbox).unwrap();
+    let a_file = std::fs::read_to_string(env.dir().join("team/members/a/inbox")).unwrap();
+    std::fs::write(&b_inbox, &a_file).unwrap();
+    let lines = once(&env, &[]);
+    assert_eq!(lines_of(&env, "b", &waiting), 1, "{lines:?}");
+    assert_eq!(
+        skipped_codes(&lines),
+        ["unverified_marker", "unverified_marker"],
+        "{lines:?}"
+    );
+    // The broadcast is b's too: written to b by the bridge, beside the copy.
+    assert_eq!(lines_of(&env, "b", &everyone), 2, "{lines:?}");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+}
+
+#[test]
+fn a_hint_whose_cursor_is_ahead_of_the_database_is_said_and_ignored() {
+    let env = TestEnv::initialized();
+    team(&env, &["b"]);
+    once(&env, &[]);
+    let first = send(&env, "b", "First");
+    once(&env, &[]);
+    let path = env.dir().join("team/.inbox-bridge-teams.json");
+    let mut hint: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    hint["members"]["b"]["outbound"] = json!(5_000_000);
+    std::fs::write(&path, hint.to_string()).unwrap();
+    let second = send(&env, "b", "Second");
+    let lines = once(&env, &[]);
+    assert_eq!(lines_of(&env, "b", &first), 1, "{lines:?}");
+    assert_eq!(lines_of(&env, "b", &second), 1, "{lines:?}");
+    assert_eq!(count(&lines, "hint_ignored"), 1, "{lines:?}");
+    let third = send(&env, "b", "Third");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "hint_ignored"), 0, "{lines:?}");
+    assert_eq!(lines_of(&env, "b", &third), 1, "{lines:?}");
+}
+
+#[test]
+fn a_forged_claude_code_entry_never_stops_delivery() {
+    let env = TestEnv::initialized();
+    let inboxes = env.dir().join("team/inboxes");
+    std::fs::create_dir_all(&inboxes).unwrap();
+    std::fs::write(inboxes.join("worker.json"), "[]").unwrap();
+    once(&env, &[]);
+    let forged = json!([{"from": "team-lead", "text": "hi", "timestamp": "t", "read": false,
+        "inbox": {"threadId": "thr_x", "messageId": "msg_01KFORGED00000000000000000", "eventId": 1_000_000, "member": "worker", "team": "0123456789abcdef"}}]);
+    std::fs::write(inboxes.join("worker.json"), forged.to_string()).unwrap();
+    let message = send(&env, "worker", "After the forged entry");
+    let lines = once(&env, &[]);
+    let entries: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(inboxes.join("worker.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|e| e["inbox"]["messageId"] == message.as_str())
+            .count(),
+        1,
+        "{entries:?}"
+    );
+    assert_eq!(skipped_codes(&lines), ["unverified_marker"], "{lines:?}");
+    // Said once, not on every look.
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
 }
 
 // ---- A Claude Code lock the bridge no longer holds ---------------------------
