@@ -646,3 +646,479 @@ fn a_folder_that_is_no_team_is_refused() {
     assert_eq!(run.status, 30, "{run}");
     assert!(run.raw_stdout.contains("not a team folder"), "{run}");
 }
+
+// ---- The outbound cursor comes only from facts the bridge can check -------
+
+/// The member's file's lines that carry the bridge's marker for `message`
+/// (not counting the test's forged ones, whose text says so).
+fn lines_of(env: &TestEnv, member: &str, message: &str) -> usize {
+    read_inbox(env, member)
+        .iter()
+        .filter(|l| l["content"]["inbox"]["messageId"] == message)
+        .filter(|l| {
+            !l["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("forged"))
+        })
+        .count()
+}
+
+/// Sends `subject` from `lead` to `to`; the message's id.
+fn send(env: &TestEnv, to: &str, subject: &str) -> String {
+    let sent = env.json(
+        &["send", "--from", "lead", "--to", to, "--subject", subject],
+        0,
+    );
+    sent["message"]["message_id"].as_str().unwrap().to_owned()
+}
+
+fn skipped_codes(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter(|l| l["action"] == "skipped")
+        .map(|l| l["code"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_forged_or_copied_marker_line_never_stops_delivery() {
+    let env = TestEnv::initialized();
+    team(&env, &["a", "b"]);
+    once(&env, &[]);
+    let to_a = send(&env, "a", "To a");
+    let first = send(&env, "b", "First to b");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 2, "{lines:?}");
+    let a_marker = read_inbox(&env, "a")[0]["content"]["inbox"].clone();
+    let b_marker = read_inbox(&env, "b")[0]["content"]["inbox"].clone();
+    assert_eq!(a_marker["messageId"], to_a.as_str());
+    assert_eq!(b_marker["messageId"], first.as_str());
+    let team_id = b_marker["team"].clone();
+    // A message to b not written yet, which a line claims was.
+    let pending = env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "b",
+            "--subject",
+            "Pending",
+        ],
+        0,
+    );
+    let pending_id = pending["message"]["message_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let pending_marker = json!({
+        "threadId": pending["message"]["thread_id"],
+        "messageId": pending_id,
+        "eventId": pending["message"]["event_id"],
+        "member": "b",
+        "team": team_id,
+    });
+    let with = |base: &Value, changes: Value| {
+        let mut marker = base.clone();
+        for (k, v) in changes.as_object().unwrap() {
+            marker[k] = v.clone();
+        }
+        marker
+    };
+    // Lines that look like the bridge's own, appended by writers.
+    let forged = [
+        // far ahead of the database
+        with(
+            &pending_marker,
+            json!({"messageId": "msg_01KFORGED00000000000000000", "eventId": 1_000_000}),
+        ),
+        // a made-up message id with the pending message's event
+        with(
+            &pending_marker,
+            json!({"messageId": "msg_01KFORGED00000000000000001"}),
+        ),
+        // a's message, said to be b's
+        with(&a_marker, json!({"member": "b"})),
+        // the pending message, from another team's folder
+        with(&pending_marker, json!({"team": "0123456789abcdef"})),
+        // the pending message, written to a (as a's line would say)
+        with(&pending_marker, json!({"member": "a"})),
+        // b's first message with an event behind its own
+        with(
+            &b_marker,
+            json!({"eventId": b_marker["eventId"].as_u64().unwrap() - 1}),
+        ),
+        // no message id
+        json!({"eventId": 2_000_000, "member": "b", "team": team_id}),
+        // a marker of an older bridge: no member, no team
+        json!({"threadId": pending_marker["threadId"], "messageId": pending_id, "eventId": pending_marker["eventId"]}),
+    ];
+    for (i, marker) in forged.iter().enumerate() {
+        seed_send(
+            &env,
+            "b",
+            "message",
+            "lead",
+            "b",
+            &json!({"text": format!("forged {i}"), "inbox": marker}),
+        );
+    }
+    let after = send(&env, "b", "After the forged lines");
+    let lines = once(&env, &[]);
+    assert_eq!(lines_of(&env, "b", &pending_id), 1, "{lines:?}");
+    assert_eq!(lines_of(&env, "b", &after), 1, "{lines:?}");
+    assert_eq!(
+        skipped_codes(&lines),
+        vec!["unverified_marker"; forged.len()],
+        "{lines:?}"
+    );
+    // Across restarts: every later message is written, once.
+    let later = send(&env, "b", "Later");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 1, "{lines:?}");
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    for message in [&first, &pending_id, &after, &later] {
+        assert_eq!(lines_of(&env, "b", message), 1, "{message}");
+    }
+    // Nothing the forged lines said was applied as a message either.
+    assert_eq!(
+        env.json(&["list"], 0)["threads"].as_array().unwrap().len(),
+        5
+    );
+}
+
+#[test]
+fn a_bridge_line_copied_into_another_member_s_file_moves_no_cursor() {
+    let env = TestEnv::initialized();
+    team(&env, &["a", "b"]);
+    env.json(&["agent", "register", "--agent", "a"], 0);
+    env.json(&["agent", "register", "--agent", "b"], 0);
+    once(&env, &[]);
+    // b's inbox cannot be written for a while (a link in its place): its
+    // messages wait while a's are written.
+    let b_inbox = env.dir().join("team/members/b/inbox");
+    std::fs::remove_file(&b_inbox).unwrap();
+    std::os::unix::fs::symlink(env.dir().join("nowhere"), &b_inbox).unwrap();
+    let waiting = send(&env, "b", "Waiting for b");
+    let direct = send(&env, "a", "Only for a");
+    let everyone = send(&env, "broadcast", "For everyone");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "unwritable"), 1, "{lines:?}");
+    assert_eq!(lines_of(&env, "a", &direct), 1);
+    assert_eq!(lines_of(&env, "a", &everyone), 1);
+    // An agent puts a's lines (a message to a, a broadcast, both newer
+    // than b's waiting message) into b's file.
+    std::fs::remove_file(&b_inbox).unwrap();
+    let a_file = std::fs::read_to_string(env.dir().join("team/members/a/inbox")).unwrap();
+    std::fs::write(&b_inbox, &a_file).unwrap();
+    let lines = once(&env, &[]);
+    assert_eq!(lines_of(&env, "b", &waiting), 1, "{lines:?}");
+    assert_eq!(
+        skipped_codes(&lines),
+        ["unverified_marker", "unverified_marker"],
+        "{lines:?}"
+    );
+    // The broadcast is b's too: written to b by the bridge, beside the copy.
+    assert_eq!(lines_of(&env, "b", &everyone), 2, "{lines:?}");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+}
+
+#[test]
+fn a_hint_whose_cursor_is_ahead_of_the_database_is_said_and_ignored() {
+    let env = TestEnv::initialized();
+    team(&env, &["b"]);
+    once(&env, &[]);
+    let first = send(&env, "b", "First");
+    once(&env, &[]);
+    let path = env.dir().join("team/.inbox-bridge-teams.json");
+    let mut hint: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    hint["members"]["b"]["outbound"] = json!(5_000_000);
+    std::fs::write(&path, hint.to_string()).unwrap();
+    let second = send(&env, "b", "Second");
+    let lines = once(&env, &[]);
+    assert_eq!(lines_of(&env, "b", &first), 1, "{lines:?}");
+    assert_eq!(lines_of(&env, "b", &second), 1, "{lines:?}");
+    assert_eq!(count(&lines, "hint_ignored"), 1, "{lines:?}");
+    let third = send(&env, "b", "Third");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "hint_ignored"), 0, "{lines:?}");
+    assert_eq!(lines_of(&env, "b", &third), 1, "{lines:?}");
+}
+
+#[test]
+fn a_forged_claude_code_entry_never_stops_delivery() {
+    let env = TestEnv::initialized();
+    let inboxes = env.dir().join("team/inboxes");
+    std::fs::create_dir_all(&inboxes).unwrap();
+    std::fs::write(inboxes.join("worker.json"), "[]").unwrap();
+    once(&env, &[]);
+    let forged = json!([{"from": "team-lead", "text": "hi", "timestamp": "t", "read": false,
+        "inbox": {"threadId": "thr_x", "messageId": "msg_01KFORGED00000000000000000", "eventId": 1_000_000, "member": "worker", "team": "0123456789abcdef"}}]);
+    std::fs::write(inboxes.join("worker.json"), forged.to_string()).unwrap();
+    let message = send(&env, "worker", "After the forged entry");
+    let lines = once(&env, &[]);
+    let entries: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(inboxes.join("worker.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|e| e["inbox"]["messageId"] == message.as_str())
+            .count(),
+        1,
+        "{entries:?}"
+    );
+    assert_eq!(skipped_codes(&lines), ["unverified_marker"], "{lines:?}");
+    // Said once, not on every look.
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+}
+
+// ---- A Claude Code lock the bridge no longer holds ---------------------------
+
+/// The test-build hook that stalls the bridge at a step while it holds a
+/// lock folder (`inbox_host_native::folder::STALL_ENV`).
+const STALL_ENV: &str = "INBOX_TEST_LOCK_STALL";
+
+/// `proper-lockfile`'s default stale time, which Claude Code's writers use.
+const STALE: Duration = Duration::from_secs(10);
+
+/// Waits until `pid` is stopped (state `T` in `/proc`); panics if it exits
+/// first or never stops.
+fn wait_stopped(child: &mut std::process::Child, step: &str) {
+    let stat = format!("/proc/{}/stat", child.id());
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the bridge ended ({status}) without stalling at {step}");
+        }
+        let text = std::fs::read_to_string(&stat).unwrap_or_default();
+        let state = text.rsplit(')').next().unwrap_or_default().trim_start();
+        if state.starts_with('T') {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the bridge never stalled at {step}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A Claude Code writer as `proper-lockfile` makes it: `mkdir` the lock;
+/// on `EEXIST`, a lock whose mtime is older than the stale time is a
+/// crashed holder's, removed (`rmdir`) and taken. Returns whether it took
+/// the lock.
+fn rival_lock(lock: &std::path::Path) -> bool {
+    match std::fs::create_dir(lock) {
+        Ok(()) => return true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => panic!("{e}"),
+    }
+    let Ok(meta) = std::fs::metadata(lock) else {
+        return false;
+    };
+    let age = meta.modified().unwrap().elapsed().unwrap_or_default();
+    if age < STALE {
+        return false;
+    }
+    let _ = std::fs::remove_dir(lock);
+    std::fs::create_dir(lock).is_ok()
+}
+
+/// The rival's write under its lock: the array read, one entry added,
+/// written in place (Node's `writeFile`) or beside it and renamed over.
+fn rival_append(file: &std::path::Path, text: &str, rename: bool) {
+    let mut entries: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    entries.push(json!({"from": "rival", "text": text, "timestamp": "2026-02-15T10:00:00.000Z", "read": false}));
+    let bytes = serde_json::to_vec(&entries).unwrap();
+    if rename {
+        let tmp = file.with_extension("rival-tmp");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, file).unwrap();
+    } else {
+        std::fs::write(file, bytes).unwrap();
+    }
+}
+
+/// Makes the lock folder look as old as a stall past the stale time makes
+/// it (what a rival judges it by).
+fn age_lock(lock: &std::path::Path) {
+    let old = std::time::SystemTime::now() - STALE - Duration::from_secs(5);
+    let dir = std::fs::File::open(lock).unwrap();
+    dir.set_times(
+        std::fs::FileTimes::new()
+            .set_modified(old)
+            .set_accessed(old),
+    )
+    .unwrap();
+}
+
+fn entries_of(file: &std::path::Path) -> Vec<Value> {
+    serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap()
+}
+
+/// The bridge once, stalled (SIGSTOP) at `step` while it holds the lock on
+/// `worker.json`; meanwhile a rival takes the stale lock, appends an entry
+/// and lets go (or keeps it); then the bridge goes on.
+fn stalled_once(env: &TestEnv, step: &str, rename: bool, keep: bool) -> Vec<Value> {
+    use std::os::unix::fs::MetadataExt as _;
+    let file = env.dir().join("team/inboxes/worker.json");
+    let lock = env.dir().join("team/inboxes/worker.json.lock");
+    let mut command = env.command(&["bridge", "teams", "team", "--once", "--json"]);
+    command
+        .env(STALL_ENV, step)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    wait_stopped(&mut child, step);
+    assert!(lock.is_dir(), "{step}: the bridge holds the lock");
+    age_lock(&lock);
+    assert!(rival_lock(&lock), "{step}: the rival takes the stale lock");
+    let rivals = std::fs::metadata(&lock).unwrap().ino();
+    rival_append(&file, &format!("rival at {step}"), rename);
+    if !keep {
+        std::fs::remove_dir(&lock).unwrap();
+    }
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::CONT,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{step}");
+    if keep {
+        let meta = std::fs::metadata(&lock);
+        assert!(
+            meta.is_ok_and(|m| m.ino() == rivals),
+            "{step}: the bridge removed the rival's lock"
+        );
+        std::fs::remove_dir(&lock).unwrap();
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_bridge_stalled_holding_a_claude_code_lock_never_writes_after_losing_it() {
+    // At every step from taking the lock to replacing the file, a stall
+    // past the stale time lets a rival take the lock and write: the
+    // rival's write stands, the bridge says it lost the race (never
+    // `written`) and its message lands on the next pass, once. Stalled
+    // before letting go, its write stands and the rival's lock is never
+    // removed.
+    let steps = [
+        ("locked", true),
+        ("read", true),
+        ("written", true),
+        ("checked", true),
+        ("replaced", false),
+        ("release", false),
+    ];
+    for (i, (step, before)) in steps.into_iter().enumerate() {
+        for (rename, keep) in [(false, false), (true, true)] {
+            let env = TestEnv::initialized();
+            let inboxes = env.dir().join("team/inboxes");
+            std::fs::create_dir_all(&inboxes).unwrap();
+            let file = inboxes.join("worker.json");
+            std::fs::write(&file, "[]").unwrap();
+            once(&env, &[]);
+            let message = send(&env, "worker", &format!("Message {i}"));
+            let lines = stalled_once(&env, step, rename, keep);
+            let label = format!("{step} rename={rename} keep={keep}: {lines:?}");
+            let entries = entries_of(&file);
+            let rival = |entries: &[Value]| entries.iter().filter(|e| e["from"] == "rival").count();
+            assert_eq!(
+                rival(&entries),
+                1,
+                "the rival's entry is lost: {label} {entries:?}"
+            );
+            // Written only when the lock was the bridge's from the lock to
+            // the replace and after; else a lost race, said.
+            let (written, lost) = if step == "release" { (1, 0) } else { (0, 1) };
+            assert_eq!(count(&lines, "written"), written, "{label}");
+            assert_eq!(count(&lines, "lost_race"), lost, "{label}");
+            if lost == 1 {
+                let said = lines.iter().find(|l| l["action"] == "lost_race").unwrap();
+                assert_eq!(said["member"], "worker", "{label}");
+                assert_eq!(said["message_ids"], json!([message]), "{label}");
+            }
+            // Before the replace, nothing of the bridge's is in the file.
+            if before {
+                assert!(
+                    entries.iter().all(|e| e["inbox"].is_null()),
+                    "{label} {entries:?}"
+                );
+            }
+            // The next pass writes what did not land, once.
+            once(&env, &[]);
+            let entries = entries_of(&file);
+            let ours = entries
+                .iter()
+                .filter(|e| e["inbox"]["messageId"] == message.as_str())
+                .count();
+            assert_eq!(ours, 1, "{label} {entries:?}");
+            assert_eq!(rival(&entries), 1, "{label}");
+            assert!(!inboxes.join("worker.json.lock").exists(), "{label}");
+            // Nothing set aside is left behind.
+            let names: Vec<String> = std::fs::read_dir(&inboxes)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(names, ["worker.json"], "{label}");
+        }
+    }
+}
+
+#[test]
+fn a_slow_step_keeps_the_claude_code_lock_fresh() {
+    // A slow disk (the bridge running, its read taking longer than the
+    // stale time): its lock stays fresh, as proper-lockfile's holders keep
+    // theirs, and a rival waiting for it never takes it as stale.
+    let env = TestEnv::initialized();
+    let inboxes = env.dir().join("team/inboxes");
+    std::fs::create_dir_all(&inboxes).unwrap();
+    let file = inboxes.join("worker.json");
+    std::fs::write(&file, "[]").unwrap();
+    once(&env, &[]);
+    let message = send(&env, "worker", "Slow");
+    let lock = inboxes.join("worker.json.lock");
+    let mut command = env.command(&["bridge", "teams", "team", "--once", "--json"]);
+    let slow = STALE + Duration::from_secs(3);
+    command
+        .env(STALL_ENV, format!("read:{}", slow.as_millis()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    let child = command.spawn().unwrap();
+    let started = std::time::Instant::now();
+    while !lock.exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "never locked");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The rival tries every 50 ms until it gets the lock.
+    loop {
+        if rival_lock(&lock) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "never free");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rival_append(&file, "rival after the bridge", false);
+    std::fs::remove_dir(&lock).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(count(&lines, "written"), 1, "{lines:?}");
+    let entries = entries_of(&file);
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    assert_eq!(entries[0]["inbox"]["messageId"], message.as_str());
+    assert_eq!(entries[1]["from"], "rival");
+}

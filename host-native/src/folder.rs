@@ -15,9 +15,9 @@
 //! itself is created owner-only and refused when another user owns it. A
 //! file one level down (a team member's `members/NAME/inbox`) is
 //! reached name by name from the folder (`openat`, never through a link),
-//! and appended to under the `flock` its other writers take; a lock other
-//! programs take by creating a folder (Node's `proper-lockfile`) is taken
-//! the same way.
+//! and appended to under the `flock` its other writers take. A lock other
+//! programs take by creating a folder (Node's `proper-lockfile`), and the
+//! file written under it, are [`lock`]'s.
 //!
 //! [`Changes`] sleeps until one of the watched folders changes (inotify on
 //! Linux, a plain sleep elsewhere), a stop is asked for, or a timeout. It
@@ -32,6 +32,10 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+pub mod lock;
+
+pub use lock::{FolderLock, Replaced, STALL_ENV, stall_point};
 
 /// A folder a bridge keeps, checked to be this user's own.
 #[derive(Debug)]
@@ -479,59 +483,10 @@ impl Folder {
         // Closing `lock` releases the flock.
         Ok(())
     }
-
-    /// Takes the lock `name` the way Node's `proper-lockfile` (Claude
-    /// Code's) does: by creating a folder of that name, which only one
-    /// process can. A lock folder older than `stale` is a crashed holder's
-    /// and is taken over. Gives up (`WouldBlock`) after `patience`.
-    pub fn lock_folder(
-        &self,
-        name: &OsStr,
-        stale: Duration,
-        patience: Duration,
-    ) -> io::Result<FolderLock> {
-        let path = self.join(name);
-        let started = std::time::Instant::now();
-        loop {
-            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => return Ok(FolderLock { path }),
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
-                Err(_) => {}
-            }
-            let age = std::fs::symlink_metadata(&path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|m| m.elapsed().ok());
-            if age.is_some_and(|age| age > stale) {
-                // Removes only an empty folder: never anything planted in it.
-                let _ = std::fs::remove_dir(&path);
-                continue;
-            }
-            if started.elapsed() > patience {
-                return Err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    format!("{} is held by another process", path.display()),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
 }
 
 /// How long [`Folder::append_locked`] waits for another holder of the lock.
 const LOCK_PATIENCE: Duration = Duration::from_secs(10);
-
-/// A lock taken by [`Folder::lock_folder`], released when dropped.
-#[derive(Debug)]
-pub struct FolderLock {
-    path: PathBuf,
-}
-
-impl Drop for FolderLock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.path);
-    }
-}
 
 /// Open flags the standard library does not name.
 mod libc_flags {
@@ -824,23 +779,5 @@ mod tests {
         assert!(
             matches!(folder.can_write(free), Err(Blocked::Folder(at)) if at == temporary_name(free))
         );
-    }
-
-    #[test]
-    fn a_folder_lock_is_exclusive_and_a_stale_one_is_taken_over() {
-        let (_dir, folder) = team();
-        let name = OsStr::new("worker.json.lock");
-        let long = Duration::from_secs(60);
-        let held = folder.lock_folder(name, long, long).unwrap();
-        let short = Duration::from_millis(50);
-        let busy = folder.lock_folder(name, long, short).unwrap_err();
-        assert_eq!(busy.kind(), io::ErrorKind::WouldBlock);
-        // Its holder crashed: older than `stale`, it is taken over.
-        std::mem::forget(held);
-        std::thread::sleep(Duration::from_millis(30));
-        let taken = folder.lock_folder(name, Duration::from_millis(10), long);
-        assert!(taken.is_ok());
-        drop(taken);
-        assert!(!folder.join(name).exists());
     }
 }

@@ -17,9 +17,22 @@
 //! bridge's own, `DIR/.inbox-bridge-teams.json` (read offset, line number
 //! and file identity per member, and the outbound cursor), only bounds the
 //! work of a restart: lost or stale, the bridge scans from the start and
-//! replays. This module maps files to requests; it must never apply an
-//! inbox rule itself, and never write a member's file except by appending
-//! (seed 002) or replacing it whole under its lock (Claude Code).
+//! replays.
+//!
+//! The outbound cursor decides what a member is never sent again, so it
+//! moves only on facts the bridge checks: the database's own reads, and a
+//! line whose marker names a message the database has, with that event and
+//! thread, in that member's mailbox, written to that member (a marker is
+//! text anyone can write or copy). Anything else carrying a marker is said
+//! (`skipped`, `unverified_marker`) and moves nothing; a hint cursor ahead
+//! of the database is said (`hint_ignored`) and dropped. A Claude Code file
+//! is replaced under its lock only while the lock is still the bridge's
+//! ([`inbox_host_native::folder::lock`]); a race lost to another writer is
+//! said (`lost_race`) and its messages wait for the next pass.
+//!
+//! This module maps files to requests; it must never apply an inbox rule
+//! itself, and never write a member's file except by appending (seed 002)
+//! or replacing it whole under its lock (Claude Code).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -30,11 +43,11 @@ use std::time::Duration;
 
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, ErrorCode, EventId, Kind, Output, Request, Status};
-use inbox_host_native::folder::{Changes, Folder, ReadProblem, Woke};
+use inbox_host_native::folder::{Changes, Folder, ReadProblem, Replaced, Woke, stall_point};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::teams_line::{self, Inbound, LineProblem, MAX_LINE_BYTES, Open};
+use super::teams_line::{self, Inbound, LineProblem, MAX_LINE_BYTES, Marker, Open, Recipient};
 use super::{Bus, Lines, Stop, bridge_s_own, database_folder, folder_error, io_error, unexpected};
 use crate::args::{Global, TeamsArgs};
 
@@ -112,6 +125,9 @@ pub(crate) fn run(global: &Global, args: &TeamsArgs) -> u8 {
             Lines::safe(&bridge.bus.database)
         ),
     );
+    if let Err(error) = bridge.check_hint(&lines) {
+        return lines.fail(COMMAND, error);
+    }
     match bridge.run(args, &stop, &lines) {
         Ok(()) => {
             let why = if stop.asked() { "signal" } else { "once" };
@@ -136,7 +152,8 @@ struct Place {
     #[serde(default)]
     outbound: Option<EventId>,
     /// Claude Code: the keys of the entries applied that are still unread
-    /// (the file keeps them until the agent reads them).
+    /// (the file keeps them until the agent reads them), and of the marked
+    /// entries found not the bridge's (said once).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     applied: Vec<String>,
 }
@@ -150,6 +167,9 @@ struct Hint {
 /// The bridge's state.
 struct Teams {
     root: Folder,
+    /// The team folder's identity in the bridge's markers: a digest of its
+    /// canonical path.
+    team: String,
     layout: Layout,
     /// `DIR/members` or `DIR/inboxes`.
     folder: Folder,
@@ -174,6 +194,9 @@ struct Teams {
     replayed: bool,
     /// Thread id → the task id lines name it by.
     tasks: HashMap<String, String>,
+    /// Claude Code: per member, the keys of the entries in its file checked
+    /// to be the bridge's own (not checked again while they stay).
+    own_entries: HashMap<String, HashSet<String>>,
 }
 
 impl Teams {
@@ -185,11 +208,13 @@ impl Teams {
         let inner = args.dir.join(layout.folder());
         let folder = Folder::ensure(&inner).map_err(|e| folder_error(&inner, &e))?;
         let lock = super::lock(&root)?;
+        let team = team_id(&args.dir).map_err(|e| folder_error(&args.dir, &e))?;
         let hint = read_hint(&root);
         let database_folder = database_folder(global);
         let changes = Changes::watch(&[folder.path(), database_folder.as_path()]);
         let mut bridge = Teams {
             root,
+            team,
             layout,
             folder,
             _lock: lock,
@@ -204,6 +229,7 @@ impl Teams {
             problems: HashMap::new(),
             replayed: false,
             tasks: HashMap::new(),
+            own_entries: HashMap::new(),
         };
         bridge.start_event = bridge.bus.latest_event()?;
         Ok(bridge)
@@ -306,6 +332,100 @@ impl Teams {
         Ok(())
     }
 
+    /// Drops the hint of a member whose outbound cursor is ahead of the
+    /// database (a hint from another database, or edited): that cursor
+    /// would skip every message until the database caught up. The member's
+    /// file is read again from its start and its cursor is found again
+    /// from the checked lines there (else the bridge's start).
+    fn check_hint(&mut self, lines: &Lines) -> Result<(), EngineError> {
+        let latest = self.start_event;
+        let ahead: Vec<(String, EventId)> = self
+            .hint
+            .members
+            .iter()
+            .filter_map(|(m, p)| p.outbound.filter(|o| *o > latest).map(|o| (m.clone(), o)))
+            .collect();
+        for (member, outbound) in ahead {
+            let error = format!(
+                "the hint's outbound cursor (event {outbound}) is ahead of the database (event \
+                 {latest}); dropped: the member's file is read again from its start and its \
+                 cursor taken from the bridge's own lines there (checked), else from this start"
+            );
+            lines.action(
+                "hint_ignored",
+                json!({ "member": member, "error": error }),
+                &format!("{}: {error}", Lines::safe(&member)),
+            );
+            self.hint.members.remove(&member);
+        }
+        self.save_hint()
+    }
+
+    /// Whether `marker` (on a line of `member`'s file) names a message the
+    /// bridge wrote to `member`: the database has it, with that event and
+    /// thread, in the member's mailbox (the engine's rule of who gets what),
+    /// not taken in from a file, and the marker names this member. `Err`
+    /// says why not.
+    fn check_own(
+        &mut self,
+        member: &str,
+        marker: &Marker,
+    ) -> Result<Result<(), String>, EngineError> {
+        if marker.team != self.team {
+            return Ok(Err("it was written in another team's folder".to_owned()));
+        }
+        if marker.member != member {
+            return Ok(Err(format!(
+                "it was written to {:?}'s file, not this one",
+                marker.member
+            )));
+        }
+        let read = Request::Read(ReadRequest {
+            agent: Some(self.agent(member)),
+            include_read: true,
+            after_event: Some(marker.event_id.saturating_sub(1)),
+            limit: Some(1),
+            ..ReadRequest::default()
+        });
+        let mailbox = match self.bus.execute(read, None)? {
+            Output::Read(mailbox) => mailbox,
+            other => return Err(unexpected(&other)),
+        };
+        let found = mailbox.messages.first().filter(|m| {
+            m.message.event_id == marker.event_id
+                && m.message.message_id == marker.message_id
+                && m.message.thread_id == marker.thread_id
+        });
+        Ok(match found {
+            None => Err(format!(
+                "the database has no message {} with event {} in thread {} to this member",
+                marker.message_id, marker.event_id, marker.thread_id
+            )),
+            Some(m) if m.message.payload.contains_key(teams_line::PAYLOAD_KEY) => Err(format!(
+                "message {} was taken in from a file; the bridge never writes it back",
+                marker.message_id
+            )),
+            Some(_) => Ok(()),
+        })
+    }
+
+    /// A marked line or entry: its event when the bridge wrote it to
+    /// `at.member` (checked), else said as skipped.
+    fn own(
+        &mut self,
+        at: &Position<'_>,
+        marker: &Marker,
+        lines: &Lines,
+    ) -> Result<Option<EventId>, EngineError> {
+        match self.check_own(at.member, marker)? {
+            Ok(()) => Ok(Some(marker.event_id)),
+            Err(why) => {
+                self.report_line(at, &LineProblem::UnverifiedMarker(why), lines);
+                Ok(None)
+            }
+        }
+    }
+
     // ---- Inbound ------------------------------------------------------------
 
     /// The member's new lines (or unread entries), each applied once.
@@ -383,7 +503,7 @@ impl Teams {
     }
 
     /// One line: applied, or skipped and said why. Returns the event id of
-    /// a line the bridge wrote itself.
+    /// a line the bridge wrote itself (checked).
     fn apply_line(
         &mut self,
         at: &Position<'_>,
@@ -403,7 +523,7 @@ impl Teams {
         let owner = self.agent(at.member);
         let parsed = teams_line::parse_line(&bytes, &owner, &|n| self.agent(n));
         let inbound = match parsed {
-            Ok(Inbound::Own(event)) => return Ok(Some(event)),
+            Ok(Inbound::Own(marker)) => return self.own(at, &marker, lines),
             Ok(inbound) => inbound,
             Err(problem) => {
                 self.report_line(at, &problem, lines);
@@ -427,28 +547,42 @@ impl Teams {
         };
         let owner = self.agent(member);
         let known: HashSet<String> = self.place(member).applied.drain(..).collect();
+        let ours = self.own_entries.remove(member).unwrap_or_default();
+        let mut still_ours = HashSet::new();
         let mut applied = Vec::new();
         for (index, entry) in entries.iter().enumerate() {
             if stop.asked() {
                 // What was not looked at stays unapplied.
                 applied.extend(known.iter().cloned());
+                still_ours.extend(ours.iter().cloned());
                 break;
             }
             let at = Position {
                 member,
                 line: index as u64 + 1,
             };
+            let key = entry_key(member, entry);
             let parsed = teams_line::parse_entry(entry, &owner, &|n| self.agent(n));
-            if let Ok(Inbound::Own(event)) = parsed {
-                let place = self.place(member);
-                place.outbound = Some(place.outbound.unwrap_or(0).max(event));
-                continue;
+            let marked = if ours.contains(&key) {
+                Some(true)
+            } else {
+                self.marked_entry(&at, &parsed, known.contains(&key), lines)?
+            };
+            match marked {
+                Some(true) => {
+                    still_ours.insert(key);
+                    continue;
+                }
+                Some(false) => {
+                    applied.push(key);
+                    continue;
+                }
+                None => {}
             }
             // Read ones were delivered before the bridge saw them.
             if entry.get("read").and_then(Value::as_bool) == Some(true) {
                 continue;
             }
-            let key = entry_key(member, entry);
             if !known.contains(&key) {
                 match parsed {
                     Ok(inbound) => self.apply(&at, &inbound, &key, lines)?,
@@ -460,7 +594,39 @@ impl Teams {
         applied.sort();
         applied.dedup();
         self.place(member).applied = applied;
+        self.own_entries.insert(member.to_owned(), still_ours);
         Ok(())
+    }
+
+    /// A Claude Code entry that carries a marker, read or not, checked once
+    /// while it stays in the file (`said`: found not the bridge's before):
+    /// `Some(true)` for the bridge's own (its event moves the cursor),
+    /// `Some(false)` for another (said once). `None`: no marker.
+    fn marked_entry(
+        &mut self,
+        at: &Position<'_>,
+        parsed: &Result<Inbound, LineProblem>,
+        said: bool,
+        lines: &Lines,
+    ) -> Result<Option<bool>, EngineError> {
+        let marker = match parsed {
+            Ok(Inbound::Own(marker)) => marker,
+            Err(LineProblem::UnverifiedMarker(_)) if said => return Ok(Some(false)),
+            Err(problem @ LineProblem::UnverifiedMarker(_)) => {
+                self.report_line(at, problem, lines);
+                return Ok(Some(false));
+            }
+            _ => return Ok(None),
+        };
+        if said {
+            return Ok(Some(false));
+        }
+        let Some(event) = self.own(at, marker, lines)? else {
+            return Ok(Some(false));
+        };
+        let place = self.place(at.member);
+        place.outbound = Some(place.outbound.unwrap_or(0).max(event));
+        Ok(Some(true))
     }
 
     /// A Claude Code inbox, or `None` while it is missing or not a JSON
@@ -792,33 +958,50 @@ impl Teams {
             let from = self.member_name(&message.message.from_agent);
             written.push((message, task, from));
         }
+        let to = Recipient {
+            team: &self.team,
+            member,
+        };
         let result = match self.layout {
             Layout::Members => {
                 let bytes: Vec<Vec<u8>> = written
                     .iter()
-                    .map(|(m, task, from)| teams_line::seed_line(m, member, from, task))
+                    .map(|(m, task, from)| teams_line::seed_line(m, to, from, task))
                     .collect();
-                self.folder.append_locked(
-                    OsStr::new(member),
-                    OsStr::new(INBOX),
-                    OsStr::new(INBOX_LOCK),
-                    &bytes,
-                )
+                self.folder
+                    .append_locked(
+                        OsStr::new(member),
+                        OsStr::new(INBOX),
+                        OsStr::new(INBOX_LOCK),
+                        &bytes,
+                    )
+                    .map(|()| Replaced::Done)
             }
             Layout::Inboxes => {
                 let entries: Vec<Value> = written
                     .iter()
-                    .map(|(m, task, from)| teams_line::claude_entry(m, from, task))
+                    .map(|(m, task, from)| teams_line::claude_entry(m, to, from, task))
                     .collect();
                 self.append_entries(member, entries)
             }
         };
-        if let Err(error) = result {
-            // The member's file, not the bridge: a link planted there, a
-            // spoiled array. The messages wait (the cursor stays) and the
-            // bridge goes on with the other members.
-            self.report_file(member, "unwritable", &error.to_string(), lines);
-            return Ok(false);
+        match result {
+            Ok(Replaced::Done) => {}
+            Ok(Replaced::LostRace(error)) => {
+                // Another writer had the file: nothing is said written and
+                // the cursor stays; the next pass finds in the file what
+                // landed (the bridge's own entries, checked) and writes the
+                // rest.
+                self.report_lost_race(member, messages, &error, lines);
+                return Ok(false);
+            }
+            Err(error) => {
+                // The member's file, not the bridge: a link planted there,
+                // a spoiled array. The messages wait (the cursor stays) and
+                // the bridge goes on with the other members.
+                self.report_file(member, "unwritable", &error.to_string(), lines);
+                return Ok(false);
+            }
         }
         self.problems.remove(&format!("unwritable:{member}"));
         for (message, _, _) in &written {
@@ -827,26 +1010,32 @@ impl Teams {
         Ok(true)
     }
 
-    /// Claude Code: the array read, extended and written whole (renamed
-    /// over the file) under `<agent>.json.lock`.
-    fn append_entries(&self, member: &str, entries: Vec<Value>) -> std::io::Result<()> {
+    /// Claude Code: the array read, extended and written whole under
+    /// `<agent>.json.lock`, replaced only while that lock is still the
+    /// bridge's and the file is still what was read.
+    fn append_entries(&self, member: &str, entries: Vec<Value>) -> std::io::Result<Replaced> {
         let name = OsString::from(format!("{member}.json"));
         let mut lock = name.clone();
         lock.push(".lock");
-        let _held = self.folder.lock_folder(&lock, LOCK_STALE, LOCK_PATIENCE)?;
-        let mut all = match self.folder.read(&name, ENTRIES_MAX_BYTES) {
-            Ok((bytes, _)) if bytes.iter().all(u8::is_ascii_whitespace) => Vec::new(),
-            Ok((bytes, _)) => match serde_json::from_slice::<Value>(&bytes) {
+        let held = self.folder.lock_folder(&lock, LOCK_STALE, LOCK_PATIENCE)?;
+        let read = match self.folder.read(&name, ENTRIES_MAX_BYTES) {
+            Ok((bytes, _)) => Some(bytes),
+            Err(ReadProblem::Gone) => None,
+            Err(problem) => return Err(invalid_data(&name, &read_problem(&problem))),
+        };
+        let mut all = match read.as_deref() {
+            None => Vec::new(),
+            Some(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => Vec::new(),
+            Some(bytes) => match serde_json::from_slice::<Value>(bytes) {
                 Ok(Value::Array(all)) => all,
                 _ => return Err(invalid_data(&name, "is not a JSON array; left as it is")),
             },
-            Err(ReadProblem::Gone) => Vec::new(),
-            Err(problem) => return Err(invalid_data(&name, &read_problem(&problem))),
         };
+        stall_point("read");
         all.extend(entries);
         let mut bytes = serde_json::to_vec_pretty(&all).unwrap_or_default();
         bytes.push(b'\n');
-        self.folder.write_atomically(&name, &bytes)
+        held.replace(&name, read.as_deref(), &bytes)
     }
 
     /// The id lines name a thread by: its task id, else its thread id.
@@ -944,6 +1133,30 @@ impl Teams {
         );
     }
 
+    /// Another writer had `member`'s file: `messages` are not written now.
+    fn report_lost_race(
+        &self,
+        member: &str,
+        messages: &[MailboxMessage],
+        error: &str,
+        lines: &Lines,
+    ) {
+        let ids: Vec<&str> = messages
+            .iter()
+            .map(|m| m.message.message_id.as_str())
+            .collect();
+        lines.action(
+            "lost_race",
+            json!({ "member": member, "message_ids": ids, "error": error }),
+            &format!(
+                "{}: {} message(s) not written now, tried again on the next pass: {}",
+                Lines::safe(member),
+                ids.len(),
+                Lines::safe(error)
+            ),
+        );
+    }
+
     fn report_written(&self, member: &str, message: &MailboxMessage, lines: &Lines) {
         let kind = teams_line::seed_type(message);
         let m = &message.message;
@@ -1033,6 +1246,17 @@ fn detect(dir: &Path) -> Result<Layout, EngineError> {
             dir.display()
         ))),
     }
+}
+
+/// The team folder's identity in markers: the first 16 hex digits of the
+/// SHA-256 of its canonical path (a folder moved elsewhere is another team
+/// for the lines it had; its hint, which moves with it, still holds).
+fn team_id(dir: &Path) -> std::io::Result<String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::fs::canonicalize(dir)?;
+    let mut id = super::sha256_hex(&[path.as_os_str().as_bytes()]);
+    id.truncate(16);
+    Ok(id)
 }
 
 fn refused(message: String) -> EngineError {

@@ -8,10 +8,13 @@
 //! and turned into an [`Inbound`]: which inbox operation it asks for, with
 //! the whole original kept as the payload (`{"teams": ...}`). Outbound, an
 //! inbox message to a bridged member becomes a seed line or an entry that
-//! carries a marker (`inbox: {threadId, messageId, eventId}`), by which the
-//! bridge knows its own lines when it reads the file again. This module does
-//! no I/O and must never decide what the engine decides (who may claim,
-//! whether a transition is allowed).
+//! carries a marker (`inbox: {threadId, messageId, eventId, kind, member,
+//! team}`), by which the bridge knows its own lines when it reads the file
+//! again. A
+//! marker is only a claim (anyone can write one): this module parses it,
+//! the bridge checks it against the database. This module does no I/O and
+//! must never decide what the engine decides (who may claim, whether a
+//! transition is allowed).
 
 use inbox_engine::wire::MailboxMessage;
 use inbox_engine::{EventId, Kind, Priority};
@@ -50,6 +53,13 @@ pub(crate) enum LineProblem {
     /// Names no task, and the operation needs one.
     #[error("{0} names no taskId")]
     NoTask(&'static str),
+    /// Carries the bridge's marker, but is not a line the bridge wrote to
+    /// this member (a forged marker, a line copied from another member's or
+    /// another team's file): neither applied nor taken as the bridge's.
+    #[error(
+        "carries the bridge's marker (inbox) but is not a message the bridge wrote to this member: {0}; not applied, and no cursor moved"
+    )]
+    UnverifiedMarker(String),
 }
 
 impl LineProblem {
@@ -61,6 +71,7 @@ impl LineProblem {
             LineProblem::UnknownType(_) => "unknown_type",
             LineProblem::TooLong => "too_long",
             LineProblem::NoTask(_) => "no_task",
+            LineProblem::UnverifiedMarker(_) => "unverified_marker",
         }
     }
 }
@@ -72,11 +83,39 @@ fn schema(path: &str, problem: &str) -> LineProblem {
     }
 }
 
+/// The marker the bridge puts on a line or entry it writes: which message
+/// it is, and the member whose file it was written to. Read back, it is a
+/// claim until the database confirms it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Marker {
+    /// The message's thread.
+    pub(crate) thread_id: String,
+    /// The message.
+    pub(crate) message_id: String,
+    /// The message's event.
+    pub(crate) event_id: EventId,
+    /// The member (the folder's name) whose file it was written to.
+    pub(crate) member: String,
+    /// The team folder it was written in ([`Recipient::team`]).
+    pub(crate) team: String,
+}
+
+/// Whose file a line is written to: the member, in the team folder `team`
+/// (a digest of the folder's path, so that a line copied from another
+/// team's folder is not taken as this one's).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Recipient<'a> {
+    /// The team folder's identity.
+    pub(crate) team: &'a str,
+    /// The member's name in the folder.
+    pub(crate) member: &'a str,
+}
+
 /// What a line asks of inbox.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Inbound {
-    /// A line the bridge wrote itself (its outbound event id).
-    Own(EventId),
+    /// A line that says the bridge wrote it (to be checked).
+    Own(Marker),
     /// `task_assignment`: a new thread for `to`.
     Open(Open),
     /// `message`, `task_status_request`: into the thread of `task`, or a
@@ -154,8 +193,8 @@ pub(crate) fn parse_line(
     let Value::Object(fields) = value else {
         return Err(schema("(root)", "must be an object"));
     };
-    if let Some(event) = own_event(fields.get("content")) {
-        return Ok(Inbound::Own(event));
+    if let Some(marker) = own_marker(fields.get("content")) {
+        return marker.map(Inbound::Own);
     }
     let kind = text(&fields, "type")?.to_owned();
     let from = names(text(&fields, "from")?);
@@ -181,8 +220,8 @@ pub(crate) fn parse_entry(
     let Value::Object(fields) = entry else {
         return Err(schema("(entry)", "must be an object"));
     };
-    if let Some(event) = own_event(Some(entry)) {
-        return Ok(Inbound::Own(event));
+    if let Some(marker) = own_marker(Some(entry)) {
+        return marker.map(Inbound::Own);
     }
     let from = names(text(fields, "from")?);
     let body = text(fields, "text")?;
@@ -364,11 +403,32 @@ fn priority(content: &Map<String, Value>) -> Option<Priority> {
     })
 }
 
-/// The event id of a line or entry the bridge wrote (its `inbox` marker).
-fn own_event(holder: Option<&Value>) -> Option<EventId> {
+/// The marker of a line or entry that has one (an `inbox` field), or why
+/// it is not one the bridge writes. `None`: no marker.
+fn own_marker(holder: Option<&Value>) -> Option<Result<Marker, LineProblem>> {
     let marker = holder?.get("inbox")?;
-    marker.get("messageId")?.as_str()?;
-    marker.get("eventId")?.as_u64()
+    let unverified = |why: &str| LineProblem::UnverifiedMarker(why.to_owned());
+    let text = |name: &str| {
+        marker
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| unverified(&format!("its marker has no {name}")))
+    };
+    let parsed = (|| {
+        Ok(Marker {
+            thread_id: text("threadId")?,
+            message_id: text("messageId")?,
+            event_id: marker
+                .get("eventId")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| unverified("its marker has no eventId"))?,
+            member: text("member")?,
+            team: text("team")?,
+        })
+    })();
+    Some(parsed)
 }
 
 /// The seed type an inbox message to a member is written as.
@@ -387,7 +447,7 @@ pub(crate) fn seed_type(message: &MailboxMessage) -> &'static str {
 /// `content` of an outbound line: the seed's fields for its type, the task
 /// (the thread's task id, else its thread id, which a reply may name as
 /// `taskId`), and the bridge's marker.
-fn content(message: &MailboxMessage, task: &str) -> Map<String, Value> {
+fn content(message: &MailboxMessage, to: Recipient<'_>, task: &str) -> Map<String, Value> {
     let m = &message.message;
     let text = if m.body.is_empty() {
         m.summary.clone()
@@ -412,26 +472,34 @@ fn content(message: &MailboxMessage, task: &str) -> Map<String, Value> {
             c.insert("text".into(), text.into());
         }
     }
-    c.insert("inbox".into(), marker(message));
+    c.insert("inbox".into(), marker(message, to));
     c
 }
 
-fn marker(message: &MailboxMessage) -> Value {
+/// The marker of `message` written to `to`'s file.
+fn marker(message: &MailboxMessage, to: Recipient<'_>) -> Value {
     json!({
         "threadId": message.message.thread_id,
         "messageId": message.message.message_id,
         "eventId": message.message.event_id,
         "kind": message.message.kind.as_str(),
+        "member": to.member,
+        "team": to.team,
     })
 }
 
-/// A seed 002 line (with its newline) for `message`, written to `member`
-/// as from `from` (the sender's name in the folder).
-pub(crate) fn seed_line(message: &MailboxMessage, member: &str, from: &str, task: &str) -> Vec<u8> {
-    let to = if seed_type(message) == "team_broadcast" {
+/// A seed 002 line (with its newline) for `message`, written to `to` as
+/// from `from` (the sender's name in the folder).
+pub(crate) fn seed_line(
+    message: &MailboxMessage,
+    to: Recipient<'_>,
+    from: &str,
+    task: &str,
+) -> Vec<u8> {
+    let addressee = if seed_type(message) == "team_broadcast" {
         "all"
     } else {
-        member
+        to.member
     };
     // In the seed's order (type first), which a JSON map would sort away:
     // people and `grep` read these lines too.
@@ -440,21 +508,26 @@ pub(crate) fn seed_line(message: &MailboxMessage, member: &str, from: &str, task
         "{{\"type\":{},\"from\":{},\"to\":{},\"timestamp\":{},\"content\":{}}}\n",
         text(seed_type(message)),
         text(from),
-        text(to),
+        text(addressee),
         text(&message.message.created_at.to_string()),
-        Value::Object(content(message, task)),
+        Value::Object(content(message, to, task)),
     );
     line.into_bytes()
 }
 
-/// A Claude Code inbox entry for `message`: `text` is the seed's message
-/// (type and content, JSON-encoded, as Claude Code encodes its protocol
-/// messages) for a task, plain text otherwise.
-pub(crate) fn claude_entry(message: &MailboxMessage, from: &str, task: &str) -> Value {
+/// A Claude Code inbox entry for `message` to `to`: `text` is the seed's
+/// message (type and content, JSON-encoded, as Claude Code encodes its
+/// protocol messages) for a task, plain text otherwise.
+pub(crate) fn claude_entry(
+    message: &MailboxMessage,
+    to: Recipient<'_>,
+    from: &str,
+    task: &str,
+) -> Value {
     let m = &message.message;
     let kind = seed_type(message);
     let text = if kind == "task_assignment" {
-        let mut c = content(message, task);
+        let mut c = content(message, to, task);
         c.remove("inbox");
         // Claude Code's own task_assignment says `description`.
         if let Some(text) = c.remove("text") {
@@ -474,7 +547,7 @@ pub(crate) fn claude_entry(message: &MailboxMessage, from: &str, task: &str) -> 
         "summary": m.summary,
         "timestamp": m.created_at.to_string(),
         "read": false,
-        "inbox": marker(message),
+        "inbox": marker(message, to),
     })
 }
 
@@ -561,6 +634,46 @@ mod tests {
             "no_task"
         );
         assert_eq!(line("[]").unwrap_err().code(), "schema_violation");
+    }
+
+    #[test]
+    fn a_marker_is_a_claim_with_every_field_or_a_problem() {
+        let marked = r#"{"type":"message","from":"lead","to":"w","timestamp":"t","content":{"text":"x","inbox":{"threadId":"thr_1","messageId":"msg_1","eventId":7,"kind":"event","member":"w","team":"t1"}}}"#;
+        assert_eq!(
+            line(marked),
+            Ok(Inbound::Own(Marker {
+                thread_id: "thr_1".into(),
+                message_id: "msg_1".into(),
+                event_id: 7,
+                member: "w".into(),
+                team: "t1".into(),
+            }))
+        );
+        // Without the member or team it was written to (or any other
+        // field), or not an object: never taken as the bridge's, never
+        // applied.
+        for marker in [
+            r#"{"threadId":"thr_1","messageId":"msg_1","eventId":7}"#,
+            r#"{"threadId":"thr_1","messageId":"msg_1","eventId":7,"member":"w"}"#,
+            r#"{"threadId":"thr_1","messageId":"msg_1","eventId":"7","member":"w","team":"t1"}"#,
+            r#"{"eventId":7}"#,
+            r#""msg_1""#,
+        ] {
+            let text = format!(
+                r#"{{"type":"message","from":"lead","to":"w","timestamp":"t","content":{{"inbox":{marker}}}}}"#
+            );
+            assert_eq!(
+                line(&text).unwrap_err().code(),
+                "unverified_marker",
+                "{marker}"
+            );
+        }
+        let entry =
+            json!({"from":"lead","text":"x","timestamp":"t","read":false,"inbox":{"eventId":9}});
+        assert_eq!(
+            parse_entry(&entry, "w", &str::to_owned).unwrap_err().code(),
+            "unverified_marker"
+        );
     }
 
     #[test]
