@@ -192,6 +192,18 @@ async def test_bad_arguments_are_tool_errors_and_change_nothing():
     assert cli(folder, "show", "--thread", thread) == before
 
 
+async def test_an_unknown_tool_is_invalid_params():
+    folder = project()
+    async with Server(folder, "worker") as worker:
+        try:
+            await worker.call("launch_rockets")
+            raise AssertionError("an unknown tool was answered")
+        except MCPError as error:
+            assert error.code == -32602 and "launch_rockets" in error.message, error
+        error, listed = await worker.call("list")
+        assert not error, listed
+
+
 async def main():
     tests = [value for name, value in globals().items() if name.startswith("test_")]
     passed = failed = 0

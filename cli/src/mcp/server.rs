@@ -1,5 +1,5 @@
 //! The MCP server itself: the handshake, `tools/list` and `tools/call`
-//! over the official Rust SDK (`rmcp`) on stdio.
+//! over the official Rust SDK (`rmcp`), on the transport of [`crate::stdio`].
 //!
 //! A call becomes a request ([`catalog`]), which runs on a blocking thread
 //! through the same code the command line runs (`inbox_cli::execute`): its
@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 use inbox_cli::args::Global;
 use inbox_engine::{Output, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -179,5 +179,20 @@ impl ServerHandler for Server {
         self.call(request, context)
             .await
             .map(CallToolResponse::from)
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method: String = request.method.chars().take(100).collect();
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "Method not found: `{method}`; this server serves initialize, ping, tools/list and tools/call"
+            ),
+            None,
+        ))
     }
 }
