@@ -765,6 +765,14 @@ async fn over_postgres_concurrent_waits_share_one_listener_and_wake_for_their_an
     worker.cancel().await.unwrap();
 }
 
+/// The most waits one server runs at once, as `inbox mcp` says it
+/// (cli/src/mcp/guidance.rs); the refusal's `data` names it too, so a
+/// change there fails here.
+const WAITS_AT_ONCE: usize = 16;
+
+/// The JSON-RPC code of a refusal for a limit of the server reached.
+const LIMIT_REACHED: i32 = -32050;
+
 /// `inbox mcp --agent AGENT` as a bare process, spoken to in raw lines:
 /// what a client that gets the protocol wrong sends.
 struct Raw {
@@ -1094,6 +1102,118 @@ async fn through_the_rust_sdk_wrong_tool_calls_are_invalid_params() {
     let (error, listed) = call(&session, "list", json!({})).await;
     assert!(!error, "{listed}");
     session.cancel().await.unwrap();
+}
+
+/// Waits run beside the server's other calls, never in their way: with
+/// the most waits a server runs at once open, reads still answer, one more
+/// wait is refused at once with a JSON-RPC error that says what to do, and
+/// cancelling a wait frees its place.
+#[tokio::test(flavor = "multi_thread")]
+async fn waits_past_the_cap_are_refused_and_reads_answer_while_waits_are_open() {
+    let env = TestEnv::initialized();
+    let (lead, _) = connect(&env, "lead").await;
+    let watch = |seconds: u64| {
+        CallToolRequestParams::new("watch").with_arguments(
+            json!({"timeout_seconds": seconds})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        )
+    };
+    // More waits than the server runs at once, sent together.
+    let extra = 3;
+    let mut open = Vec::new();
+    for _ in 0..WAITS_AT_ONCE + extra {
+        let handle = lead
+            .send_cancellable_request(
+                ClientRequest::CallToolRequest(Request::new(watch(45))),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap();
+        open.push(handle);
+    }
+    // The extra ones are refused at once; the others go on waiting.
+    let mut refusals = Vec::new();
+    let began = Instant::now();
+    while refusals.len() < extra {
+        let mut waiting = Vec::new();
+        for mut handle in open {
+            match handle.rx.try_recv() {
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => waiting.push(handle),
+                Ok(Err(rmcp::service::ServiceError::McpError(error))) => refusals.push(error),
+                other => panic!("a wait answered before its time: {other:?}"),
+            }
+        }
+        open = waiting;
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "{} waits past the cap were refused, not {extra}",
+            refusals.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(open.len(), WAITS_AT_ONCE);
+    for refusal in &refusals {
+        assert_eq!(refusal.code.0, LIMIT_REACHED, "{refusal:?}");
+        assert!(refusal.message.contains("cancel one"), "{refusal:?}");
+        assert_eq!(
+            refusal.data.as_ref().map(|d| d["waits_at_once"].clone()),
+            Some(json!(WAITS_AT_ONCE)),
+            "{refusal:?}"
+        );
+    }
+    // Reads answer at once while the waits are open, several at a time.
+    let asked = Instant::now();
+    let reads: Vec<_> = (0..8)
+        .map(|i| {
+            let peer = lead.peer().clone();
+            let tool = if i % 2 == 0 { "list" } else { "fetch" };
+            tokio::spawn(async move {
+                peer.call_tool(CallToolRequestParams::new(tool).with_arguments(Default::default()))
+                    .await
+            })
+        })
+        .collect();
+    for asked in reads {
+        let (error, answer) = read(&asked.await.unwrap().unwrap());
+        assert!(!error, "{answer}");
+    }
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "reads waited behind the waits: {:?}",
+        asked.elapsed()
+    );
+    // The waits are still open, and one more is still refused.
+    for handle in &mut open {
+        assert!(handle.rx.try_recv().is_err(), "a wait answered early");
+    }
+    let refused = lead.call_tool(watch(1)).await;
+    assert!(
+        matches!(&refused, Err(rmcp::service::ServiceError::McpError(e)) if e.code.0 == LIMIT_REACHED),
+        "{refused:?}"
+    );
+    // Cancelling one wait frees its place for another.
+    open.pop().unwrap().cancel(None).await.unwrap();
+    let began = Instant::now();
+    loop {
+        match lead.call_tool(watch(0)).await {
+            Ok(result) => {
+                let (error, woke) = read(&result);
+                assert!(!error, "{woke}");
+                break;
+            }
+            Err(error) => assert!(
+                began.elapsed() < Duration::from_secs(10),
+                "the cancelled wait kept its place: {error:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for handle in open {
+        handle.cancel(None).await.unwrap();
+    }
+    lead.cancel().await.unwrap();
 }
 
 /// Closing stdin ends the server, waits and all, without waiting for them.

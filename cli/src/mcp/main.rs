@@ -29,6 +29,11 @@ mod seed;
 mod server;
 mod stdio;
 
+/// The most calls other than waits that run at once, on the runtime's
+/// blocking pool; more wait their turn (they take milliseconds). Waits
+/// run beside them, on threads of their own (see `server`).
+const CALLS_AT_ONCE: usize = 32;
+
 /// How long calls still running when the session ends may take to finish
 /// before the process exits (a write cut short rolls back whole).
 const FINISHING: Duration = Duration::from_secs(2);
@@ -62,9 +67,10 @@ fn main() -> ExitCode {
     };
     log(&format!("inbox mcp: serving as {agent} on {database}"));
     let closed = Arc::new(AtomicBool::new(false));
-    let server = server::Server::new(global, agent, &database);
+    let server = server::Server::new(global, agent, &database, Arc::clone(&closed));
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(CALLS_AT_ONCE)
         .build()
     {
         Ok(runtime) => runtime,
