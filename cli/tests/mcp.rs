@@ -984,6 +984,11 @@ fn every_bad_line_gets_its_json_rpc_error_and_the_server_serves_the_next() {
         json!(28),
         params,
     );
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"2.0","id":"no-params","method":"tools/call"}"#),
+        json!("no-params"),
+        params,
+    );
     // An argument of the wrong type is the tool's own refusal, which a
     // model can read and correct (MCP's tool execution error).
     let answer = raw.ask(
