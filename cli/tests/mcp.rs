@@ -764,3 +764,475 @@ async fn over_postgres_concurrent_waits_share_one_listener_and_wake_for_their_an
     }
     worker.cancel().await.unwrap();
 }
+
+/// The most waits one server runs at once, as `inbox mcp` says it
+/// (cli/src/mcp/guidance.rs); the refusal's `data` names it too, so a
+/// change there fails here.
+const WAITS_AT_ONCE: usize = 16;
+
+/// The JSON-RPC code of a refusal for a limit of the server reached.
+const LIMIT_REACHED: i32 = -32050;
+
+/// `inbox mcp --agent AGENT` as a bare process, spoken to in raw lines:
+/// what a client that gets the protocol wrong sends.
+struct Raw {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Raw {
+    fn start(env: &TestEnv, agent: &str) -> Raw {
+        use std::io::BufRead as _;
+        let mut child = std::process::Command::new(inbox_bin())
+            .args(["mcp", "--agent", agent])
+            .current_dir(env.dir())
+            .env_remove("INBOX_DB")
+            .env_remove("INBOX_AGENT")
+            .env_remove("INBOX_AGENT_TOKEN")
+            .env_remove("INBOX_NOW")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Raw {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Started and past the handshake.
+    fn connected(env: &TestEnv, agent: &str) -> Raw {
+        let mut raw = Raw::start(env, agent);
+        raw.send(br#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
+        let answer = raw.next();
+        assert_eq!(answer["id"], "init", "{answer}");
+        assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
+        raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        raw
+    }
+
+    /// Writes `line` and its newline.
+    fn send(&mut self, line: &[u8]) {
+        use std::io::Write as _;
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// The next line the server writes, as JSON; every answer comes within
+    /// a generous bound, or the server gave none.
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the server wrote no answer");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Writes `line` and returns the one answer it gets.
+    fn ask(&mut self, line: &[u8]) -> Value {
+        self.send(line);
+        self.next()
+    }
+
+    /// Sends a ping with `id`; the next line must be its answer, so no line
+    /// sent before it was answered.
+    fn ping_is_next(&mut self, id: u64) {
+        let answer =
+            self.ask(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#).as_bytes());
+        assert_eq!(
+            answer["id"], id,
+            "an answer came that was not the ping's: {answer}"
+        );
+        assert!(answer["result"].is_object(), "{answer}");
+    }
+
+    /// Closes stdin and returns the exit status, which must come.
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let began = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                began.elapsed() < Duration::from_secs(30),
+                "the server did not exit after stdin closed"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Asserts `answer` is a JSON-RPC error with `code` for the request `id`.
+#[track_caller]
+fn assert_error(answer: &Value, id: Value, code: i32) {
+    assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+    assert_eq!(answer.get("id"), Some(&id), "{answer}");
+    assert_eq!(answer["error"]["code"], code, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.len() > 20, "say what to do: {answer}");
+}
+
+/// Every line a client sends gets an answer, the JSON-RPC 2.0 error of its
+/// kind when it is wrong (with the request's id whenever it can be read,
+/// else `null`), and the server serves the next line; a notification is
+/// never answered, however it is wrong.
+#[test]
+fn every_bad_line_gets_its_json_rpc_error_and_the_server_serves_the_next() {
+    let env = TestEnv::initialized();
+    let mut raw = Raw::connected(&env, "worker");
+    let parse = -32700;
+    let invalid = -32600;
+    let no_method = -32601;
+    let params = -32602;
+
+    // Not JSON, cut short, not UTF-8: parse errors, id null.
+    for line in [
+        &b"not json"[..],
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/list""#,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/\xff\"}",
+    ] {
+        assert_error(&raw.ask(line), Value::Null, parse);
+    }
+    // JSON that is not a message object.
+    for line in ["42", "\"tools/list\"", "null", "true", "{}", "[]"] {
+        assert_error(&raw.ask(line.as_bytes()), Value::Null, invalid);
+    }
+    // A batch: MCP has none; each request in it is answered with its id.
+    let answer = raw.ask(
+        br#"[{"jsonrpc":"2.0","id":5,"method":"tools/list"},{"jsonrpc":"2.0","method":"notifications/initialized"},7]"#,
+    );
+    let answers = answer.as_array().unwrap_or_else(|| panic!("{answer}"));
+    assert_eq!(answers.len(), 2, "{answer}");
+    assert_error(&answers[0], json!(5), invalid);
+    assert_error(&answers[1], Value::Null, invalid);
+    // Requests that are not JSON-RPC 2.0 requests: the id comes back when
+    // it is one.
+    assert_error(
+        &raw.ask(br#"{"id":10,"method":"tools/list"}"#),
+        json!(10),
+        invalid,
+    );
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"1.0","id":"a","method":"tools/list"}"#),
+        json!("a"),
+        invalid,
+    );
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"2.0","id":{"n":1},"method":"tools/list"}"#),
+        Value::Null,
+        invalid,
+    );
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"2.0","id":11,"method":7}"#),
+        json!(11),
+        invalid,
+    );
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"2.0","method":1,"params":"bar"}"#),
+        Value::Null,
+        invalid,
+    );
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"2.0","id":12,"method":"tools/list","result":{}}"#),
+        json!(12),
+        invalid,
+    );
+    // Unknown methods, and params of the wrong shape for known ones.
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"2.0","id":20,"method":"tools/launch"}"#),
+        json!(20),
+        no_method,
+    );
+    for (id, shape) in [
+        (21, r#""params":[1]"#),
+        (22, r#""params":"list""#),
+        (23, r#""params":{"name":5}"#),
+        (24, r#""params":{"arguments":{}}"#),
+        (25, r#""params":{"name":"list","arguments":"x"}"#),
+        (26, r#""params":{"name":"list","arguments":[1]}"#),
+        (27, r#""params":{"name":"launch_rockets"}"#),
+    ] {
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call",{shape}}}"#);
+        assert_error(&raw.ask(line.as_bytes()), json!(id), params);
+    }
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"2.0","id":28,"method":"tools/list","params":{"cursor":5}}"#),
+        json!(28),
+        params,
+    );
+    assert_error(
+        &raw.ask(br#"{"jsonrpc":"2.0","id":"no-params","method":"tools/call"}"#),
+        json!("no-params"),
+        params,
+    );
+    // An argument of the wrong type is the tool's own refusal, which a
+    // model can read and correct (MCP's tool execution error).
+    let answer = raw.ask(
+        br#"{"jsonrpc":"2.0","id":29,"method":"tools/call","params":{"name":"claim","arguments":{"thread_id":5}}}"#,
+    );
+    assert_eq!(answer["id"], 29, "{answer}");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+
+    // Notifications, well-formed or not, are never answered.
+    for line in [
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":{"x":1}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
+        r#"{"method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/no_such_thing","params":[]}"#,
+        r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#,
+        r#"{"jsonrpc":"2.0","id":99,"result":{}}"#,
+        "",
+        "   ",
+    ] {
+        raw.send(line.as_bytes());
+    }
+    raw.ping_is_next(30);
+
+    // A line over the size limit is answered (with its id when it comes
+    // first) and the server reads on from the next line.
+    let big = "x".repeat(17 << 20);
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{{"name":"list","arguments":{{"label":"{big}"}}}}}}"#
+    );
+    assert_error(&raw.ask(line.as_bytes()), json!(31), invalid);
+    raw.ping_is_next(32);
+    let line =
+        format!(r#"{{"params":{{"text":"{big}"}},"jsonrpc":"2.0","id":33,"method":"ping"}}"#);
+    assert_error(&raw.ask(line.as_bytes()), Value::Null, invalid);
+    raw.ping_is_next(34);
+
+    // Through all of it, the server still serves.
+    let listed = raw.ask(br#"{"jsonrpc":"2.0","id":40,"method":"tools/list"}"#);
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{listed}"
+    );
+    let status = raw.close();
+    assert!(status.success(), "{status:?}");
+}
+
+/// A request that reuses the id of one still in flight is refused with
+/// that id (without the refusal, one of the two would never be answered);
+/// once the first is answered, its id is free again.
+#[test]
+fn a_request_reusing_an_id_in_flight_is_refused_and_the_first_is_answered() {
+    let env = TestEnv::initialized();
+    let mut raw = Raw::connected(&env, "lead");
+    raw.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"watch","arguments":{"timeout_seconds":2}}}"#);
+    let refused = raw.ask(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    assert_error(&refused, json!(1), -32600);
+    let woke = raw.next();
+    assert_eq!(woke["id"], 1, "{woke}");
+    assert!(woke["result"]["content"].is_array(), "{woke}");
+    let listed = raw.ask(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+}
+
+/// Messages before the handshake: requests are answered, a notification
+/// is ignored (it used to end the session), and the handshake still works.
+#[test]
+fn before_the_handshake_bad_lines_are_answered_and_notifications_ignored() {
+    let env = TestEnv::initialized();
+    let mut raw = Raw::start(&env, "worker");
+    assert_error(&raw.ask(b"{oops"), Value::Null, -32700);
+    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    raw.send(br#"{"jsonrpc":"2.0","id":"r","result":{}}"#);
+    let pong = raw.ask(br#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#);
+    assert_eq!(pong["id"], "p", "{pong}");
+    let answer = raw.ask(br#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#);
+    assert!(answer["result"]["serverInfo"].is_object(), "{answer}");
+}
+
+/// The same answers through the official Rust SDK's client: a request of
+/// the wrong shape for `tools/call` and an unknown tool are invalid params.
+#[tokio::test(flavor = "multi_thread")]
+async fn through_the_rust_sdk_wrong_tool_calls_are_invalid_params() {
+    use rmcp::model::{CustomRequest, ErrorCode};
+    use rmcp::service::ServiceError;
+    let env = TestEnv::initialized();
+    let (session, _) = connect(&env, "worker").await;
+    let code = |result: Result<_, ServiceError>| match result {
+        Err(ServiceError::McpError(error)) => error.code,
+        other => panic!("{other:?}"),
+    };
+    let unknown = session
+        .call_tool(CallToolRequestParams::new("launch_rockets"))
+        .await;
+    assert_eq!(code(unknown.map(|_| ())), ErrorCode::INVALID_PARAMS);
+    for params in [
+        json!({"name": "list", "arguments": "all"}),
+        json!({"name": ["list"]}),
+        json!([1, 2]),
+    ] {
+        let sent = session
+            .send_request(ClientRequest::CustomRequest(CustomRequest::new(
+                "tools/call",
+                Some(params.clone()),
+            )))
+            .await;
+        assert_eq!(
+            code(sent.map(|_| ())),
+            ErrorCode::INVALID_PARAMS,
+            "{params}"
+        );
+    }
+    // And the session goes on.
+    let (error, listed) = call(&session, "list", json!({})).await;
+    assert!(!error, "{listed}");
+    session.cancel().await.unwrap();
+}
+
+/// Waits run beside the server's other calls, never in their way: with
+/// the most waits a server runs at once open, reads still answer, one more
+/// wait is refused at once with a JSON-RPC error that says what to do, and
+/// cancelling a wait frees its place.
+#[tokio::test(flavor = "multi_thread")]
+async fn waits_past_the_cap_are_refused_and_reads_answer_while_waits_are_open() {
+    let env = TestEnv::initialized();
+    let (lead, _) = connect(&env, "lead").await;
+    let watch = |seconds: u64| {
+        CallToolRequestParams::new("watch").with_arguments(
+            json!({"timeout_seconds": seconds})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        )
+    };
+    // More waits than the server runs at once, sent together.
+    let extra = 3;
+    let mut open = Vec::new();
+    for _ in 0..WAITS_AT_ONCE + extra {
+        let handle = lead
+            .send_cancellable_request(
+                ClientRequest::CallToolRequest(Request::new(watch(45))),
+                PeerRequestOptions::no_options(),
+            )
+            .await
+            .unwrap();
+        open.push(handle);
+    }
+    // The extra ones are refused at once; the others go on waiting.
+    let mut refusals = Vec::new();
+    let began = Instant::now();
+    while refusals.len() < extra {
+        let mut waiting = Vec::new();
+        for mut handle in open {
+            match handle.rx.try_recv() {
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty) => waiting.push(handle),
+                Ok(Err(rmcp::service::ServiceError::McpError(error))) => refusals.push(error),
+                other => panic!("a wait answered before its time: {other:?}"),
+            }
+        }
+        open = waiting;
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "{} waits past the cap were refused, not {extra}",
+            refusals.len()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(open.len(), WAITS_AT_ONCE);
+    for refusal in &refusals {
+        assert_eq!(refusal.code.0, LIMIT_REACHED, "{refusal:?}");
+        assert!(refusal.message.contains("cancel one"), "{refusal:?}");
+        assert_eq!(
+            refusal.data.as_ref().map(|d| d["waits_at_once"].clone()),
+            Some(json!(WAITS_AT_ONCE)),
+            "{refusal:?}"
+        );
+    }
+    // Reads answer at once while the waits are open, several at a time.
+    let asked = Instant::now();
+    let reads: Vec<_> = (0..8)
+        .map(|i| {
+            let peer = lead.peer().clone();
+            let tool = if i % 2 == 0 { "list" } else { "fetch" };
+            tokio::spawn(async move {
+                peer.call_tool(CallToolRequestParams::new(tool).with_arguments(Default::default()))
+                    .await
+            })
+        })
+        .collect();
+    for asked in reads {
+        let (error, answer) = read(&asked.await.unwrap().unwrap());
+        assert!(!error, "{answer}");
+    }
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "reads waited behind the waits: {:?}",
+        asked.elapsed()
+    );
+    // The waits are still open, and one more is still refused.
+    for handle in &mut open {
+        assert!(handle.rx.try_recv().is_err(), "a wait answered early");
+    }
+    let refused = lead.call_tool(watch(1)).await;
+    assert!(
+        matches!(&refused, Err(rmcp::service::ServiceError::McpError(e)) if e.code.0 == LIMIT_REACHED),
+        "{refused:?}"
+    );
+    // Cancelling one wait frees its place for another.
+    open.pop().unwrap().cancel(None).await.unwrap();
+    let began = Instant::now();
+    loop {
+        match lead.call_tool(watch(0)).await {
+            Ok(result) => {
+                let (error, woke) = read(&result);
+                assert!(!error, "{woke}");
+                break;
+            }
+            Err(error) => assert!(
+                began.elapsed() < Duration::from_secs(10),
+                "the cancelled wait kept its place: {error:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for handle in open {
+        handle.cancel(None).await.unwrap();
+    }
+    lead.cancel().await.unwrap();
+}
+
+/// Closing stdin ends the server, waits and all, without waiting for them.
+#[test]
+fn closing_stdin_stops_open_waits_and_the_server_exits() {
+    let env = TestEnv::initialized();
+    let mut raw = Raw::connected(&env, "lead");
+    for id in 1..=3 {
+        raw.send(
+            format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"watch","arguments":{{"timeout_seconds":45}}}}}}"#)
+                .as_bytes(),
+        );
+    }
+    raw.ping_is_next(4);
+    let status = raw.close();
+    assert!(status.success(), "{status:?}");
+}

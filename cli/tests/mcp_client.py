@@ -192,6 +192,52 @@ async def test_bad_arguments_are_tool_errors_and_change_nothing():
     assert cli(folder, "show", "--thread", thread) == before
 
 
+WAITS_AT_ONCE = 16  # cli/src/mcp/guidance.rs; the refusal's data names it too
+LIMIT_REACHED = -32050
+
+
+async def test_waits_past_the_cap_are_refused_while_reads_answer():
+    folder = project()
+    async with Server(folder, "lead") as lead:
+        extra = 2
+        waits = [asyncio.create_task(lead.call("watch", {"timeout_seconds": 30}))
+                 for _ in range(WAITS_AT_ONCE + extra)]
+        refused = []
+        deadline = time.monotonic() + 20
+        while len(refused) < extra:
+            assert time.monotonic() < deadline, f"{len(refused)} waits refused, not {extra}"
+            await asyncio.sleep(0.05)
+            for wait in waits:
+                if wait.done():
+                    error = wait.exception()
+                    assert isinstance(error, MCPError), f"a wait answered early: {wait.result()}"
+                    refused.append(error)
+            waits = [wait for wait in waits if not wait.done()]
+        assert len(waits) == WAITS_AT_ONCE
+        for error in refused:
+            assert error.code == LIMIT_REACHED and "cancel one" in error.message, error
+            assert error.data == {"waits_at_once": WAITS_AT_ONCE}, error.data
+        asked = time.monotonic()
+        error, listed = await lead.call("list")
+        assert not error and time.monotonic() - asked < 10, listed
+        assert not any(wait.done() for wait in waits)
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+
+
+async def test_an_unknown_tool_is_invalid_params():
+    folder = project()
+    async with Server(folder, "worker") as worker:
+        try:
+            await worker.call("launch_rockets")
+            raise AssertionError("an unknown tool was answered")
+        except MCPError as error:
+            assert error.code == -32602 and "launch_rockets" in error.message, error
+        error, listed = await worker.call("list")
+        assert not error, listed
+
+
 async def main():
     tests = [value for name, value in globals().items() if name.startswith("test_")]
     passed = failed = 0

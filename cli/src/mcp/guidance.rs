@@ -17,6 +17,12 @@ use inbox_engine::Command;
 /// and a call they gave up on is lost work: its answer is thrown away.
 pub(crate) const WAIT_CAP_SECONDS: u64 = 50;
 
+/// The most waits (calls of the waiting tools) one server runs at once.
+/// Each holds a thread and a watch on the database while it waits; an
+/// agent has one or two open, and a client that opens more is refused
+/// rather than let to exhaust the host.
+pub(crate) const WAITS_AT_ONCE: usize = 16;
+
 /// How often a waiting tool tells a client that asked for progress that it
 /// is still waiting, in seconds: often enough for clients that reset their
 /// timeout on progress, rarely enough to be no traffic.
@@ -170,7 +176,7 @@ pub(crate) fn exposure(command: Command) -> Exposure {
 /// What every waiting tool's description adds: the cap and the loop.
 pub(crate) fn waiting() -> String {
     format!(
-        "It waits at most {WAIT_CAP_SECONDS} seconds per call (timeout_seconds: default and most {WAIT_CAP_SECONDS}), because agent runtimes give up on a tool call after about a minute. An answer with woke: false means nothing arrived yet and is not an error: call the tool again with after_event set to the next_event_id it returned, and repeat until woke is true. While it waits it reports progress every {PROGRESS_EVERY_SECONDS} seconds if the call asked for progress, and cancelling the call stops the wait at once."
+        "It waits at most {WAIT_CAP_SECONDS} seconds per call (timeout_seconds: default and most {WAIT_CAP_SECONDS}), because agent runtimes give up on a tool call after about a minute. An answer with woke: false means nothing arrived yet and is not an error: call the tool again with after_event set to the next_event_id it returned, and repeat until woke is true. While it waits it reports progress every {PROGRESS_EVERY_SECONDS} seconds if the call asked for progress, and cancelling the call stops the wait at once. One server runs at most {WAITS_AT_ONCE} waits at once: past that, a wait is refused at once (let one answer or cancel one)."
     )
 }
 

@@ -7,12 +7,16 @@
 //! needs are never linked into `inbox` or `orch`. The modules: [`catalog`]
 //! makes the tools from the command table, [`guidance`] holds everything
 //! the server says beyond the table, [`seed`] maps seed 004's mailbox tools
-//! onto commands, [`server`] speaks MCP. Requests run through the same code
-//! as the command line's (`inbox_cli::execute`). stdout carries the
-//! protocol and nothing else: whatever this program has to say for people
-//! goes to stderr.
+//! onto commands, [`server`] speaks MCP, [`stdio`] carries it on stdin and
+//! stdout and [`jsonrpc`] judges each line that comes in. Requests run
+//! through the same code as the command line's (`inbox_cli::execute`).
+//! stdout carries the protocol and nothing else: whatever this program has
+//! to say for people goes to stderr.
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use inbox_cli::args::Global;
 use inbox_engine::EngineError;
@@ -20,8 +24,19 @@ use rmcp::ServiceExt;
 
 mod catalog;
 mod guidance;
+mod jsonrpc;
 mod seed;
 mod server;
+mod stdio;
+
+/// The most calls other than waits that run at once, on the runtime's
+/// blocking pool; more wait their turn (they take milliseconds). Waits
+/// run beside them, on threads of their own (see `server`).
+const CALLS_AT_ONCE: usize = 32;
+
+/// How long calls still running when the session ends may take to finish
+/// before the process exits (a write cut short rolls back whole).
+const FINISHING: Duration = Duration::from_secs(2);
 
 inbox_cli::c_allocator!();
 
@@ -51,9 +66,11 @@ fn main() -> ExitCode {
         Err(error) => return refuse(error),
     };
     log(&format!("inbox mcp: serving as {agent} on {database}"));
-    let server = server::Server::new(global, agent, &database);
+    let closed = Arc::new(AtomicBool::new(false));
+    let server = server::Server::new(global, agent, &database, Arc::clone(&closed));
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(CALLS_AT_ONCE)
         .build()
     {
         Ok(runtime) => runtime,
@@ -64,7 +81,7 @@ fn main() -> ExitCode {
         }
     };
     let served = runtime.block_on(async {
-        let running = match server.serve(rmcp::transport::stdio()).await {
+        let running = match server.serve(stdio::Stdio::open(closed)).await {
             Ok(running) => running,
             // Nothing that speaks MCP is on the other end (stdin closed,
             // or not a handshake): a usage error, not a failure of inbox.
@@ -83,6 +100,9 @@ fn main() -> ExitCode {
                 message: format!("the MCP session stopped: {error}"),
             })
     });
+    // Not a plain drop, which would wait for a read of stdin still blocked
+    // on a thread (when stdin is not a pipe) until the client closes it.
+    runtime.shutdown_timeout(FINISHING);
     match served {
         Ok(_) => ExitCode::SUCCESS,
         Err(error) => refuse(error),

@@ -1,31 +1,37 @@
 //! The MCP server itself: the handshake, `tools/list` and `tools/call`
-//! over the official Rust SDK (`rmcp`) on stdio.
+//! over the official Rust SDK (`rmcp`), on the transport of [`crate::stdio`].
 //!
-//! A call becomes a request ([`catalog`]), which runs on a blocking thread
+//! A call becomes a request ([`catalog`]), which runs off the async runtime
 //! through the same code the command line runs (`inbox_cli::execute`): its
 //! own connection to the database, opened for the call and closed after it,
 //! a wait blocked by the same watcher, no transaction held while it waits.
-//! The answer is the JSON `--json` prints, as the tool's text; a refusal is
-//! a tool error (`isError: true`) with the same JSON. While a wait runs,
-//! progress goes to a client that asked for it, and the client's
-//! cancellation stops the wait. This module must never decide what a call
-//! means; that is the catalog's and the engine's.
+//! Calls run on the runtime's blocking pool, waits on threads of their
+//! own, at most [`WAITS_AT_ONCE`] at once, so that open waits never keep a
+//! read or a write waiting. The answer is the JSON `--json` prints, as the
+//! tool's text; a refusal is a tool error (`isError: true`) with the same
+//! JSON. While a wait runs, progress goes to a client that asked for it,
+//! and the client's cancellation, or stdin closing, stops the wait. This
+//! module must never decide what a call means; that is the catalog's and
+//! the engine's.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use inbox_cli::args::Global;
-use inbox_engine::{Output, Response};
+use inbox_engine::{Call, Output, Response};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tokio::sync::oneshot;
 
 use crate::catalog::ToolSpec;
-use crate::guidance::{self, PROGRESS_EVERY_SECONDS};
+use crate::guidance::{self, PROGRESS_EVERY_SECONDS, WAITS_AT_ONCE};
+use crate::jsonrpc::LIMIT_REACHED;
 
 /// The server: who it acts as, where, and its tools.
 pub(crate) struct Server {
@@ -38,12 +44,22 @@ pub(crate) struct Server {
     instructions: String,
     tools: Vec<ToolSpec>,
     listed: Vec<Tool>,
+    /// How many waits run now (see [`Server::start`]).
+    waits: Arc<AtomicUsize>,
+    /// Set once stdin has closed: every wait stops.
+    closed: Arc<AtomicBool>,
 }
 
 impl Server {
     /// A server acting as `agent` (the name in `global`) on the database
-    /// `global` names, which `database` describes for people.
-    pub(crate) fn new(global: Global, agent: String, database: &str) -> Server {
+    /// `global` names, which `database` describes for people; `closed` is
+    /// set once its client has closed stdin.
+    pub(crate) fn new(
+        global: Global,
+        agent: String,
+        database: &str,
+        closed: Arc<AtomicBool>,
+    ) -> Server {
         let tools = crate::catalog::tools();
         let listed = tools
             .iter()
@@ -62,6 +78,8 @@ impl Server {
             agent,
             tools,
             listed,
+            waits: Arc::new(AtomicUsize::new(0)),
+            closed,
         }
     }
 
@@ -82,11 +100,7 @@ impl Server {
             Ok(call) => call,
             Err(refusal) => return Ok(answer(&refusal)),
         };
-        let global = Arc::clone(&self.global);
-        let cancelled = context.ct.clone();
-        let mut running = tokio::task::spawn_blocking(move || {
-            inbox_cli::execute(&global, call, Some(&|| cancelled.is_cancelled()))
-        });
+        let mut running = self.start(tool, call, &context)?;
         let progress = context.meta.get_progress_token().filter(|_| tool.waits());
         let started = Instant::now();
         let every = Duration::from_secs(PROGRESS_EVERY_SECONDS);
@@ -112,16 +126,107 @@ impl Server {
                 Ok(answer(&response))
             }
             // The client cancelled the call and no longer waits for an
-            // answer; this one only ends the request.
+            // answer (or closed stdin); this one only ends the request.
             Ok(None) => Err(ErrorData::invalid_request(
-                format!("{} was cancelled by the client", tool.name),
+                if self.closed.load(Ordering::SeqCst) {
+                    format!("{} stopped: the client closed stdin", tool.name)
+                } else {
+                    format!("{} was cancelled by the client", tool.name)
+                },
                 None,
             )),
-            Err(error) => Err(ErrorData::internal_error(
-                format!("{} stopped unexpectedly: {error}", tool.name),
+            Err(_) => Err(ErrorData::internal_error(
+                format!(
+                    "{} stopped unexpectedly (see the server's stderr)",
+                    tool.name
+                ),
                 None,
             )),
         }
+    }
+
+    /// Starts `call` off the async runtime; its response comes on the
+    /// receiver (`None` when it was stopped). A call stops when the client
+    /// cancels it or closes stdin.
+    ///
+    /// A wait runs on a thread of its own, never on the blocking pool that
+    /// every other call runs on: however many waits are open, a read or a
+    /// write finds a thread at once. Waits are bounded instead: past
+    /// [`WAITS_AT_ONCE`] one is refused at once, and a wait's place is free
+    /// again as soon as its thread has stopped.
+    fn start(
+        &self,
+        tool: &ToolSpec,
+        call: Call,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<oneshot::Receiver<Option<Response>>, ErrorData> {
+        let global = Arc::clone(&self.global);
+        let cancelled = context.ct.clone();
+        let closed = Arc::clone(&self.closed);
+        let stop = move || cancelled.is_cancelled() || closed.load(Ordering::SeqCst);
+        let (done, finished) = oneshot::channel();
+        if !tool.waits() {
+            tokio::task::spawn_blocking(move || {
+                let _ = done.send(inbox_cli::execute(&global, call, Some(&stop)));
+            });
+            return Ok(finished);
+        }
+        let place = WaitPlace::take(&self.waits).ok_or_else(|| self.too_many_waits(&tool.name))?;
+        std::thread::Builder::new()
+            .name("inbox-mcp-wait".into())
+            .spawn(move || {
+                let response = inbox_cli::execute(&global, call, Some(&stop));
+                drop(place);
+                let _ = done.send(response);
+            })
+            .map_err(|error| {
+                ErrorData::internal_error(
+                    format!("{} cannot start a thread to wait on: {error}", tool.name),
+                    None,
+                )
+            })?;
+        Ok(finished)
+    }
+}
+
+impl Server {
+    /// The refusal of a wait past [`WAITS_AT_ONCE`].
+    fn too_many_waits(&self, tool: &str) -> ErrorData {
+        let waiting: Vec<&str> = self
+            .tools
+            .iter()
+            .filter(|tool| tool.waits())
+            .map(|tool| tool.name.as_str())
+            .collect();
+        ErrorData::new(
+            LIMIT_REACHED,
+            format!(
+                "{tool} refused: this server already runs {WAITS_AT_ONCE} waits ({}), the most it runs at once. Let one of them answer or cancel one, then call {tool} again; other tools are not limited by this",
+                waiting.join(", ")
+            ),
+            Some(serde_json::json!({ "waits_at_once": WAITS_AT_ONCE })),
+        )
+    }
+}
+
+/// A place among the [`WAITS_AT_ONCE`] waits a server runs at once, held
+/// by a wait's thread until it stops.
+struct WaitPlace(Arc<AtomicUsize>);
+
+impl WaitPlace {
+    fn take(waits: &Arc<AtomicUsize>) -> Option<WaitPlace> {
+        waits
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |open| {
+                (open < WAITS_AT_ONCE).then_some(open + 1)
+            })
+            .ok()
+            .map(|_| WaitPlace(Arc::clone(waits)))
+    }
+}
+
+impl Drop for WaitPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -179,5 +284,20 @@ impl ServerHandler for Server {
         self.call(request, context)
             .await
             .map(CallToolResponse::from)
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let method: String = request.method.chars().take(100).collect();
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "Method not found: `{method}`; this server serves initialize, ping, tools/list and tools/call"
+            ),
+            None,
+        ))
     }
 }
