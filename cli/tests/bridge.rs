@@ -974,3 +974,33 @@ fn another_user_s_files_are_refused_even_in_a_shared_folder() {
         "Secret"
     );
 }
+
+/// A folder holding more descriptors than the bridge keeps names of at
+/// once (a page) is gone through whole, in name order, each once, with the
+/// refused ones among them finished too.
+#[test]
+fn a_folder_larger_than_a_page_is_gone_through_whole_in_name_order() {
+    let env = TestEnv::initialized();
+    let dir = drop_dir(&env);
+    let count = 700;
+    for i in 0..count {
+        let text = if i % 100 == 7 {
+            "not json".to_owned()
+        } else {
+            prompt(&format!("task {i}"))
+        };
+        write(&dir, &format!("t-{i:04}.task.json"), &text);
+    }
+    let run = once(&env);
+    assert_eq!(run.status, 0, "{run}");
+    let lines = actions(&run);
+    let order: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["descriptor"].as_str())
+        .collect();
+    let expected: Vec<String> = (0..count).map(|i| format!("t-{i:04}.task.json")).collect();
+    assert_eq!(order, expected, "each descriptor once, in name order");
+    let refused = lines.iter().filter(|l| l["action"] == "refused").count();
+    assert_eq!(refused, 7, "{lines:?}");
+    assert_eq!(thread_count(&env), count - 7);
+}

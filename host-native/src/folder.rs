@@ -28,7 +28,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read as _, Write as _};
-use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -113,6 +113,30 @@ impl Identity {
             chunk.copy_from_slice(&field);
         }
         bytes
+    }
+}
+
+/// A page of a folder's names ([`Folder::names_after`]).
+#[derive(Debug)]
+pub struct NamePage {
+    /// The names, in byte order.
+    pub names: Vec<OsString>,
+    /// Whether more names follow the last one.
+    pub more: bool,
+}
+
+impl NamePage {
+    /// Whether `name` falls within the range of names this page looked at
+    /// (after `after`, up to its last name when more follow): a name in it
+    /// but not on the page is no longer in the folder.
+    pub fn covers(&self, after: Option<&OsStr>, name: &OsStr) -> bool {
+        let name = name.as_bytes();
+        after.is_none_or(|after| name > after.as_bytes())
+            && (!self.more
+                || self
+                    .names
+                    .last()
+                    .is_some_and(|last| name <= last.as_bytes()))
     }
 }
 
@@ -219,6 +243,42 @@ impl Folder {
             .collect();
         names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
         Ok(names)
+    }
+
+    /// The first `limit` names in byte order after `after` (all names when
+    /// `None`) that end with `suffix`. Whatever the folder holds (other
+    /// users may fill a shared one), at most `limit` names are kept at
+    /// once: a caller goes through a large folder a page at a time.
+    pub fn names_after(
+        &self,
+        suffix: &str,
+        after: Option<&OsStr>,
+        limit: usize,
+    ) -> io::Result<NamePage> {
+        use std::collections::BinaryHeap;
+        let mut smallest: BinaryHeap<Vec<u8>> = BinaryHeap::with_capacity(limit + 1);
+        let mut more = false;
+        for entry in std::fs::read_dir(&self.path)? {
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name().into_vec();
+            let wanted = name.len() > suffix.len()
+                && name.ends_with(suffix.as_bytes())
+                && after.is_none_or(|after| name.as_slice() > after.as_bytes());
+            if !wanted {
+                continue;
+            }
+            smallest.push(name);
+            if smallest.len() > limit {
+                smallest.pop();
+                more = true;
+            }
+        }
+        let names = smallest
+            .into_sorted_vec()
+            .into_iter()
+            .map(OsString::from_vec)
+            .collect();
+        Ok(NamePage { names, more })
     }
 
     /// `name`'s path in the folder.
@@ -779,5 +839,30 @@ mod tests {
         assert!(
             matches!(folder.can_write(free), Err(Blocked::Folder(at)) if at == temporary_name(free))
         );
+    }
+
+    #[test]
+    fn names_come_a_page_at_a_time_in_byte_order() {
+        let (dir, folder) = team();
+        for name in ["b.x", "a.x", "d.x", "c.x", "e.x", "skip.y", ".x"] {
+            std::fs::write(dir.path().join("members").join(name), "").unwrap();
+        }
+        let mut seen = Vec::new();
+        let mut after: Option<OsString> = None;
+        loop {
+            let page = folder.names_after(".x", after.as_deref(), 2).unwrap();
+            assert!(page.names.len() <= 2);
+            for name in &page.names {
+                assert!(page.covers(after.as_deref(), name));
+            }
+            seen.extend(page.names.iter().cloned());
+            if !page.more {
+                assert!(page.covers(after.as_deref(), OsStr::new("zzz.x")));
+                break;
+            }
+            assert!(!page.covers(after.as_deref(), OsStr::new("zzz.x")));
+            after = page.names.last().cloned();
+        }
+        assert_eq!(seen, ["a.x", "b.x", "c.x", "d.x", "e.x"]);
     }
 }

@@ -48,6 +48,11 @@ const SETTLE: Duration = Duration::from_secs(2);
 /// result message, at most a 1 MiB body plus its payload).
 const RESULT_MAX_BYTES: u64 = 4 << 20;
 
+/// How many names of the folder the bridge holds at once: a folder with
+/// more is gone through a page at a time, so a shared folder that other
+/// users fill with names costs the bridge time, never unbounded memory.
+const PAGE: usize = 256;
+
 /// Runs the bridge until it is stopped, or once with `--once`.
 pub(crate) fn run(global: &Global, args: &FileDropArgs) -> u8 {
     let lines = Lines::new(global.json);
@@ -106,8 +111,13 @@ struct FileDrop {
     cursor: Option<EventId>,
     /// Descriptors cut short, left for a later look.
     settling: bool,
-    /// Descriptors whose files could not be written, by name.
+    /// Descriptors whose files could not be written, by name (at most
+    /// [`PAGE`]: past that the first is forgotten, and said again when next
+    /// seen).
     stuck: BTreeMap<OsString, Stuck>,
+    /// Where the next look at the folder starts: after the last name of a
+    /// page that had more after it, or at the first name.
+    page_after: Option<OsString>,
     /// How long a stuck descriptor that did not change is left alone.
     retry: Duration,
 }
@@ -152,6 +162,7 @@ impl FileDrop {
             cursor: None,
             settling: false,
             stuck: BTreeMap::new(),
+            page_after: None,
             retry: Duration::from_millis(args.run.poll_ms).max(Duration::from_secs(1)),
         };
         // The cursor first, then the files: a thread that finishes in
@@ -175,9 +186,16 @@ impl FileDrop {
                 first = false;
             }
             self.write_outcomes(lines)?;
+            if stop.asked() {
+                return Ok(());
+            }
+            // The rest of a folder larger than a page, before any sleep.
+            if self.page_after.is_some() {
+                continue;
+            }
             // `--once` still waits for a file being written to settle: it
             // is there, only not finished.
-            if (args.run.once && !self.settling) || stop.asked() {
+            if args.run.once && !self.settling {
                 return Ok(());
             }
             let timeout = if self.settling {
@@ -213,20 +231,35 @@ impl FileDrop {
         Ok(())
     }
 
-    /// Every descriptor in the folder, in name order, until a stop.
+    /// The next page of descriptors in the folder, in name order, until a
+    /// stop. A folder that holds more than a page is gone through a page
+    /// per call, so that whatever other users drop into a shared folder,
+    /// the bridge keeps at most [`PAGE`] names at once.
     fn ingest(&mut self, stop: &Stop, lines: &Lines) -> Result<(), EngineError> {
-        self.settling = false;
-        let names = match self.folder.names_ending(descriptor::SUFFIX) {
-            Ok(names) => names,
+        if self.page_after.is_none() {
+            self.settling = false;
+        }
+        let after = self.page_after.take();
+        let page = match self
+            .folder
+            .names_after(descriptor::SUFFIX, after.as_deref(), PAGE)
+        {
+            Ok(page) => page,
             // Removed meanwhile: recreated on the next turn.
             Err(_) => return Ok(()),
         };
+        // Forget what was stuck under names that are gone.
         self.stuck.retain(|name, _| {
-            names
-                .binary_search_by(|n| n.as_bytes().cmp(name.as_bytes()))
-                .is_ok()
+            !page.covers(after.as_deref(), name)
+                || page
+                    .names
+                    .binary_search_by(|n| n.as_bytes().cmp(name.as_bytes()))
+                    .is_ok()
         });
-        for name in names {
+        if page.more {
+            self.page_after = page.names.last().cloned();
+        }
+        for name in page.names {
             if stop.asked() {
                 break;
             }
@@ -455,6 +488,9 @@ impl FileDrop {
         let fields = json!({
             "descriptor": file.shown, "thread_id": thread, "code": code, "error": error
         });
+        if self.stuck.len() >= PAGE && !self.stuck.contains_key(file.name) {
+            self.stuck.pop_first();
+        }
         self.stuck.insert(
             file.name.to_owned(),
             Stuck {
@@ -485,9 +521,24 @@ impl FileDrop {
 
     /// The `.result` files of dispatched descriptors without an outcome.
     fn read_following(&mut self) {
-        let Ok(names) = self.folder.names_ending(".task.json.result") else {
-            return;
-        };
+        let mut after: Option<OsString> = None;
+        loop {
+            let Ok(page) = self
+                .folder
+                .names_after(".task.json.result", after.as_deref(), PAGE)
+            else {
+                return;
+            };
+            after = page.more.then(|| page.names.last().cloned()).flatten();
+            self.follow_results(page.names);
+            if after.is_none() {
+                return;
+            }
+        }
+    }
+
+    /// [`FileDrop::read_following`] for one page of `.result` files.
+    fn follow_results(&mut self, names: Vec<OsString>) {
         for result in names {
             // Only the bridge's own: another user's could name any thread.
             let Ok(read) = self.folder.read_file(&result, RESULT_MAX_BYTES) else {
