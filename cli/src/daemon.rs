@@ -27,11 +27,13 @@
 //! whose line was not all sent runs it itself. The line carries the call's
 //! deadline on `CLOCK_MONOTONIC` ([`deadline`]): the daemon neither begins
 //! nor commits the call at or after it, nor once its command hung up. The
-//! command waits for its answer until [`COMMIT_MARGIN`] past that deadline,
-//! and only then, or when the daemon closed the connection (it closes one
-//! only when done with its call, or when it will never run it), says the
-//! call may or may not have run: by then it has been applied or it never
-//! will be.
+//! command says the call may or may not have run only when the daemon
+//! closed the connection (it closes one only when done with its call, or
+//! when it will never run it), or once it waited until [`COMMIT_MARGIN`]
+//! past that deadline and then took SQLite's write lock, which a commit
+//! under way holds until every reader sees it: either way the call has
+//! been applied for all to see or never will be. (If the lock stays
+//! held, the command says a commit begun in time may yet finish.)
 //!
 //! Trust: the command uses the socket only if it is a socket (not a link)
 //! owned by its user, and both ends check that the other is a process of
@@ -212,29 +214,33 @@ pub(crate) fn hand_over(on: Target<'_>, call: &Call, clock: &HostClock) -> Hande
         Ok((Answer::Refused(_), _)) => Handed::NotRun,
         Ok((Answer::Expired(why), _)) => Handed::Failed(expired(&socket, &why)),
         Ok((Answer::Ran(ran), json)) => Handed::Ran(Answered { json, ran, socket }),
-        Err(unanswered) if unanswered.ran => Handed::Failed(ran_unread(&socket, &unanswered.why)),
-        Err(unanswered) => {
-            // A connection that failed otherwise than by its end may still
-            // be the daemon's: wait out its deadline before saying anything.
-            if !unanswered.settled
-                && let Some(left) = gives_up.left()
-            {
-                std::thread::sleep(left);
-            }
-            Handed::Failed(lost(&socket, &unanswered.why, call))
-        }
+        Err(unanswered) => Handed::Failed(unanswered.error(&socket, &db.path, gives_up, call)),
     }
+}
+
+/// Takes SQLite's write lock on the database at `db` and lets it go: a
+/// commit under way (the daemon's, begun before its call's deadline) holds
+/// it until every reader can see what it wrote. Whether the lock was had,
+/// within SQLite's busy budget.
+fn no_commit_under_way(db: &Path) -> bool {
+    let Ok((store, _)) = inbox_host_native::open::open_existing(db, None) else {
+        return false;
+    };
+    let had = store
+        .connection()
+        .execute_batch("BEGIN IMMEDIATE; ROLLBACK")
+        .is_ok();
+    store.leave_for_exit();
+    had
 }
 
 /// Why no usable answer came.
 struct Unanswered {
     why: String,
-    /// Whether the call's fate is settled: the daemon closed the
-    /// connection or began to answer (it does either only once it is done
-    /// with the call or will never run it), or the wait ran out (past the
-    /// deadline, the call is applied or never will be). Not for any other
-    /// failure to read.
-    settled: bool,
+    /// Whether the daemon closed the connection or began to answer: it
+    /// does either only once it is done with the call or will never run
+    /// it. Not when the wait ran out, nor for any other failure to read.
+    closed: bool,
     /// Whether the daemon said it ran the call before its answer failed.
     ran: bool,
 }
@@ -242,37 +248,59 @@ struct Unanswered {
 impl Unanswered {
     /// The daemon closed the connection first.
     fn closed() -> Unanswered {
-        Unanswered::settled("closed the connection before answering")
+        Unanswered::answered("closed the connection before answering")
     }
 
-    /// A failure after which the call's fate is settled: `why`.
-    fn settled(why: &str) -> Unanswered {
+    /// The daemon answered, or closed the connection, but `why`.
+    fn answered(why: &str) -> Unanswered {
         Unanswered {
             why: why.into(),
-            settled: true,
+            closed: true,
             ran: false,
         }
     }
 
     /// A read failed with `error`; `got`: after a byte of the answer came.
     fn failed(error: &std::io::Error, got: bool) -> Unanswered {
-        match error.kind() {
-            ErrorKind::TimedOut => Unanswered::settled(&format!(
+        let why = match error.kind() {
+            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => return Unanswered::closed(),
+            ErrorKind::TimedOut => format!(
                 "gave no answer within {} s",
                 answer_wait().saturating_add(COMMIT_MARGIN).as_secs()
-            )),
-            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => Unanswered::closed(),
-            _ => Unanswered {
-                why: format!("its answer could not be read ({error})"),
-                settled: got,
-                ran: false,
-            },
+            ),
+            _ => format!("its answer could not be read ({error})"),
+        };
+        Unanswered {
+            why,
+            closed: got,
+            ran: false,
         }
     }
 
     /// After the daemon said it ran the call.
     fn after_running(self) -> Unanswered {
         Unanswered { ran: true, ..self }
+    }
+
+    /// What the command says about `call`, sent to the daemon at `socket`
+    /// for the database at `db`, when its answer failed and its wait was
+    /// until `gives_up`.
+    fn error(self, socket: &Path, db: &Path, gives_up: Moment, call: &Call) -> EngineError {
+        if self.ran {
+            return ran_unread(socket, &self.why);
+        }
+        // The daemon closed the connection: done with the call, or it
+        // never will run it. Otherwise only time settles it: past the
+        // deadline, nothing begins or commits it, and a commit begun
+        // before holds SQLite's write lock until all can see it. A read
+        // changes nothing either way.
+        let settled = self.closed || call.request.effect() == Effect::Read || {
+            if let Some(left) = gives_up.left() {
+                std::thread::sleep(left);
+            }
+            no_commit_under_way(db)
+        };
+        lost(socket, &self.why, settled, call)
     }
 }
 
@@ -291,13 +319,13 @@ fn read_answer(stream: &UnixStream, gives_up: Moment) -> Result<(Answer, String)
         Err(e) => Err(Unanswered::failed(&e, from.get_ref().get_ref().got)),
     };
     let answer = serde_json::from_slice::<Answer>(&line()?)
-        .map_err(|_| Unanswered::settled("its answer was not one this build writes"))?;
+        .map_err(|_| Unanswered::answered("its answer was not one this build writes"))?;
     if !matches!(answer, Answer::Ran(_)) {
         return Ok((answer, String::new()));
     }
     let json = line()
         .and_then(|line| {
-            String::from_utf8(line).map_err(|_| Unanswered::settled("its response was not text"))
+            String::from_utf8(line).map_err(|_| Unanswered::answered("its response was not text"))
         })
         .and_then(one_object)
         .map_err(Unanswered::after_running)?;
@@ -310,7 +338,7 @@ fn one_object(json: String) -> Result<String, Unanswered> {
     if json.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(&json).is_ok() {
         Ok(json)
     } else {
-        Err(Unanswered::settled(
+        Err(Unanswered::answered(
             "its response was not one this build writes",
         ))
     }
@@ -371,21 +399,31 @@ fn answer_wait() -> Duration {
 }
 
 /// A call sent to the daemon at `socket` that got no usable answer: it may
-/// have run, and never will after this, so the command must not run it
-/// again; what the user can do depends on the call.
-fn lost(socket: &Path, why: &str, call: &Call) -> EngineError {
+/// have run, so the command must not run it again. `settled`: it never
+/// will after this (else a commit begun in time may still be finishing, as
+/// the database stayed locked). What the user can do depends on the call.
+fn lost(socket: &Path, why: &str, settled: bool, call: &Call) -> EngineError {
+    let when = if settled {
+        "it will not run after this"
+    } else {
+        "it will not begin after this, but the database was still locked for writing when \
+         the command stopped waiting, so a commit it began in time may yet finish"
+    };
+    let look = "look before running it again (inbox show, inbox list); a write given an \
+                --idempotency-key can be run again safely with the same key";
     let next = if call.request.effect() == Effect::Read {
         "it changes nothing, so run it again"
     } else if call.idempotency_key.is_some() {
         "run it again with the same --idempotency-key: if it ran, the rerun answers with its \
          first outcome and applies nothing twice"
+    } else if settled {
+        look
     } else {
-        "look before running it again (inbox show, inbox list); a write given an \
-         --idempotency-key can be run again safely with the same key"
+        &format!("once the other writers are done, {look}")
     };
     took_but(
         socket,
-        &format!("{why}, so it may or may not have run; it will not run after this: {next}"),
+        &format!("{why}, so it may or may not have run; {when}: {next}"),
     )
 }
 
@@ -538,7 +576,7 @@ mod tests {
         let failed = read_answer(&far, at).err().unwrap();
         assert!(at.passed());
         assert!(failed.why.contains("no answer"), "{}", failed.why);
-        assert!(failed.settled);
+        assert!(!failed.closed, "the wait ran out");
         // What came before is still read after the moment.
         let (mut near, far) = UnixStream::pair().unwrap();
         near.write_all(b"{\"refused\":\"no\"}\n").unwrap();

@@ -562,6 +562,32 @@ fn a_call_whose_command_gave_up_never_runs_later() {
 }
 
 #[test]
+fn a_command_that_gives_up_while_the_database_is_locked_says_a_commit_may_yet_finish() {
+    let env = TestEnv::initialized();
+    let daemon = Daemon::start(&env, &[]);
+    daemon.signal(Signal::STOP);
+    // Another process holds SQLite's write lock past the command's wait:
+    // the command cannot tell that no commit of its call is under way.
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let output = live(&env, &SEND).env(WAIT_ENV, "1000").output().unwrap();
+    holder.execute_batch("ROLLBACK").unwrap();
+    let (status, lost) = finished(&output);
+    assert_eq!(status, 50, "{lost}");
+    assert!(message(&lost).contains("may or may not have run"), "{lost}");
+    assert!(message(&lost).contains("may yet finish"), "{lost}");
+    assert!(
+        message(&lost).contains("once the other writers are done"),
+        "{lost}"
+    );
+    // Nor does it begin later.
+    daemon.signal(Signal::CONT);
+    assert!(thread_ids(&env).is_empty());
+    assert_eq!(threads_alone(&env), 0);
+    assert_eq!(daemon.stop(), (0, 1));
+}
+
+#[test]
 fn a_call_whose_command_was_killed_while_it_waited_never_runs() {
     let env = TestEnv::initialized();
     let daemon = Daemon::start(&env, &[]);
