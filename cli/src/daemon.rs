@@ -486,16 +486,27 @@ fn ours(socket: &Path) -> bool {
 }
 
 /// Connects to the daemon's socket at `socket`, if it is a socket of this
-/// user, a process of this user listens on it, and it can be given a
-/// deadline to take the call.
+/// user and a process of this user listens on it. Connecting, then sending
+/// the call, each wait at most [`SEND_WAIT`]: a daemon too busy to take
+/// connections (its queue full, or stopped) has run nothing, and the
+/// command runs the call itself.
 fn connect(socket: &Path) -> Option<UnixStream> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType, sockopt};
     if !ours(socket) {
         return None;
     }
-    let stream = UnixStream::connect(socket).ok()?;
-    same_user(&stream).then_some(())?;
-    stream.set_write_timeout(Some(SEND_WAIT)).ok()?;
-    Some(stream)
+    let address = SocketAddrUnix::new(socket).ok()?;
+    let stream = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .ok()?;
+    sockopt::set_socket_timeout(&stream, sockopt::Timeout::Send, Some(SEND_WAIT)).ok()?;
+    rustix::net::connect(&stream, &address).ok()?;
+    let stream = UnixStream::from(stream);
+    same_user(&stream).then_some(stream)
 }
 
 /// Whether the process at the other end of `stream` runs as this user.
@@ -565,6 +576,32 @@ mod tests {
         drop(near);
         let mut from = BufReader::new((&far).take(8));
         assert_eq!(read_line(&mut from).unwrap(), None);
+    }
+
+    /// A daemon whose queue of connections is full is not waited for.
+    #[test]
+    fn a_full_queue_is_waited_for_a_few_seconds_only() {
+        use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("coord.db-daemon");
+        let listener = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        rustix::net::bind(&listener, &SocketAddrUnix::new(&socket).unwrap()).unwrap();
+        rustix::net::listen(&listener, 0).unwrap();
+        let queued: Vec<_> = std::iter::from_fn(|| {
+            let started = std::time::Instant::now();
+            let stream = connect(&socket);
+            assert!(started.elapsed() < SEND_WAIT * 4);
+            stream
+        })
+        .take(8)
+        .collect();
+        assert!(!queued.is_empty() && queued.len() < 8, "{}", queued.len());
     }
 
     /// A read waits until its moment and not past it, by the deadline's
