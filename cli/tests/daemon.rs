@@ -1,7 +1,9 @@
 //! `inbox daemon`: commands hand their calls to a real daemon process over
 //! its socket and answer exactly as they would alone; whatever is at the
 //! socket's place that is not this user's live daemon is passed over or
-//! refused, and a call sent without an answer is never run twice.
+//! refused; a call sent without an answer is never run twice, and never
+//! after its command gave up or went away; no connection, however slowly
+//! it sends or reads, holds up another command.
 //!
 //! The commands here run without `INBOX_NOW`: a test build's chosen clock
 //! keeps a command from handing its call over (the daemon runs on the
@@ -753,4 +755,55 @@ fn a_lost_call_says_what_to_do_for_its_kind() {
         assert_eq!(status, 0, "{sent}");
     }
     assert_eq!(threads_alone(&env), 1);
+}
+
+/// `command` run in a time namespace of its own whose monotonic clock is
+/// `offset` seconds off this one's (`unshare --time`, root only); `None`
+/// where that cannot be done here.
+fn on_another_clock(command: &Command, offset: i64) -> Option<Command> {
+    let offset = offset.to_string();
+    let can = Command::new("unshare")
+        .args(["--time", "--monotonic", &offset, "true"])
+        .status()
+        .is_ok_and(|status| status.success());
+    if !can {
+        return None;
+    }
+    let mut moved = Command::new("unshare");
+    moved
+        .args(["--time", "--monotonic", &offset, "--"])
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => moved.env(key, value),
+            None => moved.env_remove(key),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        moved.current_dir(dir);
+    }
+    Some(moved)
+}
+
+#[test]
+fn a_command_on_another_clock_runs_its_call_itself() {
+    let env = TestEnv::initialized();
+    let daemon = Daemon::start(&env, &[]);
+    // Behind: its deadline would look long past to the daemon; ahead: far
+    // off. Either way the daemon cannot judge it, and runs nothing.
+    for offset in [-100, 100_000] {
+        let Some(mut command) = on_another_clock(&live(&env, &SEND), offset) else {
+            eprintln!("skipped: no time namespace here (needs root and unshare --time)");
+            return;
+        };
+        let (status, sent) = finished(&command.output().unwrap());
+        assert_eq!(status, 0, "{sent}");
+    }
+    assert_eq!(threads_alone(&env), 2);
+    assert_eq!(
+        daemon.stop(),
+        (0, 0),
+        "the commands ran their calls themselves"
+    );
 }
