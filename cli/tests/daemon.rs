@@ -614,28 +614,37 @@ fn a_call_whose_command_was_killed_while_it_waited_never_runs() {
 }
 
 #[test]
-fn a_call_that_began_in_time_is_not_committed_past_its_deadline() {
+fn calls_held_up_past_their_deadline_are_neither_committed_nor_begun() {
     let env = TestEnv::initialized();
     let daemon = Daemon::start(&env, &[]);
     // Another process holds SQLite's write lock: the daemon begins the
-    // call at once and waits for the lock (a slow write), past the call's
-    // deadline but within SQLite's busy budget.
+    // first call at once and waits for the lock (a slow write), past the
+    // call's deadline but within SQLite's busy budget; the second call
+    // waits in the queue behind it, past its own deadline too.
     let holder = rusqlite::Connection::open(env.db()).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let command = live(&env, &SEND)
-        .env(WAIT_ENV, "1000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let commands: Vec<Child> = (0..2)
+        .map(|_| {
+            let command = live(&env, &SEND)
+                .env(WAIT_ENV, "1000")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            command
+        })
+        .collect();
     std::thread::sleep(Duration::from_millis(2500));
     holder.execute_batch("ROLLBACK").unwrap();
-    let (status, refused) = finished(&command.wait_with_output().unwrap());
-    assert_eq!(status, 50, "{refused}");
-    // Not "may or may not": the daemon said it did not, and never will.
-    assert_eq!(refused["error"]["code"], "storage_busy", "{refused}");
-    assert!(message(&refused).contains("never will"), "{refused}");
-    assert!(message(&refused).contains("run it again"), "{refused}");
+    for command in commands {
+        let (status, refused) = finished(&command.wait_with_output().unwrap());
+        assert_eq!(status, 50, "{refused}");
+        // Not "may or may not": the daemon said it did not, and never will.
+        assert_eq!(refused["error"]["code"], "storage_busy", "{refused}");
+        assert!(message(&refused).contains("never will"), "{refused}");
+        assert!(message(&refused).contains("run it again"), "{refused}");
+    }
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(threads_alone(&env), 0);
     // And the next call runs as usual.
