@@ -13,23 +13,35 @@
 //! the `sqlite3` shell and the wasm package keep working beside it.
 //!
 //! The protocol, on `<db>-daemon`, a Unix socket next to the database: the
-//! command writes one line, `{"protocol", "build", "request",
-//! "idempotency_key", "agent_token"}`, and reads back either
+//! command writes one line, `{"protocol", "build", "clock", "deadline",
+//! "request", "idempotency_key", "agent_token"}`, and reads back either
 //! `{"ran": {"exit", "changed", "now", "durability"}}` followed by a line
-//! with the response in the JSON contract, or `{"refused": "why"}` when the
-//! daemon ran nothing (another build of inbox, the database replaced and
-//! not reopened); the command then runs the call itself. A call is only
+//! with the response in the JSON contract; or `{"refused": "why"}` when the
+//! daemon ran nothing (another build of inbox, another clock, the database
+//! replaced and not reopened), and the command then runs the call itself;
+//! or `{"expired": "why"}` when the daemon did not run the call and never
+//! will, because its deadline passed first, and the command says so.
+//!
+//! Run at most once, and never after the command gave up: a call is only
 //! run once its whole line (newline included) has arrived, so a command
-//! whose line was not all sent may run it itself; once it was, an answer
-//! that never comes is an error saying the command may have run, never a
-//! second run.
+//! whose line was not all sent runs it itself. The line carries the call's
+//! deadline on `CLOCK_MONOTONIC` ([`deadline`]): the daemon neither begins
+//! nor commits the call at or after it, nor once its command hung up. The
+//! command says the call may or may not have run only when the daemon
+//! closed the connection (it closes one only when done with its call, or
+//! when it will never run it), or once it waited until [`COMMIT_MARGIN`]
+//! past that deadline and then took SQLite's write lock, which a commit
+//! under way holds until every reader sees it: either way the call has
+//! been applied for all to see or never will be. (If the lock stays
+//! held, the command says a commit begun in time may yet finish.)
 //!
 //! Trust: the command uses the socket only if it is a socket (not a link)
 //! owned by its user, and both ends check that the other is a process of
 //! the same user (`SO_PEERCRED`) before a byte is read. Every line is read
-//! with a bound; the daemon gives each connection a few seconds, so a
-//! stalled client holds nobody up for long. The daemon never replaces a file
-//! it did not make: only a dead daemon's socket.
+//! with a bound; the daemon gives each connection a few seconds and never
+//! waits for one ([`connection`]), so a stalled command holds nobody up.
+//! The daemon never replaces a file it did not make: only a dead daemon's
+//! socket.
 //!
 //! Handed over: `inbox`'s reading and writing commands on an SQLite file,
 //! with the built-in engine. A wait (`watch`, `wait-reply`) would hold the
@@ -37,40 +49,52 @@
 //! (whose worktrees run git beside the command) and a test build's
 //! `INBOX_NOW`. This module must never apply an inbox rule or change a call.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::io::{BufRead as _, BufReader, ErrorKind, Read, Write as _};
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use inbox_engine::{Call, Effect, EngineError, Executor as _, Response, Timestamp};
-use inbox_host_native::{Durability, HostClock, open};
+use inbox_engine::{Call, Effect, EngineError, Response, StoreError, StoreErrorKind, Timestamp};
+use inbox_host_native::{Durability, HostClock};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
-use crate::args::Global;
 use crate::{Executed, Target};
+
+mod connection;
+mod deadline;
+mod serve;
+
+pub(crate) use serve::run;
+
+use deadline::Moment;
 
 /// The socket's name is the database's with this suffix.
 pub(crate) const SUFFIX: &str = "-daemon";
 
 /// The protocol's name and version, the first thing a daemon checks.
-const PROTOCOL: &str = "inbox-daemon/1";
-
-/// The longest call line a daemon reads: a message's largest body, payload
-/// and artifacts, escaped, fit many times over.
-const CALL_MAX_BYTES: u64 = 16 << 20;
+const PROTOCOL: &str = "inbox-daemon/2";
 
 /// The longest answer line a command reads.
 const ANSWER_MAX_BYTES: u64 = 256 << 20;
 
-/// How long a command waits for its answer: longer than a write can wait
-/// for SQLite's lock (`open::BUSY_BUDGET`), with room for a queue.
-const ANSWER_WAIT: Duration = Duration::from_secs(60);
+/// How long a daemon may take to begin and commit a call: longer than a
+/// write can wait for SQLite's lock (`open::BUSY_BUDGET`), with room for a
+/// queue. The call's deadline is this long after the command sent it.
+const ANSWER_WAIT: Duration = Duration::from_secs(55);
 
-/// How long a daemon gives one connection to send its call or take its
-/// answer.
-const CONNECTION_WAIT: Duration = Duration::from_secs(5);
+/// How long past the deadline a command still waits for its answer: room
+/// for a commit the daemon began just before the deadline to finish (and
+/// its answer to come), so that when the command gives up, the call has
+/// either been applied for all to see or never will be.
+const COMMIT_MARGIN: Duration = Duration::from_secs(5);
+
+/// How long a command gives the daemon to take its call line.
+const SEND_WAIT: Duration = connection::CONNECTION_WAIT;
+
+/// In a test build only (as `INBOX_NOW`): a shorter [`ANSWER_WAIT`], in
+/// milliseconds, so that tests can see a deadline pass.
+const WAIT_ENV: &str = "INBOX_DAEMON_WAIT_MS";
 
 /// What a command sends: the call, its request as the engine's wire
 /// writes it (`R`: the request itself when written, its raw JSON when
@@ -80,6 +104,10 @@ struct Ask<R> {
     protocol: String,
     /// The executable's identity ([`build`]): only the same build answers.
     build: String,
+    /// The clock `deadline` is on ([`deadline::clock`]).
+    clock: String,
+    /// When the daemon may no longer begin or commit the call.
+    deadline: Moment,
     request: R,
     idempotency_key: Option<String>,
     agent_token: Option<String>,
@@ -91,6 +119,9 @@ struct Ask<R> {
 enum Answer {
     /// Nothing was run; the command runs the call itself.
     Refused(String),
+    /// Nothing was run, and nothing ever will be: the call's deadline
+    /// passed (or its command went away) before it could run or commit.
+    Expired(String),
     /// The call ran.
     Ran(Ran),
 }
@@ -130,7 +161,8 @@ impl Answered {
                 durability: Durability::parse(&self.ran.durability)?.as_str(),
             })
         };
-        executed().ok_or_else(|| lost(&self.socket, "its answer was not one this build writes"))
+        executed()
+            .ok_or_else(|| ran_unread(&self.socket, "its response was not one this build writes"))
     }
 }
 
@@ -140,8 +172,10 @@ pub(crate) enum Handed {
     NotRun,
     /// The daemon ran it.
     Ran(Answered),
-    /// The call was sent and no answer came: it may have run.
-    Lost(EngineError),
+    /// The call was sent and the command ends with this error: no answer
+    /// came (it may have run, and never will after this), or the daemon
+    /// said it never will.
+    Failed(EngineError),
 }
 
 /// The socket of the database at `db`.
@@ -164,57 +198,277 @@ pub(crate) fn hand_over(on: Target<'_>, call: &Call, clock: &HostClock) -> Hande
         return Handed::NotRun;
     }
     let socket = socket_path(&db.path);
-    let Some(mut stream) = connect(&socket) else {
+    let Some(stream) = connect(&socket) else {
         return Handed::NotRun;
     };
-    let Some(line) = ask_line(call) else {
+    let deadline = Moment::now().after(answer_wait());
+    let Some(line) = ask_line(call, deadline) else {
         return Handed::NotRun;
     };
     // A line not all sent cannot have run: the daemon runs whole lines.
-    if stream.write_all(&line).is_err() {
+    if (&stream).write_all(&line).is_err() {
         return Handed::NotRun;
     }
-    let lost = |why: &str| Handed::Lost(lost(&socket, why));
-    let mut stream = BufReader::new((&stream).take(ANSWER_MAX_BYTES));
-    let mut line = || match read_line(&mut stream) {
-        Ok(Some(line)) => Ok(line),
-        Ok(None) => Err(lost("closed the connection before answering")),
-        Err(e) => Err(lost(&format!("its answer could not be read ({e})"))),
-    };
-    let ran = match line().map(|header| serde_json::from_slice::<Answer>(&header)) {
-        Err(lost) => return lost,
-        Ok(Ok(Answer::Refused(_))) => return Handed::NotRun,
-        Ok(Ok(Answer::Ran(ran))) => ran,
-        Ok(Err(_)) => return lost("its answer was not one this build writes"),
-    };
-    let json = match line().map(String::from_utf8) {
-        Err(lost) => return lost,
-        Ok(Ok(json)) => json,
-        Ok(Err(_)) => return lost("its answer was not text"),
-    };
-    // One JSON object, as the contract promises, without decoding it.
-    if !json.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(&json).is_err() {
-        return lost("its answer was not one this build writes");
+    let gives_up = deadline.after(COMMIT_MARGIN);
+    match read_answer(&stream, gives_up) {
+        Ok((Answer::Refused(_), _)) => Handed::NotRun,
+        Ok((Answer::Expired(why), _)) => Handed::Failed(expired(&socket, &why)),
+        Ok((Answer::Ran(ran), json)) => Handed::Ran(Answered { json, ran, socket }),
+        Err(unanswered) => Handed::Failed(unanswered.error(&socket, &db.path, gives_up, call)),
     }
-    Handed::Ran(Answered { json, ran, socket })
+}
+
+/// Takes SQLite's write lock on the database at `db` and lets it go: a
+/// commit under way (the daemon's, begun before its call's deadline) holds
+/// it until every reader can see what it wrote. Whether the lock was had,
+/// within SQLite's busy budget.
+fn no_commit_under_way(db: &Path) -> bool {
+    let Ok((store, _)) = inbox_host_native::open::open_existing(db, None) else {
+        return false;
+    };
+    let had = store
+        .connection()
+        .execute_batch("BEGIN IMMEDIATE; ROLLBACK")
+        .is_ok();
+    store.leave_for_exit();
+    had
+}
+
+/// Why no usable answer came.
+struct Unanswered {
+    why: String,
+    /// Whether the daemon closed the connection or began to answer: it
+    /// does either only once it is done with the call or will never run
+    /// it. Not when the wait ran out, nor for any other failure to read.
+    closed: bool,
+    /// Whether the daemon said it ran the call before its answer failed.
+    ran: bool,
+}
+
+impl Unanswered {
+    /// The daemon closed the connection first.
+    fn closed() -> Unanswered {
+        Unanswered::answered("closed the connection before answering")
+    }
+
+    /// The daemon answered, or closed the connection, but `why`.
+    fn answered(why: &str) -> Unanswered {
+        Unanswered {
+            why: why.into(),
+            closed: true,
+            ran: false,
+        }
+    }
+
+    /// A read failed with `error`; `got`: after a byte of the answer came.
+    fn failed(error: &std::io::Error, got: bool) -> Unanswered {
+        let why = match error.kind() {
+            ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => return Unanswered::closed(),
+            ErrorKind::TimedOut => format!(
+                "gave no answer within {} s",
+                answer_wait().saturating_add(COMMIT_MARGIN).as_secs()
+            ),
+            _ => format!("its answer could not be read ({error})"),
+        };
+        Unanswered {
+            why,
+            closed: got,
+            ran: false,
+        }
+    }
+
+    /// After the daemon said it ran the call.
+    fn after_running(self) -> Unanswered {
+        Unanswered { ran: true, ..self }
+    }
+
+    /// What the command says about `call`, sent to the daemon at `socket`
+    /// for the database at `db`, when its answer failed and its wait was
+    /// until `gives_up`.
+    fn error(self, socket: &Path, db: &Path, gives_up: Moment, call: &Call) -> EngineError {
+        if self.ran {
+            return ran_unread(socket, &self.why);
+        }
+        // The daemon closed the connection: done with the call, or it
+        // never will run it. Otherwise only time settles it: past the
+        // deadline, nothing begins or commits it, and a commit begun
+        // before holds SQLite's write lock until all can see it. A read
+        // changes nothing either way.
+        let settled = self.closed || call.request.effect() == Effect::Read || {
+            if let Some(left) = gives_up.left() {
+                std::thread::sleep(left);
+            }
+            no_commit_under_way(db)
+        };
+        lost(socket, &self.why, settled, call)
+    }
+}
+
+/// Reads the daemon's answer until `gives_up`: the answer and, when the
+/// call ran, its response.
+fn read_answer(stream: &UnixStream, gives_up: Moment) -> Result<(Answer, String), Unanswered> {
+    let until = Until {
+        stream,
+        at: gives_up,
+        got: false,
+    };
+    let mut from = BufReader::new(until.take(ANSWER_MAX_BYTES));
+    let mut line = || match read_line(&mut from) {
+        Ok(Some(line)) => Ok(line),
+        Ok(None) => Err(Unanswered::closed()),
+        Err(e) => Err(Unanswered::failed(&e, from.get_ref().get_ref().got)),
+    };
+    let answer = serde_json::from_slice::<Answer>(&line()?)
+        .map_err(|_| Unanswered::answered("its answer was not one this build writes"))?;
+    if !matches!(answer, Answer::Ran(_)) {
+        return Ok((answer, String::new()));
+    }
+    let json = line()
+        .and_then(|line| {
+            String::from_utf8(line).map_err(|_| Unanswered::answered("its response was not text"))
+        })
+        .and_then(one_object)
+        .map_err(Unanswered::after_running)?;
+    Ok((answer, json))
+}
+
+/// `json` if it is one JSON object, as the contract promises (checked
+/// without decoding it).
+fn one_object(json: String) -> Result<String, Unanswered> {
+    if json.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(&json).is_ok() {
+        Ok(json)
+    } else {
+        Err(Unanswered::answered(
+            "its response was not one this build writes",
+        ))
+    }
+}
+
+/// A connection read until a moment on the deadline's clock: each read
+/// waits at most until then (what has already come is still read after
+/// it), and then fails with `TimedOut`.
+struct Until<'a> {
+    stream: &'a UnixStream,
+    at: Moment,
+    /// Whether a byte came.
+    got: bool,
+}
+
+impl Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            // A socket's timeout is counted in the kernel's ticks: the
+            // deadline's own clock says when it has passed.
+            let left = self.at.left();
+            let tick = Duration::from_millis(1);
+            let wait = left.unwrap_or(tick).max(tick);
+            self.stream.set_read_timeout(Some(wait))?;
+            match Read::read(&mut self.stream, buf) {
+                Ok(n) => {
+                    self.got |= n > 0;
+                    return Ok(n);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) =>
+                {
+                    if left.is_none() {
+                        return Err(ErrorKind::TimedOut.into());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// The wait before a call's deadline: [`ANSWER_WAIT`], or in a test build
+/// a shorter one from [`WAIT_ENV`].
+fn answer_wait() -> Duration {
+    let chosen = || {
+        let ms = std::env::var(WAIT_ENV).ok()?.parse().ok()?;
+        Some(Duration::from_millis(ms).min(ANSWER_WAIT))
+    };
+    if cfg!(debug_assertions) {
+        chosen().unwrap_or(ANSWER_WAIT)
+    } else {
+        ANSWER_WAIT
+    }
 }
 
 /// A call sent to the daemon at `socket` that got no usable answer: it may
-/// have run, so the command must not run it again.
-fn lost(socket: &Path, why: &str) -> EngineError {
-    EngineError::Store(inbox_engine::StoreError::other(format!(
-        "the inbox daemon at {} took the command but {why}, so it may or may not have run; \
-         look before running it again (inbox show, inbox list), or give writes an \
-         --idempotency-key so that a rerun is safe",
+/// have run, so the command must not run it again. `settled`: it never
+/// will after this (else a commit begun in time may still be finishing, as
+/// the database stayed locked). What the user can do depends on the call.
+fn lost(socket: &Path, why: &str, settled: bool, call: &Call) -> EngineError {
+    let when = if settled {
+        "it will not run after this"
+    } else {
+        "it will not begin after this, but the database was still locked for writing when \
+         the command stopped waiting, so a commit it began in time may yet finish"
+    };
+    let look = "look before running it again (inbox show, inbox list); a write given an \
+                --idempotency-key can be run again safely with the same key";
+    let next = if call.request.effect() == Effect::Read {
+        "it changes nothing, so run it again"
+    } else if call.idempotency_key.is_some() {
+        "run it again with the same --idempotency-key: if it ran, the rerun answers with its \
+         first outcome and applies nothing twice"
+    } else if settled {
+        look
+    } else {
+        &format!("once the other writers are done, {look}")
+    };
+    took_but(
+        socket,
+        &format!("{why}, so it may or may not have run; {when}: {next}"),
+    )
+}
+
+/// The daemon at `socket` said it ran the call, and then `why`: the call
+/// ran, so it must not be run again.
+fn ran_unread(socket: &Path, why: &str) -> EngineError {
+    took_but(
+        socket,
+        &format!(
+            "ran it, and then {why}: look at what it did (inbox show, inbox list) rather than \
+             run it again"
+        ),
+    )
+}
+
+/// The daemon at `socket` took the command, but `what` (which says what
+/// to do): a storage error (exit 50).
+fn took_but(socket: &Path, what: &str) -> EngineError {
+    EngineError::Store(StoreError::other(format!(
+        "the inbox daemon at {} took the command but {what}",
         socket.display()
     )))
 }
 
-/// The line that asks a daemon to run `call`.
-fn ask_line(call: &Call) -> Option<Vec<u8>> {
+/// The daemon at `socket` said it did not run the call and never will:
+/// nothing was written, and it may be run again (exit 50, `storage_busy`).
+fn expired(socket: &Path, why: &str) -> EngineError {
+    EngineError::Store(StoreError::new(
+        StoreErrorKind::Busy,
+        format!(
+            "the inbox daemon at {} did not run the command and never will: {}; nothing was \
+             written, so run it again",
+            socket.display(),
+            why
+        ),
+    ))
+}
+
+/// The line that asks a daemon to run `call` before `deadline`.
+fn ask_line(call: &Call, deadline: Moment) -> Option<Vec<u8>> {
     let ask = Ask {
         protocol: PROTOCOL.into(),
         build: build(),
+        clock: deadline::clock(),
+        deadline,
         request: &call.request,
         idempotency_key: call.idempotency_key.clone(),
         agent_token: call.agent_token.clone(),
@@ -232,17 +486,27 @@ fn ours(socket: &Path) -> bool {
 }
 
 /// Connects to the daemon's socket at `socket`, if it is a socket of this
-/// user, a process of this user listens on it, and it can be given a
-/// deadline.
+/// user and a process of this user listens on it. Connecting, then sending
+/// the call, each wait at most [`SEND_WAIT`]: a daemon too busy to take
+/// connections (its queue full, or stopped) has run nothing, and the
+/// command runs the call itself.
 fn connect(socket: &Path) -> Option<UnixStream> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType, sockopt};
     if !ours(socket) {
         return None;
     }
-    let stream = UnixStream::connect(socket).ok()?;
-    same_user(&stream).then_some(())?;
-    stream.set_read_timeout(Some(ANSWER_WAIT)).ok()?;
-    stream.set_write_timeout(Some(CONNECTION_WAIT)).ok()?;
-    Some(stream)
+    let address = SocketAddrUnix::new(socket).ok()?;
+    let stream = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .ok()?;
+    sockopt::set_socket_timeout(&stream, sockopt::Timeout::Send, Some(SEND_WAIT)).ok()?;
+    rustix::net::connect(&stream, &address).ok()?;
+    let stream = UnixStream::from(stream);
+    same_user(&stream).then_some(stream)
 }
 
 /// Whether the process at the other end of `stream` runs as this user.
@@ -258,19 +522,14 @@ fn same_user(_: &UnixStream) -> bool {
     false
 }
 
-/// A connection read through a buffer, limited to the bytes it may send.
-type Limited<'a> = BufReader<std::io::Take<&'a UnixStream>>;
-
-/// One line from `from` (a stream limited to the bytes it may send), its
-/// newline dropped; `None` at the end of the stream before a whole line.
-fn read_line(from: &mut Limited<'_>) -> std::io::Result<Option<Vec<u8>>> {
+/// One line from `from` (limited to the bytes it may send), its newline
+/// dropped; `None` at the end of the stream before a whole line.
+fn read_line<R: Read>(from: &mut BufReader<std::io::Take<R>>) -> std::io::Result<Option<Vec<u8>>> {
     let mut line = Vec::new();
     from.read_until(b'\n', &mut line)?;
     if line.last() != Some(&b'\n') {
         return if from.get_ref().limit() == 0 {
-            Err(std::io::Error::other(
-                "longer than a call or an answer may be",
-            ))
+            Err(std::io::Error::other("longer than an answer may be"))
         } else {
             Ok(None)
         };
@@ -297,304 +556,11 @@ fn build() -> String {
     }
 }
 
-/// `inbox daemon`: serves the database `global` names until SIGINT or
-/// SIGTERM, and returns the exit code.
-pub(crate) fn run(global: &Global) -> u8 {
-    let fail = |error: EngineError| {
-        let response = Response::failure(Some("daemon".into()), error);
-        crate::finish(&response, global.json, None, &[])
-    };
-    let db = match crate::database::Database::resolve(global).0 {
-        crate::database::Database::File(db) => db,
-        crate::database::Database::Postgres { .. } => {
-            return fail(EngineError::InvalidValue {
-                field: "db".into(),
-                problem: "names a PostgreSQL database; `inbox daemon` keeps an SQLite file \
-                          open (commands on PostgreSQL already talk to its server): name an \
-                          SQLite file with --db"
-                    .into(),
-            });
-        }
-    };
-    match Daemon::start(db.path) {
-        Ok(daemon) => daemon.serve(global.json),
-        Err(error) => fail(error),
-    }
-}
-
-/// A daemon serving one database.
-struct Daemon {
-    db: PathBuf,
-    socket: PathBuf,
-    listener: UnixListener,
-    /// The socket file as bound (device, inode): only that file is
-    /// removed at the end.
-    bound: (u64, u64),
-    /// The warm engine; `None` after the database was replaced and could
-    /// not be reopened.
-    served: Option<Served>,
-    build: String,
-    /// Calls run, for the line said at the end.
-    ran: u64,
-    /// SIGINT and SIGTERM.
-    stop: crate::bridge::Stop,
-}
-
-/// The engine over the database, and what the file recorded when it was
-/// opened.
-struct Served {
-    engine: crate::runner::Runner,
-    /// The schema and durability the file recorded when it was opened.
-    recorded: open::Recorded,
-}
-
-impl Daemon {
-    /// Opens the database and listens on its socket.
-    fn start(db: PathBuf) -> Result<Daemon, EngineError> {
-        let build = build();
-        if build.is_empty() {
-            return Err(refused(
-                "cannot identify its own executable (/proc/self/exe)",
-            ));
-        }
-        if !cfg!(target_os = "linux") {
-            return Err(refused(
-                "needs Linux, to check which user a connection comes from",
-            ));
-        }
-        let stop = crate::bridge::Stop::register()
-            .map_err(|e| refused(&format!("cannot catch SIGINT and SIGTERM ({e})")))?;
-        let served = Served::open(&db)?;
-        let socket = socket_path(&db);
-        let listener = listen(&socket)?;
-        let bound =
-            identity(&socket).map_err(|e| refused(&format!("{}: {e}", socket.display())))?;
-        Ok(Daemon {
-            db,
-            socket,
-            listener,
-            bound,
-            served: Some(served),
-            build,
-            ran: 0,
-            stop,
-        })
-    }
-
-    /// Answers connections one at a time until a stop is asked for, then
-    /// removes the socket. One at a time: every call is a short
-    /// transaction, and one connection keeps SQLite's write lock free of
-    /// races between this database's commands.
-    fn serve(mut self, json: bool) -> u8 {
-        self.say_serving(json);
-        while !self.stop.asked() {
-            use rustix::event::{PollFd, PollFlags, poll};
-            let stop_fd = self.stop.fd();
-            let mut fds = [
-                PollFd::new(&self.listener, PollFlags::IN),
-                PollFd::new(&stop_fd, PollFlags::IN),
-            ];
-            if poll(&mut fds, None).is_err() || self.stop.asked() {
-                continue;
-            }
-            if let Ok((stream, _)) = self.listener.accept() {
-                self.answer(stream);
-            }
-        }
-        self.remove_socket();
-        crate::output::stderr(&format!(
-            "inbox daemon: stopped after running {} commands\n",
-            self.ran
-        ));
-        0
-    }
-
-    /// The first line, on stdout: which database, on which socket.
-    fn say_serving(&self, json: bool) {
-        let line = if json {
-            crate::output::success_json(
-                Some("daemon"),
-                serde_json::json!({
-                    "database": self.db.display().to_string(),
-                    "socket": self.socket.display().to_string(),
-                }),
-            )
-        } else {
-            format!(
-                "serving {} to inbox commands at {}; stop with Ctrl-C\n",
-                crate::terminal::safe(&self.db.display().to_string()),
-                crate::terminal::safe(&self.socket.display().to_string()),
-            )
-        };
-        let _ = crate::output::write_stdout(&line);
-    }
-
-    /// Reads one call from `stream`, runs it and answers. A connection
-    /// from another user, or one that sends no whole line in time, is
-    /// closed unanswered.
-    fn answer(&mut self, mut stream: UnixStream) {
-        if !same_user(&stream)
-            || stream.set_read_timeout(Some(CONNECTION_WAIT)).is_err()
-            || stream.set_write_timeout(Some(CONNECTION_WAIT)).is_err()
-        {
-            return;
-        }
-        let mut from = BufReader::new((&stream).take(CALL_MAX_BYTES));
-        let Ok(Some(line)) = read_line(&mut from) else {
-            return;
-        };
-        let (answer, response) = self.run_line(&line);
-        let mut out = serde_json::to_vec(&answer).unwrap_or_default();
-        out.push(b'\n');
-        if let Some(response) = response {
-            out.extend_from_slice(response.as_bytes());
-            out.push(b'\n');
-        }
-        let _ = stream.write_all(&out);
-    }
-
-    /// Runs one call line: the answer, and the response when it ran.
-    fn run_line(&mut self, line: &[u8]) -> (Answer, Option<String>) {
-        let refused = |why: &str| (Answer::Refused(why.to_owned()), None);
-        let ask: Ask<Box<RawValue>> = match serde_json::from_slice(line) {
-            Ok(ask) => ask,
-            Err(e) => return refused(&format!("not a call of {PROTOCOL}: {e}")),
-        };
-        if ask.protocol != PROTOCOL || ask.build != self.build {
-            return refused("another build of inbox: the command runs it itself");
-        }
-        let Ok(request) = inbox_engine::Request::from_json(ask.request.get()) else {
-            return refused("a call this build does not read");
-        };
-        let call = Call {
-            request,
-            idempotency_key: ask.idempotency_key,
-            agent_token: ask.agent_token,
-        };
-        if call.request.effect() == Effect::Wait {
-            return refused("a wait runs in the command");
-        }
-        let served = match self.current() {
-            Ok(served) => served,
-            Err(error) => return refused(&error.to_string()),
-        };
-        let response = served.engine.execute_call(call);
-        let ran = Ran {
-            exit: response.exit_code(),
-            changed: crate::changed(&response),
-            now: served.engine.now().to_string(),
-            durability: served.recorded.durability.as_str().into(),
-        };
-        self.ran += 1;
-        (Answer::Ran(ran), Some(response.to_json()))
-    }
-
-    /// The engine over the file the database's path names now: reopened
-    /// when the path names another file, or `inbox init` changed the
-    /// schema or the durability the file records, as a fresh command would
-    /// open it (and refuse a schema of a newer inbox).
-    fn current(&mut self) -> Result<&mut Served, EngineError> {
-        let current = self.served.as_ref().is_some_and(|served| {
-            let store = served.engine.store();
-            // The files the connection opened (the store's own record of
-            // them), still at their names.
-            store.files().is_none_or(|files| files.check().is_ok())
-                && open::recorded(store).ok() == Some(served.recorded)
-        });
-        if !current {
-            self.served = None;
-            self.served = Some(Served::open(&self.db)?);
-        }
-        self.served
-            .as_mut()
-            .ok_or_else(|| refused("has no database open"))
-    }
-
-    /// Removes the socket, if it is still the one this daemon bound.
-    fn remove_socket(&self) {
-        if identity(&self.socket).ok() == Some(self.bound) {
-            let _ = std::fs::remove_file(&self.socket);
-        }
-    }
-}
-
-impl Served {
-    /// Opens the database at `db` as a long-lived host does.
-    fn open(db: &Path) -> Result<Served, EngineError> {
-        let (mut store, _) = open::open_existing(db, None).map_err(EngineError::Store)?;
-        inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
-            .map_err(EngineError::Store)?;
-        let recorded = open::recorded(&store).map_err(EngineError::Store)?;
-        // The daemon runs on the system clock: a command whose clock is
-        // not (a test build's INBOX_NOW) runs its call itself.
-        let engine = crate::runner::EngineChoice::BuiltIn.start(store, HostClock::system())?;
-        Ok(Served { engine, recorded })
-    }
-}
-
-/// Listens on `socket`, owner-only, replacing only a dead daemon's socket.
-fn listen(socket: &Path) -> Result<UnixListener, EngineError> {
-    let shown = socket.display();
-    if std::fs::symlink_metadata(socket).is_ok() {
-        if !ours(socket) {
-            return Err(refused(&format!(
-                "{shown} exists and is not a socket of this user; it is not inbox's, so it \
-                 is left alone: remove it or name another database"
-            )));
-        }
-        if UnixStream::connect(socket).is_ok() {
-            return Err(refused(&format!(
-                "another daemon already serves this database at {shown}; stop it first"
-            )));
-        }
-        std::fs::remove_file(socket).map_err(|e| refused(&format!("{shown}: {e}")))?;
-    }
-    let listener = UnixListener::bind(socket).map_err(|e| {
-        refused(&format!(
-            "cannot listen at {shown} ({e}); a socket's path must be shorter than 108 bytes"
-        ))
-    })?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| refused(&format!("{shown}: {e}")))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| refused(&format!("{shown}: {e}")))?;
-    Ok(listener)
-}
-
-/// A file's device and inode, not following a link.
-fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
-    std::fs::symlink_metadata(path).map(|meta| (meta.dev(), meta.ino()))
-}
-
-/// Why the daemon cannot start or run a call: a storage error (exit 50).
-fn refused(why: &str) -> EngineError {
-    EngineError::Store(inbox_engine::StoreError::other(format!(
-        "inbox daemon: {why}"
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-
-    /// `inbox init --durability` on a served database: the next call runs
-    /// with the durability it recorded, as a fresh command would.
-    #[test]
-    fn a_recorded_durability_change_reopens_the_database() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("coord.db");
-        open::init(&db, None).unwrap();
-        let mut daemon = Daemon::start(db.clone()).unwrap();
-        let durability = |daemon: &mut Daemon| daemon.current().unwrap().recorded.durability;
-        assert_eq!(durability(&mut daemon), Durability::Normal);
-        open::init(&db, Some(Durability::Full)).unwrap();
-        assert_eq!(durability(&mut daemon), Durability::Full);
-        daemon.remove_socket();
-        assert!(!socket_path(&db).exists());
-    }
 
     /// A line is read whole, up to its bound, and never past it.
     #[test]
@@ -610,5 +576,48 @@ mod tests {
         drop(near);
         let mut from = BufReader::new((&far).take(8));
         assert_eq!(read_line(&mut from).unwrap(), None);
+    }
+
+    /// A daemon whose queue of connections is full is not waited for.
+    #[test]
+    fn a_full_queue_is_waited_for_a_few_seconds_only() {
+        use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("coord.db-daemon");
+        let listener = rustix::net::socket_with(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )
+        .unwrap();
+        rustix::net::bind(&listener, &SocketAddrUnix::new(&socket).unwrap()).unwrap();
+        rustix::net::listen(&listener, 0).unwrap();
+        let queued: Vec<_> = std::iter::from_fn(|| {
+            let started = std::time::Instant::now();
+            let stream = connect(&socket);
+            assert!(started.elapsed() < SEND_WAIT * 4);
+            stream
+        })
+        .take(8)
+        .collect();
+        assert!(!queued.is_empty() && queued.len() < 8, "{}", queued.len());
+    }
+
+    /// A read waits until its moment and not past it, by the deadline's
+    /// own clock.
+    #[test]
+    fn an_answer_is_waited_for_until_its_moment_only() {
+        let (_near, far) = UnixStream::pair().unwrap();
+        let at = Moment::now().after(Duration::from_millis(50));
+        let failed = read_answer(&far, at).err().unwrap();
+        assert!(at.passed());
+        assert!(failed.why.contains("no answer"), "{}", failed.why);
+        assert!(!failed.closed, "the wait ran out");
+        // What came before is still read after the moment.
+        let (mut near, far) = UnixStream::pair().unwrap();
+        near.write_all(b"{\"refused\":\"no\"}\n").unwrap();
+        let answer = read_answer(&far, Moment::now()).ok().unwrap();
+        assert!(matches!(answer.0, Answer::Refused(_)));
     }
 }

@@ -509,7 +509,7 @@ fn run(invocation: Invocation) -> u8 {
             }
             Err(error) => return finish(&fail(error), json, None, &notes),
         },
-        daemon::Handed::Lost(error) => return finish(&fail(error), json, None, &notes),
+        daemon::Handed::Failed(error) => return finish(&fail(error), json, None, &notes),
         daemon::Handed::NotRun => match execute_on(on, call, clock, None) {
             Ok(Some(executed)) => executed,
             // Only a stop ends a wait without an answer, and a command has none.
