@@ -23,7 +23,9 @@
 //! a request cancelled before anyone answered), has been read by nobody,
 //! so limit 1 never takes it. The registry is what a broadcast reaches:
 //! an agent registered after it is a reader too (its mailbox shows it
-//! unread), an agent unregistered no longer is. A finished thread still
+//! unread), an agent unregistered no longer is (and with more than
+//! [`READERS_MAX`] registered, no broadcast counts as read: those past the
+//! limit would go unasked). A finished thread still
 //! goes by limits 2 and 3, read or not; an open broadcast is open work
 //! and never goes by age or count (cancel it to let them take it).
 //!
@@ -76,7 +78,9 @@ const PAGE: usize = 256;
 /// Statuses of finished threads, the ones retention may remove.
 const FINISHED: [Status; 3] = [Status::Done, Status::Failed, Status::Cancelled];
 
-/// Most registered agents a broadcast is checked against.
+/// Most registered agents a broadcast is checked against. With more
+/// registered, no broadcast is removed as read: those past the limit
+/// would never be asked.
 const READERS_MAX: usize = 10_000;
 
 /// What one collection may do.
@@ -315,8 +319,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let agents = self.store.agents(&AgentQuery {
             name: None,
             role: None,
-            limit: READERS_MAX,
+            limit: READERS_MAX + 1,
         })?;
+        if agents.len() > READERS_MAX {
+            return Ok(());
+        }
         let mut roles: Vec<&String> = agents.iter().flat_map(|a| &a.roles).collect();
         roles.sort();
         roles.dedup();
