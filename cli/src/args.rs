@@ -425,11 +425,14 @@ failed, cancelled; those of an orch run only once the run succeeded or was
 cancelled) and broadcasts every agent they reach has read. First those read
 by everyone they are for and idle for more than --keep-read-hours, then
 those idle for more than --keep-days, then, while the database holds more
-than --keep-messages messages, the oldest. Open work is never removed, nor
-the thread holding the newest event (so event ids are never reused and
-every waiter's cursor stays valid). Idempotency keys older than
---keep-days go too. Limits default to the database's settings. --dry-run
-shows what would go.",
+than --keep-messages messages, the oldest. What nobody read is never read
+by everyone: a broadcast waits for every registered agent it reaches, and
+for one besides its sender (with none, it stays until cancelled; then
+--keep-days takes it); a finished thread only its creator wrote in waits
+for --keep-days. Open work is never removed, nor the thread holding the
+newest event (so event ids are never reused and every waiter's cursor
+stays valid). Idempotency keys older than --keep-days go too. Limits
+default to the database's settings. --dry-run shows what would go.",
         after_help = "\
 Examples:
   inbox gc --dry-run

@@ -147,6 +147,10 @@ fn refuse(
             code: ErrorCode::InvalidState,
             message,
         },
+        TransferError::TooLarge(message) => EngineError::Relayed {
+            code: ErrorCode::TooLong,
+            message,
+        },
         TransferError::Store(error) => EngineError::Store(error),
     };
     let response = Response::failure(Some(command.to_owned()), error);

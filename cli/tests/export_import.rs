@@ -175,7 +175,12 @@ fn export_never_writes_over_a_file_or_through_a_link_unless_forced() {
     std::fs::write(env.dir().join("target.txt"), "keep me").unwrap();
     std::os::unix::fs::symlink("target.txt", env.dir().join("link.db")).unwrap();
     std::fs::write(env.dir().join("exists.db"), "old").unwrap();
-    for file in ["link.db", "exists.db"] {
+    let made = std::process::Command::new("mkfifo")
+        .arg(env.dir().join("fifo.db"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for file in ["link.db", "exists.db", "fifo.db"] {
         let refused = env.json(&["export", "--sqlite", file], 30);
         assert_eq!(refused["error"]["code"], "invalid_value", "{refused}");
         assert!(
@@ -191,6 +196,9 @@ fn export_never_writes_over_a_file_or_through_a_link_unless_forced() {
     );
     env.json(&["export", "--sqlite", "link.db", "--force"], 0);
     env.json(&["export", "--sqlite", "exists.db", "--force"], 0);
+    // A FIFO there is replaced, never opened (which would wait for ever).
+    env.json(&["export", "--sqlite", "fifo.db", "--force"], 0);
+    assert_eq!(rows(&env.dir().join("fifo.db")), rows(&env.db()));
     // The link was replaced by the copy; what it pointed to is untouched.
     assert!(
         !std::fs::symlink_metadata(env.dir().join("link.db"))
@@ -384,4 +392,267 @@ fn a_copy_written_over_a_checkpointed_database_is_refused() {
         assert!(message.contains("inbox import --sqlite"), "{message}");
     }
     assert_eq!(std::fs::metadata(&wal).unwrap().len(), 0, "nothing written");
+}
+
+/// Runs `import --sqlite FILE --replace` into `dest.db` as its own
+/// process (so that a destination with threads is no reason to stop short
+/// of reading the file), waiting
+/// at most a minute (liveness only: a file that runs a stranger's query
+/// would run for ever), and returns its JSON answer and exit code.
+fn import_with_deadline(env: &TestEnv, file: &str) -> (Option<i32>, serde_json::Value) {
+    let mut command = env.command(&[
+        "--db",
+        "dest.db",
+        "import",
+        "--sqlite",
+        file,
+        "--replace",
+        "--json",
+    ]);
+    command.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = command.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("importing {file} still ran after a minute");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    let answer = serde_json::from_slice(&output.stdout).unwrap_or(serde_json::Value::Null);
+    (output.status.code(), answer)
+}
+
+/// A copy of the project's database, exported as `name` and changed by
+/// `sql` (run with SQLite's own tools, as anyone could).
+fn tampered(env: &TestEnv, name: &str, sql: &str) {
+    env.json(&["export", "--sqlite", name], 0);
+    let conn = rusqlite::Connection::open(env.dir().join(name)).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    conn.execute_batch(sql).unwrap();
+}
+
+/// The columns of inbox's `threads` an import copies, as a view would
+/// have to name them to stand in for the table.
+const THREAD_COLUMNS: &str = "'thr_' || n AS thread_id, NULL AS run_id, NULL AS task_id, \
+     'x' AS subject, 'a' AS created_by, 'b' AS assigned_to, 'pending' AS status, \
+     'normal' AS priority, 0 AS attempts, 1 AS max_attempts, NULL AS latest_message_id, \
+     n AS last_event_id, '2026-01-01T00:00:00.000Z' AS created_at, \
+     '2026-01-01T00:00:00.000Z' AS updated_at";
+
+/// An import reads data and runs nothing of the file's: whatever in it is
+/// not exactly inbox's tables (a view in place of a table, over an endless
+/// query or not; a trigger; a virtual table; a generated column; an
+/// index on an expression; a table of other columns), in the file or only
+/// in the `-wal` beside it, is refused at once, before the destination is
+/// locked, and the destination is as it was.
+#[test]
+fn an_import_refuses_whatever_is_not_exactly_inbox_tables() {
+    let (env, _) = busy_project();
+    let endless = format!(
+        "DROP TABLE threads; \
+         CREATE VIEW threads AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) \
+         SELECT {THREAD_COLUMNS} FROM r;"
+    );
+    let finite = format!(
+        "DROP TABLE threads; \
+         CREATE VIEW threads AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r \
+         WHERE n < 3) SELECT {THREAD_COLUMNS} FROM r;"
+    );
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("endless.db", endless, "a view where inbox has a table"),
+        ("view.db", finite, "a view where inbox has a table"),
+        (
+            "trigger.db",
+            "CREATE TRIGGER grow AFTER INSERT ON messages BEGIN \
+             INSERT INTO messages SELECT * FROM messages; END;"
+                .into(),
+            "holds a trigger",
+        ),
+        (
+            "other_view.db",
+            "CREATE VIEW notes AS SELECT 1;".into(),
+            "holds a view",
+        ),
+        (
+            "virtual.db",
+            // As another SQLite build writes one (this one has no
+            // full-text search to make it with).
+            "PRAGMA writable_schema = ON; INSERT INTO sqlite_schema VALUES \
+             ('table', 'search', 'search', 0, 'CREATE VIRTUAL TABLE search USING fts5(body)');"
+                .into(),
+            "that inbox's schema has not",
+        ),
+        (
+            "generated.db",
+            "ALTER TABLE messages ADD COLUMN shout TEXT GENERATED ALWAYS AS (upper(summary)) VIRTUAL;"
+                .into(),
+            "defined otherwise",
+        ),
+        (
+            "columns.db",
+            "ALTER TABLE threads ADD COLUMN extra TEXT;".into(),
+            "defined otherwise",
+        ),
+        (
+            "index.db",
+            "CREATE INDEX slow ON messages (length(body) * length(summary));".into(),
+            "holds an index",
+        ),
+        (
+            "missing.db",
+            "DROP INDEX messages_to;".into(),
+            "lacks inbox's index",
+        ),
+    ];
+    for (file, sql, _) in &cases {
+        tampered(&env, file, sql);
+    }
+    // Only in the -wal: the file itself is an intact inbox database.
+    env.json(&["export", "--sqlite", "wal.db"], 0);
+    {
+        let conn = rusqlite::Connection::open(env.dir().join("wal.db")).unwrap();
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .unwrap();
+        conn.execute_batch(&format!(
+            "PRAGMA foreign_keys = OFF; PRAGMA journal_mode = WAL; \
+             DROP TABLE threads; CREATE VIEW threads AS WITH RECURSIVE r(n) AS (SELECT 1 \
+             UNION ALL SELECT n + 1 FROM r) SELECT {THREAD_COLUMNS} FROM r;"
+        ))
+        .unwrap();
+    }
+    assert!(
+        std::fs::metadata(env.dir().join("wal.db-wal"))
+            .unwrap()
+            .len()
+            > 0
+    );
+
+    env.json(&["--db", "dest.db", "init"], 0);
+    env.json(
+        &[
+            "--db",
+            "dest.db",
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "w",
+            "--subject",
+            "Mine",
+        ],
+        0,
+    );
+    let before = rows(&env.dir().join("dest.db"));
+    let all = cases
+        .iter()
+        .map(|(file, _, says)| (*file, *says))
+        .chain([("wal.db", "a view where inbox has a table")]);
+    for (file, says) in all {
+        let (code, refused) = import_with_deadline(&env, file);
+        assert_eq!(code, Some(30), "{file}: {refused}");
+        assert_eq!(
+            refused["error"]["code"], "invalid_value",
+            "{file}: {refused}"
+        );
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{file}: {message}");
+        assert!(
+            message.contains("nothing was imported"),
+            "{file}: {message}"
+        );
+        assert_eq!(
+            rows(&env.dir().join("dest.db")),
+            before,
+            "{file} changed it"
+        );
+    }
+    no_leftovers(env.dir());
+    let backups: Vec<_> = std::fs::read_dir(env.dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".before-import-"))
+        .collect();
+    assert!(backups.is_empty(), "refused before anything: {backups:?}");
+}
+
+/// What an import or export leaves behind: nothing of its own.
+fn no_leftovers(dir: &Path) {
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+/// Beside the file, only a `-wal` that is a regular file is read (its
+/// commits are the database's); a FIFO or a link there, a FIFO as the
+/// file, a rollback journal left by an interrupted write, and the
+/// destination itself are refused without waiting, and nothing is made
+/// beside the file (no `-shm`).
+#[test]
+fn an_import_reads_the_file_and_its_wal_as_data_only() {
+    let (env, _) = busy_project();
+    let dir = env.dir();
+    // The project's own database, its last commits still in its -wal.
+    let wal = dir.join(".agents/coord.db-wal");
+    assert!(std::fs::metadata(&wal).unwrap().len() > 32);
+    let imported = env.json(
+        &[
+            "--db",
+            "live/new.db",
+            "import",
+            "--sqlite",
+            ".agents/coord.db",
+        ],
+        0,
+    );
+    assert_eq!(imported["threads"], 2, "{imported}");
+    assert_eq!(rows(&dir.join("live/new.db")), rows(&env.db()));
+
+    let fifo = |path: &Path| {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    };
+    env.json(&["export", "--sqlite", "fifo_wal.db"], 0);
+    fifo(&dir.join("fifo_wal.db-wal"));
+    env.json(&["export", "--sqlite", "link_wal.db"], 0);
+    std::fs::write(dir.join("elsewhere"), b"not a log").unwrap();
+    std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("link_wal.db-wal")).unwrap();
+    env.json(&["export", "--sqlite", "journal.db"], 0);
+    std::fs::write(dir.join("journal.db-journal"), vec![1u8; 4096]).unwrap();
+    fifo(&dir.join("fifo.db"));
+
+    env.json(&["--db", "dest.db", "init"], 0);
+    let before = rows(&dir.join("dest.db"));
+    let cases = [
+        ("fifo_wal.db", "not a regular file"),
+        ("link_wal.db", "not a regular file"),
+        ("journal.db", "interrupted"),
+        ("fifo.db", "not a regular file"),
+        ("dest.db", "the database this import writes to"),
+    ];
+    for (file, says) in cases {
+        let (code, refused) = import_with_deadline(&env, file);
+        assert_eq!(code, Some(30), "{file}: {refused}");
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(message.contains(says), "{file}: {message}");
+        assert_eq!(rows(&dir.join("dest.db")), before, "{file} changed it");
+    }
+    for file in ["fifo_wal.db", "link_wal.db", "journal.db"] {
+        assert!(
+            std::fs::symlink_metadata(dir.join(format!("{file}-shm"))).is_err(),
+            "something was made beside {file}"
+        );
+    }
+    no_leftovers(dir);
 }

@@ -215,3 +215,95 @@ fn auto_gc_keeps_a_busy_database_within_its_limits() {
     );
     assert!(watched["woke"].as_bool().unwrap(), "{watched}");
 }
+
+/// The ids of the threads a `gc` answer removed.
+fn removed(gc: &Value) -> Vec<&str> {
+    gc["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["thread_id"].as_str().unwrap())
+        .collect()
+}
+
+/// Retention never removes what nobody read: a broadcast with no agent
+/// registered, or read only by its sender, and a request its creator
+/// withdrew before anyone wrote in it, are not "read by everyone they are
+/// for", however long they idle; once a registered agent reads the
+/// broadcast, it goes.
+#[test]
+fn gc_never_removes_as_read_what_nobody_read() {
+    let env = TestEnv::initialized();
+    let send = |to: &str, subject: &str| -> String {
+        let sent = env.json(
+            &["send", "--from", "lead", "--to", to, "--subject", subject],
+            0,
+        );
+        sent["thread"]["thread_id"].as_str().unwrap().to_owned()
+    };
+    let everyone = send("broadcast", "Freeze at noon");
+    let ops = send("broadcast:role:ops", "Ops: rotate the keys");
+    let withdrawn = send("w", "Asked, then withdrawn");
+    env.json(
+        &[
+            "cancel",
+            "--agent",
+            "lead",
+            "--thread",
+            &withdrawn,
+            "--reason",
+            "Not needed",
+        ],
+        0,
+    );
+    send("w", "Newest");
+    let all = [everyone.as_str(), ops.as_str(), withdrawn.as_str()];
+
+    // A day and a half later, nobody registered: nothing was read.
+    env.set_now("2026-01-02T12:00:00Z");
+    let gc = env.json(&["gc", "--dry-run"], 0);
+    assert_eq!(removed(&gc), Vec::<&str>::new(), "{gc}");
+    let gc = env.json(&["gc", "--keep-read-hours", "0"], 0);
+    assert_eq!(removed(&gc), Vec::<&str>::new(), "{gc}");
+
+    // The sender alone registered (a member of ops too), having marked
+    // everything read: it read nothing anyone else wrote.
+    env.json(
+        &["agent", "register", "--agent", "lead", "--role", "ops"],
+        0,
+    );
+    for thread in all {
+        env.json(
+            &["show", "--agent", "lead", "--thread", thread, "--mark-read"],
+            0,
+        );
+    }
+    let gc = env.json(&["gc"], 0);
+    assert_eq!(removed(&gc), Vec::<&str>::new(), "{gc}");
+    for thread in all {
+        env.json(&["show", "--thread", thread], 0);
+    }
+
+    // A registered agent that reads the broadcasts: now they were read.
+    env.json(&["agent", "register", "--agent", "w", "--role", "ops"], 0);
+    assert_eq!(removed(&env.json(&["gc"], 0)), Vec::<&str>::new());
+    env.json(&["mark-read", "--agent", "w", "--through-event", "9"], 0);
+    let gc = env.json(&["gc"], 0);
+    let mut gone = removed(&gc);
+    gone.sort_unstable();
+    assert_eq!(gone, [everyone.as_str(), ops.as_str()], "{gc}");
+    assert!(
+        gc["removed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["reason"] == "read"),
+        "{gc}"
+    );
+    // The withdrawn request waits for keep_days, as every finished thread.
+    env.json(&["show", "--thread", &withdrawn], 0);
+    env.set_now("2026-01-09T12:00:00Z");
+    let gc = env.json(&["gc"], 0);
+    assert_eq!(removed(&gc), [withdrawn.as_str()], "{gc}");
+    assert_eq!(gc["removed"][0]["reason"], "age", "{gc}");
+}

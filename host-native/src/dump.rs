@@ -149,9 +149,9 @@ impl DumpError {
 impl From<TransferError> for DumpError {
     fn from(error: TransferError) -> Self {
         match error {
-            TransferError::File(problem) | TransferError::NotEmpty(problem) => {
-                DumpError::File(problem)
-            }
+            TransferError::File(problem)
+            | TransferError::NotEmpty(problem)
+            | TransferError::TooLarge(problem) => DumpError::File(problem),
             TransferError::Store(error) => DumpError::Store(error),
         }
     }

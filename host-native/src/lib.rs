@@ -49,6 +49,8 @@ pub mod folder;
 pub mod git;
 #[cfg(feature = "native")]
 mod header;
+#[cfg(feature = "native")]
+pub mod import_source;
 pub mod lines;
 #[cfg(feature = "native")]
 pub mod open;

@@ -321,3 +321,54 @@ pub fn migrate(conn: &Connection, location: &str) -> Result<u32, StoreError> {
         }
     }
 }
+
+/// One entry of `sqlite_schema`: a table, index, view or trigger, as
+/// SQLite keeps it (its `CREATE` statement verbatim; none for the indexes
+/// SQLite makes itself).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SchemaObject {
+    /// `table`, `index`, `view` or `trigger`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// The table it belongs to (its own name for a table).
+    pub table: String,
+    /// Its definition.
+    pub sql: Option<String>,
+}
+
+/// Every object of the database `schema` (`main`, or an attached one's
+/// name) of `conn`, in a stable order. Reading them parses nothing and
+/// runs nothing: it is a plain read of SQLite's own table.
+pub fn objects(conn: &Connection, schema: &str) -> rusqlite::Result<Vec<SchemaObject>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT type, name, tbl_name, sql FROM \"{}\".sqlite_schema",
+        schema.replace('"', "\"\"")
+    ))?;
+    let mut found = stmt
+        .query_map([], |row| {
+            Ok(SchemaObject {
+                kind: row.get(0)?,
+                name: row.get(1)?,
+                table: row.get(2)?,
+                sql: row.get(3)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    found.sort();
+    Ok(found)
+}
+
+/// Exactly the objects a database of schema `version` holds: those of a
+/// new in-memory database brought to it by the same migrations (which
+/// only ever append, so every inbox database of that version has these
+/// and no other).
+pub fn objects_of_version(version: u32) -> Result<Vec<SchemaObject>, StoreError> {
+    let error = |e| crate::store::store_error(e, ":memory:");
+    let conn = Connection::open_in_memory().map_err(error)?;
+    let steps = usize::try_from(version).unwrap_or(usize::MAX);
+    for sql in MIGRATIONS.iter().take(steps) {
+        conn.execute_batch(sql).map_err(error)?;
+    }
+    objects(&conn, "main").map_err(error)
+}

@@ -4,17 +4,20 @@
 //!
 //! A copy is one snapshot (`VACUUM INTO`, a read transaction, so it holds
 //! what is still in the `-wal` too) with no `-wal` or `-shm` beside it,
-//! created owner-only without following a link, and never over an existing
-//! file unless asked (then written beside it and renamed over it).
+//! written in an owner-only folder of its own (nobody can swap it for a
+//! link or a FIFO there), and never put over an existing file unless asked
+//! (then renamed over it: a link or FIFO there is replaced, never opened).
 //!
 //! An import never replaces the database file: agents may be running on it,
-//! and replacing a file under them is how data gets lost. It copies the
-//! source's rows in one ordinary write transaction of the destination's own
-//! connection (the same `BEGIN IMMEDIATE` every command takes, so it waits
-//! for writers and honours the writer lock), and waiters see it as any
-//! commit. The source is first copied and checked (an inbox database,
-//! not newer than this build, intact) and, if older, migrated, in a
-//! temporary file: the file given is only ever read.
+//! and replacing a file under them is how data gets lost. The file given is
+//! a stranger's and only ever read, as bytes: [`crate::import_source`]
+//! copies it, checks the copy is exactly an inbox database (no view,
+//! trigger or definition of its own runs), within [`Limits`], and migrates
+//! it, all before the destination is locked. Then its rows are copied in
+//! one ordinary write transaction of the destination's own connection (the
+//! same `BEGIN IMMEDIATE` every command takes, so it waits for writers and
+//! honours the writer lock), exactly as many as were counted, and waiters
+//! see it as any commit.
 //!
 //! This module must never apply an inbox rule; it moves rows.
 
@@ -26,7 +29,9 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::SqliteStore;
 use crate::file::companion;
-use crate::schema::{self, SchemaState};
+pub use crate::import_source::Limits;
+use crate::import_source::{self, Folder, Source};
+use crate::schema;
 use crate::store::store_error;
 
 /// Why a transfer did not happen, by who must act: the file given, the
@@ -37,6 +42,8 @@ pub enum TransferError {
     File(String),
     /// The destination holds data and `--replace` was not given.
     NotEmpty(String),
+    /// The file named holds more than an import reads ([`Limits`]).
+    TooLarge(String),
     /// The store failed (including `schema_too_new`).
     Store(StoreError),
 }
@@ -121,16 +128,14 @@ pub fn export(store: &SqliteStore, target: &Path, force: bool) -> Result<Exporte
             live.display()
         )));
     }
-    let temporary = beside(target, "export");
+    let folder = Folder::beside(target, "export")?;
+    let temporary = folder.join("copy.db");
     create_empty(&temporary)?;
-    let written = vacuum_into(store.connection(), store.location(), &temporary)
-        .and_then(|()| sync(&temporary));
-    let placed = written.and_then(|()| place(&temporary, target, force));
-    if placed.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    placed?;
-    let bytes = std::fs::metadata(target).map(|m| m.len()).unwrap_or(0);
+    vacuum_into(store.connection(), store.location(), &temporary)?;
+    sync(&temporary)?;
+    let bytes = std::fs::metadata(&temporary).map_or(0, |m| m.len());
+    place(&temporary, target, force)?;
+    drop(folder);
     let threads = count(store.connection(), "main", "threads").map_err(TransferError::Store)?;
     Ok(Exported {
         file: target.to_path_buf(),
@@ -140,90 +145,33 @@ pub fn export(store: &SqliteStore, target: &Path, force: bool) -> Result<Exporte
 }
 
 /// Copies the database in `source` into `store`'s, replacing what it
-/// holds only if `replace` (after saving it beside the database).
+/// holds only if `replace` (after saving it beside the database), within
+/// the default [`Limits`].
 pub fn import(
     store: &mut SqliteStore,
     source: &Path,
     replace: bool,
     now: &str,
 ) -> Result<Imported, TransferError> {
-    let copy = checked_copy(store.location(), source)?;
-    let result = copy_rows(store, &copy, replace, now);
-    let _ = std::fs::remove_file(&copy);
-    result
+    import_within(store, source, replace, now, Limits::default())
 }
 
-/// A checked, migrated copy of `source` in a temporary file beside the
-/// destination (same file system, same owner-only folder).
-fn checked_copy(destination: &str, source: &Path) -> Result<PathBuf, TransferError> {
-    let shown = source.display().to_string();
-    let meta = std::fs::metadata(source)
-        .map_err(|e| TransferError::File(format!("{shown} cannot be read: {e}")))?;
-    if !meta.is_file() {
-        return Err(TransferError::File(format!(
-            "{shown} is not a regular file; name an inbox database file"
-        )));
-    }
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let reader = Connection::open_with_flags(source, flags)
-        .map_err(|e| TransferError::File(format!("{shown} cannot be opened: {e}")))?;
-    match schema::inspect(&reader, &shown) {
-        Ok(SchemaState::Version(_)) => {}
-        Ok(SchemaState::Empty) => {
-            return Err(TransferError::File(format!(
-                "{shown} holds no inbox database (it is empty); name a file made by `inbox export` or `inbox init`"
-            )));
-        }
-        Err(e) if e.kind == StoreErrorKind::SchemaTooNew => return Err(TransferError::Store(e)),
-        Err(e) => return Err(TransferError::File(not_sqlite(&shown, e.message))),
-    }
-    let copy = beside(Path::new(destination), "import");
-    create_empty(&copy)?;
-    let checked = vacuum_into(&reader, &shown, &copy)
-        .map_err(|e| match e {
-            TransferError::Store(e) => TransferError::File(not_sqlite(&shown, e.message)),
-            other => other,
-        })
-        .and_then(|()| check_and_migrate(&copy, &shown));
-    if checked.is_err() {
-        let _ = std::fs::remove_file(&copy);
-    }
-    checked.map(|()| copy)
-}
-
-fn not_sqlite(shown: &str, problem: String) -> String {
-    if problem.contains("not a database") || problem.contains("is not an SQLite database") {
-        format!(
-            "{shown} is not an SQLite database; name a file made by `inbox export` or `inbox init`"
-        )
-    } else if problem.contains("of another program") {
-        format!(
-            "{shown} is an SQLite database of another program, not an inbox database; nothing was imported"
-        )
-    } else {
-        problem
-    }
-}
-
-/// Checks the copy's integrity and brings its schema up to this build's.
-fn check_and_migrate(copy: &Path, shown: &str) -> Result<(), TransferError> {
-    let conn = Connection::open(copy).map_err(|e| TransferError::Store(store_error(e, shown)))?;
-    let verdict: String = conn
-        .query_row("PRAGMA integrity_check", [], |row| row.get(0))
-        .map_err(|e| TransferError::File(format!("{shown} is damaged: {e}")))?;
-    if verdict != "ok" {
-        return Err(TransferError::File(format!(
-            "{shown} is damaged (SQLite's integrity check: {verdict}); nothing was imported"
-        )));
-    }
-    schema::migrate(&conn, shown).map_err(TransferError::Store)?;
-    Ok(())
+/// [`import`], reading at most `limits` of `source`.
+pub fn import_within(
+    store: &mut SqliteStore,
+    source: &Path,
+    replace: bool,
+    now: &str,
+    limits: Limits,
+) -> Result<Imported, TransferError> {
+    let checked = import_source::read(source, Path::new(store.location()), limits)?;
+    copy_rows(store, &checked, replace, now)
 }
 
 /// The copy's rows in place of the destination's, in one write transaction.
 fn copy_rows(
     store: &mut SqliteStore,
-    copy: &Path,
+    source: &Source,
     replace: bool,
     now: &str,
 ) -> Result<Imported, TransferError> {
@@ -232,9 +180,17 @@ fn copy_rows(
     // ATTACH cannot run inside a transaction.
     store
         .connection()
-        .execute("ATTACH DATABASE ?1 AS source", [copy.to_string_lossy()])
+        .execute(
+            "ATTACH DATABASE ?1 AS source",
+            [source.file.to_string_lossy()],
+        )
         .map_err(error)?;
-    let result = copy_with_backup(store, replace, now);
+    // What is attached is what was checked (its folder is this user's
+    // alone): said again where the rows are read from, before the lock.
+    let shown = source.file.display().to_string();
+    let result =
+        import_source::exactly_inbox(store.connection(), "source", schema::SCHEMA_VERSION, &shown)
+            .and_then(|()| copy_with_backup(store, source, replace, now));
     let _ = store.connection().execute_batch("DETACH DATABASE source");
     result
 }
@@ -249,6 +205,7 @@ const BACKUP_TRIES: usize = 5;
 /// since), then copies in one transaction.
 fn copy_with_backup(
     store: &mut SqliteStore,
+    source: &Source,
     replace: bool,
     now: &str,
 ) -> Result<Imported, TransferError> {
@@ -267,7 +224,7 @@ fn copy_with_backup(
             None
         };
         store.begin(TxMode::Write)?;
-        let copied = copy_in_transaction(store, backup.as_ref(), replace);
+        let copied = copy_in_transaction(store, source, backup.as_ref(), replace);
         match copied {
             Ok(Some(imported)) => {
                 return store
@@ -316,6 +273,7 @@ fn latest_event(file: &Path) -> Result<i64, TransferError> {
 /// `backup` was saved (or gained threads or runs without one).
 fn copy_in_transaction(
     store: &mut SqliteStore,
+    source: &Source,
     backup: Option<&(PathBuf, i64)>,
     replace: bool,
 ) -> Result<Option<Imported>, TransferError> {
@@ -351,15 +309,25 @@ fn copy_in_transaction(
         conn.execute(&format!("DELETE FROM main.\"{table}\""), [])
             .map_err(error)?;
     }
+    // Exactly the rows counted when the copy was checked: plain tables of
+    // a file only this process writes, so anything else is a fault.
     for table in &tables {
         let columns = columns(conn, table).map_err(error)?;
-        conn.execute(
-            &format!(
-                "INSERT INTO main.\"{table}\" ({columns}) SELECT {columns} FROM source.\"{table}\""
-            ),
-            [],
-        )
-        .map_err(error)?;
+        let copied = conn
+            .execute(
+                &format!(
+                    "INSERT INTO main.\"{table}\" ({columns}) SELECT {columns} FROM source.\"{table}\""
+                ),
+                [],
+            )
+            .map_err(error)?;
+        let counted = source.rows_of(table);
+        if u64::try_from(copied).ok() != Some(counted) {
+            return Err(TransferError::Store(StoreError::other(format!(
+                "the checked copy of the import's file held {copied} rows of {table} where \
+                 {counted} were counted; nothing was imported"
+            ))));
+        }
     }
     let counted = |table| count(conn, "main", table).map_err(TransferError::Store);
     Ok(Some(Imported {

@@ -117,9 +117,9 @@ impl InterchangeError {
 impl From<TransferError> for InterchangeError {
     fn from(error: TransferError) -> Self {
         match error {
-            TransferError::File(problem) | TransferError::NotEmpty(problem) => {
-                InterchangeError::File(problem)
-            }
+            TransferError::File(problem)
+            | TransferError::NotEmpty(problem)
+            | TransferError::TooLarge(problem) => InterchangeError::File(problem),
             TransferError::Store(error) => InterchangeError::Engine(EngineError::Store(error)),
         }
     }

@@ -9,11 +9,25 @@
 //! when, after seed 004's policy:
 //!
 //! 1. `keep_read_hours` (24): threads read by everyone they are for (a
-//!    finished thread: by its creator; a broadcast: by each agent it
-//!    reaches) and idle for longer go first;
+//!    finished thread: by its creator; a broadcast: by each registered
+//!    agent it reaches) and idle for longer go first;
 //! 2. `keep_days` (7): finished threads idle for longer go, read or not;
 //! 3. `keep_messages` (5,000): while the store holds more messages, the
 //!    oldest finished threads go.
+//!
+//! "Read by everyone it is for" is never true of nobody: every reader must
+//! have read every message of the thread not its own, *and* one of them
+//! must have read a message someone else wrote ([`Tx::read_by_all`]). A
+//! broadcast with no registered agent (or whose only registered reader is
+//! its sender), or a finished thread only its creator ever wrote in (say,
+//! a request cancelled before anyone answered), has been read by nobody,
+//! so limit 1 never takes it. The registry is what a broadcast reaches:
+//! an agent registered after it is a reader too (its mailbox shows it
+//! unread), an agent unregistered no longer is (and with more than
+//! [`READERS_MAX`] registered, no broadcast counts as read: those past the
+//! limit would go unasked). A finished thread still
+//! goes by limits 2 and 3, read or not; an open broadcast is open work
+//! and never goes by age or count (cancel it to let them take it).
 //!
 //! Idempotency keys older than `keep_days` go too: a key is honoured at
 //! least as long as the threads it made are kept. The thread that holds
@@ -36,8 +50,10 @@ use std::collections::VecDeque;
 use crate::address::{self, Address};
 use crate::error::EngineError;
 use crate::ids::IdSource;
-use crate::model::{EventId, Settings, Status};
-use crate::store::{AgentQuery, Store, ThreadOrder, ThreadPage, ThreadQuery, ThreadState};
+use crate::model::{EventId, Kind, Settings, Status};
+use crate::store::{
+    AgentQuery, EventQuery, Store, ThreadOrder, ThreadPage, ThreadQuery, ThreadState,
+};
 use crate::time::Timestamp;
 use crate::wire::*;
 
@@ -62,7 +78,9 @@ const PAGE: usize = 256;
 /// Statuses of finished threads, the ones retention may remove.
 const FINISHED: [Status; 3] = [Status::Done, Status::Failed, Status::Cancelled];
 
-/// Most registered agents a broadcast is checked against.
+/// Most registered agents a broadcast is checked against. With more
+/// registered, no broadcast is removed as read: those past the limit
+/// would never be asked.
 const READERS_MAX: usize = 10_000;
 
 /// What one collection may do.
@@ -281,7 +299,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             let reason = if thread.updated_at <= age_cutoff {
                 GcReason::Age
             } else if thread.updated_at <= read_cutoff
-                && self.read_by(thread, &thread.created_by)?
+                && self.read_by_all(thread, &[thread.created_by.as_str()])?
             {
                 GcReason::Read
             } else {
@@ -301,8 +319,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let agents = self.store.agents(&AgentQuery {
             name: None,
             role: None,
-            limit: READERS_MAX,
+            limit: READERS_MAX + 1,
         })?;
+        if agents.len() > READERS_MAX {
+            return Ok(());
+        }
         let mut roles: Vec<&String> = agents.iter().flat_map(|a| &a.roles).collect();
         roles.sort();
         roles.dedup();
@@ -322,21 +343,14 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             if thread.status.is_terminal() || thread.updated_at > read_cutoff {
                 continue;
             }
-            let readers: Vec<&String> = match Address::stored(&thread.assigned_to) {
+            let readers: Vec<&str> = match Address::stored(&thread.assigned_to) {
                 Address::RoleBroadcast(role) => (agents.iter())
                     .filter(|a| a.roles.contains(&role))
-                    .map(|a| &a.name)
+                    .map(|a| a.name.as_str())
                     .collect(),
-                _ => agents.iter().map(|a| &a.name).collect(),
+                _ => agents.iter().map(|a| a.name.as_str()).collect(),
             };
-            let mut read = true;
-            for reader in readers {
-                if !self.read_by(thread, reader)? {
-                    read = false;
-                    break;
-                }
-            }
-            if read {
+            if self.read_by_all(thread, &readers)? {
                 self.remove(run, &state, GcReason::Read)?;
             }
         }
@@ -374,6 +388,49 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             .store
             .run(run_id)?
             .is_none_or(|run| run.status.is_final()))
+    }
+
+    /// Whether `thread` was read by everyone it is for, `readers`: each of
+    /// them has read every message in it not its own, and one of them has
+    /// read a message another wrote. A rule that holds for nobody proves
+    /// nothing: with no reader, or readers who only ever wrote in it (the
+    /// sender of a broadcast nobody else is registered to read, the
+    /// creator of a request nobody answered), nobody read it.
+    fn read_by_all(
+        &mut self,
+        thread: &crate::model::Thread,
+        readers: &[&str],
+    ) -> Result<bool, EngineError> {
+        for reader in readers {
+            if !self.read_by(thread, reader)? {
+                return Ok(false);
+            }
+        }
+        // The thread's creator wrote its first message, so any other
+        // reader read that; the creator needs a message by someone else.
+        let mut witnesses: Vec<&str> = readers.to_vec();
+        witnesses.sort_by_key(|r| *r == thread.created_by.as_str());
+        for reader in witnesses {
+            if self.wrote_in_by_other(thread, reader)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether someone other than `reader` wrote a message in `thread`.
+    fn wrote_in_by_other(
+        &mut self,
+        thread: &crate::model::Thread,
+        reader: &str,
+    ) -> Result<bool, EngineError> {
+        let query = EventQuery {
+            thread_id: Some(thread.thread_id.clone()),
+            message_kinds: Kind::ALL.to_vec(),
+            exclude_source: Some(reader.to_owned()),
+            ..EventQuery::after_event(0, 1)
+        };
+        Ok(!self.store.events(&query)?.is_empty())
     }
 
     /// Whether `reader` has read every message of `thread` not its own.
