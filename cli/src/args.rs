@@ -624,9 +624,12 @@ inbox commands on it hand their call to it over a Unix socket next to the
 database (DB-daemon) instead of opening the file, reading its schema and
 preparing their statements afresh: a command then costs little more than
 starting the binary. The daemon runs each call with the same engine and the
-same rules as the command would, one call at a time; nothing changes for
-the commands but their speed, and they run the call themselves whenever no
-daemon answers (none started, stopped, another build of inbox). Waits
+same rules as the command would, one call at a time, and answers the same;
+the commands run the call themselves whenever no daemon answers (none
+started, stopped, another build of inbox). A call that could not start
+within 55 s (other writers holding the database) is refused with
+storage_busy and never runs later; one that may have run says so and
+what to do. Waits
 (watch, wait-reply), init, --engine and orch's commands always run in the
 command. Only the user who started it can use it. It prints what it serves
 as its first line on stdout and runs until SIGINT or SIGTERM.",
