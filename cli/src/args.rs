@@ -83,9 +83,23 @@ pub struct Global {
     /// returns its first outcome (marked "replayed") and changes nothing
     #[arg(long, global = true, value_name = "KEY")]
     pub idempotency_key: Option<String>,
-    /// The acting agent's token, when the database requires agent tokens
-    /// (agent register prints it once); prefer the environment variable,
-    /// which other users' `ps` does not show
+    /// A file holding the acting agent's token, when the database requires
+    /// agent tokens: the way to give it (chmod 600, the token on one line)
+    ///
+    /// `agent register` prints the token once. In a file, or in
+    /// $INBOX_AGENT_TOKEN, it stays off the command line, which every
+    /// local user's `ps` shows for as long as the command runs: `inbox mcp`
+    /// and `inbox serve` run for hours. A file others may read or change is
+    /// refused.
+    #[arg(
+        long,
+        global = true,
+        env = "INBOX_AGENT_TOKEN_FILE",
+        value_name = "PATH"
+    )]
+    pub agent_token_file: Option<PathBuf>,
+    /// The acting agent's token itself; prefer --agent-token-file or the
+    /// environment variable, which other users' `ps` does not show
     #[arg(
         long,
         global = true,
@@ -101,6 +115,28 @@ pub struct Global {
     #[arg(long, global = true, env = "INBOX_ENGINE", value_name = "PATH")]
     #[cfg_attr(not(feature = "plugin"), arg(hide = true))]
     pub engine: Option<PathBuf>,
+}
+
+impl Global {
+    /// Reads the agent token from `--agent-token-file` (or
+    /// `$INBOX_AGENT_TOKEN_FILE`) into `agent_token`, where every command
+    /// and server takes it from. A token given both ways is refused rather
+    /// than one silently chosen. Done once, after parsing, by whatever
+    /// parsed the command line.
+    pub fn resolve_agent_token(&mut self) -> Result<(), inbox_engine::EngineError> {
+        let Some(path) = self.agent_token_file.take() else {
+            return Ok(());
+        };
+        if self.agent_token.is_some() {
+            return Err(inbox_engine::EngineError::InvalidValue {
+                field: "agent_token_file".into(),
+                problem: "is given, and a token too (--agent-token or $INBOX_AGENT_TOKEN); give the token one way"
+                    .into(),
+            });
+        }
+        self.agent_token = Some(crate::secret::read_token_file(&path)?);
+        Ok(())
+    }
 }
 
 /// Defines [`Command`], the subcommands, from three lists: the commands the

@@ -29,6 +29,7 @@ mod render;
 mod render_orch;
 mod request;
 mod runner;
+pub mod secret;
 mod terminal;
 mod tools;
 mod transfer;
@@ -442,11 +443,15 @@ fn version() -> Response {
 /// Runs a parsed command.
 fn run(invocation: Invocation) -> u8 {
     let Invocation {
-        global,
+        mut global,
         name,
         action,
         hand_over,
     } = invocation;
+    if let Err(error) = global.resolve_agent_token() {
+        let response = Response::failure(Some(name), error);
+        return finish(&response, global.json, None, &[]);
+    }
     let (request, init_durability, mut notes) = match action {
         Action::Tool(tool) => return tool(&global),
         Action::Engine {
