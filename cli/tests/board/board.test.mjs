@@ -159,21 +159,30 @@ describe('inbox serve in headless Chromium', { timeout: 90_000 }, () => {
     await waitForColumn(id, 'in_progress');
   });
 
-  test('a write without the token is refused, on the page and over HTTP', async () => {
+  test('a call without the token is refused, on the page and over HTTP, reads and the event stream too', async () => {
     const refused = await page.evaluate(async () => {
-      const response = await fetch('/api/send', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ to_agent: 'w1', subject: 'sneaky' }) });
-      return { status: response.status, body: await response.json() };
+      const call = async (path, init) => {
+        const response = await fetch(path, init);
+        return { status: response.status, body: await response.json() };
+      };
+      return Promise.all([
+        call('/api/send', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ to_agent: 'w1', subject: 'sneaky' }) }),
+        call('/api/list', { method: 'POST', body: '{}' }),
+        call('/api/events', {}),
+      ]);
     });
-    assert.equal(refused.status, 403);
-    assert.equal(refused.body.ok, false);
-    assert.equal(refused.body.error.code, 'write_token_required');
-    // A page opened without the token in its URL offers no writes.
+    for (const answer of refused) {
+      assert.equal(answer.status, 401);
+      assert.equal(answer.body.ok, false);
+      assert.equal(answer.body.error.code, 'token_required');
+    }
+    // A page opened without the token in its URL shows nothing and says why.
     const other = await browser.newPage();
     await other.goto(url.split('#')[0]);
-    await other.waitForSelector('.card');
+    await other.waitForFunction(() => document.getElementById('mode').textContent.includes('token'));
+    assert.equal(await other.locator('.card').count(), 0);
     assert.equal(await other.locator('#new-task').isHidden(), true);
-    assert.equal(await other.locator('.answer').count(), 0);
-    assert.match(await other.locator('#mode').textContent(), /token/);
+    assert.match(await other.locator('#view').textContent(), /needs its token/);
     await other.close();
     const listed = await inbox('list', '--limit', '1000');
     assert.equal(listed.threads.some((t) => t.subject === 'sneaky'), false);
