@@ -452,6 +452,18 @@ fn run(invocation: Invocation) -> u8 {
         let response = Response::failure(Some(name), error);
         return finish(&response, global.json, None, &[]);
     }
+    // A bridge runs for hours in this process, its command line shown by
+    // `ps` to every local user all that time (`mcp` and `serve` are
+    // handed over without the token: see `launch`).
+    if name.starts_with("bridge")
+        && args_os()
+            .iter()
+            .any(|word| hosted::on_command_line(word, "--agent-token"))
+    {
+        hosted::log(&format!(
+            "warning: --agent-token puts the token in this process's command line, which every local user can read with `ps` while it runs; give it with --agent-token-file or $INBOX_AGENT_TOKEN instead (`inbox {name}`)"
+        ));
+    }
     let (request, init_durability, mut notes) = match action {
         Action::Tool(tool) => return tool(&global),
         Action::Engine {
