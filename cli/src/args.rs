@@ -84,13 +84,9 @@ pub struct Global {
     #[arg(long, global = true, value_name = "KEY")]
     pub idempotency_key: Option<String>,
     /// A file holding the acting agent's token, when the database requires
-    /// agent tokens: the way to give it (chmod 600, the token on one line)
-    ///
-    /// `agent register` prints the token once. In a file, or in
-    /// $INBOX_AGENT_TOKEN, it stays off the command line, which every
-    /// local user's `ps` shows for as long as the command runs: `inbox mcp`
-    /// and `inbox serve` run for hours. A file others may read or change is
-    /// refused.
+    /// agent tokens (agent register prints it once): yours alone (chmod
+    /// 600), the token on one line; unlike a command line, other users'
+    /// `ps` does not show it
     #[arg(
         long,
         global = true,

@@ -266,8 +266,11 @@ fn open_browser(guard: &guard::Guard) {
             return;
         }
     };
+    // The browser has no use for the agent's token this board writes with.
     let opened = std::process::Command::new(opener)
         .arg(link)
+        .env_remove("INBOX_AGENT_TOKEN")
+        .env_remove("INBOX_AGENT_TOKEN_FILE")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
