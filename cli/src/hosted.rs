@@ -34,7 +34,17 @@ pub fn arguments(command: &str, json: bool) -> Result<Cli, ExitCode> {
         _ => parse(Some(command)).map(|(cli, _)| cli),
     };
     match parsed {
-        Ok(cli) => Ok(cli),
+        Ok(mut cli) => {
+            if let Err(error) = cli.global.resolve_agent_token() {
+                return Err(refuse(command, error, json));
+            }
+            if given.iter().any(|a| on_command_line(a, "--agent-token")) {
+                log(&format!(
+                    "warning: --agent-token puts the token in this process's command line, which every local user can read with `ps` while it runs; give it with --agent-token-file or $INBOX_AGENT_TOKEN instead (`inbox {command}` does that for you)"
+                ));
+            }
+            Ok(cli)
+        }
         Err(error) if !error.use_stderr() => {
             // Help, asked for by hand: nothing else is on stdout yet.
             let _ = error.print();
@@ -55,6 +65,16 @@ pub fn arguments(command: &str, json: bool) -> Result<Cli, ExitCode> {
             ))
         }
     }
+}
+
+/// Whether `word` is the flag `flag`, alone or with its value after `=`.
+pub(crate) fn on_command_line(word: &OsString, flag: &str) -> bool {
+    word.to_str().is_some_and(|word| {
+        word == flag
+            || word
+                .strip_prefix(flag)
+                .is_some_and(|rest| rest.starts_with('='))
+    })
 }
 
 /// Says why the server cannot run or stopped, in the JSON contract's

@@ -9,6 +9,12 @@
 //! to it (on Unix, by replacing this process, so the agent runtime or the
 //! terminal talks to the server directly and signals reach it). It must
 //! never serve anything itself.
+//!
+//! A server runs for hours, and its command line is there for every local
+//! user to read (`ps`, `/proc/PID/cmdline`): so the agent token never goes
+//! on it. The token `inbox` was given (`--agent-token`, or read from
+//! `--agent-token-file`) is handed over in the server's environment,
+//! which only its own user can read, and the flags are left out.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -46,13 +52,17 @@ pub(crate) const SERVE: Server = Server {
 /// arguments. Returns only when that cannot be done: the exit code of the
 /// refusal, which says how to install the server.
 pub(crate) fn launch(server: Server, global: &Global) -> u8 {
-    let arguments: Vec<OsString> = crate::args_os().into_iter().skip(1).collect();
+    let arguments = without_token(crate::args_os().into_iter().skip(1));
     let program = match sibling(server) {
         Some(program) if program.is_file() => program,
         looked => return refuse(server, global, looked, None),
     };
     let mut command = std::process::Command::new(&program);
-    command.args(&arguments);
+    command.args(&arguments).env_remove(TOKEN_FILE_ENV);
+    match &global.agent_token {
+        Some(token) => command.env(TOKEN_ENV, token),
+        None => command.env_remove(TOKEN_ENV),
+    };
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt as _;
@@ -67,6 +77,39 @@ pub(crate) fn launch(server: Server, global: &Global) -> u8 {
             .unwrap_or(50),
         Err(error) => refuse(server, global, Some(program), Some(error)),
     }
+}
+
+/// Where a server finds the agent token `inbox` resolved.
+const TOKEN_ENV: &str = "INBOX_AGENT_TOKEN";
+
+/// Not passed on: the token it named is in [`TOKEN_ENV`] already.
+const TOKEN_FILE_ENV: &str = "INBOX_AGENT_TOKEN_FILE";
+
+/// The flags that give the token, left off the server's command line.
+const TOKEN_FLAGS: [&str; 2] = ["--agent-token", "--agent-token-file"];
+
+/// The arguments without the token flags and their values. clap took
+/// every such word as the flag (a value may not start with `--`), up to a
+/// `--`, after which the words are passed on as they are.
+fn without_token(arguments: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    let mut kept = Vec::new();
+    let mut arguments = arguments;
+    while let Some(word) = arguments.next() {
+        if word == "--" {
+            kept.push(word);
+            kept.extend(arguments);
+            break;
+        }
+        if TOKEN_FLAGS.iter().any(|flag| word == *flag) {
+            arguments.next();
+        } else if !TOKEN_FLAGS
+            .iter()
+            .any(|flag| crate::hosted::on_command_line(&word, flag))
+        {
+            kept.push(word);
+        }
+    }
+    kept
 }
 
 /// The server's program in the folder of the running `inbox`, where
@@ -109,4 +152,30 @@ fn refuse(
         },
     );
     crate::finish(&response, global.json, None, &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_flags_are_left_off_the_servers_command_line() {
+        let line = |words: &[&str]| words.iter().map(OsString::from).collect::<Vec<_>>();
+        let given = line(&[
+            "mcp",
+            "--agent-token",
+            "secret1",
+            "--agent",
+            "w1",
+            "--agent-token=secret2",
+            "--agent-token-file",
+            "/t",
+            "--agent-token-file=/u",
+            "--json",
+        ]);
+        let kept = without_token(given.into_iter());
+        assert_eq!(kept, line(&["mcp", "--agent", "w1", "--json"]));
+        let after = line(&["serve", "--", "--agent-token", "x"]);
+        assert_eq!(without_token(after.clone().into_iter()), after);
+    }
 }

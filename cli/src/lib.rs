@@ -29,6 +29,7 @@ mod render;
 mod render_orch;
 mod request;
 mod runner;
+pub mod secret;
 mod terminal;
 mod tools;
 mod transfer;
@@ -442,11 +443,27 @@ fn version() -> Response {
 /// Runs a parsed command.
 fn run(invocation: Invocation) -> u8 {
     let Invocation {
-        global,
+        mut global,
         name,
         action,
         hand_over,
     } = invocation;
+    if let Err(error) = global.resolve_agent_token() {
+        let response = Response::failure(Some(name), error);
+        return finish(&response, global.json, None, &[]);
+    }
+    // A bridge runs for hours in this process, its command line shown by
+    // `ps` to every local user all that time (`mcp` and `serve` are
+    // handed over without the token: see `launch`).
+    if name.starts_with("bridge")
+        && args_os()
+            .iter()
+            .any(|word| hosted::on_command_line(word, "--agent-token"))
+    {
+        hosted::log(&format!(
+            "warning: --agent-token puts the token in this process's command line, which every local user can read with `ps` while it runs; give it with --agent-token-file or $INBOX_AGENT_TOKEN instead (`inbox {name}`)"
+        ));
+    }
     let (request, init_durability, mut notes) = match action {
         Action::Tool(tool) => return tool(&global),
         Action::Engine {

@@ -135,6 +135,93 @@ fn an_agent_cannot_act_as_another_when_tokens_are_required() {
     );
 }
 
+#[cfg(unix)]
+#[test]
+fn the_token_may_come_from_a_private_file_and_a_shared_one_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = TestEnv::initialized();
+    env.json(&["settings", "--agent-tokens", "required"], 0);
+    let worker = env.json(&["agent", "register", "--agent", "worker"], 0);
+    let token = worker["agent_token"].as_str().unwrap().to_owned();
+    let file = env.dir().join("worker.token");
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    let path = file.to_str().unwrap();
+    let fetch = ["fetch", "--agent", "worker"];
+    let with = |flags: &[&str], token_env: Option<(&str, &str)>| {
+        let mut args = fetch.to_vec();
+        args.extend_from_slice(flags);
+        args.push("--json");
+        let mut command = env.command(&args);
+        if let Some((name, value)) = token_env {
+            command.env(name, value);
+        }
+        let output = command.output().unwrap();
+        let json: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        (output.status.code(), json, stderr)
+    };
+
+    for mode in [0o600, 0o400, 0o640] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (status, json, _) = with(&["--agent-token-file", path], None);
+        assert_eq!(status, Some(10), "mode {mode:o}: {json}");
+        let (status, json, _) = with(&[], Some(("INBOX_AGENT_TOKEN_FILE", path)));
+        assert_eq!(
+            status,
+            Some(10),
+            "mode {mode:o}, from the environment: {json}"
+        );
+    }
+    // Readable by every user, or changeable by others: refused, naming
+    // the file and never the token.
+    for mode in [0o644, 0o604, 0o620, 0o666] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (status, json, stderr) = with(&["--agent-token-file", path], None);
+        assert_eq!(status, Some(30), "mode {mode:o}: {json}");
+        assert_eq!(code(&json), "invalid_value", "{json}");
+        let message = json["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("chmod 600"), "{message}");
+        assert!(!json.to_string().contains(&token) && !stderr.contains(&token));
+    }
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Given two ways: refused rather than one silently chosen.
+    let (status, json, _) = with(
+        &["--agent-token-file", path],
+        Some(("INBOX_AGENT_TOKEN", &token)),
+    );
+    assert_eq!((status, code(&json)), (Some(30), "invalid_value"), "{json}");
+    // Missing, a folder, empty, huge: refused with exit 30.
+    let empty = env.dir().join("empty.token");
+    std::fs::write(&empty, "\n").unwrap();
+    let huge = env.dir().join("huge.token");
+    std::fs::write(&huge, "a".repeat(1 << 20)).unwrap();
+    for bad in [
+        &env.dir().join("missing"),
+        &env.dir().to_path_buf(),
+        &empty,
+        &huge,
+    ] {
+        std::fs::set_permissions(bad, std::fs::Permissions::from_mode(0o600)).ok();
+        let (status, json, _) = with(&["--agent-token-file", bad.to_str().unwrap()], None);
+        assert_eq!(status, Some(30), "{}: {json}", bad.display());
+        assert!(
+            ["invalid_value", "too_long"].contains(&code(&json)),
+            "{json}"
+        );
+    }
+    // A FIFO with no writer is not waited on.
+    let fifo = env.dir().join("fifo.token");
+    if std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (status, json, _) = with(&["--agent-token-file", fifo.to_str().unwrap()], None);
+        assert_eq!((status, code(&json)), (Some(30), "invalid_value"), "{json}");
+    }
+}
+
 /// Sends, claims and finishes `n` tasks, one process per command as
 /// agents do; returns the last event id.
 fn finish_tasks(env: &TestEnv, from: usize, n: usize) -> u64 {

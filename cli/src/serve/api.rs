@@ -3,10 +3,11 @@
 //! exactly what `inbox COMMAND --json` prints, and an HTTP status that says
 //! what its exit code says.
 //!
-//! Only the commands a board needs are served: reads (threads, a thread's
-//! history, the agents, orch's runs, status and ready queue) always;
-//! `send`, `reply` and `cancel` only on a board started with `--write`,
-//! with the token (see [`crate::guard`]), made as the board's `--as` agent
+//! Only the commands a board needs are served, and only with the board's
+//! token (see [`crate::guard`]): reads (threads, a thread's history, the
+//! agents, orch's runs, status and ready queue) always; `send`, `reply`
+//! and `cancel` only on a board started with `--write`, made as the
+//! board's `--as` agent
 //! (a write naming another agent is refused, as `inbox mcp` refuses it).
 //! Every request is decoded and checked by the engine and runs on a
 //! blocking thread through the same code as a command
@@ -21,7 +22,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use inbox_engine::{Call, Command, EngineError};
@@ -34,7 +35,7 @@ use crate::error::{BoardError, json};
 /// its JSON escaping needs a little more.
 pub(crate) const BODY_LIMIT: usize = 2 * 1024 * 1024;
 
-/// The reads the board serves to anyone who can open it.
+/// The reads the board serves to whoever has its token.
 const READS: &[Command] = &[
     Command::List,
     Command::Show,
@@ -46,7 +47,7 @@ const READS: &[Command] = &[
     Command::Version,
 ];
 
-/// The writes a board started with `--write` serves, with the token.
+/// The writes a board started with `--write` serves.
 const WRITES: &[Command] = &[Command::Send, Command::Reply, Command::Cancel];
 
 /// The API's routes.
@@ -72,7 +73,6 @@ async fn about(State(board): State<Arc<Board>>) -> Response {
 async fn call(
     State(board): State<Arc<Board>>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let command = match served(&name) {
@@ -80,7 +80,7 @@ async fn call(
         Err(refusal) => return refusal.answer(None),
     };
     let writes = WRITES.contains(&command);
-    if writes && let Err(refusal) = board.guard.may_write(&headers) {
+    if writes && let Err(refusal) = board.guard.may_write() {
         return refusal.answer(Some(command.as_str()));
     }
     let call = match request(&board, command, writes, body) {

@@ -1,5 +1,6 @@
-//! The board's own refusals, the ones no engine request makes (a write
-//! without the token, from another origin, on a read-only board), and how
+//! The board's own refusals, the ones no engine request makes (a call
+//! without the token, from another origin, a write on a read-only board,
+//! a connection or event stream past the board's limits), and how
 //! any answer becomes an HTTP response: always the JSON contract's shape,
 //! `{"ok": false, "command": ..., "error": {"code", "message"}}`, with a
 //! status that says the same as the exit code would. Codes are stable:
@@ -17,18 +18,35 @@ pub(crate) enum BoardError {
         "this board is read-only; start it with `inbox serve --write` to answer, cancel or send from the page"
     )]
     ReadOnly,
-    /// A write without the token.
+    /// A call without the token.
     #[error(
-        "a write needs this board's token (header `Authorization: Bearer TOKEN`), the one in the URL `inbox serve --write` printed"
+        "this board needs its token (header `Authorization: Bearer TOKEN`): open the board with the URL inbox serve printed, which holds it"
     )]
     TokenRequired,
-    /// A write with another token.
-    #[error(
-        "the token is not this board's; open the board with the URL this `inbox serve --write` printed"
-    )]
+    /// A call with another token.
+    #[error("the token is not this board's; open the board with the URL this inbox serve printed")]
     TokenInvalid,
-    /// A write from a page of another site (CSRF).
-    #[error("a write from the page at {origin} is refused: only this board's own page may write")]
+    /// A ticket that is not the live one: used, expired, or never given.
+    #[error(
+        "this link worked once and is used up or expired; open the board with the URL inbox serve printed"
+    )]
+    TicketInvalid,
+    /// More event streams open than the board keeps.
+    #[error(
+        "this board already has {limit} live pages open, its most; close one, or try again later"
+    )]
+    TooManyStreams {
+        /// The most it keeps.
+        limit: usize,
+    },
+    /// More connections open than the board keeps.
+    #[error("this board already has {limit} connections open, its most; try again later")]
+    TooManyConnections {
+        /// The most it keeps.
+        limit: usize,
+    },
+    /// A call from a page of another site (CSRF).
+    #[error("a call from the page at {origin} is refused: only this board's own page may make it")]
     OriginRefused {
         /// The Origin the browser sent.
         origin: String,
@@ -56,23 +74,34 @@ impl BoardError {
     pub(crate) fn code(&self) -> &'static str {
         match self {
             BoardError::ReadOnly => "read_only",
-            BoardError::TokenRequired => "write_token_required",
-            BoardError::TokenInvalid => "write_token_invalid",
+            BoardError::TokenRequired => "token_required",
+            BoardError::TokenInvalid => "token_invalid",
+            BoardError::TicketInvalid => "ticket_invalid",
+            BoardError::TooManyStreams { .. } => "too_many_streams",
+            BoardError::TooManyConnections { .. } => "too_many_connections",
             BoardError::OriginRefused { .. } => "origin_refused",
             BoardError::HostRefused { .. } => "host_refused",
             BoardError::NotServed { .. } => "not_served",
         }
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             BoardError::NotServed { .. } => StatusCode::NOT_FOUND,
-            _ => StatusCode::FORBIDDEN,
+            BoardError::TokenRequired | BoardError::TokenInvalid | BoardError::TicketInvalid => {
+                StatusCode::UNAUTHORIZED
+            }
+            BoardError::TooManyStreams { .. } | BoardError::TooManyConnections { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            BoardError::ReadOnly
+            | BoardError::OriginRefused { .. }
+            | BoardError::HostRefused { .. } => StatusCode::FORBIDDEN,
         }
     }
 
-    /// The refusal as a response, about `command` if one was named.
-    pub(crate) fn answer(&self, command: Option<&str>) -> Response {
+    /// The refusal's JSON body, about `command` if one was named.
+    pub(crate) fn body(&self, command: Option<&str>) -> String {
         // The engine's failure shape, field for field and in its order.
         #[derive(serde::Serialize)]
         struct Failure<'a> {
@@ -93,12 +122,31 @@ impl BoardError {
                 message: self.to_string(),
             },
         };
-        json(
-            self.status(),
-            serde_json::to_string(&failure).unwrap_or_default(),
-        )
+        serde_json::to_string(&failure).unwrap_or_default()
+    }
+
+    /// The refusal as a response, about `command` if one was named.
+    pub(crate) fn answer(&self, command: Option<&str>) -> Response {
+        let mut response = json(self.status(), self.body(command));
+        let headers = response.headers_mut();
+        match self.status() {
+            StatusCode::UNAUTHORIZED => {
+                headers.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"inbox board\""),
+                );
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER));
+            }
+            _ => {}
+        }
+        response
     }
 }
+
+/// When a refused client may try again, in seconds.
+pub(crate) const RETRY_AFTER: &str = "5";
 
 /// A JSON body with its status.
 pub(crate) fn json(status: StatusCode, body: String) -> Response {

@@ -1,16 +1,27 @@
 //! The board's safety rules, in one place: who may read, who may write,
 //! and what every response tells the browser.
 //!
-//! - **Reads** are open to whoever can reach the address, which is
-//!   loopback unless `--listen` asked otherwise. A request naming another
-//!   host is refused, so a web page on some site whose name an attacker
-//!   re-points at 127.0.0.1 (DNS rebinding) cannot read the board.
-//! - **Writes** need `--write`, then the token made at start from the OS's
-//!   random source and printed in the URL's fragment (which browsers never
-//!   send to servers, in a Referer or otherwise); the page sends it as
-//!   `Authorization: Bearer TOKEN`, and it is compared in constant time.
-//!   A write a browser says comes from another origin is refused as well
-//!   (CSRF), even with the token.
+//! - **One token, for everything but the page's own files.** A board makes
+//!   a token at start from the OS's random source and prints it in the
+//!   URL's fragment (which browsers never send to servers, in a request
+//!   line or a Referer). The page sends it on every call, the event
+//!   stream's included, as `Authorization: Bearer TOKEN`, compared in
+//!   constant time; a request without it is answered 401, so the board
+//!   never lets someone read whom the database file's permissions would
+//!   not let read: another local user, a page in the browser. The files
+//!   of the page (HTML, script, style) are all that is served without it:
+//!   they hold no data.
+//! - **Writes** need `--write` as well, and a write (or any call) a browser
+//!   says comes from another origin is refused (CSRF), even with the token.
+//! - **The Host** a request names must be an IP address or `localhost`,
+//!   with the board's port: a web page on some site whose name an attacker
+//!   re-points at this machine (DNS rebinding) names that site, and is
+//!   refused, on every address the board listens on.
+//! - **A link that works once.** `--open` hands the browser a one-time
+//!   ticket, not the token: the opener's and the browser's command lines
+//!   are read by every local user. The page trades it for the token at
+//!   `POST /api/session` (`Authorization: Ticket TICKET`), once, within
+//!   [`TICKET_LIFETIME`].
 //! - **Every response** carries a Content-Security-Policy that allows only
 //!   the board's own script, style and connections, and no framing, so
 //!   even a rendering mistake cannot run an agent's text as script.
@@ -18,17 +29,20 @@
 //! This module must never decide what a request means; it only says
 //! whether it may be made.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use axum::routing::post;
 use sha2::{Digest as _, Sha256};
 
 use crate::Board;
-use crate::error::BoardError;
+use crate::error::{BoardError, json};
 
 /// The policy every response carries (see the module's comment).
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
@@ -37,90 +51,164 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 /// How many random bytes make the token: 256 bits, unguessable.
 const TOKEN_BYTES: usize = 32;
 
+/// How long the link `--open` gives the browser works.
+const TICKET_LIFETIME: Duration = Duration::from_secs(120);
+
+/// Where the page trades a ticket for the token.
+const SESSION: &str = "/api/session";
+
 /// The rules of one running board.
 pub(crate) struct Guard {
     /// Where the board listens.
     address: SocketAddr,
-    /// The Host headers a request may carry; `None`: any (a board asked to
-    /// listen beyond loopback, reached by names it cannot know).
-    hosts: Option<Vec<String>>,
-    /// The write token, when writes are on.
-    token: Option<String>,
+    /// The token every call carries.
+    token: String,
+    /// Whether writes are on.
+    write: bool,
+    /// The one-time ticket `--open` gave the browser, until used.
+    ticket: Mutex<Option<(String, Instant)>>,
 }
 
 impl Guard {
-    /// The rules for a board at `address`, with a fresh token if `write`.
+    /// The rules for a board at `address`, with a fresh token.
     pub(crate) fn new(address: SocketAddr, write: bool) -> Result<Guard, String> {
-        let token = if write { Some(fresh_token()?) } else { None };
-        let port = address.port();
-        let hosts = address.ip().is_loopback().then(|| {
-            vec![
-                format!("127.0.0.1:{port}"),
-                format!("localhost:{port}"),
-                format!("[::1]:{port}"),
-            ]
-        });
         Ok(Guard {
             address,
-            hosts,
-            token,
+            token: fresh_token()?,
+            write,
+            ticket: Mutex::new(None),
         })
     }
 
-    /// The URL to open: with writes on, the token in its fragment.
-    pub(crate) fn url(&self) -> String {
+    /// The board's address as a URL, without the token.
+    pub(crate) fn base_url(&self) -> String {
         let ip = self.address.ip();
-        let host = if ip.is_unspecified() {
-            // Listening everywhere: this machine reaches it by loopback.
-            format!("127.0.0.1:{}", self.address.port())
-        } else {
-            self.address.to_string()
+        let port = self.address.port();
+        // Listening everywhere: this machine reaches it by loopback.
+        let ip = match ip {
+            IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+            ip => ip,
         };
-        match &self.token {
-            Some(token) => format!("http://{host}/#token={token}"),
-            None => format!("http://{host}/"),
+        format!("http://{}/", SocketAddr::new(ip, port))
+    }
+
+    /// The URL to open: the token in its fragment.
+    pub(crate) fn url(&self) -> String {
+        format!("{}#token={}", self.base_url(), self.token)
+    }
+
+    /// A URL that works once, for `--open`: a fresh ticket in its
+    /// fragment, replacing any earlier one.
+    pub(crate) fn ticket_url(&self) -> Result<String, String> {
+        let ticket = fresh_token()?;
+        if let Ok(mut kept) = self.ticket.lock() {
+            *kept = Some((ticket.clone(), Instant::now() + TICKET_LIFETIME));
         }
+        Ok(format!("{}#ticket={ticket}", self.base_url()))
     }
 
     /// Whether writes are on.
     pub(crate) fn writes(&self) -> bool {
-        self.token.is_some()
+        self.write
     }
 
-    /// Whether a request may name this host.
-    fn host_allowed(&self, headers: &HeaderMap) -> Result<(), BoardError> {
-        let Some(hosts) = &self.hosts else {
-            return Ok(());
-        };
-        let host = text(headers, header::HOST.as_str()).unwrap_or_default();
-        if hosts
-            .iter()
-            .any(|allowed| allowed.eq_ignore_ascii_case(&host))
-        {
+    /// Whether a write may be made (the token was checked already).
+    pub(crate) fn may_write(&self) -> Result<(), BoardError> {
+        if self.write {
             Ok(())
         } else {
-            Err(BoardError::HostRefused { host })
+            Err(BoardError::ReadOnly)
         }
     }
 
-    /// Whether a write may be made: writes on, the right token, and not
-    /// from another site's page.
-    pub(crate) fn may_write(&self, headers: &HeaderMap) -> Result<(), BoardError> {
-        let Some(token) = &self.token else {
-            return Err(BoardError::ReadOnly);
+    /// Whether a request may name this host: an IP address or
+    /// `localhost`, with the board's port (none for port 80). A name is
+    /// what a rebinding attack brings; an address is the page's own
+    /// origin, which no other site's page has.
+    fn host_allowed(&self, headers: &HeaderMap) -> Result<(), BoardError> {
+        let given = text(headers, header::HOST.as_str()).unwrap_or_default();
+        let refused = || BoardError::HostRefused {
+            host: given.clone(),
         };
-        let given = text(headers, header::AUTHORIZATION.as_str());
-        let Some(given) = given.as_deref().and_then(|g| g.strip_prefix("Bearer ")) else {
-            return Err(BoardError::TokenRequired);
+        let (host, port) = split_host(&given).ok_or_else(refused)?;
+        let port_ok = match port {
+            Some(port) => port == self.address.port(),
+            None => self.address.port() == 80,
         };
-        if !same_secret(given, token) {
-            return Err(BoardError::TokenInvalid);
+        let named_ok = host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok();
+        if port_ok && named_ok {
+            Ok(())
+        } else {
+            Err(refused())
         }
-        same_origin(headers)
+    }
+
+    /// Whether a request carries this board's token.
+    fn token_given(&self, headers: &HeaderMap) -> Result<(), BoardError> {
+        let given = credential(headers, "Bearer").ok_or(BoardError::TokenRequired)?;
+        if same_secret(&given, &self.token) {
+            Ok(())
+        } else {
+            Err(BoardError::TokenInvalid)
+        }
+    }
+
+    /// Uses up the ticket a request carries, if it is the live one.
+    fn take_ticket(&self, headers: &HeaderMap) -> Result<(), BoardError> {
+        let given = credential(headers, "Ticket").ok_or(BoardError::TicketInvalid)?;
+        let Ok(mut kept) = self.ticket.lock() else {
+            return Err(BoardError::TicketInvalid);
+        };
+        match kept.take() {
+            Some((ticket, until)) if same_secret(&given, &ticket) && Instant::now() < until => {
+                Ok(())
+            }
+            // A wrong guess does not spend the live ticket.
+            Some(live) if !same_secret(&given, &live.0) => {
+                *kept = Some(live);
+                Err(BoardError::TicketInvalid)
+            }
+            _ => Err(BoardError::TicketInvalid),
+        }
     }
 }
 
-/// A write from a browser names its page's origin; it must be this
+/// `Authorization: SCHEME VALUE`'s value, for this scheme.
+fn credential(headers: &HeaderMap, scheme: &str) -> Option<String> {
+    let value = text(headers, header::AUTHORIZATION.as_str())?;
+    let (given, rest) = value.split_once(' ')?;
+    given
+        .eq_ignore_ascii_case(scheme)
+        .then(|| rest.trim().to_owned())
+}
+
+/// A Host header's name and port: `name`, `name:port`, `[v6]`,
+/// `[v6]:port`.
+fn split_host(host: &str) -> Option<(&str, Option<u16>)> {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let (name, after) = rest.split_once(']')?;
+        match after {
+            "" => (name, None),
+            _ => (name, Some(after.strip_prefix(':')?)),
+        }
+    } else {
+        match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, None),
+        }
+    };
+    if name.is_empty() {
+        return None;
+    }
+    let port = match port {
+        Some(port) => Some(port.parse::<u16>().ok()?),
+        None => None,
+    };
+    Some((name, port))
+}
+
+/// A call from a browser names its page's origin; it must be this
 /// board's (the Host already checked). A client that is not a browser
 /// sends none, and only the token stands for it. `Sec-Fetch-Site`, which
 /// browsers set and pages cannot, must not say another site either.
@@ -172,14 +260,47 @@ fn fresh_token() -> Result<String, String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Every request: the Host checked first; every response: the security
+/// The ticket's route.
+pub(crate) fn routes() -> Router<Arc<Board>> {
+    Router::new().route(SESSION, post(session))
+}
+
+/// `POST /api/session` with `Authorization: Ticket TICKET`: the token,
+/// once.
+async fn session(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+    match board.guard.take_ticket(&headers) {
+        Ok(()) => {
+            let answer = serde_json::json!({
+                "ok": true,
+                "command": "session",
+                "token": board.guard.token,
+            });
+            json(StatusCode::OK, answer.to_string())
+        }
+        Err(refusal) => refusal.answer(Some("session")),
+    }
+}
+
+/// Every request: the Host checked first, then, for anything but the
+/// page's files, the token and the origin; every response: the security
 /// headers.
 pub(crate) async fn check(
     State(board): State<Arc<Board>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let mut response = match board.guard.host_allowed(request.headers()) {
+    let headers = request.headers();
+    let path = request.uri().path();
+    let allowed = board.guard.host_allowed(headers).and_then(|()| {
+        if crate::page::is_page_file(path) {
+            return Ok(());
+        }
+        if path != SESSION {
+            board.guard.token_given(headers)?;
+        }
+        same_origin(headers)
+    });
+    let mut response = match allowed {
         Ok(()) => next.run(request).await,
         Err(refusal) => refusal.answer(None),
     };
@@ -217,5 +338,66 @@ mod tests {
         assert_eq!(a.len(), TOKEN_BYTES * 2);
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn hosts_are_split_into_name_and_port() {
+        assert_eq!(split_host("127.0.0.2:80"), Some(("127.0.0.2", Some(80))));
+        assert_eq!(split_host("[::1]:7717"), Some(("::1", Some(7717))));
+        assert_eq!(split_host("[::1]"), Some(("::1", None)));
+        assert_eq!(split_host("localhost"), Some(("localhost", None)));
+        assert_eq!(
+            split_host("evil.example:1"),
+            Some(("evil.example", Some(1)))
+        );
+        for bad in ["", ":80", "[::1", "[::1]x", "a:b", "a:99999"] {
+            assert_eq!(split_host(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_addresses_and_localhost_on_the_boards_port_are_hosts() {
+        let at = |address: &str| Guard::new(address.parse().unwrap(), false).unwrap();
+        let host = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_str(value).unwrap());
+            headers
+        };
+        for address in [
+            "127.0.0.1:7717",
+            "0.0.0.0:7717",
+            "[::1]:7717",
+            "127.0.0.2:7717",
+        ] {
+            let guard = at(address);
+            for ok in [
+                "127.0.0.1:7717",
+                "LOCALHOST:7717",
+                "[::1]:7717",
+                "10.1.2.3:7717",
+            ] {
+                assert!(guard.host_allowed(&host(ok)).is_ok(), "{address} {ok}");
+            }
+            for bad in [
+                "evil.example:7717",
+                "127.0.0.1:7718",
+                "127.0.0.1",
+                "localhost.evil:7717",
+            ] {
+                assert!(guard.host_allowed(&host(bad)).is_err(), "{address} {bad}");
+            }
+            assert!(guard.host_allowed(&HeaderMap::new()).is_err());
+        }
+        assert!(at("0.0.0.0:80").host_allowed(&host("192.0.2.1")).is_ok());
+    }
+
+    #[test]
+    fn the_url_never_names_an_unspecified_address() {
+        let guard = Guard::new("0.0.0.0:7".parse().unwrap(), false).unwrap();
+        assert_eq!(guard.base_url(), "http://127.0.0.1:7/");
+        let guard = Guard::new("[::]:7".parse().unwrap(), false).unwrap();
+        assert_eq!(guard.base_url(), "http://[::1]:7/");
+        let guard = Guard::new("127.0.0.2:7".parse().unwrap(), true).unwrap();
+        assert!(guard.url().starts_with("http://127.0.0.2:7/#token="));
     }
 }

@@ -13,7 +13,11 @@
 //! happened after it (read with a `watch` that does not wait), so nothing
 //! is missed across a reconnect. An event says only which thread, run and
 //! task changed, and how: the page fetches what it shows through the API.
-//! This module must never decide what an event means.
+//! At most [`MAX_STREAMS`] streams are open at once; one more is refused
+//! with 503 and the JSON error shape, and a stream whose client has gone
+//! gives its place back as soon as the connection is seen closed (at the
+//! latest at the next keep-alive). This module must never decide what an
+//! event means.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -24,15 +28,17 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse as _, Response as HttpResponse};
 use axum::routing::get;
 use futures_util::stream::{self, Stream, StreamExt as _};
 use inbox_cli::args::Global;
 use inbox_engine::model::{Event, EventId};
 use inbox_engine::wire::{WatchOutput, WatchRequest};
 use inbox_engine::{Output, Request, Response};
-use tokio::sync::broadcast;
+use tokio::sync::{Semaphore, broadcast};
 
 use crate::Board;
+use crate::error::BoardError;
 
 /// How long one wait of the follower lasts before it looks again: long,
 /// since a commit wakes it at once.
@@ -53,6 +59,11 @@ const RETRY: Duration = Duration::from_secs(1);
 /// it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
+/// The most event streams open at once: each is an open page, and a
+/// person has a few; the limit keeps a client that opens streams in a
+/// loop from taking the server's descriptors and memory.
+pub(crate) const MAX_STREAMS: usize = 64;
+
 /// One event as the pages hear it.
 #[derive(Clone, Debug)]
 struct Change {
@@ -65,6 +76,8 @@ pub(crate) struct Live {
     sender: broadcast::Sender<Change>,
     /// The newest event the follower has read.
     head: Arc<AtomicU64>,
+    /// A place for each open stream.
+    streams: Arc<Semaphore>,
 }
 
 impl Live {
@@ -94,7 +107,11 @@ impl Live {
                 "warning: cannot start the event follower ({error}); pages will not update live"
             ));
         }
-        Live { sender, head }
+        Live {
+            sender,
+            head,
+            streams: Arc::new(Semaphore::new(MAX_STREAMS)),
+        }
     }
 
     fn head(&self) -> EventId {
@@ -198,11 +215,26 @@ pub(crate) fn routes() -> Router<Arc<Board>> {
     Router::new().route("/api/events", get(events))
 }
 
-/// `GET /api/events`: the event stream for one page.
-async fn events(
-    State(board): State<Arc<Board>>,
-    headers: HeaderMap,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+/// `GET /api/events`: the event stream for one page, if a place is free.
+async fn events(State(board): State<Arc<Board>>, headers: HeaderMap) -> HttpResponse {
+    let Ok(place) = Arc::clone(&board.live.streams).try_acquire_owned() else {
+        return BoardError::TooManyStreams { limit: MAX_STREAMS }.answer(None);
+    };
+    // The place goes with the stream, and comes back when it is dropped.
+    let stream = stream_for(&board, &headers).await.map(move |event| {
+        let _held = &place;
+        event
+    });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response()
+}
+
+/// The events one page hears: what it missed, then each as it happens.
+async fn stream_for(
+    board: &Arc<Board>,
+    headers: &HeaderMap,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> + use<> {
     // Subscribe before reading the head: an event between the two is
     // then heard (and skipped if already sent), never lost.
     let receiver = board.live.sender.subscribe();
@@ -213,7 +245,7 @@ async fn events(
         .and_then(|value| value.trim().parse::<EventId>().ok());
     let (first, sent) = match last {
         None => (vec![marker("hello", head)], head),
-        Some(last) if last < head => catch_up(&board, last, head).await,
+        Some(last) if last < head => catch_up(board, last, head).await,
         Some(last) => (Vec::new(), last),
     };
     let following = stream::unfold((receiver, sent), |(mut receiver, sent)| async move {
@@ -236,7 +268,7 @@ async fn events(
         }
     });
     let first = stream::iter(first.into_iter().map(Ok));
-    Sse::new(first.chain(following)).keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+    first.chain(following)
 }
 
 /// What a page that saw `last` missed, up to `head`: each event, or, when

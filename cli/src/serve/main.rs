@@ -3,16 +3,22 @@
 //! the same arguments (read with `inbox`'s own parser); run by itself it
 //! takes the same flags.
 //!
-//! It is a program of its own so that the HTTP stack (axum on tokio) is
-//! never linked into `inbox` or `orch`. The modules: [`api`] turns HTTP
-//! calls into engine requests and runs them as every command runs
-//! (`inbox_cli::execute`), [`live`] follows the event stream once for every
-//! open page and pushes it as Server-Sent Events, [`guard`] holds the
-//! safety rules (loopback by default, the write token, Host and Origin
-//! checks, the security headers), [`page`] serves the embedded page, and
-//! [`error`] the board's own refusals. It must never apply an inbox rule of
-//! its own: every read and write is an engine request. stdout carries one
-//! line, the board's URL; everything else goes to stderr.
+//! It is a program of its own so that the HTTP stack (axum and hyper on
+//! tokio) is never linked into `inbox` or `orch`. The modules: [`api`]
+//! turns HTTP calls into engine requests and runs them as every command
+//! runs (`inbox_cli::execute`), [`live`] follows the event stream once for
+//! every open page and pushes it as Server-Sent Events, [`guard`] holds
+//! the safety rules (the token every call carries, the Host and Origin
+//! checks, the security headers), [`net`] accepts connections within
+//! bounds, [`page`] serves the embedded page, and [`error`] the board's
+//! own refusals. It must never apply an inbox rule of its own: every read
+//! and write is an engine request.
+//!
+//! The board's URL holds its token, so it goes to whoever started the
+//! board and nowhere else: the first line on stdout, or, with `--url-file
+//! PATH`, a file only its owner can read (stdout then shows the URL
+//! without the token). stderr, which supervisors log, never shows the
+//! token; `--open` gives the browser a link that works once.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -26,6 +32,7 @@ mod api;
 mod error;
 mod guard;
 mod live;
+mod net;
 mod page;
 
 /// What every request handler shares.
@@ -39,6 +46,14 @@ pub(crate) struct Board {
     /// The event stream's follower.
     pub(crate) live: live::Live,
 }
+
+/// The most engine calls (each a blocking thread with a database
+/// connection) run at once; more wait their turn. The connections that
+/// can ask are bounded too ([`net::MAX_CONNECTIONS`]).
+const ENGINE_THREADS: usize = 8;
+
+/// The port a board listens on when none is given.
+const DEFAULT_PORT: u16 = 7717;
 
 inbox_cli::c_allocator!();
 
@@ -64,6 +79,7 @@ fn main() -> ExitCode {
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(ENGINE_THREADS)
         .build()
     {
         Ok(runtime) => runtime,
@@ -85,36 +101,38 @@ async fn serve(
     human: String,
     database: String,
 ) -> Result<(), EngineError> {
-    let ip = args.listen.unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
-    let listener = tokio::net::TcpListener::bind(SocketAddr::new(ip, args.port))
+    let wanted = listen_on(&args)?;
+    let listener = tokio::net::TcpListener::bind(wanted)
         .await
         .map_err(|error| EngineError::InvalidValue {
             field: "port".into(),
             problem: format!(
-                "cannot listen on {}: {error}; choose another with --port (0: any free port)",
-                SocketAddr::new(ip, args.port)
+                "cannot listen on {wanted}: {error}; choose another with --port (0: any free port)"
             ),
         })?;
     let address = listener
         .local_addr()
         .map_err(|error| internal(format!("cannot read the address listened on: {error}")))?;
     let guard = guard::Guard::new(address, args.write).map_err(internal)?;
-    let url = guard.url();
-    announce(&url, &address, &database, &human, args.write, global.json);
+    if let Some(path) = &args.url_file {
+        inbox_cli::secret::write_private(path, &format!("{}\n", guard.url()), "url_file")?;
+    }
+    announce(&guard, &address, &database, &human, &args, global.json);
     let global = Arc::new(global);
     let live = live::Live::start(Arc::clone(&global)).await;
+    if args.open {
+        open_browser(&guard);
+    }
     let board = Arc::new(Board {
         global,
         human,
         guard,
         live,
     });
-    if args.open {
-        open_browser(&url);
-    }
     let app = page::routes()
         .merge(api::routes())
         .merge(live::routes())
+        .merge(guard::routes())
         .fallback(not_served)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&board),
@@ -122,12 +140,31 @@ async fn serve(
         ))
         .layer(axum::extract::DefaultBodyLimit::max(api::BODY_LIMIT))
         .with_state(board);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|error| internal(format!("the server stopped: {error}")))
+    net::serve(listener, app, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
+    Ok(())
+}
+
+/// The address to listen on: `--listen`'s (127.0.0.1 by default), with
+/// its port or `--port`'s, given once.
+fn listen_on(args: &ServeArgs) -> Result<SocketAddr, EngineError> {
+    let ip = args
+        .listen
+        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |listen| listen.ip);
+    let port = match (args.listen.and_then(|listen| listen.port), args.port) {
+        (Some(_), Some(_)) => {
+            return Err(EngineError::InvalidValue {
+                field: "port".into(),
+                problem: "is given twice, with --port and in --listen ADDR:PORT; give it once"
+                    .into(),
+            });
+        }
+        (Some(port), None) | (None, Some(port)) => port,
+        (None, None) => DEFAULT_PORT,
+    };
+    Ok(SocketAddr::new(ip, port))
 }
 
 /// Any other path: refused in the JSON contract's shape, like the API's
@@ -140,9 +177,17 @@ async fn not_served(uri: axum::http::Uri) -> axum::response::Response {
     .answer(None)
 }
 
-/// The URL on stdout, alone on the first line (tests and scripts read
-/// it); the rest for people on stderr.
-fn announce(url: &str, address: &SocketAddr, database: &str, human: &str, write: bool, json: bool) {
+/// The URL, with its token, on stdout alone on the first line (tests and
+/// scripts read it), or in `--url-file` with stdout showing it without
+/// the token; the rest for people on stderr, never the token.
+fn announce(
+    guard: &guard::Guard,
+    address: &SocketAddr,
+    database: &str,
+    human: &str,
+    args: &ServeArgs,
+    json: bool,
+) {
     use std::io::Write as _;
     // With --json the first line is one JSON object, as every command's
     // answer is (an agent that starts a board parses it); the URL alone
@@ -152,65 +197,94 @@ fn announce(url: &str, address: &SocketAddr, database: &str, human: &str, write:
         ok: bool,
         command: &'a str,
         url: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        url_file: Option<String>,
         address: String,
         database: &'a str,
         writes: bool,
         #[serde(rename = "as")]
         human: &'a str,
     }
+    let (url, told) = match &args.url_file {
+        Some(path) => (
+            guard.base_url(),
+            format!("the URL with its token is in {}", path.display()),
+        ),
+        None => (
+            guard.url(),
+            "open the URL with its token, printed on stdout".to_owned(),
+        ),
+    };
     let line = if json {
         let started = Started {
             ok: true,
             command: "serve",
-            url,
+            url: &url,
+            url_file: args.url_file.as_ref().map(|p| p.display().to_string()),
             address: address.to_string(),
             database,
-            writes: write,
+            writes: args.write,
             human,
         };
-        serde_json::to_string(&started).unwrap_or_else(|_| url.to_owned())
+        serde_json::to_string(&started).unwrap_or_else(|_| url.clone())
     } else {
-        url.to_owned()
+        url.clone()
     };
     let _ = writeln!(std::io::stdout().lock(), "{line}");
-    hosted::log(&format!("inbox serve: the board of {database} at {url}"));
-    if write {
+    hosted::log(&format!(
+        "inbox serve: the board of {database} at {} ({told})",
+        guard.base_url()
+    ));
+    if args.write {
         hosted::log(&format!(
-            "inbox serve: writes are on, made as {human}; the token is in the URL, keep it to yourself"
+            "inbox serve: writes are on, made as {human}; whoever has the URL can write: keep it to yourself"
         ));
     } else {
         hosted::log("inbox serve: read-only (--write lets the page answer, cancel and send)");
     }
     if !address.ip().is_loopback() {
         hosted::log(&format!(
-            "warning: listening on {address}, which other machines may reach: they can read every thread{}",
-            if write {
-                ", and anyone who sees the URL can write"
-            } else {
-                ""
-            }
+            "warning: listening on {address}, which other machines may reach: whoever has the URL can read every thread{}; open it by IP address (host names are refused)",
+            if args.write { " and write" } else { "" }
         ));
     }
 }
 
-/// Opens the board in the default browser; a failure is only a warning,
-/// the URL is printed anyway.
-fn open_browser(url: &str) {
+/// Opens the board in the default browser, with a link that works once:
+/// the opener's and the browser's command lines are there for every
+/// local user to read. A failure is only a warning.
+fn open_browser(guard: &guard::Guard) {
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {
         "xdg-open"
     };
+    let link = match guard.ticket_url() {
+        Ok(link) => link,
+        Err(error) => {
+            hosted::log(&format!("warning: could not open a browser: {error}"));
+            return;
+        }
+    };
+    // The browser has no use for the agent's token this board writes with.
     let opened = std::process::Command::new(opener)
-        .arg(url)
+        .arg(link)
+        .env_remove("INBOX_AGENT_TOKEN")
+        .env_remove("INBOX_AGENT_TOKEN_FILE")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn();
-    if let Err(error) = opened {
-        hosted::log(&format!(
-            "warning: could not open a browser ({opener}: {error}); open the URL above"
-        ));
+    match opened {
+        // Reaped by a thread of its own, so that no zombie is left.
+        Ok(mut child) => {
+            let _ = std::thread::Builder::new()
+                .name("board-opener".into())
+                .spawn(move || child.wait());
+        }
+        Err(error) => hosted::log(&format!(
+            "warning: could not open a browser ({opener}: {error}); open the board's URL"
+        )),
     }
 }
 

@@ -4,7 +4,8 @@
 //! element with DOM calls and puts agents' text in with `textContent`
 //! only (see `page/markdown.js` for bodies); the Content-Security-Policy
 //! ([`crate::guard`]) allows these files and nothing else. This module
-//! must never put data into a page: the page fetches it from the API.
+//! must never put data into a page: the page fetches it from the API,
+//! with the token (see [`crate::guard`]).
 
 use std::sync::Arc;
 
@@ -48,6 +49,12 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("page/favicon.svg"),
     ),
 ];
+
+/// Whether `path` is one of the page's own files: all a request without
+/// the token may have, since they hold no data.
+pub(crate) fn is_page_file(path: &str) -> bool {
+    FILES.iter().any(|&(file, _, _)| file == path)
+}
 
 /// The page's routes.
 pub(crate) fn routes() -> Router<Arc<Board>> {

@@ -23,7 +23,7 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile, mkdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -159,24 +159,70 @@ describe('inbox serve in headless Chromium', { timeout: 90_000 }, () => {
     await waitForColumn(id, 'in_progress');
   });
 
-  test('a write without the token is refused, on the page and over HTTP', async () => {
+  test('a call without the token is refused, on the page and over HTTP, reads and the event stream too', async () => {
     const refused = await page.evaluate(async () => {
-      const response = await fetch('/api/send', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ to_agent: 'w1', subject: 'sneaky' }) });
-      return { status: response.status, body: await response.json() };
+      const call = async (path, init) => {
+        const response = await fetch(path, init);
+        return { status: response.status, body: await response.json() };
+      };
+      return Promise.all([
+        call('/api/send', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ to_agent: 'w1', subject: 'sneaky' }) }),
+        call('/api/list', { method: 'POST', body: '{}' }),
+        call('/api/events', {}),
+      ]);
     });
-    assert.equal(refused.status, 403);
-    assert.equal(refused.body.ok, false);
-    assert.equal(refused.body.error.code, 'write_token_required');
-    // A page opened without the token in its URL offers no writes.
+    for (const answer of refused) {
+      assert.equal(answer.status, 401);
+      assert.equal(answer.body.ok, false);
+      assert.equal(answer.body.error.code, 'token_required');
+    }
+    // A page opened without the token in its URL shows nothing and says why.
     const other = await browser.newPage();
     await other.goto(url.split('#')[0]);
-    await other.waitForSelector('.card');
+    await other.waitForFunction(() => document.getElementById('mode').textContent.includes('token'));
+    assert.equal(await other.locator('.card').count(), 0);
     assert.equal(await other.locator('#new-task').isHidden(), true);
-    assert.equal(await other.locator('.answer').count(), 0);
-    assert.match(await other.locator('#mode').textContent(), /token/);
+    assert.match(await other.locator('#view').textContent(), /needs its token/);
     await other.close();
     const listed = await inbox('list', '--limit', '1000');
     assert.equal(listed.threads.some((t) => t.subject === 'sneaky'), false);
+  });
+
+  test('--open gives the browser a link that works once, and the page trades it for the token', async () => {
+    // A browser opener that writes down the link it was given.
+    const bin = path.join(dir, 'bin');
+    await mkdir(bin, { recursive: true });
+    const opener = path.join(bin, 'xdg-open');
+    await writeFile(opener, '#!/bin/sh\nprintf \'%s\' "$1" > "$0.link.tmp" && mv "$0.link.tmp" "$0.link"\n', { mode: 0o755 });
+    const opened = spawn(inboxBin, ['serve', '--open', '--port', '0', '--url-file', path.join(dir, 'open.url')], {
+      env: { ...env, PATH: `${bin}:${env.PATH}` }, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      let link = null;
+      for (let i = 0; i < 200 && link === null; i += 1) {
+        link = await readFile(`${opener}.link`, 'utf8').catch(() => null);
+        if (link === null) await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      assert.ok(link, 'the opener was run');
+      const withToken = (await readFile(path.join(dir, 'open.url'), 'utf8')).trim();
+      const token = new URL(withToken).hash.replace('#token=', '');
+      assert.match(link, /#ticket=[0-9a-f]{64}$/);
+      assert.equal(link.includes(token), false, 'the opener is not given the token');
+      const tab = await browser.newPage();
+      await tab.goto(link);
+      await tab.waitForSelector('.card');
+      assert.equal(new URL(tab.url()).hash, '', 'the ticket left the address bar');
+      assert.match(await tab.locator('#mode').textContent(), /read-only/);
+      // Whoever reads the link later, from the browser's command line, gets nothing.
+      const later = await browser.newPage();
+      await later.goto(link);
+      await later.waitForFunction(() => document.getElementById('mode').textContent.includes('token'));
+      assert.equal(await later.locator('.card').count(), 0);
+      assert.match(await later.locator('#view').textContent(), /worked once/);
+      await Promise.all([tab.close(), later.close()]);
+    } finally {
+      opened.kill();
+    }
   });
 
   test('a run shows its task graph, ready queue and what waits on the leader', async () => {

@@ -26,11 +26,15 @@ function cpuMs(pid) {
   return ns / 1e6;
 }
 
-/** Opens `count` event streams on `base`; resolves once each has its first event. */
-function openStreams(base, count) {
+/** Opens `count` event streams on the board at `url` (its token in the
+ * fragment); resolves once each has its first event. */
+function openStreams(url, count) {
   const requests = [];
+  const token = new URL(url).hash.replace(/^#token=/, '');
+  const headers = { Accept: 'text/event-stream', Authorization: `Bearer ${token}` };
   const opened = Array.from({ length: count }, () => new Promise((resolve, reject) => {
-    const request = http.get(new URL('/api/events', base), { headers: { Accept: 'text/event-stream' } }, (response) => {
+    const request = http.get(new URL('/api/events', url), { headers }, (response) => {
+      if (response.statusCode !== 200) reject(new Error(`the event stream answered ${response.statusCode}`));
       response.once('data', () => resolve());
       response.on('error', () => {});
     });

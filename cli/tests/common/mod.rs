@@ -156,6 +156,7 @@ impl TestEnv {
             .env_remove("INBOX_DB")
             .env_remove("INBOX_AGENT")
             .env_remove("INBOX_AGENT_TOKEN")
+            .env_remove("INBOX_AGENT_TOKEN_FILE")
             .env("INBOX_NOW", self.now.borrow().as_str())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null());

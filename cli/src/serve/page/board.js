@@ -1,15 +1,17 @@
 // The board's behaviour: what it loads from the API, when, and what a
 // person's clicks send. It holds no polling loop: it loads once, then again
 // only when the server's event stream (Server-Sent Events, /api/events)
-// says something changed; the browser's EventSource reconnects by itself
-// and sends the last event id, and the server sends what was missed.
-// Writes carry the token from the URL's fragment (read once, then removed
-// from the address bar so it is not shown or copied by accident). Drawing
-// is views.js's, which never puts agents' text in as HTML.
+// says something changed; it reconnects by itself with the last event id it
+// saw, and the server sends what was missed. Every call, the event stream's
+// too, carries the board's token in a header: the token comes from the
+// URL's fragment (never sent in a request line; read once, then removed
+// from the address bar so it is not shown or copied by accident), or is
+// traded once for the one-time ticket `inbox serve --open` puts there. The
+// stream is read with fetch, not EventSource, which cannot send a header.
+// Drawing is views.js's, which never puts agents' text in as HTML.
 
 import * as views from "./views.js";
 
-const WRITES = new Set(["send", "reply", "cancel"]);
 const FINISHED = ["done", "failed", "cancelled"];
 const TOKEN_KEY = "inbox-board-token";
 
@@ -30,18 +32,28 @@ const state = {
 
 const $ = (id) => document.getElementById(id);
 
-/** One API call; a refusal throws with the engine's code and message. */
-async function api(command, body = {}) {
-  const headers = { "Content-Type": "application/json" };
-  if (WRITES.has(command) && state.token) headers.Authorization = `Bearer ${state.token}`;
-  const response = await fetch(`/api/${command}`, { method: "POST", headers, body: JSON.stringify(body) });
-  const answer = await response.json();
+/** The headers every call carries: the token. */
+function authorized(headers = {}) {
+  return { ...headers, Authorization: `Bearer ${state.token}` };
+}
+
+/** A response's JSON answer; a refusal throws with its code and message. */
+async function answerOf(response, what) {
+  const answer = await response.json().catch(() => ({}));
   if (!answer.ok) {
-    const error = new Error(answer.error?.message ?? `${command} failed`);
+    const error = new Error(answer.error?.message ?? `${what} failed (HTTP ${response.status})`);
     error.code = answer.error?.code;
+    error.status = response.status;
     throw error;
   }
   return answer;
+}
+
+/** One API call; a refusal throws with the engine's code and message. */
+async function api(command, body = {}) {
+  const headers = authorized({ "Content-Type": "application/json" });
+  const response = await fetch(`/api/${command}`, { method: "POST", headers, body: JSON.stringify(body) });
+  return answerOf(response, command);
 }
 
 function toast(text, error = false) {
@@ -207,7 +219,7 @@ function refresh() {
     return running;
   }
   running = reload()
-    .catch((error) => toast(error.message, true))
+    .catch((error) => (error.status === 401 ? refused(error) : toast(error.message, true)))
     .finally(() => {
       running = null;
       if (again) {
@@ -233,15 +245,70 @@ async function reload() {
   document.body.dataset.loaded = String(Date.now());
 }
 
+/** Follows the event stream: each event (a change, `hello`, `resync`) reloads. */
 function follow() {
   const live = $("live");
-  const events = new EventSource("/api/events");
-  const changed = () => refresh();
-  events.addEventListener("open", () => { live.className = "live on"; live.textContent = "live"; live.title = "updates as they happen"; });
-  events.addEventListener("error", () => { live.className = "live off"; live.textContent = "reconnecting"; live.title = "the server cannot be reached; retrying"; });
-  events.addEventListener("message", changed);
-  events.addEventListener("resync", changed);
-  events.addEventListener("hello", changed);
+  const shown = (on, text, title) => { live.className = on ? "live on" : "live off"; live.textContent = text; live.title = title; };
+  const stream = { last: null };
+  const loop = async () => {
+    for (;;) {
+      let pause = 1000;
+      try {
+        await listen(stream, () => shown(true, "live", "updates as they happen"));
+      } catch (error) {
+        if (error.status === 401) return refused(error);
+        // The board keeps a few live pages; it says when to try again.
+        if (error.status === 503) pause = 5000;
+      }
+      shown(false, "reconnecting", "the server cannot be reached; retrying");
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  };
+  loop();
+}
+
+/** One connection of the event stream, read until it ends. */
+async function listen(stream, opened) {
+  const headers = authorized({ Accept: "text/event-stream" });
+  if (stream.last !== null) headers["Last-Event-ID"] = stream.last;
+  const response = await fetch("/api/events", { headers, cache: "no-store" });
+  if (!response.ok) await answerOf(response, "the event stream");
+  opened();
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let event = { data: false, id: null };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, end).replace(/\r$/, "");
+      buffer = buffer.slice(end + 1);
+      if (line === "") {
+        // An event ends: remember where the stream is, and reload.
+        if (event.id !== null) stream.last = event.id;
+        if (event.data) refresh();
+        event = { data: false, id: null };
+      } else if (line.startsWith("data:")) {
+        event.data = true;
+      } else if (line.startsWith("id:")) {
+        event.id = line.slice(3).trim();
+      }
+    }
+  }
+}
+
+/** The token was refused: say how to open the board, and stop. */
+function refused(error) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  state.token = null;
+  state.write = false;
+  $("new-task").hidden = true;
+  $("mode").textContent = "needs the URL with the token";
+  $("live").className = "live off";
+  $("live").textContent = "no token";
+  $("view").replaceChildren(views.el("p", { className: "empty" }, error.message));
 }
 
 // ---- acting -------------------------------------------------------------
@@ -295,11 +362,18 @@ async function send(fields) {
 
 // ---- start --------------------------------------------------------------
 
-function readToken() {
-  const match = /(?:^#|&)token=([0-9a-f]+)/.exec(location.hash);
-  if (match) {
-    sessionStorage.setItem(TOKEN_KEY, match[1]);
-    history.replaceState(null, "", location.pathname + location.search);
+/** The token: from the URL's fragment (`#token=`, or `#ticket=` traded
+ * once for it), else the one this tab was opened with. */
+async function readToken() {
+  const token = /(?:^#|&)token=([0-9a-f]+)/.exec(location.hash);
+  const ticket = /(?:^#|&)ticket=([0-9a-f]+)/.exec(location.hash);
+  if (token || ticket) history.replaceState(null, "", location.pathname + location.search);
+  if (token) {
+    sessionStorage.setItem(TOKEN_KEY, token[1]);
+  } else if (ticket) {
+    const response = await fetch("/api/session", { method: "POST", headers: { Authorization: `Ticket ${ticket[1]}` } });
+    const answer = await answerOf(response, "opening the board");
+    sessionStorage.setItem(TOKEN_KEY, answer.token);
   }
   return sessionStorage.getItem(TOKEN_KEY);
 }
@@ -340,17 +414,19 @@ function wire() {
 }
 
 async function start() {
-  state.token = readToken();
-  const about = await fetch("/api/board").then((r) => r.json());
-  state.write = Boolean(about.write && state.token);
-  state.as = about.as;
-  $("mode").textContent = about.write
-    ? state.token ? `writing as ${about.as}` : "writes need the URL with the token"
-    : "read-only";
-  $("new-task").hidden = !state.write;
   wire();
+  state.token = await readToken();
+  if (!state.token) {
+    const error = new Error("This board needs its token: open it with the URL inbox serve printed (it holds the token after #).");
+    return refused(error);
+  }
+  const about = await answerOf(await fetch("/api/board", { headers: authorized() }), "the board");
+  state.write = Boolean(about.write);
+  state.as = about.as;
+  $("mode").textContent = about.write ? `writing as ${about.as}` : "read-only";
+  $("new-task").hidden = !state.write;
   refresh();
   follow();
 }
 
-start().catch((error) => toast(error.message, true));
+start().catch((error) => (error.status === 401 ? refused(error) : toast(error.message, true)));
