@@ -287,3 +287,39 @@ fn same_digest(a: &str, b: &str) -> bool {
             .fold(0u8, |diff, (x, y)| diff | (x ^ y))
             == 0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn near(wanted: &str, names: &[&str]) -> Vec<String> {
+        closest(wanted, names.iter().copied()).closest
+    }
+
+    #[test]
+    fn a_swap_a_slip_or_a_case_is_close_and_another_name_is_not() {
+        let team = ["alice", "bob", "bobby", "lead", "backend-worker-1"];
+        assert_eq!(near("bbo", &team), ["bob"]);
+        assert_eq!(near("Bob", &team), ["bob"]);
+        assert_eq!(near("alcie", &team), ["alice"]);
+        assert_eq!(near("backend-worker-2", &team), ["backend-worker-1"]);
+        assert!(near("zed-the-stranger", &team).is_empty());
+        assert!(near("bob", &[]).is_empty());
+    }
+
+    #[test]
+    fn at_most_three_closest_first_then_by_name() {
+        let team = ["w4", "w3", "w2", "w1", "w10", "w123"];
+        assert_eq!(near("w0", &team), ["w1", "w10", "w2"]);
+        let found = closest("w0", team.iter().copied());
+        assert_eq!(found.known, 6);
+    }
+
+    #[test]
+    fn a_large_registry_is_answered_with_a_bounded_list() {
+        let names: Vec<String> = (0..CANDIDATES_MAX).map(|i| format!("agent-{i:05}")).collect();
+        let found = closest("agent-0000", names.iter().map(String::as_str));
+        assert_eq!(found.closest.len(), SUGGESTIONS);
+        assert_eq!(found.known, CANDIDATES_MAX);
+    }
+}
