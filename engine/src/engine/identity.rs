@@ -317,7 +317,9 @@ mod tests {
 
     #[test]
     fn a_large_registry_is_answered_with_a_bounded_list() {
-        let names: Vec<String> = (0..CANDIDATES_MAX).map(|i| format!("agent-{i:05}")).collect();
+        let names: Vec<String> = (0..CANDIDATES_MAX)
+            .map(|i| format!("agent-{i:05}"))
+            .collect();
         let found = closest("agent-0000", names.iter().map(String::as_str));
         assert_eq!(found.closest.len(), SUGGESTIONS);
         assert_eq!(found.known, CANDIDATES_MAX);
