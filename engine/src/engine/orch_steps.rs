@@ -249,9 +249,14 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         // cannot be reassigned until its new attempt is out, and the
         // clock's retries must never stop a run's reconcile: those go where
         // the leader sent the work, and wait there.
-        if matches!(action, TaskAction::Dispatch | TaskAction::Retry) {
+        let other = match action {
+            TaskAction::Dispatch => Some("orch reassign"),
+            TaskAction::Retry => Some("orch retry --to"),
+            _ => None,
+        };
+        if let Some(other) = other {
             let place = format!(
-                "task {}'s assignee (`orch reassign` gives it to another)",
+                "task {}'s assignee (`{other}` gives it to another)",
                 task.task_id
             );
             self.check_recipient(&place, &Address::stored(&task.assignee))?;
