@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
-use inbox_engine::{AgentTokens, Kind, Priority, Status, Timestamp, Vocabulary};
+use inbox_engine::{AgentRegistration, AgentTokens, Kind, Priority, Status, Timestamp, Vocabulary};
 use inbox_host_native::Durability;
 
 const ROOT_HELP: &str = "\
@@ -430,20 +430,26 @@ Examples:
     )]
     MarkRead(MarkReadArgs),
 
-    /// Show or change the database-wide settings: agent tokens, retention
+    /// Show or change the database-wide settings: agent tokens, registration, retention
     #[command(
         long_about = "\
 Show the settings every process applies to this database, and change the
-ones given. --agent-tokens required makes every write or wait that acts as
-a registered agent carry its token (--agent-token or $INBOX_AGENT_TOKEN):
+ones given. --agent-tokens required makes every write or wait act as a
+registered agent and carry its token (--agent-token or $INBOX_AGENT_TOKEN):
 agent register prints an agent's token once, and only its hash is stored.
-Agents registered before that get their token by registering again. The
+Agents registered before that get their token by registering again.
+--agent-registration required lets only registered agents act and receive:
+a name nobody registered is refused as the acting agent
+(agent_not_registered) and as an address (unknown_recipient, which names
+the closest registered names); a role must have a registered member. Either
+way agent register stays open to a new name: it is how an agent joins. The
 retention limits are what gc removes by; with --auto-gc on, writes remove
 it as they go, a few threads at a time, so the file stops growing.",
         after_help = "\
 Examples:
   inbox settings
   inbox settings --agent-tokens required
+  inbox settings --agent-registration required
   inbox settings --auto-gc on --keep-days 7 --keep-messages 5000 --keep-read-hours 24"
     )]
     Settings(SettingsArgs),
@@ -858,10 +864,14 @@ pub struct KeepArgs {
 #[doc(hidden)]
 #[derive(Debug, Args)]
 pub struct SettingsArgs {
-    /// required: writes and waits acting as a registered agent need its
-    /// token; off: names are trusted
+    /// required: writes and waits must act as a registered agent, with
+    /// its token; off: names are trusted
     #[arg(long, value_parser = one_of::<AgentTokens>())]
     pub agent_tokens: Option<AgentTokens>,
+    /// required: only registered agents act, and sending to an agent or
+    /// role nobody registered is refused; optional: any name may
+    #[arg(long, value_parser = one_of::<AgentRegistration>())]
+    pub agent_registration: Option<AgentRegistration>,
     /// on: writes remove what the retention limits allow as they go; off:
     /// only gc does
     #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]

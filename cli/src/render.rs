@@ -278,6 +278,7 @@ fn settings(out: &SettingsOutput) -> String {
         let _ = writeln!(text, "Changed {}", out.changed.join(", "));
     }
     let _ = writeln!(text, "agent tokens   {}", s.agent_tokens);
+    let _ = writeln!(text, "registration   {}", s.agent_registration);
     let auto = if s.auto_gc {
         "on"
     } else {

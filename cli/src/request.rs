@@ -122,6 +122,7 @@ impl Fields for SettingsArgs {
         } = self.keep;
         Ok(SettingsRequest {
             agent_tokens: self.agent_tokens,
+            agent_registration: self.agent_registration,
             auto_gc: self.auto_gc,
             keep_days,
             keep_messages,

@@ -631,7 +631,44 @@ async fn with_tokens_required_the_server_acts_with_its_agent_s_token() {
     cli(&env, &["settings", "--agent-tokens", "required"], 0);
     let registered = cli(&env, &["agent", "register", "--agent", "worker"], 0);
     let token = registered["agent_token"].as_str().unwrap().to_owned();
-    let thread = send(&env, "Tokened work");
+    let lead = cli(&env, &["agent", "register", "--agent", "lead"], 0);
+    let lead = lead["agent_token"].as_str().unwrap().to_owned();
+    let sent = cli(
+        &env,
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "worker",
+            "--subject",
+            "Tokened work",
+            "--agent-token",
+            &lead,
+        ],
+        0,
+    );
+    let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+
+    // A server for a name nobody registered may not act at all (the
+    // worker's token does not help): it is told to register.
+    let (session, _) = connect_with(&env, "stranger", Some(&token)).await;
+    for (tool, args) in [
+        ("claim", json!({"thread_id": thread})),
+        ("cancel", json!({"thread_id": thread, "reason": "Mine now"})),
+        (
+            "send_message",
+            json!({"type": "task-assigned", "to": "worker", "body": "Do this"}),
+        ),
+    ] {
+        let (error, refused) = call(&session, tool, args).await;
+        assert!(error, "{tool}: {refused}");
+        assert_eq!(
+            refused["error"]["code"], "agent_not_registered",
+            "{tool}: {refused}"
+        );
+    }
+    session.cancel().await.unwrap();
 
     // A server without the token cannot act as the registered worker, and
     // a token passed as a tool argument is not the server's.

@@ -266,8 +266,19 @@ fn tokens_issued_through_the_component_are_real_secrets_that_work_everywhere() {
         assert!(token.starts_with("tok_") && token.len() == 68, "{token}");
     }
     assert_ne!(a, b);
+    let lead = register("lead");
     let sent = env.json(
-        &["send", "--from", "lead", "--to", "a", "--subject", "s"],
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "a",
+            "--subject",
+            "s",
+            "--agent-token",
+            &lead,
+        ],
         0,
     );
     let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();

@@ -10,6 +10,11 @@
 //! - Only members claim from a pool, and `send --pick` rotates over the
 //!   members across processes, also when the sends race.
 //! - A role nobody holds accepts work, says so, and counts what waits.
+//! - With `--agent-registration required`, an address nobody registered
+//!   (a mistyped name, a role nobody holds) is refused with
+//!   `unknown_recipient` naming the closest registered names, wherever it
+//!   is written (`send`, `reply`, orch's assignees), and writes nothing; a
+//!   name nobody registered may not act.
 //! - `list --assigned-to role:NAME` lists a role's threads.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -818,4 +823,117 @@ fn list_assigned_to_a_role_lists_its_threads() {
     let waiting = env.json(&["list", "--assigned-to", "role:nobody"], 0);
     assert_eq!(waiting["threads"].as_array().unwrap().len(), 1, "{waiting}");
     assert_eq!(waiting["threads"][0]["subject"], "Nobody", "{waiting}");
+}
+
+/// `send` from lead to `to`.
+fn send_to(to: &str) -> [&str; 7] {
+    [
+        "send",
+        "--from",
+        "lead",
+        "--to",
+        to,
+        "--subject",
+        "Build it",
+    ]
+}
+
+#[test]
+fn with_registration_required_an_address_nobody_registered_is_refused() {
+    let env = TestEnv::initialized();
+    register(&env, "lead", "");
+    register(&env, "bob", "crew");
+    register(&env, "alice", "review");
+    let set = env.json(&["settings", "--agent-registration", "required"], 0);
+    assert_eq!(
+        set["changed"],
+        serde_json::json!(["agent_registration"]),
+        "{set}"
+    );
+    assert_eq!(set["settings"]["agent_registration"], "required", "{set}");
+    let shown = env.run(&["settings"]);
+    assert!(shown.stdout.contains("registration   required"), "{shown}");
+
+    // A mistyped name: refused, naming the registered name it is close to.
+    for (to, closest) in [
+        ("bbo", "closest registered agents: bob"),
+        ("agent:Bob", "closest registered agents: bob"),
+        ("alcie", "closest registered agents: alice"),
+        ("role:crw", "closest roles held: role:crew"),
+        ("broadcast:role:reveiw", "closest roles held: role:review"),
+    ] {
+        let message = assert_refused(&env, &send_to(to), "send", "unknown_recipient", 40);
+        assert!(message.contains(closest), "{to}: {message}");
+        assert!(message.contains("inbox agent register"), "{to}: {message}");
+    }
+    // Without --json, the same on stderr, exit 40.
+    let plain = env.run(&send_to("bbo"));
+    assert_eq!(plain.status, 40, "{plain}");
+    assert!(
+        plain.stderr.contains("closest registered agents: bob"),
+        "{plain}"
+    );
+    // Nothing was opened.
+    let listed = env.json(&["list"], 0);
+    assert_eq!(listed["threads"], serde_json::json!([]), "{listed}");
+
+    // A message into a thread, to an address: the same rule.
+    let sent = env.json(&send_to("bob"), 0);
+    let thread = str_of(&sent, "/thread/thread_id").to_owned();
+    let reply = [
+        "reply",
+        "--from",
+        "lead",
+        "--thread",
+        &thread,
+        "--to",
+        "bbo",
+        "--kind",
+        "question",
+        "--summary",
+        "FYI",
+    ];
+    assert_refused(&env, &reply, "reply", "unknown_recipient", 40);
+    let shown = env.json(&["show", "--thread", &thread], 0);
+    assert_eq!(shown["messages"].as_array().unwrap().len(), 1, "{shown}");
+
+    // orch: an assignee is an address.
+    env.orch_json(&["--agent", "lead", "run", "create", "--goal", "Ship"], 0);
+    let add = |assignee: &str| {
+        let mut all = vec![
+            "--agent", "lead", "task", "add", "--task", "a", "--title", "A",
+        ];
+        all.extend(["--assignee", assignee, "--json"]);
+        env.orch(&all)
+    };
+    let refused = add("bbo");
+    assert_eq!(refused.status, 40, "{refused}");
+    assert_eq!(
+        refused.json()["error"]["code"],
+        "unknown_recipient",
+        "{refused}"
+    );
+    assert_eq!(add("bob").status, 0);
+
+    // A name nobody registered may not act; registering is how it joins.
+    let as_mallory = [
+        "send",
+        "--from",
+        "mallory",
+        "--to",
+        "bob",
+        "--subject",
+        "Hi",
+    ];
+    let message = assert_refused(&env, &as_mallory, "send", "agent_not_registered", 30);
+    assert!(
+        message.contains("inbox agent register --agent mallory"),
+        "{message}"
+    );
+    register(&env, "mallory", "");
+    env.json(&as_mallory, 0);
+
+    // Back to optional, any name acts and receives again.
+    env.json(&["settings", "--agent-registration", "optional"], 0);
+    env.json(&send_to("bbo"), 0);
 }

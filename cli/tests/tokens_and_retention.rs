@@ -5,6 +5,10 @@
 //!   without its token, or with another agent's, is refused and changes
 //!   nothing; the token itself never reaches the database file, the help
 //!   text or an error message.
+//! - With tokens required, a process that acts as a name nobody
+//!   registered is refused on every command that acts (`inbox`'s and
+//!   `orch`'s), told to register, and changes nothing; registering stays
+//!   open to it.
 //! - `gc` keeps a busy database's file from growing: with `--auto-gc on`
 //!   the file stops growing while tasks keep coming, and `gc` removes
 //!   finished work across processes without touching open work.
@@ -48,6 +52,8 @@ fn an_agent_cannot_act_as_another_when_tokens_are_required() {
     let other = env.json(&["agent", "register", "--agent", "other"], 0);
     let other_token = other["agent_token"].as_str().unwrap().to_owned();
     assert_ne!(token, other_token);
+    let lead = env.json(&["agent", "register", "--agent", "lead"], 0);
+    let lead_token = lead["agent_token"].as_str().unwrap().to_owned();
     let sent = env.json(
         &[
             "send",
@@ -57,6 +63,8 @@ fn an_agent_cannot_act_as_another_when_tokens_are_required() {
             "worker",
             "--subject",
             "Build it",
+            "--agent-token",
+            &lead_token,
         ],
         0,
     );
@@ -220,6 +228,293 @@ fn the_token_may_come_from_a_private_file_and_a_shared_one_is_refused() {
         let (status, json, _) = with(&["--agent-token-file", fifo.to_str().unwrap()], None);
         assert_eq!((status, code(&json)), (Some(30), "invalid_value"), "{json}");
     }
+}
+
+/// `args` as a separate process, with `token` (if any) in
+/// `$INBOX_AGENT_TOKEN` as an agent would hold it: exit code and JSON.
+fn run_with_token(env: &TestEnv, orch: bool, args: &[&str], token: Option<&str>) -> (i32, Value) {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let mut command = if orch {
+        env.orch_command(&all)
+    } else {
+        env.command(&all)
+    };
+    if let Some(token) = token {
+        command.env("INBOX_AGENT_TOKEN", token);
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    (output.status.code().unwrap_or(-1), json)
+}
+
+#[test]
+fn a_name_nobody_registered_cannot_act_when_tokens_are_required() {
+    let env = TestEnv::initialized();
+    env.json(&["settings", "--agent-tokens", "required"], 0);
+    let token_of = |agent: &str| {
+        let registered = env.json(&["agent", "register", "--agent", agent], 0);
+        registered["agent_token"].as_str().unwrap().to_owned()
+    };
+    let (lead, bob) = (token_of("lead"), token_of("bob"));
+    let sent = env.json(
+        &[
+            "send",
+            "--from",
+            "lead",
+            "--to",
+            "bob",
+            "--subject",
+            "Build it",
+            "--agent-token",
+            &lead,
+        ],
+        0,
+    );
+    let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+    let t = thread.as_str();
+    env.json(
+        &[
+            "claim",
+            "--agent",
+            "bob",
+            "--thread",
+            t,
+            "--agent-token",
+            &bob,
+        ],
+        0,
+    );
+    let blocked = [
+        "update",
+        "--agent",
+        "bob",
+        "--thread",
+        t,
+        "--lease-token",
+        "1",
+        "--status",
+        "blocked",
+        "--summary",
+        "Which DB?",
+        "--agent-token",
+        &bob,
+    ];
+    env.json(&blocked, 0);
+    let before = env.json(&["show", "--thread", t], 0);
+
+    // Every command that acts, as mallory whom nobody registered: with no
+    // token, with bob's, and with a made-up one.
+    let acts: &[(bool, &[&str])] = &[
+        (
+            false,
+            &[
+                "reply",
+                "--from",
+                "mallory",
+                "--thread",
+                t,
+                "--kind",
+                "answer",
+                "--summary",
+                "Use SQLite",
+            ],
+        ),
+        (
+            false,
+            &[
+                "cancel", "--agent", "mallory", "--thread", t, "--reason", "Mine now",
+            ],
+        ),
+        (
+            false,
+            &[
+                "send",
+                "--from",
+                "mallory",
+                "--to",
+                "bob",
+                "--subject",
+                "Do this instead",
+            ],
+        ),
+        (
+            false,
+            &[
+                "send",
+                "--agent",
+                "mallory",
+                "--thread",
+                t,
+                "--summary",
+                "psst",
+            ],
+        ),
+        (false, &["claim", "--agent", "mallory", "--thread", t]),
+        (false, &["claim", "--agent", "mallory", "--next"]),
+        (
+            false,
+            &[
+                "renew",
+                "--agent",
+                "mallory",
+                "--thread",
+                t,
+                "--lease-token",
+                "1",
+            ],
+        ),
+        (
+            false,
+            &[
+                "update",
+                "--agent",
+                "mallory",
+                "--thread",
+                t,
+                "--lease-token",
+                "1",
+                "--summary",
+                "Mine",
+            ],
+        ),
+        (
+            false,
+            &[
+                "done",
+                "--agent",
+                "mallory",
+                "--thread",
+                t,
+                "--lease-token",
+                "1",
+                "--summary",
+                "Done",
+            ],
+        ),
+        (
+            false,
+            &[
+                "fail",
+                "--agent",
+                "mallory",
+                "--thread",
+                t,
+                "--lease-token",
+                "1",
+                "--summary",
+                "No",
+            ],
+        ),
+        (
+            false,
+            &["mark-read", "--agent", "mallory", "--through-event", "3"],
+        ),
+        (
+            false,
+            &["show", "--agent", "mallory", "--thread", t, "--mark-read"],
+        ),
+        (
+            false,
+            &[
+                "wait-reply",
+                "--agent",
+                "mallory",
+                "--thread",
+                t,
+                "--timeout-seconds",
+                "0",
+            ],
+        ),
+        (
+            false,
+            &["watch", "--agent", "mallory", "--timeout-seconds", "0"],
+        ),
+        (
+            true,
+            &["--agent", "mallory", "run", "create", "--goal", "Take over"],
+        ),
+        (
+            true,
+            &[
+                "--agent",
+                "mallory",
+                "answer",
+                "t",
+                "--summary",
+                "Use SQLite",
+            ],
+        ),
+        (true, &["--agent", "mallory", "cancel", "t"]),
+    ];
+    for (orch, args) in acts {
+        for token in [None, Some(bob.as_str()), Some("tok_made_up")] {
+            let (status, refused) = run_with_token(&env, *orch, args, token);
+            assert_eq!(status, 30, "{args:?} with {token:?}: {refused}");
+            assert_eq!(
+                code(&refused),
+                "agent_not_registered",
+                "{args:?}: {refused}"
+            );
+            let message = refused["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("inbox agent register --agent mallory") && !message.contains(&bob),
+                "{message}"
+            );
+        }
+    }
+    // A near miss of a registered name is told the name it is near.
+    let (status, near) = run_with_token(
+        &env,
+        false,
+        &["cancel", "--agent", "bbo", "--thread", t, "--reason", "x"],
+        None,
+    );
+    assert_eq!(status, 30, "{near}");
+    assert!(
+        near["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("closest registered agents: bob"),
+        "{near}"
+    );
+    // Without --json the refusal goes to stderr, with the same advice.
+    let plain = env.run(&[
+        "cancel", "--agent", "mallory", "--thread", t, "--reason", "x",
+    ]);
+    assert_eq!(plain.status, 30, "{plain}");
+    assert!(
+        plain
+            .stderr
+            .contains("inbox agent register --agent mallory"),
+        "{plain}"
+    );
+
+    // Nothing was done; reads stay open to any name.
+    assert_eq!(env.json(&["show", "--thread", t], 0), before);
+    env.json(&["fetch", "--agent", "mallory"], 10);
+
+    // Registering is open to a new name, and from then on it acts with
+    // its own token only.
+    let mallory = token_of("mallory");
+    let cancel = [
+        "cancel", "--agent", "mallory", "--thread", t, "--reason", "Mine now",
+    ];
+    let (status, refused) = run_with_token(&env, false, &cancel, None);
+    assert_eq!(
+        (status, code(&refused)),
+        (30, "agent_token_required"),
+        "{refused}"
+    );
+    let (status, refused) = run_with_token(&env, false, &cancel, Some(&bob));
+    assert_eq!(
+        (status, code(&refused)),
+        (30, "agent_token_invalid"),
+        "{refused}"
+    );
+    let (status, _) = run_with_token(&env, false, &cancel, Some(&mallory));
+    assert_eq!(status, 0);
 }
 
 /// Sends, claims and finishes `n` tasks, one process per command as

@@ -102,8 +102,8 @@ macro_rules! for_each_command {
             AgentList = "agent-list" agent_list/agentList(AgentListRequest) -> AgentsOutput: Read;
             /// Remove an agent from the registry (its threads stay).
             AgentUnregister = "agent-unregister" agent_unregister/agentUnregister(AgentUnregisterRequest by agent) -> AgentOutput: Write;
-            /// Show the database-wide settings (agent tokens, retention),
-            /// changing those given.
+            /// Show the database-wide settings (agent tokens, registration,
+            /// retention), changing those given.
             Settings = "settings" settings(SettingsRequest) -> SettingsOutput: Write;
             /// Remove what the retention limits allow: finished threads past
             /// their time and broadcasts everyone has read, with their

@@ -29,6 +29,7 @@ vocabulary! {
         ThreadNotFound = "thread_not_found" : "No thread has that id.",
         MessageNotFound = "message_not_found" : "No message with that id exists (in that thread).",
         AgentNotFound = "agent_not_found" : "No registered agent has that name.",
+        UnknownRecipient = "unknown_recipient" : "The database sends only to registered agents (`agent_registration required`) and the address names an agent, or a role, nobody registered; the message names the closest registered names. Check the name, or register the agent first.",
         RunNotFound = "run_not_found" : "No orch run has that id (or no run is active and none was named).",
         TaskNotFound = "task_not_found" : "The run has no task with that id (as the task asked for, or as a need).",
         CouncilNotFound = "council_not_found" : "The run has no council with that id (or no council at all when none was named).",
@@ -45,6 +46,7 @@ vocabulary! {
         IdempotencyConflict = "idempotency_conflict" : "The idempotency key was already used for a different request; a retry must repeat the request exactly, and a new request needs a new key.",
         AgentTokenRequired = "agent_token_required" : "The database requires agent tokens and the command acts as a registered agent without one: pass the token `agent register` printed (`--agent-token`, `$INBOX_AGENT_TOKEN`, `agent_token`).",
         AgentTokenInvalid = "agent_token_invalid" : "The token given is not the acting agent's: another agent's, mistyped, or replaced; nothing was done.",
+        AgentNotRegistered = "agent_not_registered" : "The database lets only registered agents act (`agent_tokens required` or `agent_registration required`) and the command acts as a name nobody registered: register it first with `agent register`, the one command such a name may run.",
         CheckoutDirty = "checkout_dirty" : "Strict mode: the leader's checkout has uncommitted changes a new worktree would leave out; commit or stash them, or dispatch outside strict mode.",
         InvalidBase = "invalid_base" : "The base revision names no commit of the repository (unknown, a tree, an empty repository), or a task with no accepted branch.",
         WorktreeFailed = "worktree_failed" : "git could not make the attempt's worktree (its branch or folder exists, a permission); nothing was dispatched.",
@@ -90,12 +92,14 @@ impl ErrorCode {
             | ErrorCode::IdempotencyConflict
             | ErrorCode::AgentTokenRequired
             | ErrorCode::AgentTokenInvalid
+            | ErrorCode::AgentNotRegistered
             | ErrorCode::CheckoutDirty
             | ErrorCode::InvalidBase
             | ErrorCode::WorktreeFailed => 30,
             ErrorCode::ThreadNotFound
             | ErrorCode::MessageNotFound
             | ErrorCode::AgentNotFound
+            | ErrorCode::UnknownRecipient
             | ErrorCode::RunNotFound
             | ErrorCode::TaskNotFound
             | ErrorCode::RepositoryNotFound => 40,
@@ -298,6 +302,41 @@ pub enum EngineError {
         /// The agent the command acts as.
         agent: String,
     },
+    /// See [`ErrorCode::AgentNotRegistered`].
+    #[error(
+        "{agent} is not a registered agent, and this database lets only registered agents act ({setting}): register it first with `inbox agent register --agent {agent}`{then}, or check the name{}",
+        closest_note(closest, *known, "registered agents")
+    )]
+    AgentNotRegistered {
+        /// The agent the command acts as.
+        agent: String,
+        /// The setting that asks for it (`agent_tokens required`,
+        /// `agent_registration required`).
+        setting: &'static str,
+        /// What follows registering (with tokens: pass the token it prints).
+        then: &'static str,
+        /// The registered names close to it, closest first (a few).
+        closest: Vec<String>,
+        /// How many registered names there are.
+        known: usize,
+    },
+    /// See [`ErrorCode::UnknownRecipient`].
+    #[error("{}", recipient_message(place, address, role.as_deref(), (closest, *known)))]
+    UnknownRecipient {
+        /// Where the address was written: `to_agent`, `tasks[2].assignee`,
+        /// "task T3's assignee".
+        place: String,
+        /// The address, as stored.
+        address: String,
+        /// The role, when the address is a role's (`role:NAME` or
+        /// `broadcast:role:NAME`) that no registered agent holds.
+        role: Option<String>,
+        /// The registered names (for a role, the `role:` addresses of the
+        /// roles held) close to it, closest first (a few).
+        closest: Vec<String>,
+        /// How many registered names (or roles held) there are.
+        known: usize,
+    },
     /// See [`ErrorCode::CheckoutDirty`].
     #[error(
         "{repo} has {count} uncommitted paths ({}) that a worktree of the base would leave out, and the run is strict; commit or stash them, or dispatch outside strict mode",
@@ -485,6 +524,8 @@ impl EngineError {
             EngineError::IdempotencyConflict { .. } => ErrorCode::IdempotencyConflict,
             EngineError::AgentTokenRequired { .. } => ErrorCode::AgentTokenRequired,
             EngineError::AgentTokenInvalid { .. } => ErrorCode::AgentTokenInvalid,
+            EngineError::AgentNotRegistered { .. } => ErrorCode::AgentNotRegistered,
+            EngineError::UnknownRecipient { .. } => ErrorCode::UnknownRecipient,
             EngineError::CheckoutDirty { .. } => ErrorCode::CheckoutDirty,
             EngineError::InvalidBase { .. } => ErrorCode::InvalidBase,
             EngineError::WorktreeFailed { .. } => ErrorCode::WorktreeFailed,
@@ -540,6 +581,39 @@ impl EngineError {
         EngineError::Internal {
             message: message.into(),
         }
+    }
+}
+
+/// The tail of a message naming the registered names close to one that
+/// is not: "; the closest registered agents: bob, rob", or that none is
+/// close, or that there are none.
+fn closest_note(closest: &[String], known: usize, what: &str) -> String {
+    match (closest, known) {
+        (_, 0) => format!("; there are no {what} yet"),
+        ([], _) => {
+            format!("; none of the {what} ({known}) is close to it, `inbox agent list` shows them")
+        }
+        _ => format!("; the closest {what}: {}", closest.join(", ")),
+    }
+}
+
+/// [`EngineError::UnknownRecipient`]'s message.
+fn recipient_message(
+    place: &str,
+    address: &str,
+    role: Option<&str>,
+    (closest, known): (&[String], usize),
+) -> String {
+    let rule = "this database sends only to registered agents (agent_registration required)";
+    match role {
+        None => format!(
+            "{place}: no registered agent is named {address}, and {rule}{}; check the name, or register the agent first with `inbox agent register --agent {address}`",
+            closest_note(closest, known, "registered agents")
+        ),
+        Some(role) => format!(
+            "{place}: no registered agent holds role {role} (the address is {address}), and {rule}{}; check the role, or register a member first with `inbox agent register --agent NAME --role {role}`",
+            closest_note(closest, known, "roles held")
+        ),
     }
 }
 

@@ -345,7 +345,16 @@ vocabulary! {
     /// agent (the `agent_tokens` setting).
     pub enum AgentTokens ("agent_tokens setting") {
         Off = "off" : "Names are trusted: whoever can open the database may act as any agent (the default; the file's permissions are the trust boundary).",
-        Required = "required" : "A write or wait acting as a registered agent must carry the token `agent register` printed for it.",
+        Required = "required" : "A write or wait must act as a registered agent and carry the token `agent register` printed for it; only `agent register` may name an agent nobody registered.",
+    }
+}
+
+vocabulary! {
+    /// Whether only registered agents may act and be sent to (the
+    /// `agent_registration` setting).
+    pub enum AgentRegistration ("agent_registration setting") {
+        Optional = "optional" : "Any name may act and be sent to; registering is what makes roles and broadcasts reach an agent (the default).",
+        Required = "required" : "Only registered agents act (a write or wait naming an agent nobody registered is refused with agent_not_registered) and receive (an agent, role or role broadcast nobody registered is refused with unknown_recipient).",
     }
 }
 
@@ -358,6 +367,8 @@ vocabulary! {
 pub struct Settings {
     /// Whether commands acting as a registered agent need its token.
     pub agent_tokens: AgentTokens,
+    /// Whether only registered agents act and receive.
+    pub agent_registration: AgentRegistration,
     /// Whether writes remove what the retention limits allow as they go
     /// (a few threads at a time), instead of only when `gc` runs.
     pub auto_gc: bool,
@@ -384,11 +395,12 @@ impl Settings {
 }
 
 impl Default for Settings {
-    /// Tokens off, `gc` by hand only, and seed 004's limits: 7 days, 5,000
+    /// Tokens off, registration optional, `gc` by hand only, and seed 004's limits: 7 days, 5,000
     /// messages, read ones after 24 hours.
     fn default() -> Settings {
         Settings {
             agent_tokens: AgentTokens::Off,
+            agent_registration: AgentRegistration::Optional,
             auto_gc: false,
             keep_days: 7,
             keep_messages: 5000,

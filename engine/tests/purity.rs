@@ -25,6 +25,7 @@ const ALLOWED_DEPENDENCIES: &[&str] = &[
     "serde_json",          // wire format
     "serde_path_to_error", // names the failing field in decode errors
     "sha2",                // fingerprints a request kept with its idempotency key
+    "strsim",              // edit distance: the registered names a refusal suggests
     "thiserror",           // error types
     "ulid",                // id encoding, without its `std` feature
     // Optional, only with the `typescript` feature (the wasm package): a

@@ -25,7 +25,8 @@ export interface Credentials {
   /**
    * The acting agent's token, when the database requires agent tokens (`settings` with
    * `agent_tokens: "required"`): the one `agentRegister` returned once as `agent_token`.
-   * Without it a registered agent's write or wait is refused with `agent_token_required`.
+   * Without it a registered agent's write or wait is refused with `agent_token_required`,
+   * and one acting as a name nobody registered with `agent_not_registered`.
    */
   agent_token?: string;
 }

@@ -178,12 +178,16 @@ impl Lines {
 }
 
 /// Whether an error inbox returned is the bridge's own (its token, the
+/// agent it acts as not registered where only registered agents act, the
 /// database): it stops the bridge and leaves the file where it is for the
-/// next start. Any other error is the file's fault and is reported for it.
+/// next start, once that is fixed. Any other error (an address nobody
+/// registered included) is the file's fault and is reported for it.
 pub(crate) fn bridge_s_own(code: ErrorCode) -> bool {
     matches!(
         code,
-        ErrorCode::AgentTokenRequired | ErrorCode::AgentTokenInvalid
+        ErrorCode::AgentTokenRequired
+            | ErrorCode::AgentTokenInvalid
+            | ErrorCode::AgentNotRegistered
     ) || code.exit_code() >= 50
 }
 

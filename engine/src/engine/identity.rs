@@ -1,34 +1,49 @@
-//! Agent tokens: when the database requires them (the `agent_tokens`
-//! setting), a command that acts as a registered agent must carry that
-//! agent's token, so that one agent cannot act as another by mistake or
-//! because a prompt told it to.
+//! Who may act and who may receive: agent tokens (the `agent_tokens`
+//! setting) and the registry as a gate (`agent_registration`). With tokens
+//! required, a command that acts as an agent must name a registered agent
+//! and carry that agent's token, so that one agent cannot act as another,
+//! nor as a name nobody holds, by mistake or because a prompt told it to.
+//! With registration required, only registered agents act, and an address
+//! nobody registered (a mistyped name, a role without members) is refused
+//! instead of filling an inbox nobody reads.
 //!
 //! What is checked: every write and every wait whose request names an
-//! acting agent (the command table's `acting` field) that is registered.
-//! Reads are not: they change nothing, and whoever can open the file can
-//! read it anyway. Names nobody registered have no identity to protect.
-//! `agent-register` issues an agent its token when it has none and prints
-//! it once; only its SHA-256 is stored, and the token never enters a
-//! message, an event or an idempotency record. This module must never
-//! decide anything else about a command: it answers "may this caller act
-//! as this agent" and nothing more.
+//! acting agent (the command table's `acting` field), and every address a
+//! caller writes (`send`/`reply --to`, an orch assignee, a council's
+//! reviewers, and the assignee a leader's dispatch sends to). Reads are not:
+//! they change nothing, and whoever can open the file can read it. The
+//! registry's own commands are the way in: `agent-register` may name a new
+//! agent (it is how one joins, and it issues the token, printed once; only
+//! its SHA-256 is stored, and the token never enters a message, an event or
+//! an idempotency record), and `agent-unregister` answers for a name nobody
+//! registered itself. This module must never decide anything else about a
+//! command: it answers "may this caller act as this agent" and "does this
+//! address reach a registered agent", and nothing more.
 
+use std::collections::BTreeSet;
+
+use crate::address::Address;
 use crate::call::{self, Call};
-use crate::command::Request;
+use crate::command::Command;
 use crate::error::EngineError;
 use crate::ids::IdSource;
-use crate::model::{Agent, AgentTokens, Settings};
-use crate::store::Store;
+use crate::model::{Agent, AgentRegistration, AgentTokens, Settings};
+use crate::store::{AgentQuery, Store};
 
 use super::tx::Tx;
+
+/// Most registered agents a suggestion looks at: the registry's bound on
+/// what one command reads (a registry is a team, not a directory).
+const CANDIDATES_MAX: usize = 10_000;
+
+/// Most names a refusal suggests.
+const SUGGESTIONS: usize = 3;
 
 /// Who a call acts as, and the token it carries.
 pub(super) struct Caller {
     agent: String,
     token: Option<String>,
-    /// An `agent-register`: the one command an agent without a token may
-    /// run while tokens are required (it gets one).
-    registering: bool,
+    command: Command,
 }
 
 impl Caller {
@@ -37,14 +52,41 @@ impl Caller {
         Some(Caller {
             agent: call.request.actor()?.to_owned(),
             token: call.agent_token.clone(),
-            registering: matches!(call.request, Request::AgentRegister(_)),
+            command: call.request.command(),
         })
+    }
+
+    /// The registry's own commands, which may name an agent nobody
+    /// registered: `agent-register` is how a name joins (and gets its
+    /// token), `agent-unregister` answers `agent_not_found` for one itself.
+    fn names_the_registry(&self) -> bool {
+        matches!(
+            self.command,
+            Command::AgentRegister | Command::AgentUnregister
+        )
+    }
+}
+
+/// The setting that lets only registered agents act, if one does: its
+/// name as a message gives it, and what follows registering.
+fn registered_only(settings: &Settings) -> Option<(&'static str, &'static str)> {
+    if settings.agent_tokens == AgentTokens::Required {
+        Some((
+            "agent_tokens required",
+            " (it prints the agent's token once: pass it with --agent-token or $INBOX_AGENT_TOKEN)",
+        ))
+    } else if settings.agent_registration == AgentRegistration::Required {
+        Some(("agent_registration required", ""))
+    } else {
+        None
     }
 }
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// The engine's settings, once `caller` (if any) has shown that it may
-    /// act as the agent it names.
+    /// act as the agent it names: a registered one (when a setting lets
+    /// only registered agents act), with its token (when tokens are
+    /// required).
     pub(super) fn authenticate(
         &mut self,
         caller: Option<&Caller>,
@@ -53,36 +95,93 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let Some(caller) = caller else {
             return Ok(settings);
         };
-        if settings.agent_tokens == AgentTokens::Off {
-            return Ok(settings);
-        }
-        let Some(agent) = self.registered(&caller.agent)? else {
+        let Some((setting, then)) = registered_only(&settings) else {
             return Ok(settings);
         };
-        let name = agent.name;
-        match (agent.token_sha256, &caller.token) {
-            (None, _) if caller.registering => Ok(settings),
-            (None, _) => Err(EngineError::AgentTokenRequired {
-                hint: format!(
-                    "it has no token yet (it registered before tokens were required); run `inbox agent register --agent {name}` once to get one"
-                ),
-                agent: name,
-            }),
-            (Some(_), None) => Err(EngineError::AgentTokenRequired {
-                hint: format!(
-                    "pass the token `inbox agent register` printed for it with --agent-token or $INBOX_AGENT_TOKEN (`agent_token` in JSON); \
-                     if it is lost, an operator turns tokens off (`inbox settings --agent-tokens off`), runs `inbox agent unregister --agent {name}`, \
-                     turns them on again and the agent registers anew"
-                ),
-                agent: name,
-            }),
-            (Some(stored), Some(token))
-                if same_digest(&stored, &call::sha256_hex(token.as_bytes())) =>
-            {
-                Ok(settings)
+        let Some(agent) = self.registered(&caller.agent)? else {
+            if caller.names_the_registry() {
+                return Ok(settings);
             }
-            (Some(_), Some(_)) => Err(EngineError::AgentTokenInvalid { agent: name }),
+            let near = self.closest_agents(&caller.agent)?;
+            return Err(EngineError::AgentNotRegistered {
+                agent: caller.agent.clone(),
+                setting,
+                then,
+                closest: near.closest,
+                known: near.known,
+            });
+        };
+        if settings.agent_tokens == AgentTokens::Required {
+            check_token(agent, caller)?;
         }
+        Ok(settings)
+    }
+
+    /// Refuses an address that reaches no registered agent, when the
+    /// settings send only to registered agents: an agent nobody registered,
+    /// or a role (a pool or its broadcast) nobody holds. `broadcast` always
+    /// reaches whoever is registered. `place` says where the address was
+    /// written, for the message.
+    pub(super) fn check_recipient(&mut self, place: &str, to: &Address) -> Result<(), EngineError> {
+        let settings = self.store.settings()?.unwrap_or_default();
+        if settings.agent_registration == AgentRegistration::Optional {
+            return Ok(());
+        }
+        let (role, near) = match to {
+            Address::Broadcast => return Ok(()),
+            Address::Agent(name) => {
+                if self.registered(name)?.is_some() {
+                    return Ok(());
+                }
+                (None, self.closest_agents(name)?)
+            }
+            Address::Role(role) | Address::RoleBroadcast(role) => {
+                let member = AgentQuery {
+                    name: None,
+                    role: Some(role.clone()),
+                    limit: 1,
+                };
+                if !self.store.agents(&member)?.is_empty() {
+                    return Ok(());
+                }
+                (Some(role.clone()), self.closest_roles(role)?)
+            }
+        };
+        Err(EngineError::UnknownRecipient {
+            place: place.to_owned(),
+            address: to.to_string(),
+            role,
+            closest: near.closest,
+            known: near.known,
+        })
+    }
+
+    /// The registered agents' names closest to `name`.
+    fn closest_agents(&mut self, name: &str) -> Result<Suggestions, EngineError> {
+        let agents = self.store.agents(&AgentQuery {
+            name: None,
+            role: None,
+            limit: CANDIDATES_MAX,
+        })?;
+        Ok(closest(name, agents.iter().map(|a| a.name.as_str())))
+    }
+
+    /// The roles registered agents hold closest to `role`, as addresses.
+    fn closest_roles(&mut self, role: &str) -> Result<Suggestions, EngineError> {
+        let agents = self.store.agents(&AgentQuery {
+            name: None,
+            role: None,
+            limit: CANDIDATES_MAX,
+        })?;
+        let held: BTreeSet<&str> = agents
+            .iter()
+            .flat_map(|a| a.roles.iter().map(String::as_str))
+            .collect();
+        let near = closest(role, held);
+        Ok(Suggestions {
+            closest: near.closest.iter().map(|r| format!("role:{r}")).collect(),
+            known: near.known,
+        })
     }
 
     /// Gives `agent` a token if the settings require tokens and it has
@@ -107,6 +206,78 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 }
 
+/// Refuses `caller` unless it carries `agent`'s token. An agent registered
+/// before tokens were required has none yet: registering again gives it
+/// one, and is the only thing it may do until then.
+fn check_token(agent: Agent, caller: &Caller) -> Result<(), EngineError> {
+    let name = agent.name;
+    match (agent.token_sha256, &caller.token) {
+        (None, _) if caller.command == Command::AgentRegister => Ok(()),
+        (None, _) => Err(EngineError::AgentTokenRequired {
+            hint: format!(
+                "it has no token yet (it registered before tokens were required); run `inbox agent register --agent {name}` once to get one"
+            ),
+            agent: name,
+        }),
+        (Some(_), None) => Err(EngineError::AgentTokenRequired {
+            hint: format!(
+                "pass the token `inbox agent register` printed for it with --agent-token or $INBOX_AGENT_TOKEN (`agent_token` in JSON); \
+                 if it is lost, an operator turns tokens off (`inbox settings --agent-tokens off`), runs `inbox agent unregister --agent {name}`, \
+                 turns them on again and the agent registers anew"
+            ),
+            agent: name,
+        }),
+        (Some(stored), Some(token))
+            if same_digest(&stored, &call::sha256_hex(token.as_bytes())) =>
+        {
+            Ok(())
+        }
+        (Some(_), Some(_)) => Err(EngineError::AgentTokenInvalid { agent: name }),
+    }
+}
+
+/// The names close to `wanted`, at most [`SUGGESTIONS`], closest first
+/// (ties by name), and how many names there were. Close is an edit
+/// distance of at most a third of `wanted`'s length (and at least 2),
+/// where a swap of two neighbouring characters counts as one edit (`bbo`
+/// is one from `bob`): a name further off is another name, not a typo. A
+/// name's length apart from `wanted` is a lower bound of its distance, so
+/// names that cannot be close, or beat the ones kept, are not measured:
+/// the cost stays near linear in the registry's size.
+fn closest<'a>(wanted: &str, names: impl IntoIterator<Item = &'a str>) -> Suggestions {
+    let near = (wanted.len() / 3).max(2);
+    let mut best: Vec<(usize, &str)> = Vec::with_capacity(SUGGESTIONS + 1);
+    let mut known = 0;
+    for name in names {
+        known += 1;
+        let bound = name.len().abs_diff(wanted.len());
+        let worst = match best.last() {
+            Some(&(d, _)) if best.len() == SUGGESTIONS => d,
+            _ => near,
+        };
+        if bound > worst {
+            continue;
+        }
+        let distance = strsim::osa_distance(wanted, name);
+        if distance > near {
+            continue;
+        }
+        let at = best.partition_point(|&(d, n)| (d, n) <= (distance, name));
+        best.insert(at, (distance, name));
+        best.truncate(SUGGESTIONS);
+    }
+    Suggestions {
+        closest: best.into_iter().map(|(_, name)| name.to_owned()).collect(),
+        known,
+    }
+}
+
+/// What [`closest`] found.
+struct Suggestions {
+    closest: Vec<String>,
+    known: usize,
+}
+
 /// Compares two hex digests in time that does not depend on where they
 /// differ, so that timing says nothing about a stored digest.
 fn same_digest(a: &str, b: &str) -> bool {
@@ -115,4 +286,42 @@ fn same_digest(a: &str, b: &str) -> bool {
             .zip(b.bytes())
             .fold(0u8, |diff, (x, y)| diff | (x ^ y))
             == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn near(wanted: &str, names: &[&str]) -> Vec<String> {
+        closest(wanted, names.iter().copied()).closest
+    }
+
+    #[test]
+    fn a_swap_a_slip_or_a_case_is_close_and_another_name_is_not() {
+        let team = ["alice", "bob", "bobby", "lead", "backend-worker-1"];
+        assert_eq!(near("bbo", &team), ["bob"]);
+        assert_eq!(near("Bob", &team), ["bob"]);
+        assert_eq!(near("alcie", &team), ["alice"]);
+        assert_eq!(near("backend-worker-2", &team), ["backend-worker-1"]);
+        assert!(near("zed-the-stranger", &team).is_empty());
+        assert!(near("bob", &[]).is_empty());
+    }
+
+    #[test]
+    fn at_most_three_closest_first_then_by_name() {
+        let team = ["w4", "w3", "w2", "w1", "w10", "w123"];
+        assert_eq!(near("w0", &team), ["w1", "w10", "w2"]);
+        let found = closest("w0", team.iter().copied());
+        assert_eq!(found.known, 6);
+    }
+
+    #[test]
+    fn a_large_registry_is_answered_with_a_bounded_list() {
+        let names: Vec<String> = (0..CANDIDATES_MAX)
+            .map(|i| format!("agent-{i:05}"))
+            .collect();
+        let found = closest("agent-0000", names.iter().map(String::as_str));
+        assert_eq!(found.closest.len(), SUGGESTIONS);
+        assert_eq!(found.known, CANDIDATES_MAX);
+    }
 }

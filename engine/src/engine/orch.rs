@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::address::Address;
 use crate::error::{EngineError, ErrorCode};
 use crate::ids::{IdKind, IdSource};
 use crate::model::JsonObject;
@@ -559,6 +560,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     ) -> Result<(RunChange, Task), EngineError> {
         let change = self.open_run(input.leader.run_id.as_deref(), reopens)?;
         let task = self.task_of(&change.run, &input.task_id)?;
+        if let Some(to) = &input.to {
+            self.check_recipient("`to`", &Address::stored(to))?;
+        }
         Ok((change, task))
     }
 
@@ -681,6 +685,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), false)?;
         let run_id = change.run.run_id.clone();
+        for (i, task) in tasks.iter().enumerate() {
+            let place = match single {
+                true => "`task.assignee`".to_owned(),
+                false => format!("`tasks[{i}].assignee`"),
+            };
+            self.check_recipient(&place, &Address::stored(&task.assignee))?;
+        }
         let order = self.plan_order(&run_id, &tasks, single)?;
         let mut added: Vec<Option<Task>> = vec![None; tasks.len()];
         let mut statuses: BTreeMap<String, TaskStatus> = BTreeMap::new();

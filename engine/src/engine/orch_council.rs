@@ -11,8 +11,9 @@
 //! reviewers. The shapes and the grouping are in `orch::council` and
 //! `orch::council_report`; nothing here reads a clock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::address::Address;
 use crate::error::EngineError;
 use crate::ids::{IdKind, IdSource};
 use crate::model::{JsonObject, Kind, Priority};
@@ -49,6 +50,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             ballot,
         } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), false)?;
+        for reviewer in seats.iter().collect::<BTreeSet<_>>() {
+            self.check_recipient("`reviewers`", &Address::stored(reviewer))?;
+        }
         let council_id = council_id.unwrap_or_else(|| self.ids.next_id(IdKind::Council, self.now));
         let markers = seat_markers(&council_id, &seats, ballot, &subject.revision);
         self.expect_new_council(&change.run, &markers)?;

@@ -23,7 +23,7 @@ use crate::store::{EventQuery, Store, ThreadState};
 use crate::time::Timestamp;
 use crate::validate::{self as v, ORCH_AGENT};
 
-use super::input::{AppendInput, CancelInput, MessageDraft, NewThread, SendInput};
+use super::input::{AppendInput, CancelInput, MessageDraft, NewThread};
 use super::tx::Tx;
 
 /// One orch write (or preview) in progress on one run: the run record,
@@ -243,6 +243,24 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         previous: Option<Previous>,
     ) -> Result<Attempt, EngineError> {
         let number = task.attempts + 1;
+        // Where the leader may still choose the assignee (a ready task can
+        // be reassigned, a failed one retried `--to` another), a dispatch
+        // to an address nobody registered is refused. A rejected task
+        // cannot be reassigned until its new attempt is out, and the
+        // clock's retries must never stop a run's reconcile: those go where
+        // the leader sent the work, and wait there.
+        let other = match action {
+            TaskAction::Dispatch => Some("orch reassign"),
+            TaskAction::Retry => Some("orch retry --to"),
+            _ => None,
+        };
+        if let Some(other) = other {
+            let place = format!(
+                "task {}'s assignee (`{other}` gives it to another)",
+                task.task_id
+            );
+            self.check_recipient(&place, &Address::stored(&task.assignee))?;
+        }
         // A council seat reviews; it writes no code, so it gets no worktree.
         if let Some(seat) = task.council.clone() {
             let draft = self.council_draft(task, &seat, number)?;
@@ -266,9 +284,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         worktree: Option<Worktree>,
     ) -> Result<Attempt, EngineError> {
         let number = task.attempts + 1;
-        let sent = self.send(SendInput::New {
-            from: change.run.created_by.clone(),
-            thread: NewThread {
+        let sent = self.open_thread(
+            change.run.created_by.clone(),
+            NewThread {
                 to: Address::stored(&task.assignee),
                 pick: false,
                 subject: task.title.clone(),
@@ -281,7 +299,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 max_attempts: 1,
             },
             draft,
-        })?;
+        )?;
         let attempt = Attempt {
             run_id: task.run_id.clone(),
             task_id: task.task_id.clone(),

@@ -211,6 +211,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let r = input.request;
         let mut after = input.keep.over(&before);
         after.agent_tokens = r.agent_tokens.unwrap_or(before.agent_tokens);
+        after.agent_registration = r.agent_registration.unwrap_or(before.agent_registration);
         after.auto_gc = r.auto_gc.unwrap_or(before.auto_gc);
         let changed = changed_fields(&before, &after);
         if !changed.is_empty() {

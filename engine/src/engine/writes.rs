@@ -22,14 +22,27 @@ use super::tx::{Change, LeaseMove, Tx, lease_payload, note_change};
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
     pub(super) fn send(&mut self, input: SendInput) -> Result<MessageOutput, EngineError> {
-        let (from, new, draft) = match input {
-            SendInput::Append(append) => return self.append(append),
+        match input {
+            SendInput::Append(append) => self.append(append),
             SendInput::New {
                 from,
                 thread,
                 draft,
-            } => (from, thread, draft),
-        };
+            } => {
+                self.check_recipient("`to_agent`", &thread.to)?;
+                self.open_thread(from, thread, draft)
+            }
+        }
+    }
+
+    /// A new thread from `from` with its first message: `send`'s, once its
+    /// address is checked, and an orch attempt's.
+    pub(super) fn open_thread(
+        &mut self,
+        from: String,
+        new: NewThread,
+        draft: MessageDraft,
+    ) -> Result<MessageOutput, EngineError> {
         let (assigned_to, route) = self.route(&new.to, new.pick)?;
         let mut thread = Thread {
             thread_id: self.ids.next_id(IdKind::Thread, self.now),
@@ -90,6 +103,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             lease_token,
             draft,
         } = input;
+        if let Some(to) = &to {
+            self.check_recipient("`to_agent`", to)?;
+        }
         let mut state = self.load(&thread_id)?;
         self.open_status(&state, "accepts no more messages")?;
         let from_holder = lease_token.is_some()

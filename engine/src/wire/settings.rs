@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{AgentTokens, Settings, Status};
+use crate::model::{AgentRegistration, AgentTokens, Settings, Status};
 use crate::vocabulary::vocabulary;
 
 /// `settings`: show the database-wide settings, changing those given.
@@ -13,9 +13,12 @@ use crate::vocabulary::vocabulary;
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SettingsRequest {
-    /// `required`: a write or wait acting as a registered agent must carry
-    /// its token; `off` (the default): names are trusted.
+    /// `required`: a write or wait must act as a registered agent and
+    /// carry its token; `off` (the default): names are trusted.
     pub agent_tokens: Option<AgentTokens>,
+    /// `required`: only registered agents act and are sent to; `optional`
+    /// (the default): any name may.
+    pub agent_registration: Option<AgentRegistration>,
     /// Whether writes remove what the retention limits allow as they go.
     pub auto_gc: Option<bool>,
     /// Retention: finished threads idle for more days than this go.

@@ -289,7 +289,12 @@ describe("agent tokens and retention", () => {
     const token = inbox.agentRegister({ agent: "w1" }).agent_token;
     assert.match(token, /^tok_[0-9a-f]{64}$/);
     assert.notEqual(inbox.agentRegister({ agent: "w2" }).agent_token, token);
-    const sent = inbox.send({ from_agent: "lead", to_agent: "w1", subject: "Tokened" });
+    // A name nobody registered may not act; registering is how it joins.
+    const anonymous = thrown(() => inbox.send({ from_agent: "lead", to_agent: "w1", subject: "Tokened" }));
+    assert.equal(anonymous.code, "agent_not_registered");
+    assert.equal(anonymous.exitCode, 30);
+    const lead = inbox.agentRegister({ agent: "lead" }).agent_token;
+    const sent = inbox.send({ from_agent: "lead", to_agent: "w1", subject: "Tokened", agent_token: lead });
     const id = sent.thread.thread_id;
     assert.equal(thrown(() => inbox.claim({ agent: "w1", thread_id: id })).code, "agent_token_required");
     assert.equal(thrown(() => inbox.claim({ agent: "w1", thread_id: id, agent_token: "tok_x" })).code, "agent_token_invalid");
@@ -298,6 +303,21 @@ describe("agent tokens and retention", () => {
     assert.equal(waited.code, "agent_token_required");
     const quiet = await inbox.waitReply({ agent: "w1", thread_id: id, timeout_seconds: 0, agent_token: token });
     assert.equal(quiet.woke, false);
+  });
+
+  test("with registration required, an address nobody registered is refused, naming the closest registered names", async () => {
+    const inbox = await Inbox.open({ store: "memory" });
+    inbox.agentRegister({ agent: "lead" });
+    inbox.agentRegister({ agent: "bob", roles: ["crew"] });
+    assert.equal(inbox.settings({ agent_registration: "required" }).settings.agent_registration, "required");
+    const typo = thrown(() => inbox.send({ from_agent: "lead", to_agent: "bbo", subject: "Lost" }));
+    assert.equal(typo.code, "unknown_recipient");
+    assert.equal(typo.exitCode, 40);
+    assert.match(typo.message, /closest registered agents: bob;/);
+    assert.equal(thrown(() => inbox.send({ from_agent: "lead", to_agent: "role:crw", subject: "Lost" })).code, "unknown_recipient");
+    assert.equal(thrown(() => inbox.send({ from_agent: "mallory", to_agent: "bob", subject: "Hi" })).code, "agent_not_registered");
+    assert.equal(inbox.list({}).threads.length, 0);
+    assert.equal(inbox.send({ from_agent: "lead", to_agent: "bob", subject: "Found" }).thread.assigned_to, "bob");
   });
 
   test("gc removes finished threads by the limits, and a dry run removes nothing", async () => {

@@ -4,7 +4,7 @@
 // fails if one of them compiles).
 
 import { Inbox, runScript } from "inbox-wasm";
-import type { AgentTokens, ErrorCode, InboxError, Success, Thread, Status, Response } from "inbox-wasm";
+import type { AgentRegistration, AgentTokens, ErrorCode, InboxError, Success, Thread, Status, Response } from "inbox-wasm";
 
 export async function workerLoop(): Promise<Thread> {
   const inbox: Inbox = await Inbox.open({ store: "sqlite" });
@@ -33,11 +33,12 @@ export async function workerLoop(): Promise<Thread> {
   const unread = inbox.read({ agent: "worker" }).messages.length;
   inbox.markRead({ agent: "worker", through_event: 10 });
   const tokens: AgentTokens = inbox.settings({ agent_tokens: "required" }).settings.agent_tokens;
+  const registration: AgentRegistration = inbox.settings({ agent_registration: "required" }).settings.agent_registration;
   const secret: string | undefined = inbox.agentRegister({ agent: "w2" }).agent_token;
   inbox.claim({ agent: "w2", next: true, agent_token: secret });
   await inbox.waitReply({ agent: "w2", thread_id: id, timeout_seconds: 0, agent_token: secret });
   const removed: number = inbox.gc({ keep_days: 1, dry_run: true }).removed.length;
-  void replayed; void present; void unread; void tokens; void removed;
+  void replayed; void present; void unread; void tokens; void registration; void removed;
   const transcript = runScript("send from_agent=a to_agent=b subject=s", "memory");
   const failures: string[] = transcript.failures;
   void failures;
@@ -47,7 +48,8 @@ export async function workerLoop(): Promise<Thread> {
 export function handle(error: unknown): number {
   const e = error as InboxError;
   const code: ErrorCode = e.code;
-  return code === "lease_conflict" ? e.exitCode : 0;
+  const refused: ErrorCode[] = ["unknown_recipient", "agent_not_registered"];
+  return code === "lease_conflict" || refused.includes(code) ? e.exitCode : 0;
 }
 
 export async function mistakes(inbox: Inbox): Promise<void> {
@@ -73,5 +75,7 @@ export async function mistakes(inbox: Inbox): Promise<void> {
   await inbox.watch({ agent: "lead", idempotency_key: "k" });
   // @ts-expect-error: "on" is not an agent_tokens setting
   inbox.settings({ agent_tokens: "on" });
+  // @ts-expect-error: "on" is not an agent_registration setting
+  inbox.settings({ agent_registration: "on" });
   void token; void status; void code;
 }
