@@ -13,8 +13,10 @@
 
 use crate::error::EngineError;
 use crate::ids::IdSource;
-use crate::orch::model::{AttemptStatus, RepoSpec, Run, Task, TaskStatus, Worktree};
+use crate::model::JsonObject;
+use crate::orch::model::{AttemptStatus, OrchEventType, RepoSpec, Run, Task, TaskStatus, Worktree};
 use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
+use crate::orch::rules;
 use crate::orch::wire::*;
 use crate::orch::workspace::{
     self, LEFT_OUT_MAX, Tidied, Workspace, WorkspaceError, WorkspaceErrorKind, WorktreeLook,
@@ -23,6 +25,7 @@ use crate::orch::workspace::{
 use crate::store::Store;
 
 use super::input::*;
+use super::orch_steps::RunChange;
 use super::tx::Tx;
 
 /// Most runs `orch worktree list` and `gc` look through without `--run`.
@@ -75,11 +78,52 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             left_out_count: u32::try_from(look.uncommitted.len()).unwrap_or(u32::MAX),
             left_out: look.uncommitted.into_iter().take(LEFT_OUT_MAX).collect(),
         };
+        let place = workspace::place(spec, &worktree);
         workspace
-            .create(&worktree)
+            .create(&worktree, &place)
             .map_err(|e| create_error(e, &worktree))?;
         self.created.push(worktree.clone());
         Ok(Some(worktree))
+    }
+
+    /// Records that `task`'s next attempt could not start because git
+    /// refused (`error`, see [`worktree_refusal`]): the task keeps its
+    /// status with the reason, and a `task_refused` event wakes the leader.
+    /// A task waiting out a backoff is tried again after the next one (at
+    /// least [`REFUSED_RETRY_MILLIS`]), so a refusal that lasts costs one
+    /// git call per wait, not one per orch command.
+    pub(super) fn refuse_start(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        source: &str,
+        error: &EngineError,
+    ) -> Result<Refused, EngineError> {
+        let number = task.attempts + 1;
+        let mut reason = format!("attempt {number} could not start: {error}");
+        if task.status == TaskStatus::RetryWait {
+            let wait = rules::backoff_millis(&task.retry, task.attempts).max(REFUSED_RETRY_MILLIS);
+            let at = self.now.plus_millis(wait);
+            task.retry_at = Some(at);
+            reason.push_str(&format!("; tried again in {} s", wait / 1000));
+        }
+        task.reason = Some(reason.clone());
+        task.updated_at = self.now;
+        let summary = format!("{}: {reason}", task.task_id);
+        task.last_event_id = self.emit(
+            change,
+            Some(task),
+            OrchEventType::TaskRefused,
+            source,
+            summary,
+            JsonObject::new(),
+        )?;
+        self.store.update_task(task)?;
+        Ok(Refused {
+            task_id: task.task_id.clone(),
+            code: error.code(),
+            message: error.to_string(),
+        })
     }
 
     /// The revision a task's attempts start from: its own, else the run's;
@@ -239,6 +283,28 @@ impl WorktreeView {
             self.saved = look.saved.clone();
         }
         self
+    }
+}
+
+/// How long a task waiting out a backoff waits at least before orch tries
+/// again to start an attempt git refused: even with no backoff, a refusal
+/// that lasts (a branch someone made) must not run git on every look.
+pub(super) const REFUSED_RETRY_MILLIS: i64 = 60_000;
+
+/// Whether `error`, from starting an attempt, is git refusing that one
+/// task's worktree (its branch or folder exists, a link on the way, a base
+/// that names no commit): the task waits with the reason and the other
+/// tasks go on. With `whole_repo`, the repository's own troubles count too
+/// (it is gone, no git, a dirty checkout in strict mode): a retry that
+/// comes due as a side effect of another command must never make that
+/// command, and so every orch command on the run, fail.
+pub(super) fn worktree_refusal(error: &EngineError, whole_repo: bool) -> bool {
+    match error {
+        EngineError::WorktreeFailed { .. } | EngineError::InvalidBase { .. } => true,
+        EngineError::RepositoryNotFound { .. }
+        | EngineError::GitUnavailable { .. }
+        | EngineError::CheckoutDirty { .. } => whole_repo,
+        _ => false,
     }
 }
 
