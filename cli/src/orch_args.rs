@@ -718,7 +718,7 @@ pub struct DispatchArgs {
     /// Dispatch every ready task instead
     #[arg(long)]
     pub all_ready: bool,
-    /// With --all-ready: at most this many [default: 1000]
+    /// With --all-ready: dispatch at most this many [default: 1000]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub limit: Option<u32>,
 }

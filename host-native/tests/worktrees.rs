@@ -480,6 +480,21 @@ fn a_branch_name_collision_holds_back_only_its_own_task() {
         30,
     );
     assert_eq!(alone["error"]["code"], "worktree_failed");
+    // --limit counts tasks dispatched: a refused task at the head of the
+    // queue does not use it up.
+    s.run(
+        json!({"command": "orch-task-add", "agent": "lead", "task": task("web", json!({}))}),
+        0,
+    );
+    let limited = s.run(
+        json!({"command": "orch-dispatch", "agent": "lead", "all_ready": true, "limit": 1}),
+        0,
+    );
+    assert_eq!(limited["refused"][0]["task_id"], "ui", "{limited:#}");
+    assert_eq!(
+        limited["dispatched"][0]["task"]["task_id"], "web",
+        "{limited:#}"
+    );
     // Once the branch is gone, the next dispatch starts it.
     git(&s.repo(), &["branch", "-D", "orch/r/ui/1"]);
     let again = s.dispatch_all(0);

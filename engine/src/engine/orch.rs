@@ -235,17 +235,20 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 self.expect_ready(&task)?;
                 vec![task]
             }
-            None => {
-                let query = TaskQuery {
-                    limit,
-                    ..TaskQuery::in_statuses(&change.run.run_id, &[Ready], TaskOrder::Queue)
-                };
-                self.store.tasks(&query)?
-            }
+            // Every ready task, not `limit`: the limit counts tasks
+            // dispatched, so tasks git refuses never use it up.
+            None => self.store.tasks(&TaskQuery::in_statuses(
+                &change.run.run_id,
+                &[Ready],
+                TaskOrder::Queue,
+            ))?,
         };
-        let mut dispatched = Vec::with_capacity(tasks.len());
+        let mut dispatched = Vec::with_capacity(tasks.len().min(limit));
         let mut refused = Vec::new();
         for mut task in tasks {
+            if dispatched.len() >= limit || refused.len() >= workspace::REFUSED_MAX {
+                break;
+            }
             let started = self.start_attempt(
                 &mut change,
                 &mut task,

@@ -19,6 +19,11 @@ use super::model::{AttemptStatus, RepoSpec, Worktree};
 /// came in 2.17); hosts refuse older ones with `git_unavailable`.
 pub const GIT_MIN_VERSION: (u32, u32) = (2, 17);
 
+/// Most tasks one `orch dispatch --all-ready` lets git refuse before it
+/// stops looking (git runs for each, holding the database's write lock):
+/// so many refusals at once say the repository is at fault, not a task.
+pub const REFUSED_MAX: usize = 100;
+
 /// Most uncommitted paths an attempt records as left out.
 pub const LEFT_OUT_MAX: usize = 50;
 
