@@ -420,6 +420,82 @@ mod tests {
         assert_eq!(branch_name("r/x", "t/y/z", 10).split('/').count(), 4);
     }
 
+    fn spec(repo: &str, worktrees: Option<&str>) -> RepoSpec {
+        RepoSpec {
+            repo: repo.into(),
+            worktrees: worktrees.map_or_else(|| default_worktrees(repo), str::to_owned),
+            base: "HEAD".into(),
+            strict: false,
+            worktrees_named: worktrees.is_some(),
+        }
+    }
+
+    #[test]
+    fn ids_that_could_never_be_a_worktree_are_named_with_their_field() {
+        let s = spec("/repo", None);
+        assert_eq!(unworkable(&s, "r", Some("api")), Ok(()));
+        // 1 + 84 × 3 = 253 bytes fits; 1 + 85 × 3 = 256 does not.
+        assert_eq!(
+            unworkable(&s, "r", Some(&format!("a{}", ".".repeat(84)))),
+            Ok(())
+        );
+        let field = |r: Result<(), (&'static str, String)>| r.err().map(|(f, _)| f);
+        assert_eq!(
+            field(unworkable(&s, "r", Some(&format!("a{}", ".".repeat(85))))),
+            Some("task_id")
+        );
+        assert_eq!(
+            field(unworkable(&s, &format!("a{}", "/".repeat(127)), None)),
+            Some("run_id")
+        );
+        // Letters only: 128 bytes as they are.
+        assert_eq!(
+            unworkable(&s, &"r".repeat(128), Some(&"t".repeat(128))),
+            Ok(())
+        );
+        let deep = spec("/repo", Some(&format!("/{}", "w".repeat(4080))));
+        assert_eq!(field(unworkable(&deep, "r", None)), Some("worktrees"));
+        let deep = spec("/repo", Some(&format!("/{}", "w".repeat(3850))));
+        assert_eq!(unworkable(&deep, "r", Some("api")), Ok(()));
+        assert_eq!(
+            field(unworkable(
+                &deep,
+                "r",
+                Some(&format!("a{}", ".".repeat(84)))
+            )),
+            Some("task_id")
+        );
+        assert!(same_folder("Api/x", "aPI/X") && !same_folder("api", "api2"));
+    }
+
+    #[test]
+    fn the_default_worktrees_folder_is_walked_from_the_repository() {
+        let wt = |s: &RepoSpec| Worktree {
+            repo: s.repo.clone(),
+            path: worktree_path(&s.worktrees, "r", "a/b", 2),
+            branch: branch_name("r", "a/b", 2),
+            base: "HEAD".into(),
+            base_commit: "c0ffee".into(),
+            left_out: Vec::new(),
+            left_out_count: 0,
+        };
+        let default = spec("/repo", None);
+        let place_of = place(&default, &wt(&default));
+        assert_eq!(place_of.named, "/repo");
+        assert_eq!(place_of.below, [".agents", "worktrees", "r", "a%2Fb", "2"]);
+        assert_eq!((place_of.worktrees_depth, place_of.ignore), (2, true));
+        // Named, even as the default path: used as named.
+        let named = spec("/repo", Some("/repo/.agents/worktrees"));
+        let place_of = place(&named, &wt(&named));
+        assert_eq!(place_of.named, "/repo/.agents/worktrees");
+        assert_eq!(place_of.below, ["r", "a%2Fb", "2"]);
+        assert_eq!((place_of.worktrees_depth, place_of.ignore), (0, true));
+        let outside = spec("/repo", Some("/srv/wt"));
+        assert!(!place(&outside, &wt(&outside)).ignore);
+        let sibling = spec("/repo", Some("/repo2/wt"));
+        assert!(!place(&sibling, &wt(&sibling)).ignore);
+    }
+
     #[test]
     fn paths_and_refs_follow_the_branch() {
         let wt = Worktree {
