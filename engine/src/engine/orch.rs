@@ -389,7 +389,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                     "retry it with a new assignee instead: orch retry {} --to {to}",
                     t.task_id
                 ),
-                _ => "only a task that has not ended can be reassigned".to_owned(),
+                _ => ended_note("only a task that has not ended can be reassigned", t),
             },
         )?;
         let from = std::mem::replace(&mut task.assignee, to.clone());
@@ -433,7 +433,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 Pending, Ready, Dispatched, Running, Blocked, Review, RetryWait,
             ],
             ErrorCode::TaskFinished,
-            |_| "only a task that has not ended can be cancelled".to_owned(),
+            |t| ended_note("only a task that has not ended can be cancelled", t),
         )?;
         let dependents = self.waiting_dependents(&task)?;
         if !dependents.is_empty() && !input.cascade {
@@ -533,6 +533,15 @@ fn v_limit() -> usize {
     crate::validate::DEFAULT_LIST_LIMIT as usize
 }
 
+/// A refusal for a task that has ended: `rule`, and for a skipped task
+/// what caused it and what brings it back.
+fn ended_note(rule: &str, task: &Task) -> String {
+    match task.status {
+        TaskStatus::Skipped => format!("{rule}; {}", what_now(task)),
+        _ => rule.to_owned(),
+    }
+}
+
 /// What a task's status allows, for refusals.
 fn what_now(task: &Task) -> String {
     let id = &task.task_id;
@@ -549,7 +558,7 @@ fn what_now(task: &Task) -> String {
         Failed => format!("it failed: `orch retry {id}`"),
         TaskStatus::Cancelled => "it was cancelled".into(),
         TaskStatus::Skipped => format!(
-            "it was skipped ({})",
+            "it was skipped: {}",
             task.reason.as_deref().unwrap_or("a need did not finish")
         ),
     }

@@ -285,6 +285,10 @@ pub struct Place {
 
 /// The [`Place`] of `worktree` under `spec`.
 pub fn place(spec: &RepoSpec, worktree: &Worktree) -> Place {
+    let root = |path: &str| match path.trim_end_matches('/') {
+        "" => "/".to_owned(),
+        trimmed => trimmed.to_owned(),
+    };
     let worktrees = spec.worktrees.trim_end_matches('/');
     let own: Vec<String> = worktree
         .path
@@ -300,7 +304,7 @@ pub fn place(spec: &RepoSpec, worktree: &Worktree) -> Place {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
     if spec.worktrees_named || worktrees != default_worktrees(repo) {
         return Place {
-            named: worktrees.to_owned(),
+            named: root(worktrees),
             below: own,
             worktrees_depth: 0,
             ignore,
@@ -309,7 +313,7 @@ pub fn place(spec: &RepoSpec, worktree: &Worktree) -> Place {
     let mut below = vec![".agents".to_owned(), "worktrees".to_owned()];
     below.extend(own);
     Place {
-        named: repo.to_owned(),
+        named: root(repo),
         below,
         worktrees_depth: 2,
         ignore,
