@@ -1240,3 +1240,70 @@ fn a_skipped_task_names_the_task_that_failed_and_the_one_to_retry() {
     let shown = lead(&["task", "show", "leaf", "--json"]).json();
     assert_eq!(shown["task"]["status"], "pending");
 }
+
+/// `orch dispatch` runs git while no transaction holds the database: a
+/// `git` that, while making a worktree, has another process write to the
+/// same database sees that write go through at once, not wait out the
+/// writer's lock (10 s, then `storage_busy`).
+#[test]
+fn dispatch_runs_git_while_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::initialized();
+    project(&env);
+    let real_git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bin = env.dir().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let probe = env.dir().join("probe");
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ \"$5\" = worktree ] && [ \"$6\" = add ]; then\n\
+           \"{inbox}\" send --from probe --to someone --subject 'during git' >/dev/null 2>>\"{probe}.err\"\n\
+           echo $? >>\"{probe}\"\n\
+         fi\n\
+         exec \"{git}\" \"$@\"\n",
+        inbox = inbox_bin(),
+        probe = probe.display(),
+        git = real_git.trim(),
+    );
+    std::fs::write(bin.join("git"), script).unwrap();
+    std::fs::set_permissions(bin.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    lead(&[
+        "run", "create", "--goal", "g", "--id", "web", "--repo", "project",
+    ]);
+    for id in ["api", "ui"] {
+        lead(&[
+            "task",
+            "add",
+            "--task",
+            id,
+            "--title",
+            "t",
+            "--assignee",
+            "w",
+        ]);
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let output = std::process::Command::new(orch_bin())
+        .args(["dispatch", "--all-ready", "--json"])
+        .current_dir(env.dir())
+        .env_remove("INBOX_DB")
+        .env_remove("INBOX_NOW")
+        .env("INBOX_AGENT", "lead")
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let dispatched: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(dispatched["dispatched"].as_array().unwrap().len(), 2);
+    let probed = std::fs::read_to_string(&probe).unwrap();
+    let errors = std::fs::read_to_string(probe.with_extension("err")).unwrap_or_default();
+    assert_eq!(probed, "0\n0\n", "the writes during git: {probed}{errors}");
+}

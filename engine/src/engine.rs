@@ -67,6 +67,9 @@ pub struct Engine<S, C, I> {
     ahead: Option<crate::store::ReadAhead>,
     /// The host's git, for the worktrees of runs with a repository.
     workspace: Option<Box<dyn Workspace>>,
+    /// Worktrees made for the next transaction before it began (see
+    /// `Engine::orch_dispatch`); what it does not take is discarded.
+    premade: Vec<worktrees::Premade>,
 }
 
 impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
@@ -81,6 +84,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             caller: None,
             ahead: None,
             workspace: None,
+            premade: Vec::new(),
         }
     }
 
@@ -319,9 +323,14 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         keep: bool,
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
-        self.store.begin(mode)?;
+        let premade = std::mem::take(&mut self.premade);
+        if let Err(error) = self.store.begin(mode) {
+            self.discard_premade(premade);
+            return Err(error.into());
+        }
         let mut created = Vec::new();
         let mut ended = Vec::new();
+        let mut unused = Vec::new();
         let result = (|| {
             // A store that keeps one clock for every writer (a database
             // server) judges time instead of this host (see Store::clock).
@@ -340,12 +349,15 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 preview: !keep,
                 created: Vec::new(),
                 ended: Vec::new(),
+                premade,
             };
             let result = f(&mut tx);
             created = std::mem::take(&mut tx.created);
             ended = std::mem::take(&mut tx.ended);
+            unused = std::mem::take(&mut tx.premade);
             result.map(|value| (value, tx.discard))
         })();
+        self.discard_premade(unused);
         let kept = match result {
             Ok((value, discard)) if !keep || discard => {
                 self.store.rollback().map(|()| (value, false))
@@ -388,6 +400,43 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 let _ = workspace.discard(worktree);
             }
         }
+    }
+
+    /// Takes back the worktrees made before a transaction for attempts it
+    /// did not start (the task changed meanwhile, or the command failed).
+    fn discard_premade(&mut self, premade: Vec<worktrees::Premade>) {
+        let made = premade
+            .into_iter()
+            .filter_map(worktrees::Premade::into_worktree)
+            .collect();
+        self.discard_worktrees(made);
+    }
+
+    /// `orch-dispatch`, with git outside the write transaction: a preview
+    /// lists the worktrees the dispatch is about to need, git makes them
+    /// while no transaction is open, then the dispatch runs in its own
+    /// write transaction and takes them; any it does not take (a task
+    /// changed meanwhile) is discarded. A task that became ready between
+    /// the two gets its worktree inside the transaction, as any other
+    /// command's attempt does. The caller is authenticated before git runs.
+    fn orch_dispatch(
+        &mut self,
+        request: OrchDispatchRequest,
+    ) -> Result<DispatchOutput, EngineError> {
+        let input = input::orch_dispatch(request)?;
+        if self.workspace.is_some() {
+            let caller = self.caller.take();
+            let plans = self.preview(|tx| {
+                tx.authenticate(caller.as_ref())?;
+                tx.dispatch_plans(&input)
+            });
+            self.caller = caller;
+            // A preview that fails leaves the dispatch to say why.
+            if let (Ok(plans), Some(workspace)) = (plans, self.workspace.as_deref_mut()) {
+                self.premade = worktrees::make_worktrees(workspace, plans);
+            }
+        }
+        self.write(|tx| tx.orch_dispatch(input))
     }
 
     /// Tidies the worktrees of attempts a committed transaction ended (see

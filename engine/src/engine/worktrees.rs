@@ -4,9 +4,13 @@
 //! what is safe to remove are in [`crate::orch::workspace`]; git itself is
 //! the host's, reached through the [`Workspace`] the transaction carries.
 //!
-//! A worktree is made inside the dispatch's transaction, so that a dispatch
-//! whose worktree git refuses fails as a whole (no thread, no attempt); one
-//! made for a transaction that then rolls back is discarded by the engine.
+//! `orch dispatch` has git make its worktrees before its transaction (see
+//! [`Premade`]), so git never runs while it holds the database's write
+//! lock; the single attempts other commands start make theirs inside their
+//! transaction. A task whose worktree git refuses is not dispatched (with
+//! `--all-ready` it waits with the reason and the others go on); a
+//! worktree made for a transaction that then rolls back, or that it did
+//! not take, is discarded by the engine.
 //! When an attempt ends, its worktree is tidied after the transaction
 //! commits (see `Engine::run_in`). A preview (an orch read, `orch worktree
 //! list` among them) makes and tidies none: it shows what is.
@@ -35,9 +39,10 @@ const RUNS_MAX: usize = 100;
 const TASKS_MAX: usize = 10_000;
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
-    /// The worktree attempt `number` of `task` works in, made now, when its
-    /// run names a repository; `None` otherwise, and in a preview (an orch
-    /// read makes nothing).
+    /// The worktree attempt `number` of `task` works in, when its run names
+    /// a repository; `None` otherwise, and in a preview (an orch read makes
+    /// nothing). One made before the transaction began (see
+    /// [`Premade`]) is taken as it is; else it is made now, with git.
     pub(super) fn attempt_worktree(
         &mut self,
         run: &Run,
@@ -50,40 +55,90 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         if self.preview {
             return Ok(None);
         }
-        let base = self.base_of(spec, task)?;
-        let workspace = self.workspace()?;
-        let look = workspace
-            .look(&spec.repo, &base)
-            .map_err(|e| repo_error(e, &spec.repo))?;
-        let Some(base_commit) = look.commit else {
-            return Err(EngineError::InvalidBase {
-                base,
-                repo: spec.repo.clone(),
-                why: "names no commit (unknown, or the repository has no commit yet); give a branch, tag or commit id".into(),
-            });
+        let premade = self.premade.iter().position(|p| {
+            p.run_id == task.run_id && p.task_id == task.task_id && p.attempt == number
+        });
+        let worktree = match premade {
+            Some(at) => self.premade.swap_remove(at).made?,
+            None => {
+                let plan = self.worktree_plan(spec, task, number)?;
+                make_worktree(self.workspace()?, &plan)?
+            }
         };
-        if spec.strict && !look.uncommitted.is_empty() {
-            return Err(EngineError::CheckoutDirty {
-                repo: spec.repo.clone(),
-                shown: look.uncommitted.iter().take(5).cloned().collect(),
-                count: look.uncommitted.len(),
-            });
-        }
-        let worktree = Worktree {
-            repo: spec.repo.clone(),
-            path: workspace::worktree_path(&spec.worktrees, &task.run_id, &task.task_id, number),
-            branch: workspace::branch_name(&task.run_id, &task.task_id, number),
-            base,
-            base_commit,
-            left_out_count: u32::try_from(look.uncommitted.len()).unwrap_or(u32::MAX),
-            left_out: look.uncommitted.into_iter().take(LEFT_OUT_MAX).collect(),
-        };
-        let place = workspace::place(spec, &worktree);
-        workspace
-            .create(&worktree, &place)
-            .map_err(|e| create_error(e, &worktree))?;
         self.created.push(worktree.clone());
         Ok(Some(worktree))
+    }
+
+    /// What making attempt `number` of `task` takes, from the store alone.
+    fn worktree_plan(
+        &mut self,
+        spec: &RepoSpec,
+        task: &Task,
+        number: u32,
+    ) -> Result<WorktreePlan, EngineError> {
+        Ok(WorktreePlan {
+            spec: spec.clone(),
+            run_id: task.run_id.clone(),
+            task_id: task.task_id.clone(),
+            attempt: number,
+            base: self.base_of(spec, task)?,
+        })
+    }
+
+    /// The worktrees `orch dispatch` (`input`) is about to need: the tasks it
+    /// would dispatch (ready ones in queue order, or the one named) and the
+    /// retries that have come due, each with what making its worktree
+    /// takes. Run in a preview, before the dispatch's own transaction, so
+    /// that git can make them while no transaction is open. Council seats
+    /// and runs without a repository need none.
+    pub(super) fn dispatch_plans(
+        &mut self,
+        input: &DispatchInput,
+    ) -> Result<Vec<WorktreePlan>, EngineError> {
+        let run = self.find_run(input.leader.run_id.as_deref())?;
+        let Some(spec) = run.repo.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut change = RunChange {
+            run,
+            events: Vec::new(),
+            affected: Vec::new(),
+        };
+        // What the threads did, without starting the retries that came due:
+        // those are planned below.
+        self.reconcile(&mut change, false)?;
+        let run_id = change.run.run_id.clone();
+        let mut tasks = match &input.task_id {
+            Some(id) => self.store.task(&run_id, id)?.into_iter().collect(),
+            // As many as the dispatch may look at: `limit` dispatched, and
+            // the refusals it lets pass on the way.
+            None => self.tasks_in(
+                &change.run,
+                &[TaskStatus::Ready],
+                TaskOrder::Queue,
+                input.limit.saturating_add(workspace::REFUSED_MAX),
+            )?,
+        };
+        tasks.retain(|t| t.status == TaskStatus::Ready);
+        let due = self.tasks_in(
+            &change.run,
+            &[TaskStatus::RetryWait],
+            TaskOrder::Added,
+            usize::MAX,
+        )?;
+        tasks.extend(
+            due.into_iter()
+                .filter(|t| t.retry_at.is_none_or(|at| at <= self.now)),
+        );
+        let mut plans = Vec::new();
+        for task in tasks.iter().filter(|t| t.council.is_none()) {
+            // A base that cannot be resolved from the store is refused by the
+            // dispatch itself, in its transaction.
+            if let Ok(plan) = self.worktree_plan(&spec, task, task.attempts + 1) {
+                plans.push(plan);
+            }
+        }
+        Ok(plans)
     }
 
     /// Records that `task`'s next attempt could not start because git
@@ -284,6 +339,104 @@ impl WorktreeView {
         }
         self
     }
+}
+
+/// What making one attempt's worktree takes, decided from the store alone
+/// (no git): the run's repository settings, the attempt, and the base
+/// revision it starts from.
+pub(super) struct WorktreePlan {
+    spec: RepoSpec,
+    run_id: String,
+    task_id: String,
+    attempt: u32,
+    base: String,
+}
+
+/// A worktree made (or refused by git) before the transaction that
+/// dispatches its attempt began, so that git never runs while that
+/// transaction holds the database's write lock. The transaction takes it
+/// for its attempt; one it does not take (the task changed meanwhile) is
+/// discarded once it ends.
+pub(crate) struct Premade {
+    run_id: String,
+    task_id: String,
+    attempt: u32,
+    /// The worktree, or git's refusal, which the dispatch reports as if it
+    /// had run git itself.
+    made: Result<Worktree, EngineError>,
+}
+
+impl Premade {
+    /// The worktree, if git made it (for discarding an unused one).
+    pub(crate) fn into_worktree(self) -> Option<Worktree> {
+        self.made.ok()
+    }
+}
+
+/// Makes, with the host's git and outside any transaction, the worktrees
+/// `plans` ask for, stopping after [`workspace::REFUSED_MAX`] refusals
+/// (where the dispatch would stop too).
+pub(crate) fn make_worktrees(
+    workspace: &mut dyn Workspace,
+    plans: Vec<WorktreePlan>,
+) -> Vec<Premade> {
+    let mut premade = Vec::with_capacity(plans.len());
+    let mut refused = 0;
+    for plan in plans {
+        if refused >= workspace::REFUSED_MAX {
+            break;
+        }
+        let result = make_worktree(workspace, &plan);
+        refused += usize::from(result.is_err());
+        premade.push(Premade {
+            run_id: plan.run_id,
+            task_id: plan.task_id,
+            attempt: plan.attempt,
+            made: result,
+        });
+    }
+    premade
+}
+
+/// Makes the worktree `plan` asks for with git: resolves its base to a
+/// commit, refuses a dirty checkout in strict mode, then creates its branch
+/// and folder at their place (see [`workspace::place`]).
+fn make_worktree(
+    workspace: &mut dyn Workspace,
+    plan: &WorktreePlan,
+) -> Result<Worktree, EngineError> {
+    let spec = &plan.spec;
+    let look = workspace
+        .look(&spec.repo, &plan.base)
+        .map_err(|e| repo_error(e, &spec.repo))?;
+    let Some(base_commit) = look.commit else {
+        return Err(EngineError::InvalidBase {
+            base: plan.base.clone(),
+            repo: spec.repo.clone(),
+            why: "names no commit (unknown, or the repository has no commit yet); give a branch, tag or commit id".into(),
+        });
+    };
+    if spec.strict && !look.uncommitted.is_empty() {
+        return Err(EngineError::CheckoutDirty {
+            repo: spec.repo.clone(),
+            shown: look.uncommitted.iter().take(5).cloned().collect(),
+            count: look.uncommitted.len(),
+        });
+    }
+    let worktree = Worktree {
+        repo: spec.repo.clone(),
+        path: workspace::worktree_path(&spec.worktrees, &plan.run_id, &plan.task_id, plan.attempt),
+        branch: workspace::branch_name(&plan.run_id, &plan.task_id, plan.attempt),
+        base: plan.base.clone(),
+        base_commit,
+        left_out_count: u32::try_from(look.uncommitted.len()).unwrap_or(u32::MAX),
+        left_out: look.uncommitted.into_iter().take(LEFT_OUT_MAX).collect(),
+    };
+    let place = workspace::place(spec, &worktree);
+    workspace
+        .create(&worktree, &place)
+        .map_err(|e| create_error(e, &worktree))?;
+    Ok(worktree)
 }
 
 /// How long a task waiting out a backoff waits at least before orch tries
