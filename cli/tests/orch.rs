@@ -1288,22 +1288,48 @@ fn dispatch_runs_git_while_others_can_write() {
             "t",
             "--assignee",
             "w",
+            "--max-attempts",
+            "2",
+            "--backoff-seconds",
+            "0",
         ]);
     }
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let output = std::process::Command::new(orch_bin())
-        .args(["dispatch", "--all-ready", "--json"])
-        .current_dir(env.dir())
-        .env_remove("INBOX_DB")
-        .env_remove("INBOX_NOW")
-        .env("INBOX_AGENT", "lead")
-        .env("PATH", path)
-        .output()
-        .unwrap();
+    let with_probe = |args: &[&str]| {
+        std::process::Command::new(orch_bin())
+            .args(args)
+            .current_dir(env.dir())
+            .env_remove("INBOX_DB")
+            .env_remove("INBOX_NOW")
+            .env("INBOX_AGENT", "lead")
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let output = with_probe(&["dispatch", "--all-ready", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     let dispatched: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(dispatched["dispatched"].as_array().unwrap().len(), 2);
+    // A failed attempt's retry, started by the leader's `orch wait`.
+    let claim = ran(env.dir(), inbox_bin(), "w", &["claim", "--next", "--json"]).json();
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    let failed = ran(
+        env.dir(),
+        inbox_bin(),
+        "w",
+        &["fail", "--thread", &thread, "--summary", "x"],
+    );
+    assert_eq!(failed.status, 0, "{failed}");
+    let cursor = dispatched["event_id"].to_string();
+    let waited = with_probe(&["wait", "--after-event", &cursor, "--json"]);
+    assert_eq!(waited.status.code(), Some(0), "{waited:?}");
+    let task = claim["thread"]["task_id"].as_str().unwrap().to_owned();
+    let shown = lead(&["task", "show", &task, "--json"]).json();
+    assert_eq!(shown["task"]["attempts"], 2, "{shown:#}");
     let probed = std::fs::read_to_string(&probe).unwrap();
     let errors = std::fs::read_to_string(probe.with_extension("err")).unwrap_or_default();
-    assert_eq!(probed, "0\n0\n", "the writes during git: {probed}{errors}");
+    assert_eq!(
+        probed, "0\n0\n0\n",
+        "the writes during git: {probed}{errors}"
+    );
 }

@@ -412,31 +412,42 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         self.discard_worktrees(made);
     }
 
-    /// `orch-dispatch`, with git outside the write transaction: a preview
-    /// lists the worktrees the dispatch is about to need, git makes them
-    /// while no transaction is open, then the dispatch runs in its own
-    /// write transaction and takes them; any it does not take (a task
-    /// changed meanwhile) is discarded. A task that became ready between
-    /// the two gets its worktree inside the transaction, as any other
-    /// command's attempt does. The caller is authenticated before git runs.
+    /// `orch-dispatch`, with git outside its write transaction (see
+    /// [`Engine::premake`]).
     fn orch_dispatch(
         &mut self,
         request: OrchDispatchRequest,
     ) -> Result<DispatchOutput, EngineError> {
         let input = input::orch_dispatch(request)?;
-        if self.workspace.is_some() {
-            let caller = self.caller.take();
-            let plans = self.preview(|tx| {
-                tx.authenticate(caller.as_ref())?;
-                tx.dispatch_plans(&input)
-            });
-            self.caller = caller;
-            // A preview that fails leaves the dispatch to say why.
-            if let (Ok(plans), Some(workspace)) = (plans, self.workspace.as_deref_mut()) {
-                self.premade = worktrees::make_worktrees(workspace, plans);
-            }
-        }
+        self.premake(input.leader.run_id.as_deref(), Some(&input));
         self.write(|tx| tx.orch_dispatch(input))
+    }
+
+    /// Has git make, before the orch write that follows and with no
+    /// transaction open, the worktrees that write is about to need (the
+    /// retries of run `run_id` that came due and, for `orch dispatch`, the
+    /// tasks it dispatches): a preview lists them, after authenticating the
+    /// caller, so that nobody makes git work without the right to. The
+    /// write takes them (`Tx::premade`); one it does not take (the task
+    /// changed meanwhile) is discarded, and an attempt it starts that has
+    /// none (a task that became ready in between) gets its worktree inside
+    /// the transaction. Best effort: a preview that fails leaves the write
+    /// to say why.
+    fn premake(&mut self, run_id: Option<&str>, dispatch: Option<&input::DispatchInput>) {
+        if self.workspace.is_none() {
+            return;
+        }
+        let caller = self.caller.take();
+        let plans = self.preview(|tx| {
+            tx.authenticate(caller.as_ref())?;
+            tx.attempt_plans(run_id, dispatch)
+        });
+        self.caller = caller;
+        if let (Ok(plans), Some(workspace)) = (plans, self.workspace.as_deref_mut())
+            && !plans.is_empty()
+        {
+            self.premade = worktrees::make_worktrees(workspace, plans);
+        }
     }
 
     /// Tidies the worktrees of attempts a committed transaction ended (see
@@ -492,6 +503,8 @@ macro_rules! dispatch {
     };
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [records]) => {{
         let input = input::$handler($request)?;
+        // What it records may start retries: git makes their worktrees first.
+        $engine.premake(input.run_id.as_deref(), None);
         $engine.write(|tx| tx.$handler(input))
     }};
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [preview]) => {{

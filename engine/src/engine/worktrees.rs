@@ -85,17 +85,19 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         })
     }
 
-    /// The worktrees `orch dispatch` (`input`) is about to need: the tasks it
-    /// would dispatch (ready ones in queue order, or the one named) and the
-    /// retries that have come due, each with what making its worktree
-    /// takes. Run in a preview, before the dispatch's own transaction, so
-    /// that git can make them while no transaction is open. Council seats
-    /// and runs without a repository need none.
-    pub(super) fn dispatch_plans(
+    /// The worktrees an orch write on run `run_id` is about to need: the
+    /// retries that have come due (every orch write starts them) and, for
+    /// `orch dispatch` (`dispatch`), the tasks it would dispatch (ready ones
+    /// in queue order, or the one named), each with what making its
+    /// worktree takes. Run in a preview, before the write's own
+    /// transaction, so that git can make them while no transaction is
+    /// open. Council seats and runs without a repository need none.
+    pub(super) fn attempt_plans(
         &mut self,
-        input: &DispatchInput,
+        run_id: Option<&str>,
+        dispatch: Option<&DispatchInput>,
     ) -> Result<Vec<WorktreePlan>, EngineError> {
-        let run = self.find_run(input.leader.run_id.as_deref())?;
+        let run = self.find_run(run_id)?;
         let Some(spec) = run.repo.clone() else {
             return Ok(Vec::new());
         };
@@ -108,11 +110,14 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         // those are planned below.
         self.reconcile(&mut change, false)?;
         let run_id = change.run.run_id.clone();
-        let mut tasks = match &input.task_id {
-            Some(id) => self.store.task(&run_id, id)?.into_iter().collect(),
+        let mut tasks = match dispatch {
+            None => Vec::new(),
+            Some(DispatchInput {
+                task_id: Some(id), ..
+            }) => self.store.task(&run_id, id)?.into_iter().collect(),
             // As many as the dispatch may look at: `limit` dispatched, and
             // the refusals it lets pass on the way.
-            None => self.tasks_in(
+            Some(input) => self.tasks_in(
                 &change.run,
                 &[TaskStatus::Ready],
                 TaskOrder::Queue,
