@@ -68,7 +68,7 @@ pub struct Engine<S, C, I> {
     /// The host's git, for the worktrees of runs with a repository.
     workspace: Option<Box<dyn Workspace>>,
     /// Worktrees made for the next transaction before it began (see
-    /// `Engine::orch_dispatch`); what it does not take is discarded.
+    /// `Engine::premake`); what it does not take is discarded.
     premade: Vec<worktrees::Premade>,
 }
 
@@ -357,7 +357,6 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             unused = std::mem::take(&mut tx.premade);
             result.map(|value| (value, tx.discard))
         })();
-        self.discard_premade(unused);
         let kept = match result {
             Ok((value, discard)) if !keep || discard => {
                 self.store.rollback().map(|()| (value, false))
@@ -372,9 +371,12 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             Err(error) => {
                 let _ = self.store.rollback();
                 self.discard_worktrees(created);
+                self.discard_premade(unused);
                 return Err(error);
             }
         };
+        // Git only once the transaction has ended: what it did not take.
+        self.discard_premade(unused);
         match kept {
             Ok((value, true)) => {
                 self.tidy_worktrees(ended);
