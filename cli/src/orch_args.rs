@@ -140,8 +140,11 @@ Start an attempt at one ready task (--task) or at every ready task
 (--all-ready, in `orch ready` order, at most --limit): each opens an inbox
 thread assigned to the task's assignee, with the task's title as subject and
 its text, acceptance criteria, attempt number, run and task ids in the first
-message. Workers find it with inbox fetch or claim --next. All or nothing.
-Exits 10 when --all-ready finds nothing ready.",
+message. Workers find it with inbox fetch or claim --next. In a run with a
+repository each attempt gets a git worktree: --task fails when git refuses
+it and changes nothing; --all-ready dispatches every task it can and lists
+those git refused, which stay ready with the reason (`orch status`).
+Exits 10 when --all-ready dispatches nothing.",
         after_help = "\
 Examples:
   orch dispatch --all-ready
@@ -556,7 +559,8 @@ pub struct RunCreateArgs {
     /// on a branch of its own
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
-    /// The folder orch makes the worktrees in [default: REPO/.agents/worktrees]
+    /// The folder orch makes the worktrees in, used as named, symbolic links
+    /// and all [default: REPO/.agents/worktrees, never reached through a link]
     #[arg(long, value_name = "DIR", requires = "repo")]
     pub worktrees: Option<PathBuf>,
     /// The revision attempts start from, resolved at each dispatch [default: HEAD]
@@ -714,7 +718,7 @@ pub struct DispatchArgs {
     /// Dispatch every ready task instead
     #[arg(long)]
     pub all_ready: bool,
-    /// With --all-ready: at most this many [default: 1000]
+    /// With --all-ready: dispatch at most this many [default: 1000]
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub limit: Option<u32>,
 }

@@ -193,13 +193,33 @@ fn plan(out: &PlanOutput) -> String {
 }
 
 fn dispatch(out: &DispatchOutput) -> String {
-    if out.dispatched.is_empty() {
+    if out.dispatched.is_empty() && out.refused.is_empty() {
         return "Nothing is ready to dispatch.\n".to_owned();
     }
     let n = out.dispatched.len();
-    let mut text = format!("Dispatched {n} task{}:\n", if n == 1 { "" } else { "s" });
+    let mut text = match n {
+        0 => "Dispatched nothing.\n".to_owned(),
+        _ => format!("Dispatched {n} task{}:\n", if n == 1 { "" } else { "s" }),
+    };
     for d in &out.dispatched {
         let _ = writeln!(text, "  {}", attempt_line(&d.task.task_id, &d.attempt));
+    }
+    if !out.refused.is_empty() {
+        let n = out.refused.len();
+        let _ = writeln!(
+            text,
+            "{}",
+            paint(
+                AnsiColor::Red.on_default(),
+                format!(
+                    "Not dispatched: {} (git refused; each waits, ready, with the reason in `orch status`):",
+                    plural(u64::try_from(n).unwrap_or(u64::MAX), "task")
+                )
+            )
+        );
+        for r in &out.refused {
+            let _ = writeln!(text, "  {:<12} {}: {}", r.task_id, r.code, r.message);
+        }
     }
     text
 }

@@ -996,3 +996,340 @@ fn a_dispatch_without_git_is_refused_and_leaves_nothing() {
     assert_eq!(shown["attempts"], serde_json::json!([]));
     assert_eq!(git(&repo, &["branch", "--list", "orch/*"]), "");
 }
+
+/// A repository of one commit in `env`'s folder, at `project`.
+fn project(env: &TestEnv) -> std::path::PathBuf {
+    let repo = env.dir().join("project");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "hello\n").unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    repo
+}
+
+/// One task never blocks a run: an id that could never be a worktree is
+/// refused when it is added, and a task whose worktree git refuses waits
+/// with the reason while `orch dispatch --all-ready` dispatches the rest.
+#[test]
+fn one_task_git_refuses_never_holds_back_the_others() {
+    let env = TestEnv::initialized();
+    let repo = project(&env);
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    let created = lead(&[
+        "run", "create", "--goal", "g", "--id", "web", "--repo", "project",
+    ]);
+    assert_eq!(created.status, 0, "{created}");
+    // 128 `/`-heavy characters fit an id but not a folder name once encoded.
+    let long = format!("a{}", "/".repeat(127));
+    let refused = lead(&[
+        "task",
+        "add",
+        "--task",
+        &long,
+        "--title",
+        "t",
+        "--assignee",
+        "w",
+        "--json",
+    ]);
+    assert_eq!(refused.status, 30, "{refused}");
+    let error = &refused.json()["error"];
+    assert_eq!(error["code"], "invalid_value");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("382 bytes") && message.contains("255"),
+        "{message}"
+    );
+    let cased = |id: &str| {
+        lead(&[
+            "task",
+            "add",
+            "--task",
+            id,
+            "--title",
+            "t",
+            "--assignee",
+            "w",
+        ])
+    };
+    assert_eq!(cased("api").status, 0);
+    let twin = cased("API");
+    assert_eq!(twin.status, 30, "{twin}");
+    assert!(twin.stderr.contains("error[task_exists]"), "{twin}");
+    for id in ["ui", "db"] {
+        assert_eq!(cased(id).status, 0);
+    }
+    // Someone already has the branch ui's first attempt would get.
+    git(&repo, &["branch", "orch/web/ui/1"]);
+    let dispatched = lead(&["dispatch", "--all-ready"]);
+    assert_eq!(dispatched.status, 0, "{dispatched}");
+    assert!(
+        dispatched.stdout.starts_with("Dispatched 2 tasks:"),
+        "{dispatched}"
+    );
+    assert!(
+        dispatched.stdout.contains("Not dispatched: 1 task")
+            && dispatched.stdout.contains("ui           worktree_failed:"),
+        "{dispatched}"
+    );
+    let status = lead(&["status"]);
+    assert!(
+        status
+            .stdout
+            .contains("why: attempt 1 could not start: could not make the worktree"),
+        "{status}"
+    );
+    // Still refused while the branch is there; the JSON lists it.
+    let again = lead(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(again.status, 10, "{again}");
+    assert_eq!(again.json()["refused"][0]["task_id"], "ui");
+    git(&repo, &["branch", "-D", "orch/web/ui/1"]);
+    let last = lead(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(last.status, 0, "{last}");
+    assert_eq!(last.json()["dispatched"][0]["task"]["task_id"], "ui");
+}
+
+/// orch never writes outside the repository through a link: a repository
+/// that commits `.agents` as a symbolic link gets no worktree and no
+/// `.gitignore` where the link points, and the refusal names the link.
+#[test]
+fn a_repository_s_agents_link_is_never_followed() {
+    let env = TestEnv::initialized();
+    let repo = project(&env);
+    let outside = env.dir().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, repo.join(".agents")).unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "agents"]);
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    lead(&[
+        "run", "create", "--goal", "g", "--id", "web", "--repo", "project",
+    ]);
+    lead(&[
+        "task",
+        "add",
+        "--task",
+        "api",
+        "--title",
+        "t",
+        "--assignee",
+        "w",
+    ]);
+    let alone = lead(&["dispatch", "--task", "api", "--json"]);
+    assert_eq!(alone.status, 30, "{alone}");
+    let error = &alone.json()["error"];
+    assert_eq!(error["code"], "worktree_failed");
+    let link = repo.join(".agents").display().to_string();
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{link} is a symbolic link")),
+        "{alone}"
+    );
+    let all = lead(&["dispatch", "--all-ready"]);
+    assert!(all.stdout.contains("Not dispatched: 1 task"), "{all}");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert_eq!(git(&repo, &["branch", "--list", "orch/*"]), "");
+    // Named explicitly, the same folder is the leader's choice.
+    let named = repo.join(".agents/worktrees").display().to_string();
+    let created = lead(&[
+        "run",
+        "create",
+        "--goal",
+        "g",
+        "--id",
+        "named",
+        "--repo",
+        "project",
+        "--worktrees",
+        &named,
+    ]);
+    assert_eq!(created.status, 0, "{created}");
+    lead(&[
+        "task",
+        "add",
+        "--run",
+        "named",
+        "--task",
+        "api",
+        "--title",
+        "t",
+        "--assignee",
+        "w",
+    ]);
+    let ok = lead(&["dispatch", "--run", "named", "--all-ready"]);
+    assert_eq!(ok.status, 0, "{ok}");
+    assert!(outside.join("worktrees/named/api/1/README.md").exists());
+}
+
+/// orch names the cause: a task skipped two or more steps below a failed
+/// task names that task, and `orch retry` of it says which task to retry.
+#[test]
+fn a_skipped_task_names_the_task_that_failed_and_the_one_to_retry() {
+    let env = TestEnv::initialized();
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    lead(&["run", "create", "--goal", "g", "--id", "chain"]);
+    lead(&[
+        "task",
+        "add",
+        "--task",
+        "root",
+        "--title",
+        "t",
+        "--assignee",
+        "w",
+        "--max-attempts",
+        "1",
+    ]);
+    lead(&[
+        "task",
+        "add",
+        "--task",
+        "mid",
+        "--title",
+        "t",
+        "--assignee",
+        "w",
+        "--needs",
+        "root",
+    ]);
+    lead(&[
+        "task",
+        "add",
+        "--task",
+        "leaf",
+        "--title",
+        "t",
+        "--assignee",
+        "w",
+        "--needs",
+        "mid",
+    ]);
+    let waited = lead(&["wait", "--json"]).json();
+    let cursor = waited["next_event_id"].to_string();
+    lead(&["dispatch", "--all-ready"]);
+    let claim = ran(env.dir(), inbox_bin(), "w", &["claim", "--next", "--json"]).json();
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    let failed = ran(
+        env.dir(),
+        inbox_bin(),
+        "w",
+        &["fail", "--thread", &thread, "--summary", "broke"],
+    );
+    assert_eq!(failed.status, 0, "{failed}");
+    let shown = lead(&["task", "show", "leaf", "--json"]).json();
+    assert_eq!(shown["task"]["status"], "skipped");
+    assert_eq!(shown["task"]["skipped_by"], "root");
+    let woke = lead(&["wait", "--after-event", &cursor]);
+    assert!(
+        woke.stdout
+            .contains("leaf: skipped, needs mid, which is skipped because root failed"),
+        "{woke}"
+    );
+    let retry = lead(&["retry", "leaf"]);
+    assert_eq!(retry.status, 30, "{retry}");
+    assert!(retry.stderr.contains("error[task_not_failed]"), "{retry}");
+    assert!(
+        retry.stderr.contains("`orch retry root` brings leaf back"),
+        "{retry}"
+    );
+    let retried = lead(&["retry", "root"]);
+    assert_eq!(retried.status, 0, "{retried}");
+    let shown = lead(&["task", "show", "leaf", "--json"]).json();
+    assert_eq!(shown["task"]["status"], "pending");
+}
+
+/// `orch dispatch` runs git while no transaction holds the database: a
+/// `git` that, while making a worktree, has another process write to the
+/// same database sees that write go through at once, not wait out the
+/// writer's lock (10 s, then `storage_busy`).
+#[test]
+fn dispatch_runs_git_while_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::initialized();
+    project(&env);
+    let real_git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bin = env.dir().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let probe = env.dir().join("probe");
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ \"$5\" = worktree ] && [ \"$6\" = add ]; then\n\
+           \"{inbox}\" send --from probe --to someone --subject 'during git' >/dev/null 2>>\"{probe}.err\"\n\
+           echo $? >>\"{probe}\"\n\
+         fi\n\
+         exec \"{git}\" \"$@\"\n",
+        inbox = inbox_bin(),
+        probe = probe.display(),
+        git = real_git.trim(),
+    );
+    std::fs::write(bin.join("git"), script).unwrap();
+    std::fs::set_permissions(bin.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    lead(&[
+        "run", "create", "--goal", "g", "--id", "web", "--repo", "project",
+    ]);
+    for id in ["api", "ui"] {
+        lead(&[
+            "task",
+            "add",
+            "--task",
+            id,
+            "--title",
+            "t",
+            "--assignee",
+            "w",
+            "--max-attempts",
+            "2",
+            "--backoff-seconds",
+            "0",
+        ]);
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let with_probe = |args: &[&str]| {
+        std::process::Command::new(orch_bin())
+            .args(args)
+            .current_dir(env.dir())
+            .env_remove("INBOX_DB")
+            .env_remove("INBOX_NOW")
+            .env("INBOX_AGENT", "lead")
+            .env("PATH", &path)
+            .output()
+            .unwrap()
+    };
+    let output = with_probe(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let dispatched: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(dispatched["dispatched"].as_array().unwrap().len(), 2);
+    // A failed attempt's retry, started by the leader's `orch wait`.
+    let claim = ran(env.dir(), inbox_bin(), "w", &["claim", "--next", "--json"]).json();
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    let failed = ran(
+        env.dir(),
+        inbox_bin(),
+        "w",
+        &["fail", "--thread", &thread, "--summary", "x"],
+    );
+    assert_eq!(failed.status, 0, "{failed}");
+    let cursor = dispatched["event_id"].to_string();
+    let waited = with_probe(&["wait", "--after-event", &cursor, "--json"]);
+    assert_eq!(waited.status.code(), Some(0), "{waited:?}");
+    let task = claim["thread"]["task_id"].as_str().unwrap().to_owned();
+    let shown = lead(&["task", "show", &task, "--json"]).json();
+    assert_eq!(shown["task"]["attempts"], 2, "{shown:#}");
+    let probed = std::fs::read_to_string(&probe).unwrap();
+    let errors = std::fs::read_to_string(probe.with_extension("err")).unwrap_or_default();
+    assert_eq!(
+        probed, "0\n0\n0\n",
+        "the writes during git: {probed}{errors}"
+    );
+}

@@ -135,7 +135,7 @@ macro_rules! for_each_command {
             OrchReady = "orch-ready" orch_ready/orchReady(OrchReadyRequest) -> TasksOutput or_nothing: Read, preview;
             /// orch: start attempts: open each task's inbox thread for its
             /// assignee.
-            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest by agent) -> DispatchOutput or_nothing: Write;
+            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest by agent) -> DispatchOutput or_nothing: Write, own;
             /// orch: accept a task in review: it is done.
             OrchAccept = "orch-accept" orch_accept/orchAccept(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: reject a task in review: a new attempt carries the

@@ -67,6 +67,9 @@ pub struct Engine<S, C, I> {
     ahead: Option<crate::store::ReadAhead>,
     /// The host's git, for the worktrees of runs with a repository.
     workspace: Option<Box<dyn Workspace>>,
+    /// Worktrees made for the next transaction before it began (see
+    /// `Engine::premake`); what it does not take is discarded.
+    premade: Vec<worktrees::Premade>,
 }
 
 impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
@@ -81,6 +84,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             caller: None,
             ahead: None,
             workspace: None,
+            premade: Vec::new(),
         }
     }
 
@@ -319,9 +323,14 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         keep: bool,
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
-        self.store.begin(mode)?;
+        let premade = std::mem::take(&mut self.premade);
+        if let Err(error) = self.store.begin(mode) {
+            self.discard_premade(premade);
+            return Err(error.into());
+        }
         let mut created = Vec::new();
         let mut ended = Vec::new();
+        let mut unused = Vec::new();
         let result = (|| {
             // A store that keeps one clock for every writer (a database
             // server) judges time instead of this host (see Store::clock).
@@ -340,10 +349,12 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 preview: !keep,
                 created: Vec::new(),
                 ended: Vec::new(),
+                premade,
             };
             let result = f(&mut tx);
             created = std::mem::take(&mut tx.created);
             ended = std::mem::take(&mut tx.ended);
+            unused = std::mem::take(&mut tx.premade);
             result.map(|value| (value, tx.discard))
         })();
         let kept = match result {
@@ -360,9 +371,12 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             Err(error) => {
                 let _ = self.store.rollback();
                 self.discard_worktrees(created);
+                self.discard_premade(unused);
                 return Err(error);
             }
         };
+        // Git only once the transaction has ended: what it did not take.
+        self.discard_premade(unused);
         match kept {
             Ok((value, true)) => {
                 self.tidy_worktrees(ended);
@@ -387,6 +401,54 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             for worktree in &created {
                 let _ = workspace.discard(worktree);
             }
+        }
+    }
+
+    /// Takes back the worktrees made before a transaction for attempts it
+    /// did not start (the task changed meanwhile, or the command failed).
+    fn discard_premade(&mut self, premade: Vec<worktrees::Premade>) {
+        let made = premade
+            .into_iter()
+            .filter_map(worktrees::Premade::into_worktree)
+            .collect();
+        self.discard_worktrees(made);
+    }
+
+    /// `orch-dispatch`, with git outside its write transaction (see
+    /// [`Engine::premake`]).
+    fn orch_dispatch(
+        &mut self,
+        request: OrchDispatchRequest,
+    ) -> Result<DispatchOutput, EngineError> {
+        let input = input::orch_dispatch(request)?;
+        self.premake(input.leader.run_id.as_deref(), Some(&input));
+        self.write(|tx| tx.orch_dispatch(input))
+    }
+
+    /// Has git make, before the orch write that follows and with no
+    /// transaction open, the worktrees that write is about to need (the
+    /// retries of run `run_id` that came due and, for `orch dispatch`, the
+    /// tasks it dispatches): a preview lists them, after authenticating the
+    /// caller, so that nobody makes git work without the right to. The
+    /// write takes them (`Tx::premade`); one it does not take (the task
+    /// changed meanwhile) is discarded, and an attempt it starts that has
+    /// none (a task that became ready in between) gets its worktree inside
+    /// the transaction. Best effort: a preview that fails leaves the write
+    /// to say why.
+    fn premake(&mut self, run_id: Option<&str>, dispatch: Option<&input::DispatchInput>) {
+        if self.workspace.is_none() {
+            return;
+        }
+        let caller = self.caller.take();
+        let plans = self.preview(|tx| {
+            tx.authenticate(caller.as_ref())?;
+            tx.attempt_plans(run_id, dispatch)
+        });
+        self.caller = caller;
+        if let (Ok(plans), Some(workspace)) = (plans, self.workspace.as_deref_mut())
+            && !plans.is_empty()
+        {
+            self.premade = worktrees::make_worktrees(workspace, plans);
         }
     }
 
@@ -443,6 +505,8 @@ macro_rules! dispatch {
     };
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [records]) => {{
         let input = input::$handler($request)?;
+        // What it records may start retries: git makes their worktrees first.
+        $engine.premake(input.run_id.as_deref(), None);
         $engine.write(|tx| tx.$handler(input))
     }};
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [preview]) => {{

@@ -49,7 +49,7 @@ vocabulary! {
         AgentNotRegistered = "agent_not_registered" : "The database lets only registered agents act (`agent_tokens required` or `agent_registration required`) and the command acts as a name nobody registered: register it first with `agent register`, the one command such a name may run.",
         CheckoutDirty = "checkout_dirty" : "Strict mode: the leader's checkout has uncommitted changes a new worktree would leave out; commit or stash them, or dispatch outside strict mode.",
         InvalidBase = "invalid_base" : "The base revision names no commit of the repository (unknown, a tree, an empty repository), or a task with no accepted branch.",
-        WorktreeFailed = "worktree_failed" : "git could not make the attempt's worktree (its branch or folder exists, a permission); nothing was dispatched.",
+        WorktreeFailed = "worktree_failed" : "git could not make the attempt's worktree (its branch or folder exists, a symbolic link on the way, a permission); that task was not dispatched (with `--all-ready` it waits with the reason, and the other tasks are dispatched).",
         RepositoryNotFound = "repository_not_found" : "The run's repository is not a git repository (or is gone).",
         GitUnavailable = "git_unavailable" : "git is missing or older than 2.17, or this host runs no git (the npm package and the engine component do not): dispatch runs with a repository from the orch command line.",
         RunFinished = "run_finished" : "The run has ended; a succeeded or cancelled run changes no more (start another run).",

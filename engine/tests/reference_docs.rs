@@ -17,6 +17,7 @@ use inbox_engine::orch::council::{self, Category, Severity, Topic, Verdict, Vote
 use inbox_engine::orch::council_report::{CouncilStage, LINE_TOLERANCE};
 use inbox_engine::orch::model::{OrchEventType, RunStatus, TaskStatus};
 use inbox_engine::orch::rules::{self as orch_rules, TASK_TRANSITIONS};
+use inbox_engine::orch::workspace as orch_workspace;
 use inbox_engine::rules::{TRANSITIONS, Target};
 use inbox_engine::validate as v;
 use inbox_engine::vocabulary::Vocabulary;
@@ -367,6 +368,21 @@ fn orch_sections() -> Vec<(&'static str, String)> {
             vec![
                 "`title`, `goal`".into(),
                 format!("1 to {} characters, one line", v::SUBJECT_MAX_CHARS),
+            ],
+            vec![
+                "a run or task id, in a run with a repository".into(),
+                format!(
+                    "at most {} bytes once encoded (a character other than a letter, digit, `_` or `-` takes 3); the worktree's paths at most {} bytes; no two tasks' ids (or two runs' over one repository) that differ only in case",
+                    orch_workspace::NAME_MAX,
+                    orch_workspace::PATH_MAX - 1
+                ),
+            ],
+            vec![
+                "tasks git refuses in one `orch dispatch --all-ready`".into(),
+                format!(
+                    "{}, then it stops looking (the rest stay ready)",
+                    orch_workspace::REFUSED_MAX
+                ),
             ],
         ],
     );

@@ -6,20 +6,20 @@
 //!
 //! Every git runs with the caller's git settings but none of its `GIT_*`
 //! location variables (a leader running orch from a git hook must not point
-//! it at another repository), no terminal prompt, and no hooks. Folders
-//! orch makes for worktrees are refused if something planted a symbolic
-//! link where one goes; the worktrees folder, when it is inside the
-//! repository, holds a `.gitignore` of `*`, so the leader's checkout never
-//! sees the worktrees as untracked files. This module must never remove
-//! anything git calls dirty.
+//! it at another repository), no terminal prompt, and no hooks. The
+//! folders on the way to a worktree are made and checked in
+//! [`crate::git_folders`]: never through a symbolic link the leader did not
+//! name. This module must never remove anything git calls dirty.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use inbox_engine::orch::model::Worktree;
 use inbox_engine::orch::workspace::{
-    GIT_MIN_VERSION, RepoLook, Workspace, WorkspaceError, WorkspaceErrorKind, WorktreeLook,
+    GIT_MIN_VERSION, Place, RepoLook, Workspace, WorkspaceError, WorkspaceErrorKind, WorktreeLook,
 };
+
+mod folders;
 
 /// Who the commits orch makes for saved work are by.
 const ORCH_IDENTITY: (&str, &str) = ("orch", "orch@inbox.invalid");
@@ -137,38 +137,6 @@ impl GitWorkspace {
         let _ = std::fs::remove_file(&index);
         result
     }
-
-    /// Makes the folders above the worktree's, refusing links it did not
-    /// make; the worktrees folder gets its `.gitignore` when it is new.
-    fn make_parents(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
-        let path = Path::new(&worktree.path);
-        let Some(parent) = path.parent() else {
-            return Err(refused(format!("{} has no parent folder", worktree.path)));
-        };
-        // WORKTREES/RUN/TASK/N: the folders orch owns are the three above.
-        let root = parent
-            .parent()
-            .and_then(Path::parent)
-            .ok_or_else(|| refused(format!("{} is not WORKTREES/RUN/TASK/N", worktree.path)))?;
-        let new_root = std::fs::symlink_metadata(root).is_err();
-        std::fs::create_dir_all(parent)
-            .map_err(|e| refused(format!("cannot make {}: {e}", parent.display())))?;
-        for folder in [root, parent.parent().unwrap_or(root), parent] {
-            let meta = std::fs::symlink_metadata(folder)
-                .map_err(|e| refused(format!("{}: {e}", folder.display())))?;
-            if !meta.is_dir() {
-                return Err(refused(format!(
-                    "{} is a symbolic link or not a folder; orch makes worktrees only in folders of its own",
-                    folder.display()
-                )));
-            }
-        }
-        if new_root && root.starts_with(&worktree.repo) {
-            std::fs::write(root.join(".gitignore"), "*\n")
-                .map_err(|e| refused(format!("cannot write {}/.gitignore: {e}", root.display())))?;
-        }
-        Ok(())
-    }
 }
 
 impl Workspace for GitWorkspace {
@@ -187,9 +155,11 @@ impl Workspace for GitWorkspace {
         })
     }
 
-    fn create(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
+    fn create(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError> {
         self.ready()?;
-        self.make_parents(worktree)?;
+        let made = folders::make(place, &worktree.path)?;
+        // The worktree's own folder is made above, empty, never a link, so
+        // git checks out into it rather than wherever a link would lead.
         let args = [
             "worktree",
             "add",
@@ -198,12 +168,13 @@ impl Workspace for GitWorkspace {
             &worktree.path,
             &worktree.base_commit,
         ];
-        let output = self.output(&worktree.repo, &args, &[])?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(refused(first_line(&output.stderr)))
-        }
+        let refusal = match self.output(&worktree.repo, &args, &[]) {
+            Ok(output) if output.status.success() => return Ok(()),
+            Ok(output) => refused(first_line(&output.stderr)),
+            Err(error) => error,
+        };
+        folders::take_back(&made);
+        Err(refusal)
     }
 
     fn discard(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
@@ -217,6 +188,7 @@ impl Workspace for GitWorkspace {
         worktree: &Worktree,
         wip_ref: &str,
     ) -> Result<WorktreeLook, WorkspaceError> {
+        folders::never_links(&worktree.path)?;
         let repo = worktree.repo.as_str();
         let exists = Path::new(&worktree.path).join(".git").exists();
         let range = format!("{}..{}", worktree.base_commit, worktree.branch);
@@ -252,6 +224,7 @@ impl Workspace for GitWorkspace {
     }
 
     fn save(&mut self, worktree: &Worktree, wip_ref: &str) -> Result<String, WorkspaceError> {
+        folders::never_links(&worktree.path)?;
         let dir = worktree.path.as_str();
         let tree = self.current_tree(dir)?;
         let message = format!(
@@ -276,6 +249,7 @@ impl Workspace for GitWorkspace {
     }
 
     fn remove(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
+        folders::never_links(&worktree.path)?;
         let output = self.output(&worktree.repo, &["worktree", "remove", &worktree.path], &[])?;
         if !output.status.success() {
             return Err(refused(first_line(&output.stderr)));

@@ -113,6 +113,7 @@ fn run(rng: &mut Rng, id: &str, created_at: Timestamp) -> Run {
             worktrees: "/src/app/.agents/worktrees".to_owned(),
             base: "main".to_owned(),
             strict: rng.chance(50),
+            worktrees_named: rng.chance(50),
         }),
     }
 }
@@ -184,6 +185,7 @@ fn task(rng: &mut Rng, run_id: &str, seq: u64, earlier: &[String], backoff_facto
         review: rng.chance(50),
         status,
         reason: rng.chance(50).then(|| "because".to_owned()),
+        skipped_by: (status == TaskStatus::Skipped).then(|| "t00".to_owned()),
         attempts: u32::try_from(rng.below(4)).unwrap(),
         thread_id: rng.chance(50).then(|| format!("thr_{seq}")),
         retry_at: (status == TaskStatus::RetryWait).then(|| at(60 + i64::try_from(seq).unwrap())),

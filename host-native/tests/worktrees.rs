@@ -2,7 +2,9 @@
 //! temporary folders, through the engine over a SQLite file as the `orch`
 //! command line runs it: each attempt works in a worktree of its own, made
 //! at dispatch; work is never lost when an attempt ends; a dispatch git
-//! refuses leaves no thread, no attempt, no folder and no branch behind.
+//! refuses leaves no thread, no attempt, no folder and no branch behind,
+//! and holds back only its own task; no folder on the way to a worktree is
+//! ever reached through a symbolic link the leader did not name.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -372,9 +374,15 @@ fn a_base_that_is_not_a_commit_is_refused_and_leaves_nothing() {
         json!({"base": "no-such-branch"}),
         json!([task("api", json!({}))]),
     );
-    let refused = s.dispatch_all(30);
-    assert_eq!(refused["error"]["code"], "invalid_base");
+    // With --all-ready the task waits with the reason; nothing is made.
+    let out = s.dispatch_all(10);
+    assert_eq!(out["refused"][0]["code"], "invalid_base", "{out:#}");
     s.nothing_left("api");
+    let refused = s.run(
+        json!({"command": "orch-dispatch", "agent": "lead", "task_id": "api"}),
+        30,
+    );
+    assert_eq!(refused["error"]["code"], "invalid_base");
     // A tree is not a commit either.
     let tree = git(&s.repo(), &["rev-parse", "HEAD^{tree}"]);
     s.run(
@@ -409,22 +417,252 @@ fn a_missing_repository_is_refused_and_leaves_nothing() {
 }
 
 #[test]
-fn a_branch_name_collision_undoes_the_whole_dispatch() {
+fn a_branch_name_collision_holds_back_only_its_own_task() {
     let mut s = Setup::new();
     s.run_with(
         json!({}),
-        json!([task("api", json!({})), task("ui", json!({}))]),
+        json!([
+            task("api", json!({})),
+            task("ui", json!({})),
+            task("db", json!({}))
+        ]),
     );
     // Someone already has the branch the second task's attempt would get.
     git(&s.repo(), &["branch", "orch/r/ui/1"]);
-    let refused = s.dispatch_all(30);
-    assert_eq!(refused["error"]["code"], "worktree_failed");
-    // The worktree made for `api` before the refusal is taken back too.
-    assert_eq!(s.branches(), ["orch/r/ui/1"]);
-    let worktrees = s.repo().join(".agents/worktrees/r");
-    assert!(!worktrees.join("api").exists());
+    let out = s.dispatch_all(0);
+    let dispatched: Vec<&str> = out["dispatched"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["task"]["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(dispatched, ["api", "db"], "{out:#}");
+    assert_eq!(out["refused"][0]["task_id"], "ui", "{out:#}");
+    assert_eq!(out["refused"][0]["code"], "worktree_failed");
+    let message = out["refused"][0]["message"].as_str().unwrap();
+    assert!(message.contains("orch/r/ui/1"), "{message}");
+    // ui waits, ready, with the reason, and a task_refused event wakes the
+    // leader; no thread, attempt or folder of its own was left.
+    let shown = s.run(json!({"command": "orch-task-show", "task_id": "ui"}), 0);
+    assert_eq!(shown["task"]["status"], "ready");
+    assert_eq!(shown["attempts"], json!([]));
+    let reason = shown["task"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("could not start") && reason.contains("orch/r/ui/1"),
+        "{reason}"
+    );
+    let status = s.run(json!({"command": "orch-status"}), 0);
+    let ui = status["actionable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == "ui")
+        .unwrap();
+    assert_eq!(ui["reason"], reason);
+    let woke = s.run(
+        json!({"command": "orch-wait", "after_event": 0, "limit": 50}),
+        0,
+    );
+    assert!(
+        woke["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["event_type"] == "task_refused" && e["task_id"] == "ui"),
+        "{woke:#}"
+    );
+    assert!(!s.repo().join(".agents/worktrees/r/ui").exists());
     let threads = s.run(json!({"command": "list"}), 0);
-    assert_eq!(threads["threads"], json!([]));
+    assert_eq!(threads["threads"].as_array().unwrap().len(), 2);
+    // Dispatching ui alone fails with git's reason and changes nothing.
+    let alone = s.run(
+        json!({"command": "orch-dispatch", "agent": "lead", "task_id": "ui"}),
+        30,
+    );
+    assert_eq!(alone["error"]["code"], "worktree_failed");
+    // --limit counts tasks dispatched: a refused task at the head of the
+    // queue does not use it up.
+    s.run(
+        json!({"command": "orch-task-add", "agent": "lead", "task": task("web", json!({}))}),
+        0,
+    );
+    let limited = s.run(
+        json!({"command": "orch-dispatch", "agent": "lead", "all_ready": true, "limit": 1}),
+        0,
+    );
+    assert_eq!(limited["refused"][0]["task_id"], "ui", "{limited:#}");
+    assert_eq!(
+        limited["dispatched"][0]["task"]["task_id"], "web",
+        "{limited:#}"
+    );
+    // Once the branch is gone, the next dispatch starts it.
+    git(&s.repo(), &["branch", "-D", "orch/r/ui/1"]);
+    let again = s.dispatch_all(0);
+    assert_eq!(again["dispatched"][0]["task"]["task_id"], "ui");
+    assert_eq!(again["dispatched"][0]["task"]["reason"], Value::Null);
+    assert!(again.get("refused").is_none(), "{again:#}");
+}
+
+#[test]
+fn a_retry_whose_worktree_git_refuses_waits_and_blocks_nothing_else() {
+    let mut s = Setup::new();
+    s.run_with(
+        json!({}),
+        json!([
+            task("api", json!({"max_attempts": 3, "backoff_seconds": 0})),
+            task("ui", json!({"needs": ["api"]})),
+            task("db", json!({}))
+        ]),
+    );
+    s.run(
+        json!({"command": "orch-dispatch", "agent": "lead", "task_id": "api"}),
+        0,
+    );
+    // The second attempt's branch is taken before the first attempt fails.
+    git(&s.repo(), &["branch", "orch/r/api/2"]);
+    let thread = s.thread("api");
+    s.claim(&thread);
+    s.finish(&thread, "fail");
+    // Every orch write records the failure and comes due for the retry:
+    // none of them fails because of it.
+    let recorded = s.run(json!({"command": "orch-reconcile"}), 0);
+    let refused = recorded["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_type"] == "task_refused")
+        .unwrap_or_else(|| panic!("{recorded:#}"));
+    assert_eq!(refused["task_id"], "api");
+    let shown = s.run(json!({"command": "orch-task-show", "task_id": "api"}), 0);
+    assert_eq!(shown["task"]["status"], "retry_wait");
+    let reason = shown["task"]["reason"].as_str().unwrap();
+    assert!(reason.contains("attempt 2 could not start"), "{reason}");
+    assert!(shown["task"]["retry_at"].is_string());
+    let db = s.run(
+        json!({"command": "orch-dispatch", "agent": "lead", "task_id": "db"}),
+        0,
+    );
+    assert_eq!(db["dispatched"][0]["task"]["task_id"], "db");
+    s.run(
+        json!({"command": "orch-task-add", "agent": "lead", "task": task("docs", json!({}))}),
+        0,
+    );
+    // Tried again once its wait is over: the branch is gone by then.
+    git(&s.repo(), &["branch", "-D", "orch/r/api/2"]);
+    s.engine.clock_mut().advance_millis(120_000);
+    s.run(json!({"command": "orch-reconcile"}), 0);
+    let shown = s.run(json!({"command": "orch-task-show", "task_id": "api"}), 0);
+    assert_eq!(shown["task"]["status"], "dispatched", "{shown:#}");
+    assert_eq!(shown["attempts"][1]["worktree"]["branch"], "orch/r/api/2");
+    // The new attempt is told why the one before failed, not why it waited.
+    let thread = s.thread("api");
+    let first = &s.run(json!({"command": "show", "thread_id": thread}), 0)["messages"][0];
+    assert_eq!(first["payload"]["previous"]["reason"], "ok", "{first:#}");
+}
+
+/// A repository that commits `.agents` as a symbolic link (or has one
+/// planted anywhere on the way to the worktrees) never gets a worktree or
+/// a `.gitignore` written where the link points.
+#[test]
+fn a_symbolic_link_on_the_way_to_the_worktrees_is_refused() {
+    for link_at in [".agents", ".agents/worktrees", ".agents/worktrees/r"] {
+        let mut s = Setup::new();
+        let outside = s.dir.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        let link = s.repo().join(link_at);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        if link_at == ".agents" {
+            // Committed, as a repository from elsewhere would have it.
+            std::fs::write(s.repo().join(".gitignore"), "").unwrap();
+            git(&s.repo(), &["add", "-A"]);
+            git(&s.repo(), &["commit", "-q", "-m", "link"]);
+        }
+        s.run_with(
+            json!({}),
+            json!([task("api", json!({})), task("ui", json!({}))]),
+        );
+        let out = s.dispatch_all(10);
+        assert_eq!(out["dispatched"], json!([]), "{link_at}: {out:#}");
+        for refused in out["refused"].as_array().unwrap() {
+            assert_eq!(refused["code"], "worktree_failed");
+            let message = refused["message"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("{} is a symbolic link", link.display())),
+                "{link_at}: {message}"
+            );
+        }
+        let alone = s.run(
+            json!({"command": "orch-dispatch", "agent": "lead", "task_id": "api"}),
+            30,
+        );
+        assert_eq!(alone["error"]["code"], "worktree_failed");
+        let written: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+        assert!(written.is_empty(), "{link_at}: wrote {written:?}");
+        assert_eq!(s.branches(), Vec::<String>::new());
+    }
+}
+
+/// A worktrees folder the leader names is used as named, links and all;
+/// orch's own folders below it are still never links.
+#[test]
+fn a_worktrees_folder_named_through_a_link_is_the_leader_s_choice() {
+    let mut s = Setup::new();
+    let elsewhere = s.dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::create_dir(s.repo().join(".agents")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, s.repo().join(".agents/worktrees")).unwrap();
+    let named = s.repo().join(".agents/worktrees").display().to_string();
+    s.run_with(json!({"worktrees": named}), json!([task("api", json!({}))]));
+    let out = s.dispatch_all(0);
+    assert_eq!(out["dispatched"][0]["task"]["task_id"], "api", "{out:#}");
+    assert!(elsewhere.join("r/api/1/README.md").exists());
+    // A link planted for a run's folder below it is refused all the same.
+    std::fs::create_dir(s.dir.path().join("planted")).unwrap();
+    std::os::unix::fs::symlink(s.dir.path().join("planted"), elsewhere.join("r/ui")).unwrap();
+    s.run(
+        json!({"command": "orch-task-add", "agent": "lead", "task": task("ui", json!({}))}),
+        0,
+    );
+    let out = s.dispatch_all(10);
+    assert_eq!(out["refused"][0]["task_id"], "ui", "{out:#}");
+    assert_eq!(
+        std::fs::read_dir(s.dir.path().join("planted"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+/// The longest task id the engine takes in a run with a repository works
+/// with the real git, and every orch branch is a valid ref name.
+#[test]
+fn the_longest_id_orch_takes_gets_a_worktree_and_valid_refs() {
+    let mut s = Setup::new();
+    // 1 + 84 × 3 = 253 bytes once encoded.
+    let longest = format!("a{}", ".".repeat(84));
+    let odd = "x.lock/@{-1}:..//-/HEAD";
+    s.run_with(
+        json!({}),
+        json!([task(&longest, json!({})), task("api", json!({}))]),
+    );
+    let out = s.dispatch_all(0);
+    assert_eq!(out["dispatched"].as_array().unwrap().len(), 2, "{out:#}");
+    for id in [longest.as_str(), odd, "HEAD", "-x", "a..b"] {
+        let branch = inbox_engine::orch::workspace::branch_name("r", id, 4_294_967_295);
+        let ok = Command::new("git")
+            .args(["check-ref-format", "--branch", &branch])
+            .output()
+            .unwrap();
+        assert!(ok.status.success(), "{branch}");
+    }
+    // One more character does not fit in a file name, and is refused.
+    let refused = s.run(
+        json!({"command": "orch-task-add", "agent": "lead",
+               "task": task(&format!("a{}", ".".repeat(85)), json!({}))}),
+        30,
+    );
+    assert_eq!(refused["error"]["code"], "invalid_value");
 }
 
 #[test]

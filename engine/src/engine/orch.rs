@@ -12,16 +12,18 @@ use crate::error::{EngineError, ErrorCode};
 use crate::ids::{IdKind, IdSource};
 use crate::model::JsonObject;
 use crate::orch::model::{
-    AttemptStatus, OrchEventType, Run, RunStatus, Task, TaskCounts, TaskStatus,
+    AttemptStatus, OrchEventType, RepoSpec, Run, RunStatus, Task, TaskCounts, TaskStatus,
 };
 use crate::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
 use crate::orch::rules::{self, TaskAction};
+use crate::orch::workspace;
 use crate::store::Store;
 use crate::wire::*;
 
 use super::input::*;
-use super::orch_steps::{Previous, RunChange, task_not_found};
+use super::orch_steps::{Previous, RunChange, SkipCause, task_not_found};
 use super::tx::Tx;
+use super::worktrees::worktree_refusal;
 
 use TaskStatus::{Blocked, Dispatched, Failed, Pending, Ready, RetryWait, Review, Running};
 
@@ -37,6 +39,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             Some(id) => id,
             None => self.ids.next_id(IdKind::Run, self.now),
         };
+        if let Some(spec) = &input.repo {
+            self.check_run_folders(spec, &run_id)?;
+        }
         let mut change = RunChange {
             run: Run {
                 run_id,
@@ -222,36 +227,55 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             limit,
         } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), false)?;
+        // `--all-ready` dispatches every task it can: one whose worktree git
+        // refuses waits with the reason; one task named alone fails.
+        let all_ready = task_id.is_none();
         let tasks = match task_id {
             Some(id) => {
                 let task = self.task_of(&change.run, &id)?;
                 self.expect_ready(&task)?;
                 vec![task]
             }
-            None => {
-                let query = TaskQuery {
-                    limit,
-                    ..TaskQuery::in_statuses(&change.run.run_id, &[Ready], TaskOrder::Queue)
-                };
-                self.store.tasks(&query)?
-            }
+            // Every ready task, not `limit`: the limit counts tasks
+            // dispatched, so tasks git refuses never use it up.
+            None => self.store.tasks(&TaskQuery::in_statuses(
+                &change.run.run_id,
+                &[Ready],
+                TaskOrder::Queue,
+            ))?,
         };
-        let mut dispatched = Vec::with_capacity(tasks.len());
+        let mut dispatched = Vec::with_capacity(tasks.len().min(limit));
+        let mut refused = Vec::new();
         for mut task in tasks {
-            let attempt = self.start_attempt(
+            if dispatched.len() >= limit || refused.len() >= workspace::REFUSED_MAX {
+                break;
+            }
+            let started = self.start_attempt(
                 &mut change,
                 &mut task,
                 TaskAction::Dispatch,
                 &leader.agent,
                 None,
-            )?;
-            dispatched.push(crate::wire::Dispatched { task, attempt });
+            );
+            match started {
+                Ok(attempt) => dispatched.push(crate::wire::Dispatched { task, attempt }),
+                Err(error) if all_ready && worktree_refusal(&error, false) => {
+                    refused.push(self.refuse_start(
+                        &mut change,
+                        &mut task,
+                        &leader.agent,
+                        &error,
+                    )?);
+                }
+                Err(error) => return Err(error),
+            }
         }
         self.save_run(&change)?;
         Ok(DispatchOutput {
             event_id: change.last_event_id(),
             run: change.run,
             dispatched,
+            refused,
         })
     }
 
@@ -313,6 +337,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     pub(super) fn orch_retry(&mut self, input: Decision) -> Result<TaskOutput, EngineError> {
         let (mut change, mut task) = self.decide(&input, true)?;
+        if task.status == TaskStatus::Skipped {
+            return Err(self.retry_skipped(&task)?);
+        }
         Self::expect_status(&task, &[Failed], ErrorCode::TaskNotFailed, |t| {
             format!("only a failed task can be retried; {}", what_now(t))
         })?;
@@ -363,7 +390,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                     "retry it with a new assignee instead: orch retry {} --to {to}",
                     t.task_id
                 ),
-                _ => "only a task that has not ended can be reassigned".to_owned(),
+                _ => ended_note("only a task that has not ended can be reassigned", t),
             },
         )?;
         let from = std::mem::replace(&mut task.assignee, to.clone());
@@ -407,7 +434,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 Pending, Ready, Dispatched, Running, Blocked, Review, RetryWait,
             ],
             ErrorCode::TaskFinished,
-            |_| "only a task that has not ended can be cancelled".to_owned(),
+            |t| ended_note("only a task that has not ended can be cancelled", t),
         )?;
         let dependents = self.waiting_dependents(&task)?;
         if !dependents.is_empty() && !input.cascade {
@@ -507,6 +534,15 @@ fn v_limit() -> usize {
     crate::validate::DEFAULT_LIST_LIMIT as usize
 }
 
+/// A refusal for a task that has ended: `rule`, and for a skipped task
+/// what caused it and what brings it back.
+fn ended_note(rule: &str, task: &Task) -> String {
+    match task.status {
+        TaskStatus::Skipped => format!("{rule}; {}", what_now(task)),
+        _ => rule.to_owned(),
+    }
+}
+
 /// What a task's status allows, for refusals.
 fn what_now(task: &Task) -> String {
     let id = &task.task_id;
@@ -523,7 +559,7 @@ fn what_now(task: &Task) -> String {
         Failed => format!("it failed: `orch retry {id}`"),
         TaskStatus::Cancelled => "it was cancelled".into(),
         TaskStatus::Skipped => format!(
-            "it was skipped ({})",
+            "it was skipped: {}",
             task.reason.as_deref().unwrap_or("a need did not finish")
         ),
     }
@@ -550,6 +586,31 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             self.save_run(&change)?;
         }
         Ok(change.run)
+    }
+
+    /// The refusal of `orch retry` of a skipped task: it names the failed
+    /// task to retry instead (or the cancelled one that keeps it skipped
+    /// for good).
+    fn retry_skipped(&mut self, task: &Task) -> Result<EngineError, EngineError> {
+        let id = &task.task_id;
+        let message = match self.skip_cause(&task.run_id, &task.needs)? {
+            Some(cause) if cause.status == Failed => format!(
+                "only a failed task can be retried, and the one that caused this skip is {}, which failed: `orch retry {}` brings {id} back",
+                cause.root, cause.root
+            ),
+            Some(cause) => format!(
+                "only a failed task can be retried, and the one that caused this skip is {}, which was cancelled for good: {id} will not run in this run (add a task in its place)",
+                cause.root
+            ),
+            None => format!("only a failed task can be retried; {}", what_now(task)),
+        };
+        Ok(EngineError::TaskState {
+            code: ErrorCode::TaskNotFailed,
+            run_id: task.run_id.clone(),
+            task_id: id.clone(),
+            status: task.status,
+            message,
+        })
     }
 
     /// The run and task a decision is about, after reconciling the run.
@@ -693,6 +754,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             self.check_recipient(&place, &Address::stored(&task.assignee))?;
         }
         let order = self.plan_order(&run_id, &tasks, single)?;
+        if let Some(spec) = change.run.repo.clone() {
+            self.check_task_folders(&spec, &run_id, &tasks, single)?;
+        }
         let mut added: Vec<Option<Task>> = vec![None; tasks.len()];
         let mut statuses: BTreeMap<String, TaskStatus> = BTreeMap::new();
         let mut specs: Vec<Option<NewTask>> = tasks.into_iter().map(Some).collect();
@@ -802,6 +866,93 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Ok(order)
     }
 
+    /// Refuses a run with a repository whose attempts could never get a
+    /// worktree (see [`workspace::unworkable`]), or whose id names the same
+    /// folders and branches as another run's over the same repository or
+    /// worktrees folder on a file system that ignores case.
+    fn check_run_folders(&mut self, spec: &RepoSpec, run_id: &str) -> Result<(), EngineError> {
+        if let Err((field, problem)) = workspace::unworkable(spec, run_id, None) {
+            return Err(EngineError::invalid(field, problem));
+        }
+        let every = RunQuery {
+            created_by: None,
+            statuses: Vec::new(),
+            limit: usize::MAX,
+        };
+        for other in self.store.runs(&every)? {
+            let shares = other
+                .repo
+                .as_ref()
+                .is_some_and(|o| o.repo == spec.repo || o.worktrees == spec.worktrees);
+            if shares && other.run_id != run_id && workspace::same_folder(&other.run_id, run_id) {
+                return Err(EngineError::invalid(
+                    "run_id",
+                    format!(
+                        "`{run_id}` differs from run {} only in case, and both use the same repository or worktrees folder: their worktree folders and branches would be one on a file system that ignores case; pick an id that differs in more than case",
+                        other.run_id
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses, in a run with a repository, a task whose attempts could
+    /// never get a worktree: an id too long once encoded, a path too long,
+    /// or an id that differs from another task's only in case (the same
+    /// folder and branch where case is ignored). Council seats get no
+    /// worktree, so they are not checked.
+    fn check_task_folders(
+        &mut self,
+        spec: &RepoSpec,
+        run_id: &str,
+        tasks: &[NewTask],
+        single: bool,
+    ) -> Result<(), EngineError> {
+        let path = |i: usize| match single {
+            true => "task".to_owned(),
+            false => format!("tasks[{i}]"),
+        };
+        let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        if tasks.iter().any(|t| t.council.is_none()) {
+            let every = TaskQuery::in_statuses(run_id, &[], TaskOrder::Added);
+            for task in self.store.tasks(&every)? {
+                if task.council.is_none() {
+                    seen.insert(workspace::folder_key(&task.task_id), task.task_id);
+                }
+            }
+        }
+        for (i, task) in tasks.iter().enumerate() {
+            if task.council.is_some() {
+                continue;
+            }
+            if let Err((_, problem)) = workspace::unworkable(spec, run_id, Some(&task.task_id)) {
+                return Err(EngineError::invalid(
+                    format!("{}.task_id", path(i)),
+                    problem,
+                ));
+            }
+            let key = workspace::folder_key(&task.task_id);
+            match seen.get(&key) {
+                Some(other) => {
+                    return Err(EngineError::TaskExists {
+                        run_id: run_id.to_owned(),
+                        task_id: task.task_id.clone(),
+                        message: format!(
+                            "{}.task_id: task {} differs from task {other} only in case, and their worktree folders and branches would be one on a file system that ignores case; pick an id that differs in more than case",
+                            path(i),
+                            task.task_id
+                        ),
+                    });
+                }
+                None => {
+                    seen.insert(key, task.task_id.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn add_task(
         &mut self,
         change: &mut RunChange,
@@ -821,12 +972,12 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             needs.push((need.clone(), status));
         }
         let status = rules::from_needs(needs.iter().map(|(_, s)| *s));
-        let reason = (status == TaskStatus::Skipped).then(|| {
-            let cause = needs
-                .iter()
-                .find(|(_, s)| matches!(s, Failed | TaskStatus::Cancelled | TaskStatus::Skipped));
-            cause.map_or_else(String::new, |(id, s)| format!("needs {id}, which is {s}"))
-        });
+        let cause = match status {
+            TaskStatus::Skipped => self.skip_cause(&change.run.run_id, &spec.needs)?,
+            _ => None,
+        };
+        let reason = cause.as_ref().map(SkipCause::reason);
+        let skipped_by = cause.map(|c| c.root);
         change.run.tasks_added += 1;
         let mut task = Task {
             run_id: change.run.run_id.clone(),
@@ -841,6 +992,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             review: spec.review,
             status,
             reason,
+            skipped_by,
             attempts: 0,
             thread_id: None,
             retry_at: None,

@@ -9,6 +9,8 @@
 //! (`send`, `reply`, `cancel`), so every inbox rule and event applies to
 //! them unchanged. Nothing here commits, rolls back or reads a clock.
 
+use std::collections::BTreeSet;
+
 use crate::address::Address;
 use crate::error::{EngineError, ErrorCode};
 use crate::ids::IdSource;
@@ -25,6 +27,7 @@ use crate::validate::{self as v, ORCH_AGENT};
 
 use super::input::{AppendInput, CancelInput, MessageDraft, NewThread};
 use super::tx::Tx;
+use super::worktrees::worktree_refusal;
 
 /// One orch write (or preview) in progress on one run: the run record,
 /// loaded once and written once at the end, and what the command changed.
@@ -482,27 +485,23 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     /// After `root` failed or was cancelled: every task that needs it,
     /// directly or through others, and has not started is skipped, naming
-    /// the task that caused it.
+    /// `root` as the cause (and the need it came through). A pending task
+    /// had no need failed, cancelled or skipped, so `root` is its only
+    /// cause.
     pub(super) fn skip_dependents(
         &mut self,
         change: &mut RunChange,
         root: &Task,
     ) -> Result<(), EngineError> {
         let mut work = vec![root.task_id.clone()];
-        while let Some(cause) = work.pop() {
-            let query = TaskQuery::dependents(&root.run_id, &cause);
+        while let Some(via) = work.pop() {
+            let query = TaskQuery::dependents(&root.run_id, &via);
             for mut dependent in self.store.tasks(&query)? {
                 if dependent.status != TaskStatus::Pending {
                     continue;
                 }
-                dependent.reason = Some(format!(
-                    "needs {cause}, which is {}",
-                    if cause == root.task_id {
-                        root.status
-                    } else {
-                        TaskStatus::Skipped
-                    }
-                ));
+                dependent.reason = Some(skip_reason(&via, &root.task_id, root.status));
+                dependent.skipped_by = Some(root.task_id.clone());
                 let summary = format!(
                     "{}: skipped, {}",
                     dependent.task_id,
@@ -523,7 +522,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// After `root` was retried: the tasks skipped because of it come back
-    /// to `pending`, unless another of their needs still keeps them skipped.
+    /// to `pending`, unless another of their needs still keeps them
+    /// skipped; those then name the task that still does (and so do the
+    /// tasks below them).
     pub(super) fn unskip_dependents(
         &mut self,
         change: &mut RunChange,
@@ -538,9 +539,21 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 }
                 let needs = self.need_statuses(&dependent)?;
                 if rules::from_needs(needs.iter().map(|(_, s)| *s)) == TaskStatus::Skipped {
+                    // Still skipped, perhaps by another task now.
+                    let Some(cause) = self.skip_cause(&dependent.run_id, &dependent.needs)? else {
+                        continue;
+                    };
+                    if dependent.skipped_by.as_deref() != Some(cause.root.as_str()) {
+                        dependent.reason = Some(cause.reason());
+                        dependent.skipped_by = Some(cause.root);
+                        dependent.updated_at = self.now;
+                        self.store.update_task(&dependent)?;
+                        work.push(dependent.task_id);
+                    }
                     continue;
                 }
                 dependent.reason = None;
+                dependent.skipped_by = None;
                 let summary = format!(
                     "{}: back to pending, {back} is being retried",
                     dependent.task_id
@@ -557,6 +570,73 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             }
         }
         Ok(())
+    }
+
+    /// What keeps a task of `run_id` with `needs` skipped: its first need
+    /// (in the order of `needs`) that failed or was cancelled, or that is
+    /// skipped itself, with the failed or cancelled task behind that one.
+    /// `None` when no need keeps it skipped. The same answer every time,
+    /// however deep the graph and however many tasks failed.
+    pub(super) fn skip_cause(
+        &mut self,
+        run_id: &str,
+        needs: &[String],
+    ) -> Result<Option<SkipCause>, EngineError> {
+        for need in needs {
+            let Some(found) = self.store.task(run_id, need)? else {
+                continue;
+            };
+            match found.status {
+                TaskStatus::Failed | TaskStatus::Cancelled => {
+                    return Ok(Some(SkipCause {
+                        via: need.clone(),
+                        root: need.clone(),
+                        status: found.status,
+                    }));
+                }
+                TaskStatus::Skipped => {
+                    if let Some((root, status)) = self.skip_root(&found)? {
+                        return Ok(Some(SkipCause {
+                            via: need.clone(),
+                            root,
+                            status,
+                        }));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// The failed or cancelled task that keeps the skipped `task` skipped:
+    /// the one it records when that is still failed or cancelled, else
+    /// found through its needs (each task looked at once).
+    fn skip_root(&mut self, task: &Task) -> Result<Option<(String, TaskStatus)>, EngineError> {
+        if let Some(root) = &task.skipped_by
+            && let Some(found) = self.store.task(&task.run_id, root)?
+            && matches!(found.status, TaskStatus::Failed | TaskStatus::Cancelled)
+        {
+            return Ok(Some((found.task_id, found.status)));
+        }
+        let mut seen: BTreeSet<String> = BTreeSet::from([task.task_id.clone()]);
+        let mut stack: Vec<String> = task.needs.iter().rev().cloned().collect();
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let Some(found) = self.store.task(&task.run_id, &id)? else {
+                continue;
+            };
+            match found.status {
+                TaskStatus::Failed | TaskStatus::Cancelled => {
+                    return Ok(Some((found.task_id, found.status)));
+                }
+                TaskStatus::Skipped => stack.extend(found.needs.iter().rev().cloned()),
+                _ => {}
+            }
+        }
+        Ok(None)
     }
 
     /// Ends the run when every task has ended.
@@ -618,13 +698,24 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             let due = task.retry_at.unwrap_or(self.now);
             if due <= self.now && dispatch_due {
                 let previous = self.previous_failure(&task)?;
-                self.start_attempt(
+                let started = self.start_attempt(
                     change,
                     &mut task,
                     TaskAction::Redispatch,
                     ORCH_AGENT,
                     previous,
-                )?;
+                );
+                match started {
+                    Ok(_) => {}
+                    // This retry came due during another command: git
+                    // refusing its worktree must not fail that command.
+                    Err(error) if worktree_refusal(&error, true) => {
+                        self.refuse_start(change, &mut task, ORCH_AGENT, &error)?;
+                        let due = task.retry_at.unwrap_or(self.now);
+                        next_due = Some(next_due.map_or(due, |d| d.min(due)));
+                    }
+                    Err(error) => return Err(error),
+                }
             } else {
                 next_due = Some(next_due.map_or(due, |d| d.min(due)));
             }
@@ -860,9 +951,17 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             return Ok(None);
         }
         let result = self.attempt_result(task)?;
+        // The attempt's own record: the task's reason may since say why the
+        // next attempt could not start.
+        let recorded = self
+            .store
+            .attempts(&task.run_id, &task.task_id)?
+            .into_iter()
+            .find(|a| a.attempt == task.attempts)
+            .and_then(|a| a.reason);
         Ok(Some(Previous {
             outcome: "failed",
-            reason: task.reason.clone().unwrap_or_default(),
+            reason: recorded.or_else(|| task.reason.clone()).unwrap_or_default(),
             details: String::new(),
             attempt: task.attempts,
             result,
@@ -892,6 +991,42 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             message: message(task),
         })
     }
+}
+
+/// Why a task is skipped: the need it came through and the failed or
+/// cancelled task behind it (the same task for a direct need).
+pub(super) struct SkipCause {
+    /// The need of the task that is failed, cancelled or skipped.
+    pub(super) via: String,
+    /// The failed or cancelled task at the root.
+    pub(super) root: String,
+    /// Whether that one failed or was cancelled.
+    pub(super) status: TaskStatus,
+}
+
+impl SkipCause {
+    /// The skipped task's `reason`.
+    pub(super) fn reason(&self) -> String {
+        skip_reason(&self.via, &self.root, self.status)
+    }
+}
+
+/// A skipped task's `reason`: the need it came through and, when that is
+/// not the cause itself, the failed or cancelled task behind it, with what
+/// brings the task back.
+pub(super) fn skip_reason(via: &str, root: &str, status: TaskStatus) -> String {
+    let what = match status {
+        TaskStatus::Cancelled => "was cancelled",
+        _ => "failed",
+    };
+    let mut reason = match via == root {
+        true => format!("needs {root}, which {what}"),
+        false => format!("needs {via}, which is skipped because {root} {what}"),
+    };
+    if status == TaskStatus::Failed {
+        reason.push_str(&format!("; `orch retry {root}` brings it back"));
+    }
+    reason
 }
 
 /// The error for a task id the run does not have; `named_in` says where the

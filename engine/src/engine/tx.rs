@@ -40,6 +40,9 @@ pub(super) struct Tx<'a, S, I> {
     /// Worktrees of attempts ended in this transaction: tidied once it
     /// commits.
     pub(super) ended: Vec<(Worktree, AttemptStatus)>,
+    /// Worktrees made before this transaction began, for the attempts it
+    /// starts (`orch dispatch`): git never runs while it holds the lock.
+    pub(super) premade: Vec<super::worktrees::Premade>,
 }
 
 /// What a command changes besides the thread record: one event, and maybe

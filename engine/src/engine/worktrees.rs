@@ -4,17 +4,23 @@
 //! what is safe to remove are in [`crate::orch::workspace`]; git itself is
 //! the host's, reached through the [`Workspace`] the transaction carries.
 //!
-//! A worktree is made inside the dispatch's transaction, so that a dispatch
-//! whose worktree git refuses fails as a whole (no thread, no attempt); one
-//! made for a transaction that then rolls back is discarded by the engine.
+//! `orch dispatch` has git make its worktrees before its transaction (see
+//! [`Premade`]), so git never runs while it holds the database's write
+//! lock; the single attempts other commands start make theirs inside their
+//! transaction. A task whose worktree git refuses is not dispatched (with
+//! `--all-ready` it waits with the reason and the others go on); a
+//! worktree made for a transaction that then rolls back, or that it did
+//! not take, is discarded by the engine.
 //! When an attempt ends, its worktree is tidied after the transaction
 //! commits (see `Engine::run_in`). A preview (an orch read, `orch worktree
 //! list` among them) makes and tidies none: it shows what is.
 
 use crate::error::EngineError;
 use crate::ids::IdSource;
-use crate::orch::model::{AttemptStatus, RepoSpec, Run, Task, TaskStatus, Worktree};
+use crate::model::JsonObject;
+use crate::orch::model::{AttemptStatus, OrchEventType, RepoSpec, Run, Task, TaskStatus, Worktree};
 use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
+use crate::orch::rules;
 use crate::orch::wire::*;
 use crate::orch::workspace::{
     self, LEFT_OUT_MAX, Tidied, Workspace, WorkspaceError, WorkspaceErrorKind, WorktreeLook,
@@ -23,6 +29,7 @@ use crate::orch::workspace::{
 use crate::store::Store;
 
 use super::input::*;
+use super::orch_steps::RunChange;
 use super::tx::Tx;
 
 /// Most runs `orch worktree list` and `gc` look through without `--run`.
@@ -32,9 +39,10 @@ const RUNS_MAX: usize = 100;
 const TASKS_MAX: usize = 10_000;
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
-    /// The worktree attempt `number` of `task` works in, made now, when its
-    /// run names a repository; `None` otherwise, and in a preview (an orch
-    /// read makes nothing).
+    /// The worktree attempt `number` of `task` works in, when its run names
+    /// a repository; `None` otherwise, and in a preview (an orch read makes
+    /// nothing). One made before the transaction began (see
+    /// [`Premade`]) is taken as it is; else it is made now, with git.
     pub(super) fn attempt_worktree(
         &mut self,
         run: &Run,
@@ -47,39 +55,135 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         if self.preview {
             return Ok(None);
         }
-        let base = self.base_of(spec, task)?;
-        let workspace = self.workspace()?;
-        let look = workspace
-            .look(&spec.repo, &base)
-            .map_err(|e| repo_error(e, &spec.repo))?;
-        let Some(base_commit) = look.commit else {
-            return Err(EngineError::InvalidBase {
-                base,
-                repo: spec.repo.clone(),
-                why: "names no commit (unknown, or the repository has no commit yet); give a branch, tag or commit id".into(),
-            });
+        let premade = self.premade.iter().position(|p| {
+            p.run_id == task.run_id && p.task_id == task.task_id && p.attempt == number
+        });
+        let worktree = match premade {
+            Some(at) => self.premade.swap_remove(at).made?,
+            None => {
+                let plan = self.worktree_plan(spec, task, number)?;
+                make_worktree(self.workspace()?, &plan)?
+            }
         };
-        if spec.strict && !look.uncommitted.is_empty() {
-            return Err(EngineError::CheckoutDirty {
-                repo: spec.repo.clone(),
-                shown: look.uncommitted.iter().take(5).cloned().collect(),
-                count: look.uncommitted.len(),
-            });
-        }
-        let worktree = Worktree {
-            repo: spec.repo.clone(),
-            path: workspace::worktree_path(&spec.worktrees, &task.run_id, &task.task_id, number),
-            branch: workspace::branch_name(&task.run_id, &task.task_id, number),
-            base,
-            base_commit,
-            left_out_count: u32::try_from(look.uncommitted.len()).unwrap_or(u32::MAX),
-            left_out: look.uncommitted.into_iter().take(LEFT_OUT_MAX).collect(),
-        };
-        workspace
-            .create(&worktree)
-            .map_err(|e| create_error(e, &worktree))?;
         self.created.push(worktree.clone());
         Ok(Some(worktree))
+    }
+
+    /// What making attempt `number` of `task` takes, from the store alone.
+    fn worktree_plan(
+        &mut self,
+        spec: &RepoSpec,
+        task: &Task,
+        number: u32,
+    ) -> Result<WorktreePlan, EngineError> {
+        Ok(WorktreePlan {
+            spec: spec.clone(),
+            run_id: task.run_id.clone(),
+            task_id: task.task_id.clone(),
+            attempt: number,
+            base: self.base_of(spec, task)?,
+        })
+    }
+
+    /// The worktrees an orch write on run `run_id` is about to need: the
+    /// retries that have come due (every orch write starts them) and, for
+    /// `orch dispatch` (`dispatch`), the tasks it would dispatch (ready ones
+    /// in queue order, or the one named), each with what making its
+    /// worktree takes. Run in a preview, before the write's own
+    /// transaction, so that git can make them while no transaction is
+    /// open. Council seats and runs without a repository need none.
+    pub(super) fn attempt_plans(
+        &mut self,
+        run_id: Option<&str>,
+        dispatch: Option<&DispatchInput>,
+    ) -> Result<Vec<WorktreePlan>, EngineError> {
+        let run = self.find_run(run_id)?;
+        let Some(spec) = run.repo.clone() else {
+            return Ok(Vec::new());
+        };
+        let mut change = RunChange {
+            run,
+            events: Vec::new(),
+            affected: Vec::new(),
+        };
+        // What the threads did, without starting the retries that came due:
+        // those are planned below.
+        self.reconcile(&mut change, false)?;
+        let run_id = change.run.run_id.clone();
+        let mut tasks = match dispatch {
+            None => Vec::new(),
+            Some(DispatchInput {
+                task_id: Some(id), ..
+            }) => self.store.task(&run_id, id)?.into_iter().collect(),
+            // As many as the dispatch may look at: `limit` dispatched, and
+            // the refusals it lets pass on the way.
+            Some(input) => self.tasks_in(
+                &change.run,
+                &[TaskStatus::Ready],
+                TaskOrder::Queue,
+                input.limit.saturating_add(workspace::REFUSED_MAX),
+            )?,
+        };
+        tasks.retain(|t| t.status == TaskStatus::Ready);
+        let due = self.tasks_in(
+            &change.run,
+            &[TaskStatus::RetryWait],
+            TaskOrder::Added,
+            usize::MAX,
+        )?;
+        tasks.extend(
+            due.into_iter()
+                .filter(|t| t.retry_at.is_none_or(|at| at <= self.now)),
+        );
+        let mut plans = Vec::new();
+        for task in tasks.iter().filter(|t| t.council.is_none()) {
+            // A base that cannot be resolved from the store is refused by the
+            // dispatch itself, in its transaction.
+            if let Ok(plan) = self.worktree_plan(&spec, task, task.attempts + 1) {
+                plans.push(plan);
+            }
+        }
+        Ok(plans)
+    }
+
+    /// Records that `task`'s next attempt could not start because git
+    /// refused (`error`, see [`worktree_refusal`]): the task keeps its
+    /// status with the reason, and a `task_refused` event wakes the leader.
+    /// A task waiting out a backoff is tried again after the next one (at
+    /// least [`REFUSED_RETRY_MILLIS`]), so a refusal that lasts costs one
+    /// git call per wait, not one per orch command.
+    pub(super) fn refuse_start(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        source: &str,
+        error: &EngineError,
+    ) -> Result<Refused, EngineError> {
+        let number = task.attempts + 1;
+        let mut reason = format!("attempt {number} could not start: {error}");
+        if task.status == TaskStatus::RetryWait {
+            let wait = rules::backoff_millis(&task.retry, task.attempts).max(REFUSED_RETRY_MILLIS);
+            let at = self.now.plus_millis(wait);
+            task.retry_at = Some(at);
+            reason.push_str(&format!("; tried again in {} s", wait / 1000));
+        }
+        task.reason = Some(reason.clone());
+        task.updated_at = self.now;
+        let summary = format!("{}: {reason}", task.task_id);
+        task.last_event_id = self.emit(
+            change,
+            Some(task),
+            OrchEventType::TaskRefused,
+            source,
+            summary,
+            JsonObject::new(),
+        )?;
+        self.store.update_task(task)?;
+        Ok(Refused {
+            task_id: task.task_id.clone(),
+            code: error.code(),
+            message: error.to_string(),
+        })
     }
 
     /// The revision a task's attempts start from: its own, else the run's;
@@ -239,6 +343,126 @@ impl WorktreeView {
             self.saved = look.saved.clone();
         }
         self
+    }
+}
+
+/// What making one attempt's worktree takes, decided from the store alone
+/// (no git): the run's repository settings, the attempt, and the base
+/// revision it starts from.
+pub(super) struct WorktreePlan {
+    spec: RepoSpec,
+    run_id: String,
+    task_id: String,
+    attempt: u32,
+    base: String,
+}
+
+/// A worktree made (or refused by git) before the transaction that
+/// dispatches its attempt began, so that git never runs while that
+/// transaction holds the database's write lock. The transaction takes it
+/// for its attempt; one it does not take (the task changed meanwhile) is
+/// discarded once it ends.
+pub(crate) struct Premade {
+    run_id: String,
+    task_id: String,
+    attempt: u32,
+    /// The worktree, or git's refusal, which the dispatch reports as if it
+    /// had run git itself.
+    made: Result<Worktree, EngineError>,
+}
+
+impl Premade {
+    /// The worktree, if git made it (for discarding an unused one).
+    pub(crate) fn into_worktree(self) -> Option<Worktree> {
+        self.made.ok()
+    }
+}
+
+/// Makes, with the host's git and outside any transaction, the worktrees
+/// `plans` ask for, stopping after [`workspace::REFUSED_MAX`] refusals
+/// (where the dispatch would stop too).
+pub(crate) fn make_worktrees(
+    workspace: &mut dyn Workspace,
+    plans: Vec<WorktreePlan>,
+) -> Vec<Premade> {
+    let mut premade = Vec::with_capacity(plans.len());
+    let mut refused = 0;
+    for plan in plans {
+        if refused >= workspace::REFUSED_MAX {
+            break;
+        }
+        let result = make_worktree(workspace, &plan);
+        refused += usize::from(result.is_err());
+        premade.push(Premade {
+            run_id: plan.run_id,
+            task_id: plan.task_id,
+            attempt: plan.attempt,
+            made: result,
+        });
+    }
+    premade
+}
+
+/// Makes the worktree `plan` asks for with git: resolves its base to a
+/// commit, refuses a dirty checkout in strict mode, then creates its branch
+/// and folder at their place (see [`workspace::place`]).
+fn make_worktree(
+    workspace: &mut dyn Workspace,
+    plan: &WorktreePlan,
+) -> Result<Worktree, EngineError> {
+    let spec = &plan.spec;
+    let look = workspace
+        .look(&spec.repo, &plan.base)
+        .map_err(|e| repo_error(e, &spec.repo))?;
+    let Some(base_commit) = look.commit else {
+        return Err(EngineError::InvalidBase {
+            base: plan.base.clone(),
+            repo: spec.repo.clone(),
+            why: "names no commit (unknown, or the repository has no commit yet); give a branch, tag or commit id".into(),
+        });
+    };
+    if spec.strict && !look.uncommitted.is_empty() {
+        return Err(EngineError::CheckoutDirty {
+            repo: spec.repo.clone(),
+            shown: look.uncommitted.iter().take(5).cloned().collect(),
+            count: look.uncommitted.len(),
+        });
+    }
+    let worktree = Worktree {
+        repo: spec.repo.clone(),
+        path: workspace::worktree_path(&spec.worktrees, &plan.run_id, &plan.task_id, plan.attempt),
+        branch: workspace::branch_name(&plan.run_id, &plan.task_id, plan.attempt),
+        base: plan.base.clone(),
+        base_commit,
+        left_out_count: u32::try_from(look.uncommitted.len()).unwrap_or(u32::MAX),
+        left_out: look.uncommitted.into_iter().take(LEFT_OUT_MAX).collect(),
+    };
+    let place = workspace::place(spec, &worktree);
+    workspace
+        .create(&worktree, &place)
+        .map_err(|e| create_error(e, &worktree))?;
+    Ok(worktree)
+}
+
+/// How long a task waiting out a backoff waits at least before orch tries
+/// again to start an attempt git refused: even with no backoff, a refusal
+/// that lasts (a branch someone made) must not run git on every look.
+pub(super) const REFUSED_RETRY_MILLIS: i64 = 60_000;
+
+/// Whether `error`, from starting an attempt, is git refusing that one
+/// task's worktree (its branch or folder exists, a link on the way, a base
+/// that names no commit): the task waits with the reason and the other
+/// tasks go on. With `whole_repo`, the repository's own troubles count too
+/// (it is gone, no git, a dirty checkout in strict mode): a retry that
+/// comes due as a side effect of another command must never make that
+/// command, and so every orch command on the run, fail.
+pub(super) fn worktree_refusal(error: &EngineError, whole_repo: bool) -> bool {
+    match error {
+        EngineError::WorktreeFailed { .. } | EngineError::InvalidBase { .. } => true,
+        EngineError::RepositoryNotFound { .. }
+        | EngineError::GitUnavailable { .. }
+        | EngineError::CheckoutDirty { .. } => whole_repo,
+        _ => false,
     }
 }
 

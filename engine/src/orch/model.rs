@@ -112,6 +112,7 @@ vocabulary! {
         TaskFailed = "task_failed" : "The last allowed attempt failed.",
         TaskCancelled = "task_cancelled" : "The task was cancelled.",
         TaskSkipped = "task_skipped" : "A task it needs failed or was cancelled.",
+        TaskRefused = "task_refused" : "The task's next attempt could not start: git refused its worktree. The task waits (`ready`, or `retry_wait` until it is tried again) with the reason.",
         CouncilCompleted = "council_completed" : "Every seat of a council, in every round, has ended: `orch council show` has its final report.",
     }
 }
@@ -142,6 +143,7 @@ impl OrchEventType {
         OrchEventType::TaskRetryWait,
         OrchEventType::TaskFailed,
         OrchEventType::TaskSkipped,
+        OrchEventType::TaskRefused,
         OrchEventType::CouncilCompleted,
         OrchEventType::RunSucceeded,
         OrchEventType::RunFailed,
@@ -272,6 +274,16 @@ pub struct RepoSpec {
     /// Refuse to dispatch while the leader's checkout has uncommitted
     /// changes the worktree would leave out (else dispatch, and say so).
     pub strict: bool,
+    /// The leader named the worktrees folder (`--worktrees`): its path is
+    /// used as given, symbolic links and all. The default one is reached
+    /// from the repository through folders only, never a link a
+    /// repository may hold (see [`super::workspace::place`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub worktrees_named: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// When and how often orch tries a task again after an attempt fails.
@@ -320,6 +332,12 @@ pub struct Task {
     /// (`blocked`), the result to review (`review`), the failure
     /// (`retry_wait`, `failed`), the cause (`skipped`, `cancelled`).
     pub reason: Option<String>,
+    /// For a `skipped` task: the failed or cancelled task that caused it,
+    /// however many tasks lie between (one, chosen the same way every
+    /// time, when several did). `orch retry` of that task (if it failed)
+    /// brings this one back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_by: Option<String>,
     /// Attempts started.
     pub attempts: u32,
     /// The current (or last) attempt's inbox thread.

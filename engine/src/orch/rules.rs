@@ -137,14 +137,14 @@ pub const TASK_TRANSITIONS: &[TaskTransition] = &[
         trigger: "a need fails, is cancelled or skipped",
         from: &[Pending],
         to: Target::To(Skipped),
-        effect: "`reason` names the task that caused it; its own dependents are skipped too",
+        effect: "`skipped_by` names the failed or cancelled task at the root, however deep, and `reason` the need it came through too; its own dependents are skipped too",
     },
     TaskTransition {
         action: TaskAction::Unskip,
         trigger: "orch retry of the task that caused the skip",
         from: &[Skipped],
         to: Target::To(Pending),
-        effect: "only when none of its other needs failed, was cancelled or skipped; its dependents come back too",
+        effect: "only when none of its other needs failed, was cancelled or skipped (else it names the task that still keeps it skipped); its dependents come back too",
     },
     TaskTransition {
         action: TaskAction::Dispatch,

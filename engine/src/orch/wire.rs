@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::ErrorCode;
 use crate::model::{EventId, Message, Priority};
 use crate::time::Timestamp;
 use crate::wire::{Found, ThreadView};
@@ -347,6 +348,11 @@ pub struct TaskLine {
     /// the result to review (`review`), the failure (`retry_wait`,
     /// `failed`), the cause (`skipped`, `cancelled`).
     pub reason: Option<String>,
+    /// For a `skipped` task: the failed or cancelled task that caused it,
+    /// however deep (`orch retry` of that one, if it failed, brings this
+    /// one back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped_by: Option<String>,
     /// Attempts started.
     pub attempts: u32,
     /// Attempts allowed in all (its retry policy's `max_attempts`).
@@ -373,6 +379,7 @@ impl From<TaskView> for TaskLine {
             priority: task.priority,
             status: task.status,
             reason: task.reason,
+            skipped_by: task.skipped_by,
             attempts: task.attempts,
             thread_id: task.thread_id,
             retry_at: task.retry_at,
@@ -448,8 +455,27 @@ pub struct DispatchOutput {
     pub run: Run,
     /// One per task dispatched, in dispatch order.
     pub dispatched: Vec<Dispatched>,
+    /// The ready tasks `--all-ready` could not dispatch because git
+    /// refused their attempt's worktree (absent when none): each stays
+    /// `ready` with the reason, and the others were dispatched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refused>,
     /// The newest event recorded (0 if nothing was ready).
     pub event_id: EventId,
+}
+
+/// A task whose attempt could not start because git refused its worktree
+/// (its branch or folder exists, a permission, a base that names no
+/// commit): it waits with the reason, and the other tasks go on.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Refused {
+    /// The task.
+    pub task_id: String,
+    /// The error code, as a dispatch of that task alone would fail with.
+    pub code: ErrorCode,
+    /// What git said, and what to do.
+    pub message: String,
 }
 
 impl Found for DispatchOutput {

@@ -13,11 +13,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocabulary::vocabulary;
 
-use super::model::{AttemptStatus, Worktree};
+use super::model::{AttemptStatus, RepoSpec, Worktree};
 
 /// The oldest git that does everything asked of it (`git worktree remove`
 /// came in 2.17); hosts refuse older ones with `git_unavailable`.
 pub const GIT_MIN_VERSION: (u32, u32) = (2, 17);
+
+/// Most tasks one `orch dispatch --all-ready` lets git refuse before it
+/// stops looking (git runs for each, holding the database's write lock):
+/// so many refusals at once say the repository is at fault, not a task.
+pub const REFUSED_MAX: usize = 100;
 
 /// Most uncommitted paths an attempt records as left out.
 pub const LEFT_OUT_MAX: usize = 50;
@@ -89,8 +94,12 @@ pub trait Workspace {
     fn look(&mut self, repo: &str, base: &str) -> Result<RepoLook, WorkspaceError>;
 
     /// Makes `worktree`: its branch, new, at its base commit, checked out in
-    /// its folder (made, with its parents, if missing).
-    fn create(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError>;
+    /// its folder, made at `place`: the named folder (made if missing) and
+    /// the folders below it, each made if missing and refused when it is a
+    /// symbolic link or not a folder; the worktrees folder gets a
+    /// `.gitignore` of `*` when it is made here and `place.ignore`. What it
+    /// made is taken back when git then refuses.
+    fn create(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError>;
 
     /// Takes back a worktree made for a dispatch that did not happen:
     /// removes the untouched folder and deletes its branch.
@@ -142,12 +151,173 @@ pub fn branch_name(run_id: &str, task_id: &str, attempt: u32) -> String {
 
 /// The attempt's folder: `WORKTREES/RUN/TASK/N`.
 pub fn worktree_path(worktrees: &str, run_id: &str, task_id: &str, attempt: u32) -> String {
+    worktree_path_of(worktrees, &component(run_id), &component(task_id), attempt)
+}
+
+fn worktree_path_of(worktrees: &str, run: &str, task: &str, attempt: u32) -> String {
+    format!("{}/{run}/{task}/{attempt}", worktrees.trim_end_matches('/'))
+}
+
+/// Longest file name (one path component) the file systems orch's hosts
+/// run on take (`NAME_MAX`).
+pub const NAME_MAX: usize = 255;
+
+/// Longest path, in bytes, with the terminating NUL (`PATH_MAX` of Linux).
+pub const PATH_MAX: usize = 4096;
+
+/// The longest attempt number, as a path component: attempts count in a
+/// `u32`.
+const ATTEMPT_MAX: u32 = u32::MAX;
+
+/// Why attempts of `task_id` (or, with `None`, of any task) in run `run_id`
+/// could never get a worktree under `spec`, or `Ok` when they can: the one
+/// rule, applied when a task is added (`orch task add`, `orch plan`) and a
+/// run is created, so that a dispatch never fails for certain.
+///
+/// - Each id becomes one path component and one part of the branch name
+///   (see [`component`]): it must fit in [`NAME_MAX`] bytes once encoded
+///   (an id of 128 `/` is 384).
+/// - The attempt's folder, with the `.git` file git writes in it, and the
+///   loose ref files of its branch and work-in-progress ref in the
+///   repository's `.git`, must fit in [`PATH_MAX`] with any attempt number.
+///
+/// git's own ref-name rules (`git check-ref-format`) need no check: an
+/// encoded id holds only ASCII letters, digits, `_`, `-` and `%XX`, so no
+/// part starts with `.` or `-`, ends with `.lock`, or holds `..`, `@{`,
+/// `//` or a character git refuses.
+///
+/// The error is the field at fault (`run_id`, `task_id` or `worktrees`)
+/// and what to do.
+pub fn unworkable(
+    spec: &RepoSpec,
+    run_id: &str,
+    task_id: Option<&str>,
+) -> Result<(), (&'static str, String)> {
+    let run = component(run_id);
+    if run.len() > NAME_MAX {
+        return Err(("run_id", too_long_component(&run)));
+    }
+    // With no task yet, the shortest one a run could hold.
+    let task = component(task_id.unwrap_or("x"));
+    if task_id.is_some() && task.len() > NAME_MAX {
+        return Err(("task_id", too_long_component(&task)));
+    }
+    let folder = worktree_path_of(&spec.worktrees, &run, &task, ATTEMPT_MAX);
+    let refs = [
+        format!("orch/{run}/{task}/{ATTEMPT_MAX}"),
+        format!("wip/{run}/{task}/{ATTEMPT_MAX}"),
+    ];
+    let longest = [
+        format!("{folder}/.git"),
+        format!("{}/.git/logs/refs/heads/{}.lock", spec.repo, refs[0]),
+        format!("{}/.git/logs/refs/orch/{}.lock", spec.repo, refs[1]),
+    ]
+    .into_iter()
+    .max_by_key(String::len)
+    .unwrap_or_default();
+    if longest.len() >= PATH_MAX {
+        let shown: String = longest.chars().take(60).collect();
+        let (field, fix) = match task_id {
+            Some(_) => ("task_id", "choose a shorter task id"),
+            None => (
+                "worktrees",
+                "choose a worktrees folder with a shorter path, or a shorter run id",
+            ),
+        };
+        return Err((
+            field,
+            format!(
+                "makes a path for the attempts' worktrees of {} bytes ({shown}...), and a path holds at most {}; {fix}",
+                longest.len(),
+                PATH_MAX - 1
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn too_long_component(encoded: &str) -> String {
     format!(
-        "{}/{}/{}/{attempt}",
-        worktrees.trim_end_matches('/'),
-        component(run_id),
-        component(task_id)
+        "becomes a folder and branch part of {} bytes ({}...): every character but ASCII letters, digits, `_` and `-` takes 3 bytes there, and a file name holds at most {NAME_MAX}; choose a shorter id",
+        encoded.len(),
+        &encoded[..encoded.len().min(40)],
     )
+}
+
+/// Whether two ids name the same worktree folders and branches on a file
+/// system that ignores case (macOS's by default, Windows', a case-folded
+/// Linux folder): the same once ASCII case is folded. Ids are ASCII, and
+/// [`component`] keeps case and writes `%XX` in capitals, so comparing the
+/// ids is comparing their components.
+pub fn same_folder(a: &str, b: &str) -> bool {
+    folder_key(a) == folder_key(b)
+}
+
+/// What [`same_folder`] compares: the id with ASCII case folded.
+pub fn folder_key(id: &str) -> String {
+    id.to_ascii_lowercase()
+}
+
+/// Where a worktree's folder is made, and which folders on the way to it
+/// orch must never reach through a symbolic link: everything below the
+/// folder the leader named. The leader names the repository, and may name
+/// the worktrees folder (`--worktrees`); what a repository holds
+/// (`.agents` committed as a link, say) was not named, so the default
+/// worktrees folder, `REPO/.agents/worktrees`, is walked from the
+/// repository. Links in the named folder's own path are the leader's
+/// choice and are followed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The folder the leader named: the worktrees folder, or the
+    /// repository for the default one.
+    pub named: String,
+    /// The folders below it, one component each, down to the attempt's
+    /// own (the last): each must be a folder, never a link, and is made
+    /// when missing.
+    pub below: Vec<String>,
+    /// How many of `below` lead to the worktrees folder (0: it is `named`).
+    pub worktrees_depth: usize,
+    /// The worktrees folder is inside the repository: when orch makes it,
+    /// it gets a `.gitignore` of `*`, so the leader's checkout never lists
+    /// the worktrees.
+    pub ignore: bool,
+}
+
+/// The [`Place`] of `worktree` under `spec`.
+pub fn place(spec: &RepoSpec, worktree: &Worktree) -> Place {
+    let root = |path: &str| match path.trim_end_matches('/') {
+        "" => "/".to_owned(),
+        trimmed => trimmed.to_owned(),
+    };
+    let worktrees = spec.worktrees.trim_end_matches('/');
+    let own: Vec<String> = worktree
+        .path
+        .strip_prefix(worktrees)
+        .unwrap_or(&worktree.path)
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let repo = spec.repo.trim_end_matches('/');
+    let ignore = worktrees
+        .strip_prefix(repo)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    if spec.worktrees_named || worktrees != default_worktrees(repo) {
+        return Place {
+            named: root(worktrees),
+            below: own,
+            worktrees_depth: 0,
+            ignore,
+        };
+    }
+    let mut below = vec![".agents".to_owned(), "worktrees".to_owned()];
+    below.extend(own);
+    Place {
+        named: root(repo),
+        below,
+        worktrees_depth: 2,
+        ignore,
+    }
 }
 
 /// The ref an ended attempt's uncommitted work is saved on, beside (not
@@ -252,6 +422,82 @@ mod tests {
         assert_eq!(branch_name("r", "t/1", 2), "orch/r/t%2F1/2");
         assert_eq!(branch_name("r", "t", 1).split('/').count(), 4);
         assert_eq!(branch_name("r/x", "t/y/z", 10).split('/').count(), 4);
+    }
+
+    fn spec(repo: &str, worktrees: Option<&str>) -> RepoSpec {
+        RepoSpec {
+            repo: repo.into(),
+            worktrees: worktrees.map_or_else(|| default_worktrees(repo), str::to_owned),
+            base: "HEAD".into(),
+            strict: false,
+            worktrees_named: worktrees.is_some(),
+        }
+    }
+
+    #[test]
+    fn ids_that_could_never_be_a_worktree_are_named_with_their_field() {
+        let s = spec("/repo", None);
+        assert_eq!(unworkable(&s, "r", Some("api")), Ok(()));
+        // 1 + 84 × 3 = 253 bytes fits; 1 + 85 × 3 = 256 does not.
+        assert_eq!(
+            unworkable(&s, "r", Some(&format!("a{}", ".".repeat(84)))),
+            Ok(())
+        );
+        let field = |r: Result<(), (&'static str, String)>| r.err().map(|(f, _)| f);
+        assert_eq!(
+            field(unworkable(&s, "r", Some(&format!("a{}", ".".repeat(85))))),
+            Some("task_id")
+        );
+        assert_eq!(
+            field(unworkable(&s, &format!("a{}", "/".repeat(127)), None)),
+            Some("run_id")
+        );
+        // Letters only: 128 bytes as they are.
+        assert_eq!(
+            unworkable(&s, &"r".repeat(128), Some(&"t".repeat(128))),
+            Ok(())
+        );
+        let deep = spec("/repo", Some(&format!("/{}", "w".repeat(4080))));
+        assert_eq!(field(unworkable(&deep, "r", None)), Some("worktrees"));
+        let deep = spec("/repo", Some(&format!("/{}", "w".repeat(3850))));
+        assert_eq!(unworkable(&deep, "r", Some("api")), Ok(()));
+        assert_eq!(
+            field(unworkable(
+                &deep,
+                "r",
+                Some(&format!("a{}", ".".repeat(84)))
+            )),
+            Some("task_id")
+        );
+        assert!(same_folder("Api/x", "aPI/X") && !same_folder("api", "api2"));
+    }
+
+    #[test]
+    fn the_default_worktrees_folder_is_walked_from_the_repository() {
+        let wt = |s: &RepoSpec| Worktree {
+            repo: s.repo.clone(),
+            path: worktree_path(&s.worktrees, "r", "a/b", 2),
+            branch: branch_name("r", "a/b", 2),
+            base: "HEAD".into(),
+            base_commit: "c0ffee".into(),
+            left_out: Vec::new(),
+            left_out_count: 0,
+        };
+        let default = spec("/repo", None);
+        let place_of = place(&default, &wt(&default));
+        assert_eq!(place_of.named, "/repo");
+        assert_eq!(place_of.below, [".agents", "worktrees", "r", "a%2Fb", "2"]);
+        assert_eq!((place_of.worktrees_depth, place_of.ignore), (2, true));
+        // Named, even as the default path: used as named.
+        let named = spec("/repo", Some("/repo/.agents/worktrees"));
+        let place_of = place(&named, &wt(&named));
+        assert_eq!(place_of.named, "/repo/.agents/worktrees");
+        assert_eq!(place_of.below, ["r", "a%2Fb", "2"]);
+        assert_eq!((place_of.worktrees_depth, place_of.ignore), (0, true));
+        let outside = spec("/repo", Some("/srv/wt"));
+        assert!(!place(&outside, &wt(&outside)).ignore);
+        let sibling = spec("/repo", Some("/repo2/wt"));
+        assert!(!place(&sibling, &wt(&sibling)).ignore);
     }
 
     #[test]

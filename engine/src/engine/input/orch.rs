@@ -94,6 +94,7 @@ fn repo_spec(r: &OrchRunCreateRequest) -> Result<Option<RepoSpec>, EngineError> 
         worktrees,
         base: revision("base", r.base.as_deref())?.unwrap_or_else(|| "HEAD".to_owned()),
         strict: r.strict,
+        worktrees_named: r.worktrees.is_some(),
     }))
 }
 
