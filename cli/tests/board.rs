@@ -38,13 +38,12 @@ impl Board {
 
     /// [`Board::start`] on the database `url` names (`$INBOX_DB`), rather
     /// than the test's SQLite file.
-    fn start_on(env: &TestEnv, extra: &[&str], url: Option<&str>) -> Board {
+    #[cfg(feature = "postgres")]
+    fn start_on(env: &TestEnv, extra: &[&str], url: &str) -> Board {
         let mut args = vec!["serve", "--port", "0"];
         args.extend_from_slice(extra);
         Board::start_with(env, &args, |command| {
-            if let Some(url) = url {
-                command.env("INBOX_DB", url);
-            }
+            command.env("INBOX_DB", url);
         })
     }
 
@@ -675,7 +674,7 @@ fn over_postgres_the_board_lists_streams_and_writes_what_cli_processes_share() {
     cli(&["init"]);
     let first = cli(&["send", "--from", "lead", "--to", "w1", "--subject", "T1"]);
     let start = first["thread"]["last_event_id"].as_u64().unwrap();
-    let board = Board::start_on(&env, &["--write", "--as", "alice"], Some(&url));
+    let board = Board::start_on(&env, &["--write", "--as", "alice"], &url);
 
     let mut stream = subscribe(&board, None);
     assert_eq!(read_until(&mut stream, start).last().unwrap().0, start);
