@@ -316,11 +316,11 @@ fn restore_writer_row(
     location: &str,
 ) -> Result<(), StoreError> {
     let error = |e| pg_error(e, location);
-    let rows: i64 = tx
-        .query_one("SELECT count(*) FROM inbox_writer", &[])
+    let present = tx
+        .query_opt("SELECT id FROM inbox_writer WHERE id = 1", &[])
         .map_err(error)?
-        .get(0);
-    if rows == 0 {
+        .is_some();
+    if !present {
         tx.execute("INSERT INTO inbox_writer (id) VALUES (1)", &[])
             .map_err(error)?;
     }
