@@ -974,17 +974,17 @@ fn no_token_reaches_stderr_or_a_servers_command_line() {
     );
 }
 
-#[test]
-fn open_gives_the_browser_a_link_that_works_once_not_the_token() {
+/// A browser opener that writes down the command line it was given, in
+/// a folder of the test's own, and the `PATH` that finds it first: the
+/// file it writes to, and that `PATH`.
+fn fake_opener(env: &TestEnv) -> (std::path::PathBuf, String) {
     use std::os::unix::fs::PermissionsExt as _;
-    let env = TestEnv::initialized();
-    // A browser opener that writes down the command line it was given.
     let bin = env.dir().join("bin");
-    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
     let opener = bin.join("xdg-open");
     std::fs::write(
         &opener,
-        "#!/bin/sh\nprintf '%s' \"$*\" > \"$0.args.tmp\" && mv \"$0.args.tmp\" \"$0.args\"\n",
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.args.tmp\" && mv \"$0.args.tmp\" \"$0.args\"\n",
     )
     .unwrap();
     std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -993,43 +993,135 @@ fn open_gives_the_browser_a_link_that_works_once_not_the_token() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let args = ["serve", "--port", "0", "--open", "--url-file", "board.url"];
-    let board = Board::start_with(&env, &args, |command| {
-        command.env("PATH", &path);
-    });
+    (bin.join("xdg-open.args"), path)
+}
+
+/// What the fake opener was given, once it has run (at most 10 s).
+fn opened_with(args: &std::path::Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
-    let given = loop {
-        if let Ok(given) = std::fs::read_to_string(bin.join("xdg-open.args")) {
-            break given;
+    loop {
+        if let Ok(given) = std::fs::read_to_string(args) {
+            return given;
         }
         assert!(Instant::now() < deadline, "the opener was not run");
         std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(!given.contains(&board.token), "{given}");
-    let ticket = given
-        .split_once("#ticket=")
-        .unwrap_or_else(|| panic!("{given}"))
-        .1
-        .trim()
-        .to_owned();
-    let opened = parse_url(given.trim().split('#').next().unwrap());
-    assert_eq!(opened.map(|(address, _)| address), Some(board.address));
+    }
+}
 
-    let trade = |ticket: &str| {
-        let credential = format!("Ticket {ticket}");
-        board.post_as("session", "", &[("Authorization", credential.as_str())])
-    };
-    assert_eq!(trade(&"0".repeat(64)).refused(401), "ticket_invalid");
-    let traded = trade(&ticket);
-    assert_eq!(traded.status, 200, "{traded:?}");
-    assert_eq!(traded.json()["token"], board.token.as_str());
-    // Once: whoever reads the browser's command line later gets nothing.
-    assert_eq!(trade(&ticket).refused(401), "ticket_invalid");
-    let said = board.stderr_once(|s| s.contains("read-only"));
-    assert!(
-        !said.contains(&ticket) && !said.contains(&board.token),
-        "{said}"
-    );
+/// A folder in the test's folder with this mode.
+fn folder(env: &TestEnv, name: &str, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = env.dir().join(name);
+    std::fs::create_dir(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+#[test]
+fn open_hands_the_browser_a_private_file_and_no_secret_on_a_command_line() {
+    use rustix::process::Signal;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    use std::os::unix::process::CommandExt as _;
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let env = TestEnv::initialized();
+    let (args, path) = fake_opener(&env);
+    let root = rustix::process::geteuid().is_root();
+    // Every folder on the way is open to other users, as /tmp is: only
+    // the board's own folder and file keep them out.
+    std::fs::set_permissions(env.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let temp = folder(&env, "tmp", 0o1777);
+    let private = folder(&env, "run-private", 0o700);
+    let shared = folder(&env, "run-shared", 0o755);
+    let others = folder(&env, "run-others", 0o700);
+    if root {
+        let stranger = Some(rustix::process::Uid::from_raw(64123));
+        rustix::fs::chown(&others, stranger, None).unwrap();
+    }
+    // The runtime folder is used when it is the user's own and private;
+    // otherwise a fresh private folder in the temp folder is.
+    let cases = [
+        (Some(&private), &private, Signal::INT),
+        (Some(&shared), &temp, Signal::TERM),
+        // Not root: no other user, so the folder is this user's.
+        (
+            Some(&others),
+            if root { &temp } else { &others },
+            Signal::INT,
+        ),
+        (None, &temp, Signal::TERM),
+    ];
+    for (runtime, expected, stop) in cases {
+        let _ = std::fs::remove_file(&args);
+        let mut board = Board::start_with(&env, &["serve", "--port", "0", "--open"], |command| {
+            command.env("PATH", &path).env("TMPDIR", &temp);
+            match runtime {
+                Some(runtime) => command.env("XDG_RUNTIME_DIR", runtime),
+                None => command.env_remove("XDG_RUNTIME_DIR"),
+            };
+        });
+        let given = opened_with(&args);
+        assert!(!given.contains(&board.token), "{given}");
+        let file = std::path::PathBuf::from(
+            given
+                .trim()
+                .strip_prefix("file://")
+                .unwrap_or_else(|| panic!("the opener was not given a file: {given}")),
+        );
+        let own = file.parent().unwrap().to_owned();
+        assert_eq!(
+            own.parent(),
+            Some(expected.as_path()),
+            "{runtime:?}: {given}"
+        );
+        let me = rustix::process::geteuid().as_raw();
+        for (path, mode) in [(&own, 0o700), (&file, 0o600)] {
+            let metadata = std::fs::symlink_metadata(path).unwrap();
+            assert_eq!(metadata.mode() & 0o7777, mode, "{}", path.display());
+            assert_eq!(metadata.uid(), me, "{}", path.display());
+        }
+
+        // Another local user cannot read it.
+        if root {
+            let read = Command::new("cat")
+                .arg(&file)
+                .uid(64123)
+                .gid(64123)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&read.stderr);
+            assert!(!read.status.success(), "another user read it");
+            assert!(said.contains("Permission denied"), "{said}");
+            assert!(read.stdout.is_empty());
+        } else {
+            eprintln!("skipped: reading as another local user needs root");
+        }
+
+        // Its owner's browser is sent on to the board with its token,
+        // which works.
+        let html = std::fs::read_to_string(&file).unwrap();
+        let target: String = html
+            .split_once("location.replace(")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .and_then(|(literal, _)| serde_json::from_str(literal).ok())
+            .unwrap_or_else(|| panic!("no redirect in {html}"));
+        assert_eq!(
+            parse_url(&target),
+            Some((board.address, Some(board.token.clone())))
+        );
+        assert!(!html.contains("http-equiv"), "{html}");
+        assert_eq!(board.post("list", "{}", &[]).status, 200);
+        let said = board.stderr_once(|s| s.contains("read-only"));
+        assert!(!said.contains(&board.token), "{said}");
+
+        // Stopped, the board takes its file away.
+        let pid = rustix::process::Pid::from_child(&board.child);
+        rustix::process::kill_process(pid, stop).unwrap();
+        let _ = board.child.wait();
+        assert!(!own.exists(), "{} is left behind", own.display());
+    }
 }
 
 #[test]
