@@ -881,6 +881,162 @@ fn streams_and_connections_are_bounded_reads_still_answer_and_gone_clients_hold_
     assert_eq!(board.post("list", "{}", &[]).status, 200);
 }
 
+/// How many sockets process `pid` holds.
+fn sockets(pid: u32) -> usize {
+    descriptor_targets(pid)
+        .iter()
+        .filter(|target| target.starts_with("socket:"))
+        .count()
+}
+
+/// A stranger's connection (no token: the page's files need none) that
+/// asks for the page's script `requests` times in a row, pipelined, and
+/// never reads an answer.
+fn stalled_pipeline(board: &Board, requests: usize) -> TcpStream {
+    let stream = TcpStream::connect(board.address).unwrap();
+    stream.set_nonblocking(true).unwrap();
+    let all = format!("GET /board.js HTTP/1.1\r\nHost: {}\r\n\r\n", board.host()).repeat(requests);
+    let mut sent = 0;
+    // Until all is sent or the server stops reading (its answers fill
+    // the connection).
+    while let Ok(n) = (&stream).write(&all.as_bytes()[sent..]) {
+        sent += n;
+        if n == 0 || sent == all.len() {
+            break;
+        }
+    }
+    stream
+}
+
+#[test]
+fn connections_that_stop_reading_are_let_go_and_the_owner_gets_in_again() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let env = TestEnv::initialized();
+    env.json(
+        &["send", "--from", "lead", "--to", "w1", "--subject", "T1"],
+        0,
+    );
+    let board = Board::start(&env, &[]);
+    let pid = board.child.id();
+    assert_eq!(board.post("list", "{}", &[]).status, 200);
+    let before = sockets(pid);
+
+    // More connections than the board serves, each with more answers
+    // asked for than any socket holds, none read.
+    let stalled: Vec<TcpStream> = (0..300).map(|_| stalled_pipeline(&board, 2000)).collect();
+    // Every place is taken: the owner too is turned away, for now.
+    let (host, bearer) = (board.host(), board.bearer());
+    let page = || {
+        let headers = [("Host", host.as_str()), ("Authorization", bearer.as_str())];
+        request(board.address, "GET", "/", &headers, "")
+    };
+    assert_eq!(page().refused(503), "too_many_connections");
+
+    // Connections whose answers make no way for 10 s are closed: the
+    // owner's page and its reads get in again (liveness, generous).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let loaded = loop {
+        let loaded = page();
+        if loaded.status == 200 || Instant::now() > deadline {
+            break loaded;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(loaded.status, 200, "{loaded:?}");
+    assert!(loaded.body.contains("board.js"), "{}", loaded.body);
+    assert_eq!(board.post("list", "{}", &[]).status, 200);
+    while sockets(pid) > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        sockets(pid) <= before,
+        "{} sockets still open (before: {before})",
+        sockets(pid)
+    );
+    drop(stalled);
+}
+
+#[test]
+fn event_streams_whose_client_stops_reading_are_let_go_and_give_their_place_back() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let env = TestEnv::initialized();
+    let board = Board::start(&env, &["--write"]);
+    // Every stream's place taken by a client (the owner's token, say a
+    // page in a frozen tab) that asks for the events and reads nothing,
+    // its own buffer kept small as a stalled reader's would be.
+    let stalled: Vec<TcpStream> = (0..64)
+        .map(|_| {
+            let stream = subscribe(&board, None).into_inner();
+            let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 4096);
+            stream
+        })
+        .collect();
+    let (status, mut refused) = open_stream(&board);
+    let refusal = answer_of(&mut refused);
+    assert_eq!(status, 503, "{refusal}");
+    assert!(refusal.contains("too_many_streams"), "{refusal}");
+
+    // News comes, more than the stalled connections hold, until a
+    // stream's place is free again (liveness, generous).
+    let send = r#"{"to_agent":"w1","subject":"news"}"#;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut sent = 0;
+    let reopened = loop {
+        for _ in 0..50 {
+            assert_eq!(board.write("send", send).status, 200);
+        }
+        sent += 50;
+        let (status, stream) = open_stream(&board);
+        if status == 200 || Instant::now() > deadline {
+            break (status, stream);
+        }
+    };
+    assert_eq!(reopened.0, 200, "no place came back after {sent} events");
+    // The new page hears what happens next.
+    let mut fresh = reopened.1;
+    let head = read_until(&mut fresh, 0).last().unwrap().0;
+    assert_eq!(board.write("send", send).status, 200);
+    assert!(read_until(&mut fresh, head + 1).last().unwrap().0 > head);
+    drop(stalled);
+}
+
+#[test]
+fn a_connection_is_answered_a_hundred_times_at_most_then_closed() {
+    let env = TestEnv::initialized();
+    let board = Board::start(&env, &[]);
+    let mut stream = TcpStream::connect(board.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let one = format!(
+        "GET /favicon.svg HTTP/1.1\r\nHost: {}\r\n\r\n",
+        board.host()
+    );
+    stream.write_all(one.repeat(150).as_bytes()).unwrap();
+    let mut stream = BufReader::new(stream);
+    let mut answers = 0;
+    let mut last = String::new();
+    loop {
+        let mut status = String::new();
+        match stream.read_line(&mut status) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        last = answer_of(&mut stream);
+        answers += 1;
+    }
+    assert_eq!(answers, 100);
+    assert!(
+        last.to_ascii_lowercase().contains("connection: close"),
+        "{last}"
+    );
+}
+
 /// The command line of process `pid`, its words joined by spaces.
 fn command_line(pid: u32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();

@@ -10,8 +10,9 @@
 //! every open page and pushes it as Server-Sent Events, [`guard`] holds
 //! the safety rules (the token every call carries, the Host and Origin
 //! checks, the security headers), [`net`] accepts connections within
-//! bounds, [`page`] serves the embedded page, [`open`] hands it to the
-//! browser, and [`error`] the board's own refusals. It must never apply an inbox
+//! bounds and [`stall`] lets go of those whose client stopped reading,
+//! [`page`] serves the embedded page, [`open`] hands it to the browser,
+//! and [`error`] the board's own refusals. It must never apply an inbox
 //! rule of its own: every read and write is an engine request.
 //!
 //! The board's URL holds its token, so it goes to whoever started the
@@ -36,6 +37,7 @@ mod live;
 mod net;
 mod open;
 mod page;
+mod stall;
 
 /// What every request handler shares.
 pub(crate) struct Board {
