@@ -1510,8 +1510,8 @@ pub struct ServeArgs {
     /// The agent name the board's writes are made as
     #[arg(long = "as", value_name = "NAME", default_value = "human")]
     pub human: String,
-    /// Open the board in the default browser (given a link that works
-    /// once, not the token)
+    /// Open the board in the default browser, through a page only you
+    /// can read (the token is never on a command line)
     #[arg(long)]
     pub open: bool,
 }

@@ -881,6 +881,162 @@ fn streams_and_connections_are_bounded_reads_still_answer_and_gone_clients_hold_
     assert_eq!(board.post("list", "{}", &[]).status, 200);
 }
 
+/// How many sockets process `pid` holds.
+fn sockets(pid: u32) -> usize {
+    descriptor_targets(pid)
+        .iter()
+        .filter(|target| target.starts_with("socket:"))
+        .count()
+}
+
+/// A stranger's connection (no token: the page's files need none) that
+/// asks for the page's script `requests` times in a row, pipelined, and
+/// never reads an answer.
+fn stalled_pipeline(board: &Board, requests: usize) -> TcpStream {
+    let stream = TcpStream::connect(board.address).unwrap();
+    stream.set_nonblocking(true).unwrap();
+    let all = format!("GET /board.js HTTP/1.1\r\nHost: {}\r\n\r\n", board.host()).repeat(requests);
+    let mut sent = 0;
+    // Until all is sent or the server stops reading (its answers fill
+    // the connection).
+    while let Ok(n) = (&stream).write(&all.as_bytes()[sent..]) {
+        sent += n;
+        if n == 0 || sent == all.len() {
+            break;
+        }
+    }
+    stream
+}
+
+#[test]
+fn connections_that_stop_reading_are_let_go_and_the_owner_gets_in_again() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let env = TestEnv::initialized();
+    env.json(
+        &["send", "--from", "lead", "--to", "w1", "--subject", "T1"],
+        0,
+    );
+    let board = Board::start(&env, &[]);
+    let pid = board.child.id();
+    assert_eq!(board.post("list", "{}", &[]).status, 200);
+    let before = sockets(pid);
+
+    // More connections than the board serves, each with more answers
+    // asked for than any socket holds, none read.
+    let stalled: Vec<TcpStream> = (0..300).map(|_| stalled_pipeline(&board, 2000)).collect();
+    // Every place is taken: the owner too is turned away, for now.
+    let (host, bearer) = (board.host(), board.bearer());
+    let page = || {
+        let headers = [("Host", host.as_str()), ("Authorization", bearer.as_str())];
+        request(board.address, "GET", "/", &headers, "")
+    };
+    assert_eq!(page().refused(503), "too_many_connections");
+
+    // Connections whose answers make no way for 10 s are closed: the
+    // owner's page and its reads get in again (liveness, generous).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let loaded = loop {
+        let loaded = page();
+        if loaded.status == 200 || Instant::now() > deadline {
+            break loaded;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(loaded.status, 200, "{loaded:?}");
+    assert!(loaded.body.contains("board.js"), "{}", loaded.body);
+    assert_eq!(board.post("list", "{}", &[]).status, 200);
+    while sockets(pid) > before && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        sockets(pid) <= before,
+        "{} sockets still open (before: {before})",
+        sockets(pid)
+    );
+    drop(stalled);
+}
+
+#[test]
+fn event_streams_whose_client_stops_reading_are_let_go_and_give_their_place_back() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let env = TestEnv::initialized();
+    let board = Board::start(&env, &["--write"]);
+    // Every stream's place taken by a client (the owner's token, say a
+    // page in a frozen tab) that asks for the events and reads nothing,
+    // its own buffer kept small as a stalled reader's would be.
+    let stalled: Vec<TcpStream> = (0..64)
+        .map(|_| {
+            let stream = subscribe(&board, None).into_inner();
+            let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&stream, 4096);
+            stream
+        })
+        .collect();
+    let (status, mut refused) = open_stream(&board);
+    let refusal = answer_of(&mut refused);
+    assert_eq!(status, 503, "{refusal}");
+    assert!(refusal.contains("too_many_streams"), "{refusal}");
+
+    // News comes, more than the stalled connections hold, until a
+    // stream's place is free again (liveness, generous).
+    let send = r#"{"to_agent":"w1","subject":"news"}"#;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let mut sent = 0;
+    let reopened = loop {
+        for _ in 0..50 {
+            assert_eq!(board.write("send", send).status, 200);
+        }
+        sent += 50;
+        let (status, stream) = open_stream(&board);
+        if status == 200 || Instant::now() > deadline {
+            break (status, stream);
+        }
+    };
+    assert_eq!(reopened.0, 200, "no place came back after {sent} events");
+    // The new page hears what happens next.
+    let mut fresh = reopened.1;
+    let head = read_until(&mut fresh, 0).last().unwrap().0;
+    assert_eq!(board.write("send", send).status, 200);
+    assert!(read_until(&mut fresh, head + 1).last().unwrap().0 > head);
+    drop(stalled);
+}
+
+#[test]
+fn a_connection_is_answered_a_hundred_times_at_most_then_closed() {
+    let env = TestEnv::initialized();
+    let board = Board::start(&env, &[]);
+    let mut stream = TcpStream::connect(board.address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let one = format!(
+        "GET /favicon.svg HTTP/1.1\r\nHost: {}\r\n\r\n",
+        board.host()
+    );
+    stream.write_all(one.repeat(150).as_bytes()).unwrap();
+    let mut stream = BufReader::new(stream);
+    let mut answers = 0;
+    let mut last = String::new();
+    loop {
+        let mut status = String::new();
+        match stream.read_line(&mut status) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        last = answer_of(&mut stream);
+        answers += 1;
+    }
+    assert_eq!(answers, 100);
+    assert!(
+        last.to_ascii_lowercase().contains("connection: close"),
+        "{last}"
+    );
+}
+
 /// The command line of process `pid`, its words joined by spaces.
 fn command_line(pid: u32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
@@ -974,17 +1130,17 @@ fn no_token_reaches_stderr_or_a_servers_command_line() {
     );
 }
 
-#[test]
-fn open_gives_the_browser_a_link_that_works_once_not_the_token() {
+/// A browser opener that writes down the command line it was given, in
+/// a folder of the test's own, and the `PATH` that finds it first: the
+/// file it writes to, and that `PATH`.
+fn fake_opener(env: &TestEnv) -> (std::path::PathBuf, String) {
     use std::os::unix::fs::PermissionsExt as _;
-    let env = TestEnv::initialized();
-    // A browser opener that writes down the command line it was given.
     let bin = env.dir().join("bin");
-    std::fs::create_dir(&bin).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
     let opener = bin.join("xdg-open");
     std::fs::write(
         &opener,
-        "#!/bin/sh\nprintf '%s' \"$*\" > \"$0.args.tmp\" && mv \"$0.args.tmp\" \"$0.args\"\n",
+        "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.args.tmp\" && mv \"$0.args.tmp\" \"$0.args\"\n",
     )
     .unwrap();
     std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -993,43 +1149,135 @@ fn open_gives_the_browser_a_link_that_works_once_not_the_token() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let args = ["serve", "--port", "0", "--open", "--url-file", "board.url"];
-    let board = Board::start_with(&env, &args, |command| {
-        command.env("PATH", &path);
-    });
+    (bin.join("xdg-open.args"), path)
+}
+
+/// What the fake opener was given, once it has run (at most 10 s).
+fn opened_with(args: &std::path::Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
-    let given = loop {
-        if let Ok(given) = std::fs::read_to_string(bin.join("xdg-open.args")) {
-            break given;
+    loop {
+        if let Ok(given) = std::fs::read_to_string(args) {
+            return given;
         }
         assert!(Instant::now() < deadline, "the opener was not run");
         std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(!given.contains(&board.token), "{given}");
-    let ticket = given
-        .split_once("#ticket=")
-        .unwrap_or_else(|| panic!("{given}"))
-        .1
-        .trim()
-        .to_owned();
-    let opened = parse_url(given.trim().split('#').next().unwrap());
-    assert_eq!(opened.map(|(address, _)| address), Some(board.address));
+    }
+}
 
-    let trade = |ticket: &str| {
-        let credential = format!("Ticket {ticket}");
-        board.post_as("session", "", &[("Authorization", credential.as_str())])
-    };
-    assert_eq!(trade(&"0".repeat(64)).refused(401), "ticket_invalid");
-    let traded = trade(&ticket);
-    assert_eq!(traded.status, 200, "{traded:?}");
-    assert_eq!(traded.json()["token"], board.token.as_str());
-    // Once: whoever reads the browser's command line later gets nothing.
-    assert_eq!(trade(&ticket).refused(401), "ticket_invalid");
-    let said = board.stderr_once(|s| s.contains("read-only"));
-    assert!(
-        !said.contains(&ticket) && !said.contains(&board.token),
-        "{said}"
-    );
+/// A folder in the test's folder with this mode.
+fn folder(env: &TestEnv, name: &str, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = env.dir().join(name);
+    std::fs::create_dir(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+#[test]
+fn open_hands_the_browser_a_private_file_and_no_secret_on_a_command_line() {
+    use rustix::process::Signal;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    use std::os::unix::process::CommandExt as _;
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let env = TestEnv::initialized();
+    let (args, path) = fake_opener(&env);
+    let root = rustix::process::geteuid().is_root();
+    // Every folder on the way is open to other users, as /tmp is: only
+    // the board's own folder and file keep them out.
+    std::fs::set_permissions(env.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let temp = folder(&env, "tmp", 0o1777);
+    let private = folder(&env, "run-private", 0o700);
+    let shared = folder(&env, "run-shared", 0o755);
+    let others = folder(&env, "run-others", 0o700);
+    if root {
+        let stranger = Some(rustix::process::Uid::from_raw(64123));
+        rustix::fs::chown(&others, stranger, None).unwrap();
+    }
+    // The runtime folder is used when it is the user's own and private;
+    // otherwise a fresh private folder in the temp folder is.
+    let cases = [
+        (Some(&private), &private, Signal::INT),
+        (Some(&shared), &temp, Signal::TERM),
+        // Not root: no other user, so the folder is this user's.
+        (
+            Some(&others),
+            if root { &temp } else { &others },
+            Signal::INT,
+        ),
+        (None, &temp, Signal::TERM),
+    ];
+    for (runtime, expected, stop) in cases {
+        let _ = std::fs::remove_file(&args);
+        let mut board = Board::start_with(&env, &["serve", "--port", "0", "--open"], |command| {
+            command.env("PATH", &path).env("TMPDIR", &temp);
+            match runtime {
+                Some(runtime) => command.env("XDG_RUNTIME_DIR", runtime),
+                None => command.env_remove("XDG_RUNTIME_DIR"),
+            };
+        });
+        let given = opened_with(&args);
+        assert!(!given.contains(&board.token), "{given}");
+        let file = std::path::PathBuf::from(
+            given
+                .trim()
+                .strip_prefix("file://")
+                .unwrap_or_else(|| panic!("the opener was not given a file: {given}")),
+        );
+        let own = file.parent().unwrap().to_owned();
+        assert_eq!(
+            own.parent(),
+            Some(expected.as_path()),
+            "{runtime:?}: {given}"
+        );
+        let me = rustix::process::geteuid().as_raw();
+        for (path, mode) in [(&own, 0o700), (&file, 0o600)] {
+            let metadata = std::fs::symlink_metadata(path).unwrap();
+            assert_eq!(metadata.mode() & 0o7777, mode, "{}", path.display());
+            assert_eq!(metadata.uid(), me, "{}", path.display());
+        }
+
+        // Another local user cannot read it.
+        if root {
+            let read = Command::new("cat")
+                .arg(&file)
+                .uid(64123)
+                .gid(64123)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&read.stderr);
+            assert!(!read.status.success(), "another user read it");
+            assert!(said.contains("Permission denied"), "{said}");
+            assert!(read.stdout.is_empty());
+        } else {
+            eprintln!("skipped: reading as another local user needs root");
+        }
+
+        // Its owner's browser is sent on to the board with its token,
+        // which works.
+        let html = std::fs::read_to_string(&file).unwrap();
+        let target: String = html
+            .split_once("location.replace(")
+            .and_then(|(_, rest)| rest.split_once(')'))
+            .and_then(|(literal, _)| serde_json::from_str(literal).ok())
+            .unwrap_or_else(|| panic!("no redirect in {html}"));
+        assert_eq!(
+            parse_url(&target),
+            Some((board.address, Some(board.token.clone())))
+        );
+        assert!(!html.contains("http-equiv"), "{html}");
+        assert_eq!(board.post("list", "{}", &[]).status, 200);
+        let said = board.stderr_once(|s| s.contains("read-only"));
+        assert!(!said.contains(&board.token), "{said}");
+
+        // Stopped, the board takes its file away.
+        let pid = rustix::process::Pid::from_child(&board.child);
+        rustix::process::kill_process(pid, stop).unwrap();
+        let _ = board.child.wait();
+        assert!(!own.exists(), "{} is left behind", own.display());
+    }
 }
 
 #[test]

@@ -26,11 +26,6 @@ pub(crate) enum BoardError {
     /// A call with another token.
     #[error("the token is not this board's; open the board with the URL this inbox serve printed")]
     TokenInvalid,
-    /// A ticket that is not the live one: used, expired, or never given.
-    #[error(
-        "this link worked once and is used up or expired; open the board with the URL inbox serve printed"
-    )]
-    TicketInvalid,
     /// More event streams open than the board keeps.
     #[error(
         "this board already has {limit} live pages open, its most; close one, or try again later"
@@ -76,7 +71,6 @@ impl BoardError {
             BoardError::ReadOnly => "read_only",
             BoardError::TokenRequired => "token_required",
             BoardError::TokenInvalid => "token_invalid",
-            BoardError::TicketInvalid => "ticket_invalid",
             BoardError::TooManyStreams { .. } => "too_many_streams",
             BoardError::TooManyConnections { .. } => "too_many_connections",
             BoardError::OriginRefused { .. } => "origin_refused",
@@ -88,9 +82,7 @@ impl BoardError {
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             BoardError::NotServed { .. } => StatusCode::NOT_FOUND,
-            BoardError::TokenRequired | BoardError::TokenInvalid | BoardError::TicketInvalid => {
-                StatusCode::UNAUTHORIZED
-            }
+            BoardError::TokenRequired | BoardError::TokenInvalid => StatusCode::UNAUTHORIZED,
             BoardError::TooManyStreams { .. } | BoardError::TooManyConnections { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }

@@ -17,11 +17,6 @@
 //!   with the board's port: a web page on some site whose name an attacker
 //!   re-points at this machine (DNS rebinding) names that site, and is
 //!   refused, on every address the board listens on.
-//! - **A link that works once.** `--open` hands the browser a one-time
-//!   ticket, not the token: the opener's and the browser's command lines
-//!   are read by every local user. The page trades it for the token at
-//!   `POST /api/session` (`Authorization: Ticket TICKET`), once, within
-//!   [`TICKET_LIFETIME`].
 //! - **Every response** carries a Content-Security-Policy that allows only
 //!   the board's own script, style and connections, and no framing, so
 //!   even a rendering mistake cannot run an agent's text as script.
@@ -30,19 +25,16 @@
 //! whether it may be made.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use axum::routing::post;
 use sha2::{Digest as _, Sha256};
 
 use crate::Board;
-use crate::error::{BoardError, json};
+use crate::error::BoardError;
 
 /// The policy every response carries (see the module's comment).
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
@@ -50,12 +42,6 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 
 /// How many random bytes make the token: 256 bits, unguessable.
 const TOKEN_BYTES: usize = 32;
-
-/// How long the link `--open` gives the browser works.
-const TICKET_LIFETIME: Duration = Duration::from_secs(120);
-
-/// Where the page trades a ticket for the token.
-const SESSION: &str = "/api/session";
 
 /// The rules of one running board.
 pub(crate) struct Guard {
@@ -65,8 +51,6 @@ pub(crate) struct Guard {
     token: String,
     /// Whether writes are on.
     write: bool,
-    /// The one-time ticket `--open` gave the browser, until used.
-    ticket: Mutex<Option<(String, Instant)>>,
 }
 
 impl Guard {
@@ -76,7 +60,6 @@ impl Guard {
             address,
             token: fresh_token()?,
             write,
-            ticket: Mutex::new(None),
         })
     }
 
@@ -96,16 +79,6 @@ impl Guard {
     /// The URL to open: the token in its fragment.
     pub(crate) fn url(&self) -> String {
         format!("{}#token={}", self.base_url(), self.token)
-    }
-
-    /// A URL that works once, for `--open`: a fresh ticket in its
-    /// fragment, replacing any earlier one.
-    pub(crate) fn ticket_url(&self) -> Result<String, String> {
-        let ticket = fresh_token()?;
-        if let Ok(mut kept) = self.ticket.lock() {
-            *kept = Some((ticket.clone(), Instant::now() + TICKET_LIFETIME));
-        }
-        Ok(format!("{}#ticket={ticket}", self.base_url()))
     }
 
     /// Whether writes are on.
@@ -146,40 +119,21 @@ impl Guard {
 
     /// Whether a request carries this board's token.
     fn token_given(&self, headers: &HeaderMap) -> Result<(), BoardError> {
-        let given = credential(headers, "Bearer").ok_or(BoardError::TokenRequired)?;
+        let given = bearer(headers).ok_or(BoardError::TokenRequired)?;
         if same_secret(&given, &self.token) {
             Ok(())
         } else {
             Err(BoardError::TokenInvalid)
         }
     }
-
-    /// Uses up the ticket a request carries, if it is the live one.
-    fn take_ticket(&self, headers: &HeaderMap) -> Result<(), BoardError> {
-        let given = credential(headers, "Ticket").ok_or(BoardError::TicketInvalid)?;
-        let Ok(mut kept) = self.ticket.lock() else {
-            return Err(BoardError::TicketInvalid);
-        };
-        match kept.take() {
-            Some((ticket, until)) if same_secret(&given, &ticket) && Instant::now() < until => {
-                Ok(())
-            }
-            // A wrong guess does not spend the live ticket.
-            Some(live) if !same_secret(&given, &live.0) => {
-                *kept = Some(live);
-                Err(BoardError::TicketInvalid)
-            }
-            _ => Err(BoardError::TicketInvalid),
-        }
-    }
 }
 
-/// `Authorization: SCHEME VALUE`'s value, for this scheme.
-fn credential(headers: &HeaderMap, scheme: &str) -> Option<String> {
+/// `Authorization: Bearer VALUE`'s value.
+fn bearer(headers: &HeaderMap) -> Option<String> {
     let value = text(headers, header::AUTHORIZATION.as_str())?;
     let (given, rest) = value.split_once(' ')?;
     given
-        .eq_ignore_ascii_case(scheme)
+        .eq_ignore_ascii_case("Bearer")
         .then(|| rest.trim().to_owned())
 }
 
@@ -260,27 +214,6 @@ fn fresh_token() -> Result<String, String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// The ticket's route.
-pub(crate) fn routes() -> Router<Arc<Board>> {
-    Router::new().route(SESSION, post(session))
-}
-
-/// `POST /api/session` with `Authorization: Ticket TICKET`: the token,
-/// once.
-async fn session(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
-    match board.guard.take_ticket(&headers) {
-        Ok(()) => {
-            let answer = serde_json::json!({
-                "ok": true,
-                "command": "session",
-                "token": board.guard.token,
-            });
-            json(StatusCode::OK, answer.to_string())
-        }
-        Err(refusal) => refusal.answer(Some("session")),
-    }
-}
-
 /// Every request: the Host checked first, then, for anything but the
 /// page's files, the token and the origin; every response: the security
 /// headers.
@@ -295,9 +228,7 @@ pub(crate) async fn check(
         if crate::page::is_page_file(path) {
             return Ok(());
         }
-        if path != SESSION {
-            board.guard.token_given(headers)?;
-        }
+        board.guard.token_given(headers)?;
         same_origin(headers)
     });
     let mut response = match allowed {

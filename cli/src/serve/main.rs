@@ -10,15 +10,17 @@
 //! every open page and pushes it as Server-Sent Events, [`guard`] holds
 //! the safety rules (the token every call carries, the Host and Origin
 //! checks, the security headers), [`net`] accepts connections within
-//! bounds, [`page`] serves the embedded page, and [`error`] the board's
-//! own refusals. It must never apply an inbox rule of its own: every read
-//! and write is an engine request.
+//! bounds and [`stall`] lets go of those whose client stopped reading,
+//! [`page`] serves the embedded page, [`open`] hands it to the browser,
+//! and [`error`] the board's own refusals. It must never apply an inbox
+//! rule of its own: every read and write is an engine request.
 //!
 //! The board's URL holds its token, so it goes to whoever started the
 //! board and nowhere else: the first line on stdout, or, with `--url-file
 //! PATH`, a file only its owner can read (stdout then shows the URL
 //! without the token). stderr, which supervisors log, never shows the
-//! token; `--open` gives the browser a link that works once.
+//! token; `--open` gives the browser the name of a file only its owner
+//! can read, which holds it (see [`open`]).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -33,7 +35,9 @@ mod error;
 mod guard;
 mod live;
 mod net;
+mod open;
 mod page;
+mod stall;
 
 /// What every request handler shares.
 pub(crate) struct Board {
@@ -120,9 +124,11 @@ async fn serve(
     announce(&guard, &address, &database, &human, &args, global.json);
     let global = Arc::new(global);
     let live = live::Live::start(Arc::clone(&global)).await;
-    if args.open {
-        open_browser(&guard);
-    }
+    let redirect = if args.open {
+        open::browser(&guard.url())
+    } else {
+        None
+    };
     let board = Arc::new(Board {
         global,
         human,
@@ -132,7 +138,6 @@ async fn serve(
     let app = page::routes()
         .merge(api::routes())
         .merge(live::routes())
-        .merge(guard::routes())
         .fallback(not_served)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&board),
@@ -140,11 +145,37 @@ async fn serve(
         ))
         .layer(axum::extract::DefaultBodyLimit::max(api::BODY_LIMIT))
         .with_state(board);
-    net::serve(listener, app, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
+    // The redirect file `--open` wrote is removed after a while, or when
+    // the board stops (this future is then dropped, and the file with it).
+    let forget = async move {
+        if redirect.is_some() {
+            tokio::time::sleep(open::KEPT_FOR).await;
+            drop(redirect);
+        }
+        std::future::pending::<()>().await;
+    };
+    tokio::select! {
+        () = net::serve(listener, app, stopped()) => {}
+        () = forget => {}
+    }
     Ok(())
+}
+
+/// Completes when the board is asked to stop: Ctrl-C (SIGINT) or SIGTERM
+/// (a supervisor's, `kill`'s).
+async fn stopped() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// The address to listen on: `--listen`'s (127.0.0.1 by default), with
@@ -247,44 +278,6 @@ fn announce(
             "warning: listening on {address}, which other machines may reach: whoever has the URL can read every thread{}; open it by IP address (host names are refused)",
             if args.write { " and write" } else { "" }
         ));
-    }
-}
-
-/// Opens the board in the default browser, with a link that works once:
-/// the opener's and the browser's command lines are there for every
-/// local user to read. A failure is only a warning.
-fn open_browser(guard: &guard::Guard) {
-    let opener = if cfg!(target_os = "macos") {
-        "open"
-    } else {
-        "xdg-open"
-    };
-    let link = match guard.ticket_url() {
-        Ok(link) => link,
-        Err(error) => {
-            hosted::log(&format!("warning: could not open a browser: {error}"));
-            return;
-        }
-    };
-    // The browser has no use for the agent's token this board writes with.
-    let opened = std::process::Command::new(opener)
-        .arg(link)
-        .env_remove("INBOX_AGENT_TOKEN")
-        .env_remove("INBOX_AGENT_TOKEN_FILE")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn();
-    match opened {
-        // Reaped by a thread of its own, so that no zombie is left.
-        Ok(mut child) => {
-            let _ = std::thread::Builder::new()
-                .name("board-opener".into())
-                .spawn(move || child.wait());
-        }
-        Err(error) => hosted::log(&format!(
-            "warning: could not open a browser ({opener}: {error}); open the board's URL"
-        )),
     }
 }
 

@@ -10,25 +10,41 @@
 //! request's head within [`HEAD_TIMEOUT`], the first one or the next on a
 //! kept-alive connection, or it is closed: a client that connects and says
 //! nothing, or says it a byte at a time, holds its place that long and no
-//! longer. A client that goes away is seen at once (hyper reads the
-//! connection's end even while it streams a response). Event streams have
-//! a lower limit of their own ([`crate::live::MAX_STREAMS`]), so open
-//! pages never fill the connections that reads need.
+//! longer. Its answers must be taken too: a connection whose writes make
+//! no progress for [`WRITE_STALL`] (a client that asks and never reads,
+//! say pipelining requests for the page's files, which need no token) is
+//! closed ([`crate::stall`]), and the kernel's buffer of its unsent
+//! answers is bounded ([`SEND_BUFFER`]). A connection is answered at
+//! most [`MAX_REQUESTS`] times, then closed (the client opens another),
+//! so that no one connection queues work without end. A client that goes
+//! away is seen at once (hyper reads the connection's end even while it
+//! streams a response). Event streams have a lower limit of their own
+//! ([`crate::live::MAX_STREAMS`]), so open pages never fill the
+//! connections that reads need.
+//!
+//! There is no share of the places per client address: every local
+//! client, the owner's browser and a hostile local user alike, comes from
+//! 127.0.0.1, so the stranger's share would be the owner's too (it would
+//! only tell machines apart, on a board listening beyond loopback, which
+//! is warned against).
 //!
 //! This module must never look into a request: [`crate::guard`] and the
 //! routes do.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::{HeaderValue, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{BoardError, RETRY_AFTER};
+use crate::stall::Stall;
 
 /// The most connections served at once.
 pub(crate) const MAX_CONNECTIONS: usize = 256;
@@ -38,6 +54,19 @@ const MAX_REFUSING: usize = 64;
 
 /// How long a client has to send a request's head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection's writes may wait with nothing taken.
+pub(crate) const WRITE_STALL: Duration = Duration::from_secs(10);
+
+/// The most answers on one connection; the last says `Connection: close`.
+const MAX_REQUESTS: usize = 100;
+
+/// The send buffer asked of the kernel for a connection (it doubles it
+/// for its own bookkeeping), rather than the megabytes it grows to for a
+/// client that does not read: 256 stalled connections then hold 64 MiB
+/// of the kernel's memory at most. Plenty for loopback and a local
+/// network.
+const SEND_BUFFER: usize = 128 * 1024;
 
 /// How long a refused connection is given to take its answer.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -92,14 +121,43 @@ pub(crate) async fn serve(listener: TcpListener, app: Router, stop: impl Future<
 
 /// Serves one connection; its place is given back when it ends.
 async fn connection(stream: TcpStream, app: Router, place: OwnedSemaphorePermit) {
+    // Only a bound: a socket that refuses it is served with the default.
+    let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, SEND_BUFFER);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
         .max_buf_size(MAX_BUFFER);
-    let served = http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+    let io = TokioIo::new(Stall::new(stream, WRITE_STALL));
+    let served = http.serve_connection(io, counted(app));
     // A connection that fails (reset, timed out) has nothing to report.
     let _ = served.await;
     drop(place);
+}
+
+/// `app` for one connection, whose [`MAX_REQUESTS`]th answer closes it.
+fn counted(
+    app: Router,
+) -> impl hyper::service::Service<
+    hyper::Request<hyper::body::Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<axum::response::Response, std::convert::Infallible>>,
+> {
+    let app = TowerToHyperService::new(app);
+    let answered = AtomicUsize::new(0);
+    hyper::service::service_fn(move |request| {
+        let last = answered.fetch_add(1, Ordering::Relaxed) + 1 >= MAX_REQUESTS;
+        let answer = hyper::service::Service::call(&app, request);
+        async move {
+            let mut response = answer.await?;
+            if last {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok(response)
+        }
+    })
 }
 
 /// Tells a connection past the limit so, then closes it: the answer is

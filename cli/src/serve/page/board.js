@@ -5,9 +5,9 @@
 // saw, and the server sends what was missed. Every call, the event stream's
 // too, carries the board's token in a header: the token comes from the
 // URL's fragment (never sent in a request line; read once, then removed
-// from the address bar so it is not shown or copied by accident), or is
-// traded once for the one-time ticket `inbox serve --open` puts there. The
-// stream is read with fetch, not EventSource, which cannot send a header.
+// from the address bar and the history so it is not shown or copied by
+// accident). The stream is read with fetch, not EventSource, which cannot
+// send a header.
 // Drawing is views.js's, which never puts agents' text in as HTML.
 
 import * as views from "./views.js";
@@ -362,18 +362,13 @@ async function send(fields) {
 
 // ---- start --------------------------------------------------------------
 
-/** The token: from the URL's fragment (`#token=`, or `#ticket=` traded
- * once for it), else the one this tab was opened with. */
-async function readToken() {
+/** The token: from the URL's fragment (`#token=`), else the one this tab
+ * was opened with. */
+function readToken() {
   const token = /(?:^#|&)token=([0-9a-f]+)/.exec(location.hash);
-  const ticket = /(?:^#|&)ticket=([0-9a-f]+)/.exec(location.hash);
-  if (token || ticket) history.replaceState(null, "", location.pathname + location.search);
   if (token) {
+    history.replaceState(null, "", location.pathname + location.search);
     sessionStorage.setItem(TOKEN_KEY, token[1]);
-  } else if (ticket) {
-    const response = await fetch("/api/session", { method: "POST", headers: { Authorization: `Ticket ${ticket[1]}` } });
-    const answer = await answerOf(response, "opening the board");
-    sessionStorage.setItem(TOKEN_KEY, answer.token);
   }
   return sessionStorage.getItem(TOKEN_KEY);
 }
@@ -415,7 +410,7 @@ function wire() {
 
 async function start() {
   wire();
-  state.token = await readToken();
+  state.token = readToken();
   if (!state.token) {
     const error = new Error("This board needs its token: open it with the URL inbox serve printed (it holds the token after #).");
     return refused(error);
