@@ -484,7 +484,8 @@ fn threads_alone(env: &TestEnv) -> usize {
 
 /// Clients that connect to the daemon and send the first bytes of a call
 /// one at a time, each well within any wait for a single byte, until the
-/// daemon closes them or `stop` is set: how long each was kept open.
+/// daemon closes them or `stop` is set: how long each was kept open. The
+/// daemon must say `not_run` before it closes one.
 fn drips(env: &TestEnv, count: usize, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<Option<Duration>>> {
     (0..count)
         .map(|_| {
@@ -498,7 +499,10 @@ fn drips(env: &TestEnv, count: usize, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<
                         return None;
                     }
                     if stream.write_all(&[*byte]).is_err() {
-                        return Some(started.elapsed());
+                        let kept = started.elapsed();
+                        let answer = first_answer(&stream).expect("closed without a word");
+                        assert!(answer["not_run"].is_string(), "{answer}");
+                        return Some(kept);
                     }
                     std::thread::sleep(Duration::from_millis(500));
                 }
