@@ -840,7 +840,6 @@ fn first_answer(stream: &UnixStream) -> Option<serde_json::Value> {
         .then(|| serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}")))
 }
 
-
 #[test]
 fn commands_held_up_by_another_process_s_write_lock_all_end_well() {
     let env = TestEnv::initialized();
