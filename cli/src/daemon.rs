@@ -18,9 +18,14 @@
 //! `{"ran": {"exit", "changed", "now", "durability"}}` followed by a line
 //! with the response in the JSON contract; or `{"refused": "why"}` when the
 //! daemon ran nothing (another build of inbox, another clock, the database
-//! replaced and not reopened), and the command then runs the call itself;
-//! or `{"expired": "why"}` when the daemon did not run the call and never
-//! will, because its deadline passed first, and the command says so.
+//! replaced and not reopened) and never will, and the command then runs
+//! the call itself; or `{"expired": "why"}` when the daemon did not run the
+//! call and never will, because its deadline passed first, and the command
+//! says so. Before it closes a connection whose call it did not take (its
+//! line not all come within the daemon's idle time, too long, one
+//! connection too many, the daemon stopping) the daemon says
+//! `{"not_run": "why"}`: the call was not run and never will be, and the
+//! command runs it itself.
 //!
 //! Run at most once, and never after the command gave up: a call is only
 //! run once its whole line (newline included) has arrived, so a command
@@ -28,8 +33,8 @@
 //! deadline on `CLOCK_MONOTONIC` ([`deadline`]): the daemon neither begins
 //! nor commits the call at or after it, nor once its command hung up. The
 //! command says the call may or may not have run only when the daemon
-//! closed the connection (it closes one only when done with its call, or
-//! when it will never run it), or once it waited until [`COMMIT_MARGIN`]
+//! closed the connection without a word (it does so only when done with
+//! its call, or when it died), or once it waited until [`COMMIT_MARGIN`]
 //! past that deadline and then took SQLite's write lock, which a commit
 //! under way holds until every reader sees it: either way the call has
 //! been applied for all to see or never will be. (If the lock stays
@@ -38,8 +43,9 @@
 //! Trust: the command uses the socket only if it is a socket (not a link)
 //! owned by its user, and both ends check that the other is a process of
 //! the same user (`SO_PEERCRED`) before a byte is read. Every line is read
-//! with a bound; the daemon gives each connection a few seconds and never
-//! waits for one ([`connection`]), so a stalled command holds nobody up.
+//! with a bound; the daemon gives each connection a few seconds of its own
+//! idle time and never waits for one ([`connection`]), so a stalled command
+//! holds nobody up, and a daemon held up by SQLite's lock fails nobody.
 //! The daemon never replaces a file it did not make: only a dead daemon's
 //! socket.
 //!
@@ -117,8 +123,14 @@ struct Ask<R> {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Answer {
-    /// Nothing was run; the command runs the call itself.
+    /// Nothing was run, and nothing will be; the command runs the call
+    /// itself. Said to a call line the daemon read and will not run.
     Refused(String),
+    /// The daemon closes the connection without having taken its call
+    /// (its line not all come in time, too long, one connection too many,
+    /// the daemon stopping): the call was not run and never will be, and
+    /// the command runs it itself.
+    NotRun(String),
     /// Nothing was run, and nothing ever will be: the call's deadline
     /// passed (or its command went away) before it could run or commit.
     Expired(String),
@@ -211,7 +223,7 @@ pub(crate) fn hand_over(on: Target<'_>, call: &Call, clock: &HostClock) -> Hande
     }
     let gives_up = deadline.after(COMMIT_MARGIN);
     match read_answer(&stream, gives_up) {
-        Ok((Answer::Refused(_), _)) => Handed::NotRun,
+        Ok((Answer::Refused(_) | Answer::NotRun(_), _)) => Handed::NotRun,
         Ok((Answer::Expired(why), _)) => Handed::Failed(expired(&socket, &why)),
         Ok((Answer::Ran(ran), json)) => Handed::Ran(Answered { json, ran, socket }),
         Err(unanswered) => Handed::Failed(unanswered.error(&socket, &db.path, gives_up, call)),
@@ -238,8 +250,9 @@ fn no_commit_under_way(db: &Path) -> bool {
 struct Unanswered {
     why: String,
     /// Whether the daemon closed the connection or began to answer: it
-    /// does either only once it is done with the call or will never run
-    /// it. Not when the wait ran out, nor for any other failure to read.
+    /// does either only once it is done with the call, will never run it
+    /// (and then it says `not_run` first), or died. Not when the wait ran
+    /// out, nor for any other failure to read.
     closed: bool,
     /// Whether the daemon said it ran the call before its answer failed.
     ran: bool,

@@ -338,15 +338,22 @@ fn a_call_sent_without_an_answer_is_an_error_and_never_run_again() {
 
 #[test]
 fn a_refusal_lets_the_command_run_the_call_itself() {
-    let env = TestEnv::initialized();
-    let stand_in = stand_in(&env, b"{\"refused\":\"another build\"}\n");
-    let (status, sent) = json(
-        &env,
-        &["send", "--from", "lead", "--to", "w1", "--subject", "S"],
-    );
-    stand_in.join().unwrap();
-    assert_eq!(status, 0, "{sent}");
-    assert_eq!(thread_ids(&env).len(), 1);
+    // Said to a call line, or before a connection whose call the daemon
+    // did not take is closed.
+    for answer in [
+        &b"{\"refused\":\"another build\"}\n"[..],
+        b"{\"not_run\":\"the daemon is stopping\"}\n",
+    ] {
+        let env = TestEnv::initialized();
+        let stand_in = stand_in(&env, answer);
+        let (status, sent) = json(
+            &env,
+            &["send", "--from", "lead", "--to", "w1", "--subject", "S"],
+        );
+        stand_in.join().unwrap();
+        assert_eq!(status, 0, "{sent}");
+        assert_eq!(thread_ids(&env).len(), 1);
+    }
 }
 
 #[test]
@@ -477,7 +484,8 @@ fn threads_alone(env: &TestEnv) -> usize {
 
 /// Clients that connect to the daemon and send the first bytes of a call
 /// one at a time, each well within any wait for a single byte, until the
-/// daemon closes them or `stop` is set: how long each was kept open.
+/// daemon closes them or `stop` is set: how long each was kept open. The
+/// daemon must say `not_run` before it closes one.
 fn drips(env: &TestEnv, count: usize, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<Option<Duration>>> {
     (0..count)
         .map(|_| {
@@ -491,7 +499,10 @@ fn drips(env: &TestEnv, count: usize, stop: &Arc<AtomicBool>) -> Vec<JoinHandle<
                         return None;
                     }
                     if stream.write_all(&[*byte]).is_err() {
-                        return Some(started.elapsed());
+                        let kept = started.elapsed();
+                        let answer = first_answer(&stream).expect("closed without a word");
+                        assert!(answer["not_run"].is_string(), "{answer}");
+                        return Some(kept);
                     }
                     std::thread::sleep(Duration::from_millis(500));
                 }
@@ -815,4 +826,187 @@ fn a_command_on_another_clock_runs_its_call_itself() {
         (0, 0),
         "the commands ran their calls themselves"
     );
+}
+
+/// The first line a daemon answered on `stream`, within a minute: `None`
+/// when it closed the connection without one.
+fn first_answer(stream: &UnixStream) -> Option<serde_json::Value> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap_or(0);
+    line.ends_with('\n')
+        .then(|| serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}")))
+}
+
+#[test]
+fn commands_held_up_by_another_process_s_write_lock_all_end_well() {
+    let env = TestEnv::initialized();
+    // Lines of real commands, caught before the daemon starts: sent by
+    // clients that connect while the daemon is idle (it takes them at
+    // once) and send their whole line within a second of it, but only
+    // once the daemon is busy with another call.
+    let lines: Vec<Vec<u8>> = (0..3).map(|_| call_line(&env, &SEND)).collect();
+    let daemon = Daemon::start(&env, &[]);
+    let early: Vec<UnixStream> = lines
+        .iter()
+        .map(|_| UnixStream::connect(socket(&env)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // Another process (gc, import, a bridge) holds SQLite's write lock for
+    // longer than a connection's few seconds, within the busy budget.
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let held = Instant::now();
+    let spawn = || {
+        live(&env, &SEND)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The daemon takes this one and waits for the lock.
+    let mut commands = vec![spawn()];
+    std::thread::sleep(Duration::from_millis(700));
+    for (mut stream, line) in early.iter().zip(&lines) {
+        stream.write_all(line).unwrap();
+    }
+    // More commands arrive while it waits.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(500));
+        commands.push(spawn());
+    }
+    std::thread::sleep(Duration::from_secs(8).saturating_sub(held.elapsed()));
+    holder.execute_batch("ROLLBACK").unwrap();
+    for command in commands {
+        let (status, sent) = finished(&command.wait_with_output().unwrap());
+        assert_eq!(status, 0, "{sent}");
+    }
+    // The lines that came while the daemon waited were run once it could:
+    // its wait was not held against them.
+    for stream in &early {
+        let answer = first_answer(stream).expect("closed without a word about the call");
+        assert_eq!(answer["ran"]["exit"], 0, "{answer}");
+    }
+    assert_eq!(threads_alone(&env), 7);
+    assert_eq!(daemon.stop(), (0, 7));
+}
+
+#[test]
+fn a_flood_of_idle_connections_fails_no_command() {
+    let env = TestEnv::initialized();
+    // A thread that `show` answers with megabytes, more than a socket
+    // holds: the daemon sends its answer over many turns.
+    let body = env.dir().join("body.md");
+    std::fs::write(&body, "x".repeat(900 << 10)).unwrap();
+    let body = body.to_str().unwrap();
+    let mut large = SEND.to_vec();
+    large.extend(["--body-file", body]);
+    let (status, sent) = finished(&live(&env, &large).output().unwrap());
+    assert_eq!(status, 0, "{sent}");
+    let thread = sent["thread"]["thread_id"].as_str().unwrap().to_owned();
+    for _ in 0..2 {
+        let reply = [
+            "reply",
+            "--from",
+            "lead",
+            "--thread",
+            &thread,
+            "--summary",
+            "s",
+            "--body-file",
+            body,
+        ];
+        assert_eq!(live(&env, &reply).status().unwrap().code(), Some(0));
+    }
+    let show = ["show", "--thread", &thread, "--json"];
+    let daemon = Daemon::start(&env, &[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let made = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // A same-user client that connects again and again and sends nothing,
+    // keeping its latest connections open.
+    let flood = {
+        let (stop, made, path) = (Arc::clone(&stop), Arc::clone(&made), socket(&env));
+        std::thread::spawn(move || {
+            let mut open = std::collections::VecDeque::new();
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(stream) = UnixStream::connect(&path) {
+                    open.push_back(stream);
+                    made.fetch_add(1, Ordering::SeqCst);
+                }
+                if open.len() > 200 {
+                    open.pop_front();
+                }
+            }
+        })
+    };
+    while made.load(Ordering::SeqCst) < 100 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Small calls, large ones that the daemon takes in several turns, and
+    // reads whose answers it sends in several turns, while more
+    // connections come.
+    let results: Vec<_> = [&SEND[..], &large, &show, &SEND, &large, &show, &show]
+        .iter()
+        .map(|args| finished(&live(&env, args).output().unwrap()))
+        .collect();
+    stop.store(true, Ordering::SeqCst);
+    flood.join().unwrap();
+    for (status, answer) in results {
+        assert_eq!(status, 0, "{answer}");
+    }
+    assert_eq!(threads_alone(&env), 5);
+    // Some calls may have run in their commands, turned away; none failed.
+    assert_eq!(daemon.stop().0, 0);
+}
+
+#[test]
+fn every_connection_closed_before_its_call_ran_is_told_so() {
+    let env = TestEnv::initialized();
+    let line = call_line(&env, &SEND);
+    let daemon = Daemon::start(&env, &[]);
+    // Sends nothing: closed after its few seconds, with a word.
+    let idle = UnixStream::connect(socket(&env)).unwrap();
+    let answer = first_answer(&idle).expect("closed without a word");
+    assert!(answer["not_run"].is_string(), "{answer}");
+    // A line longer than any call.
+    let long = UnixStream::connect(socket(&env)).unwrap();
+    let writer = {
+        let long = long.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let chunk = vec![b'x'; 1 << 20];
+            while (&long).write_all(&chunk).is_ok() {}
+        })
+    };
+    let answer = first_answer(&long).expect("closed without a word");
+    assert!(answer["not_run"].is_string(), "{answer}");
+    writer.join().unwrap();
+    // When the daemon is asked to stop: half a line taken, and connections
+    // it has not yet accepted, more than it accepts in a turn, a real
+    // command's among them.
+    let half_line = |stream: UnixStream| {
+        (&stream).write_all(&line[..line.len() / 2]).unwrap();
+        stream
+    };
+    let mut halves = vec![half_line(UnixStream::connect(socket(&env)).unwrap())];
+    std::thread::sleep(Duration::from_millis(200));
+    daemon.signal(Signal::STOP);
+    halves.extend((0..20).map(|_| half_line(UnixStream::connect(socket(&env)).unwrap())));
+    let command = live(&env, &SEND)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    daemon.signal(Signal::TERM);
+    daemon.signal(Signal::CONT);
+    assert_eq!(daemon.stop(), (0, 0));
+    for half in &halves {
+        let answer = first_answer(half).expect("closed without a word");
+        assert!(answer["not_run"].is_string(), "{answer}");
+    }
+    let (status, sent) = finished(&command.wait_with_output().unwrap());
+    assert_eq!(status, 0, "{sent}");
+    assert_eq!(threads_alone(&env), 1, "the command ran its call itself");
 }

@@ -5,9 +5,13 @@
 //!
 //! Each connection has a few seconds ([`CONNECTION_WAIT`]) from when it was
 //! accepted to send its whole call line, and as long again from when its
-//! answer was ready to take it; then it is closed. A line is handed on only
-//! once it is whole, newline included, and never past [`CALL_MAX_BYTES`].
-//! This module never reads a call or runs one.
+//! answer was ready to take it; then it is closed. Those seconds are
+//! counted on the daemon's [`Idle`] clock, which stands still while the
+//! daemon runs a call: a wait judges how slow the command is, never how
+//! busy the daemon was. A line is handed on only once it is whole, newline
+//! included, and never past [`CALL_MAX_BYTES`]; a connection closed before
+//! its line was taken is first told so ([`Connection::turn_away`]). This
+//! module never reads a call or runs one.
 
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::os::unix::net::UnixStream;
@@ -20,14 +24,45 @@ use rustix::event::PollFlags;
 pub(super) const CALL_MAX_BYTES: usize = 16 << 20;
 
 /// How long a daemon gives one connection to send its call, and again to
-/// take its answer.
+/// take its answer, in its idle time.
 pub(super) const CONNECTION_WAIT: Duration = Duration::from_secs(5);
+
+/// The daemon's idle time: how long it has been serving, less the time it
+/// spent running calls. While a call runs (SQLite's lock held by another
+/// process can keep it for the whole busy budget), no command can send
+/// its line or take its answer, so that time is nobody's fault but the
+/// daemon's and is not counted against any connection.
+pub(super) struct Idle {
+    started: Instant,
+    busy: Duration,
+}
+
+impl Idle {
+    /// A clock that starts now.
+    pub(super) fn start() -> Idle {
+        Idle {
+            started: Instant::now(),
+            busy: Duration::ZERO,
+        }
+    }
+
+    /// The idle time now.
+    pub(super) fn now(&self) -> Duration {
+        self.started.elapsed().saturating_sub(self.busy)
+    }
+
+    /// Counts the time since `since` as busy.
+    pub(super) fn busy_since(&mut self, since: Instant) {
+        self.busy = self.busy.saturating_add(since.elapsed());
+    }
+}
 
 /// A connection the daemon holds.
 pub(super) struct Connection {
     pub(super) stream: UnixStream,
-    /// When the connection is closed, whatever it is doing.
-    until: Instant,
+    /// When the connection is closed, whatever it is doing, on the
+    /// daemon's [`Idle`] clock.
+    until: Duration,
     state: State,
 }
 
@@ -45,24 +80,34 @@ pub(super) enum Step {
     Wait,
     /// Its whole call line (newline dropped), to run and answer.
     Line(Vec<u8>),
-    /// Nothing more: close it (answered, gone, or its line was too long).
+    /// No line to run, and none will come (it ended before its newline, was
+    /// longer than any call, or could not be read): turn it away and close
+    /// it.
+    Unread(&'static str),
+    /// Nothing more: close it (answered, or gone while answered).
     Close,
 }
 
 impl Connection {
-    /// A connection just accepted, made non-blocking.
-    pub(super) fn accepted(stream: UnixStream) -> std::io::Result<Connection> {
+    /// A connection just accepted at `now` (idle time), made non-blocking.
+    pub(super) fn accepted(stream: UnixStream, now: Duration) -> std::io::Result<Connection> {
         stream.set_nonblocking(true)?;
         Ok(Connection {
             stream,
-            until: Instant::now() + CONNECTION_WAIT,
+            until: now.saturating_add(CONNECTION_WAIT),
             state: State::Reading(Vec::new()),
         })
     }
 
-    /// When the connection is closed if it has not finished.
-    pub(super) fn until(&self) -> Instant {
+    /// When, in idle time, the connection is closed if it has not
+    /// finished.
+    pub(super) fn until(&self) -> Duration {
         self.until
+    }
+
+    /// Whether its call was taken: its answer is being sent.
+    pub(super) fn answering(&self) -> bool {
+        matches!(self.state, State::Writing(..))
     }
 
     /// What to poll it for.
@@ -82,11 +127,24 @@ impl Connection {
         }
     }
 
-    /// Starts sending `answer`, as far as it goes without waiting.
-    pub(super) fn answer(&mut self, answer: Vec<u8>) -> Step {
-        self.until = Instant::now() + CONNECTION_WAIT;
+    /// Starts sending `answer` at `now` (idle time), as far as it goes
+    /// without waiting.
+    pub(super) fn answer(&mut self, answer: Vec<u8>, now: Duration) -> Step {
+        self.until = now.saturating_add(CONNECTION_WAIT);
         self.state = State::Writing(answer, 0);
         self.proceed()
+    }
+
+    /// Before the connection is closed with its call not taken: tells the
+    /// command so with `not_run`, one short line, so that it runs the call
+    /// itself rather than wonder whether it ran. One write that does not
+    /// wait: nothing was sent on the connection before, so the line fits
+    /// (and a command that is gone is not written to at all). Once the
+    /// call was taken, nothing is said here: its answer is under way.
+    pub(super) fn turn_away(&mut self, not_run: &[u8]) {
+        if !self.answering() {
+            let _ = (&self.stream).write(not_run);
+        }
     }
 }
 
@@ -104,9 +162,9 @@ fn read(stream: &UnixStream, line: &mut Vec<u8>) -> Step {
     match read {
         // All that has come so far, and room for more.
         Err(e) if e.kind() == ErrorKind::WouldBlock && line.len() < CALL_MAX_BYTES => Step::Wait,
-        // The end before a whole line, a line longer than any call, or an
-        // error: nothing to run.
-        _ => Step::Close,
+        _ if line.len() >= CALL_MAX_BYTES => Step::Unread("its call line is longer than any call"),
+        Ok(_) => Step::Unread("its call line ended before its newline"),
+        Err(_) => Step::Unread("its call line could not be read"),
     }
 }
 
@@ -140,24 +198,24 @@ mod tests {
     #[test]
     fn a_line_is_handed_on_only_when_whole() {
         let (mut near, far) = UnixStream::pair().unwrap();
-        let mut connection = Connection::accepted(far).unwrap();
+        let mut connection = Connection::accepted(far, Duration::ZERO).unwrap();
         assert!(matches!(connection.proceed(), Step::Wait));
         near.write_all(b"{\"a\":").unwrap();
         assert!(matches!(connection.proceed(), Step::Wait));
         near.write_all(b"1}\nafter").unwrap();
         assert_eq!(line(connection.proceed()).unwrap(), b"{\"a\":1}");
-        // Cut before its newline: closed.
+        // Cut before its newline: nothing to run.
         let (mut near, far) = UnixStream::pair().unwrap();
-        let mut connection = Connection::accepted(far).unwrap();
+        let mut connection = Connection::accepted(far, Duration::ZERO).unwrap();
         near.write_all(b"cut").unwrap();
         drop(near);
-        assert!(matches!(connection.proceed(), Step::Close));
+        assert!(matches!(connection.proceed(), Step::Unread(_)));
     }
 
     #[test]
     fn a_line_longer_than_any_call_is_closed_unread_past_its_bound() {
         let (near, far) = UnixStream::pair().unwrap();
-        let mut connection = Connection::accepted(far).unwrap();
+        let mut connection = Connection::accepted(far, Duration::ZERO).unwrap();
         let writer = std::thread::spawn(move || {
             let chunk = vec![b'x'; 1 << 16];
             let mut written = 0;
@@ -170,7 +228,11 @@ mod tests {
             match connection.proceed() {
                 Step::Wait => std::thread::sleep(Duration::from_millis(1)),
                 Step::Line(_) => panic!("no newline was sent"),
-                Step::Close => break connection,
+                Step::Close => panic!("a connection not answered is turned away"),
+                Step::Unread(why) => {
+                    assert!(why.contains("longer"), "{why}");
+                    break connection;
+                }
             }
         };
         drop(closed);
@@ -180,9 +242,12 @@ mod tests {
     #[test]
     fn an_answer_is_sent_as_the_reader_takes_it() {
         let (near, far) = UnixStream::pair().unwrap();
-        let mut connection = Connection::accepted(far).unwrap();
+        let mut connection = Connection::accepted(far, Duration::ZERO).unwrap();
         let answer = vec![b'y'; 4 << 20];
-        assert!(matches!(connection.answer(answer.clone()), Step::Wait));
+        assert!(matches!(
+            connection.answer(answer.clone(), Duration::ZERO),
+            Step::Wait
+        ));
         let reader = std::thread::spawn(move || {
             let mut got = Vec::new();
             (&near).read_to_end(&mut got).unwrap();
@@ -191,11 +256,44 @@ mod tests {
         loop {
             match connection.proceed() {
                 Step::Wait => std::thread::sleep(Duration::from_millis(1)),
-                Step::Line(_) => panic!("writing reads no line"),
+                Step::Line(_) | Step::Unread(_) => panic!("writing reads no line"),
                 Step::Close => break,
             }
         }
         drop(connection);
         assert_eq!(reader.join().unwrap(), answer);
+    }
+
+    #[test]
+    fn a_connection_whose_call_was_not_taken_is_told_so_and_no_other() {
+        let (near, far) = UnixStream::pair().unwrap();
+        let mut connection = Connection::accepted(far, Duration::ZERO).unwrap();
+        connection.turn_away(b"{\"not_run\":\"no\"}\n");
+        drop(connection);
+        let mut got = Vec::new();
+        (&near).read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"{\"not_run\":\"no\"}\n");
+        // Once answering, its answer is all it gets.
+        let (near, far) = UnixStream::pair().unwrap();
+        let mut connection = Connection::accepted(far, Duration::ZERO).unwrap();
+        assert!(matches!(
+            connection.answer(b"answer\n".to_vec(), Duration::ZERO),
+            Step::Close
+        ));
+        connection.turn_away(b"{\"not_run\":\"no\"}\n");
+        drop(connection);
+        let mut got = Vec::new();
+        (&near).read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"answer\n");
+    }
+
+    #[test]
+    fn busy_time_is_not_idle_time() {
+        let before = Instant::now();
+        let mut idle = Idle::start();
+        let busy = Instant::now();
+        std::thread::sleep(Duration::from_millis(200));
+        idle.busy_since(busy);
+        assert!(idle.now() + Duration::from_millis(200) <= before.elapsed());
     }
 }

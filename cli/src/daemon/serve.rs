@@ -9,8 +9,18 @@
 //! command is still there and its deadline has not passed, and a commit
 //! the call makes after either is rolled back ([`Guard`]): a command that
 //! gave up waiting has said the call might not have run, and it never runs
-//! later. This module must never apply an inbox rule or change a call.
+//! later.
+//!
+//! A connection's few seconds are counted in the daemon's idle time, and
+//! what it sent is read before it is judged late, so a call that waits out
+//! SQLite's lock taken by another process fails no command that came
+//! meanwhile. A connection closed before its call was taken (too slow,
+//! a line too long, one too many, the daemon stopping) is told first that
+//! its call was not run, and its command runs the call itself: a command
+//! hears nothing only from a daemon done with its call, or one that died.
+//! This module must never apply an inbox rule or change a call.
 
+use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -22,15 +32,20 @@ use inbox_host_native::{HostClock, open};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::value::RawValue;
 
-use super::connection::{Connection, Step};
+use super::connection::{Connection, Idle, Step};
 use super::deadline::{self, Guard, Moment};
 use super::{ANSWER_WAIT, Answer, Ask, PROTOCOL, Ran, build, ours, same_user, socket_path};
 use crate::args::Global;
 
-/// The most connections a daemon holds at once; past it, the oldest is
-/// closed for the newest (a call not all read never runs; one answered
-/// has run, and its command says it may have).
+/// The most connections a daemon holds at once; past it, the oldest whose
+/// call was not taken is turned away for the newest (its command runs the
+/// call itself). One being answered is left to finish in its own time.
 const CONNECTIONS_MAX: usize = 64;
+
+/// The most connections accepted in one turn, before the connections
+/// already held are read again: a flood of new connections does not push
+/// out one whose line came just after it was accepted.
+const ACCEPTS_AT_ONCE: usize = 16;
 
 /// `inbox daemon`: serves the database `global` names until SIGINT or
 /// SIGTERM, and returns the exit code.
@@ -75,6 +90,8 @@ struct Daemon {
     guard: Arc<Guard>,
     /// Calls run, for the line said at the end.
     ran: u64,
+    /// The clock connections' waits are counted on.
+    idle: Idle,
     /// SIGINT and SIGTERM.
     stop: crate::bridge::Stop,
 }
@@ -119,6 +136,7 @@ impl Daemon {
             clock: deadline::clock(),
             guard,
             ran: 0,
+            idle: Idle::start(),
             stop,
         })
     }
@@ -132,6 +150,10 @@ impl Daemon {
         let mut open: Vec<Connection> = Vec::new();
         while !self.stop.asked() {
             let (incoming, ready) = self.wait(&open);
+            // Asked while it slept: no call starts after the ask.
+            if self.stop.asked() {
+                break;
+            }
             let mut i = 0;
             open.retain_mut(|connection| {
                 let step = if ready.get(i).copied().unwrap_or(false) {
@@ -145,15 +167,9 @@ impl Daemon {
             if incoming {
                 self.accept(&mut open);
             }
-            let now = Instant::now();
-            open.retain(|connection| connection.until() > now);
+            self.close_late(&mut open);
         }
-        // Answers already made go out if they can at once; a call not yet
-        // read never runs.
-        for mut connection in open {
-            let _ = connection.proceed();
-        }
-        self.remove_socket();
+        self.stop_serving(open);
         crate::output::stderr(&format!(
             "inbox daemon: stopped after running {} commands\n",
             self.ran
@@ -171,9 +187,8 @@ impl Daemon {
         fds.push(PollFd::from_borrowed_fd(stop, PollFlags::IN));
         fds.extend(open.iter().map(|c| PollFd::new(&c.stream, c.interest())));
         let first = open.iter().map(Connection::until).min();
-        let timeout = first.and_then(|until| {
-            Timespec::try_from(until.saturating_duration_since(Instant::now())).ok()
-        });
+        let timeout =
+            first.and_then(|until| Timespec::try_from(until.saturating_sub(self.idle.now())).ok());
         if poll(&mut fds, timeout.as_ref()).is_err() {
             return (false, Vec::new());
         }
@@ -182,35 +197,78 @@ impl Daemon {
         (incoming, ready)
     }
 
-    /// Accepts every connection waiting, from this user only, and goes on
-    /// with each at once (its call may have come with it).
+    /// Accepts the connections waiting, up to [`ACCEPTS_AT_ONCE`], from
+    /// this user only, and goes on with each at once (its call may have
+    /// come with it).
     fn accept(&mut self, open: &mut Vec<Connection>) {
-        loop {
+        for _ in 0..ACCEPTS_AT_ONCE {
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                // Out of descriptors: the oldest connection makes room,
-                // or the listener would wake the loop again at once.
+                // Out of descriptors: a connection makes room, or the
+                // listener would wake the loop again at once.
                 Err(_) => {
-                    if !open.is_empty() {
-                        open.remove(0);
-                    }
+                    make_room(open, None);
                     return;
                 }
             };
             if !same_user(&stream) {
                 continue;
             }
-            let Ok(mut connection) = Connection::accepted(stream) else {
+            let Ok(mut connection) = Connection::accepted(stream, self.idle.now()) else {
                 continue;
             };
             let step = connection.proceed();
             if self.go_on(&mut connection, step) {
                 if open.len() >= CONNECTIONS_MAX {
-                    open.remove(0);
+                    make_room(open, Some(connection));
+                } else {
+                    open.push(connection);
                 }
-                open.push(connection);
+            }
+        }
+    }
+
+    /// Closes the connections whose time is up, once what each has sent
+    /// has been read: a line that came while the daemon was busy is run,
+    /// not held against its command. Those whose call was not taken are
+    /// told so.
+    fn close_late(&mut self, open: &mut Vec<Connection>) {
+        open.retain_mut(|connection| {
+            if connection.until() > self.idle.now() {
+                return true;
+            }
+            match connection.proceed() {
+                Step::Wait => {
+                    connection.turn_away(&not_run(
+                        "its command did not send its whole call within a few seconds",
+                    ));
+                    false
+                }
+                step => self.go_on(connection, step),
+            }
+        });
+    }
+
+    /// At a stop: answers already made go out if they can at once; a call
+    /// not yet taken never runs, and its command is told so, as is each
+    /// command still waiting to be accepted (the socket is removed first,
+    /// so no other comes).
+    fn stop_serving(&mut self, open: Vec<Connection>) {
+        self.remove_socket();
+        let stopping = not_run("the daemon is stopping");
+        for mut connection in open {
+            if connection.answering() {
+                let _ = connection.proceed();
+            } else {
+                connection.turn_away(&stopping);
+            }
+        }
+        while let Ok((stream, _)) = self.listener.accept() {
+            if same_user(&stream) {
+                let _ = stream.set_nonblocking(true);
+                let _ = (&stream).write(&stopping);
             }
         }
     }
@@ -221,15 +279,20 @@ impl Daemon {
         match step {
             Step::Wait => true,
             Step::Close => false,
+            Step::Unread(why) => {
+                connection.turn_away(&not_run(why));
+                false
+            }
             Step::Line(line) => {
+                let busy = Instant::now();
                 let (answer, response) = self.run_line(&line, &connection.stream);
-                let mut out = serde_json::to_vec(&answer).unwrap_or_default();
-                out.push(b'\n');
+                self.idle.busy_since(busy);
+                let mut out = answer_line(&answer);
                 if let Some(response) = response {
                     out.extend_from_slice(response.as_bytes());
                     out.push(b'\n');
                 }
-                matches!(connection.answer(out), Step::Wait)
+                matches!(connection.answer(out, self.idle.now()), Step::Wait)
             }
         }
     }
@@ -389,6 +452,38 @@ fn listen(socket: &Path) -> Result<UnixListener, EngineError> {
         .set_nonblocking(true)
         .map_err(|e| refused(&format!("{shown}: {e}")))?;
     Ok(listener)
+}
+
+/// Makes room among `open` (full) for `newest`, if it is given: the oldest
+/// connection whose call was not taken is turned away, or else the newest
+/// (the others are being answered and finish in their own time).
+fn make_room(open: &mut Vec<Connection>, newest: Option<Connection>) {
+    let why = not_run("the daemon holds as many connections as it can");
+    match open.iter().position(|connection| !connection.answering()) {
+        Some(oldest) => {
+            open.remove(oldest).turn_away(&why);
+            open.extend(newest);
+        }
+        None => {
+            if let Some(mut newest) = newest {
+                newest.turn_away(&why);
+            }
+        }
+    }
+}
+
+/// The line that tells a command, before its connection is closed, that
+/// the daemon did not take its call and never will run it, so the command
+/// runs it itself.
+fn not_run(why: &str) -> Vec<u8> {
+    answer_line(&Answer::NotRun(why.to_owned()))
+}
+
+/// `answer` as a line.
+fn answer_line(answer: &Answer) -> Vec<u8> {
+    let mut line = serde_json::to_vec(answer).unwrap_or_default();
+    line.push(b'\n');
+    line
 }
 
 /// A file's device and inode, not following a link.
