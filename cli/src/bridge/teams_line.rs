@@ -60,6 +60,15 @@ pub(crate) enum LineProblem {
         "carries the bridge's marker (inbox) but is not a message the bridge wrote to this member: {0}; not applied, and no cursor moved"
     )]
     UnverifiedMarker(String),
+    /// Carries the marker of a message to this member (checked), but
+    /// messages to the member before it are not in the file: the bridge
+    /// writes in event order, so the line is not of its run (an agent wrote
+    /// it from what `inbox read` shows) and is not trusted. It moves no
+    /// cursor: the messages before it and its own are written.
+    #[error(
+        "carries the bridge's marker of message {0} to this member, but messages to it before that one are not in the file, so the bridge did not write this line: not trusted, no cursor moved; those messages and this one are written now"
+    )]
+    OutOfOrder(String),
 }
 
 impl LineProblem {
@@ -72,6 +81,7 @@ impl LineProblem {
             LineProblem::TooLong => "too_long",
             LineProblem::NoTask(_) => "no_task",
             LineProblem::UnverifiedMarker(_) => "unverified_marker",
+            LineProblem::OutOfOrder(_) => "out_of_order",
         }
     }
 }
