@@ -1464,3 +1464,42 @@ fn a_dropped_or_lost_hint_never_skips_what_was_sent_while_the_bridge_was_down() 
     assert_eq!(count(&lines, "written"), 0, "{lines:?}");
     assert_eq!(count(&lines, "cursor_rebuilt"), 0, "{lines:?}");
 }
+
+#[test]
+fn a_hint_others_may_write_or_not_json_is_said_and_skips_nothing() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = TestEnv::initialized();
+    team(&env, &["b"]);
+    once(&env, &[]);
+    let first = send(&env, "b", "First");
+    once(&env, &[]);
+    // Stopped; messages wait. The hint's cursor at b's newest message, and
+    // the file writable by every user (as anyone could have made it so).
+    let waiting = send_many(&env, "b", "Waiting", 2);
+    let hint = hint_path(&env);
+    set_outbound(&hint, &["b"], newest_event(&env, "b"));
+    std::fs::set_permissions(&hint, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let lines = once(&env, &[]);
+    let ignored: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["action"] == "hint_ignored")
+        .collect();
+    assert_eq!(ignored.len(), 1, "{lines:?}");
+    assert!(ignored[0]["member"].is_null(), "{ignored:?}");
+    for id in waiting.iter().chain([&first]) {
+        assert_eq!(lines_of(&env, "b", id), 1, "{id}: {lines:?}");
+    }
+    assert_eq!(count(&lines, "written"), 2, "{lines:?}");
+    // Written anew, owner-only.
+    let mode = std::fs::metadata(&hint).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    // Not JSON: said, nothing skipped, nothing written twice.
+    let later = send(&env, "b", "Later");
+    std::fs::write(&hint, "{ not json").unwrap();
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "hint_ignored"), 1, "{lines:?}");
+    assert_eq!(count(&lines, "written"), 1, "{lines:?}");
+    assert_eq!(lines_of(&env, "b", &later), 1, "{lines:?}");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written") + count(&lines, "hint_ignored"), 0);
+}
