@@ -24,16 +24,17 @@
 //! the bridge's first start on the folder (a member it never wrote to),
 //! and the bridge's own lines in the member's file. A line is the bridge's
 //! own when its marker names a message the database has, with that event
-//! and thread, in that member's mailbox, written to that member (a marker
-//! is text anyone can write or copy); anything else carrying a marker is
+//! and thread, in that member's mailbox, written to that member, with
+//! that message's time and words (a marker is text anyone can write or
+//! copy); anything else carrying a marker is
 //! said (`skipped`, `unverified_marker`) and moves nothing. The bridge
 //! writes a member's messages in event order, so its own lines run on from
 //! the cursor: it moves over them (a crash after an append and before the
 //! hint's save writes nothing twice), but over a line of its own only
 //! where every message before it is in the file too. One after a gap (an
 //! agent that read a message's ids and wrote its marker) is said
-//! (`skipped`, `out_of_order`); the messages in the gap are written, and
-//! its own message is taken as delivered. A hint cursor ahead of the
+//! (`skipped`, `out_of_order`) and not trusted: the messages in the gap
+//! and its own are written. A hint cursor ahead of the
 //! database is said (`hint_ignored`) and dropped; a member whose cursor is
 //! dropped, or all of them when the hint is lost while their files show
 //! the bridge was here, restart from the first of the bridge's own lines
@@ -476,6 +477,7 @@ impl Teams {
         &mut self,
         member: &str,
         marker: &Marker,
+        written: &Value,
     ) -> Result<Result<(), String>, EngineError> {
         if marker.team != self.team {
             return Ok(Err("it was written in another team's folder".to_owned()));
@@ -511,19 +513,33 @@ impl Teams {
                 "message {} was taken in from a file; the bridge never writes it back",
                 marker.message_id
             )),
+            Some(m) if !self.says(m, written) => Err(format!(
+                "its time or words are not those of message {}",
+                marker.message_id
+            )),
             Some(_) => Ok(()),
         })
     }
 
-    /// A marked line or entry: its event when the bridge wrote it to
-    /// `at.member` (checked), else said as skipped.
+    /// Whether `written` (a line or entry) says what the bridge writes for
+    /// `message` in this layout.
+    fn says(&self, message: &MailboxMessage, written: &Value) -> bool {
+        match self.layout {
+            Layout::Members => teams_line::line_says(message, written),
+            Layout::Inboxes => teams_line::entry_says(message, written),
+        }
+    }
+
+    /// A marked line or entry (`written`, parsed): its event when the
+    /// bridge wrote it to `at.member` (checked), else said as skipped.
     fn own(
         &mut self,
         at: &Position<'_>,
         marker: &Marker,
+        written: &Value,
         lines: &Lines,
     ) -> Result<Option<EventId>, EngineError> {
-        match self.check_own(at.member, marker)? {
+        match self.check_own(at.member, marker, written)? {
             Ok(()) => Ok(Some(marker.event_id)),
             Err(why) => {
                 self.report_line(at, &LineProblem::UnverifiedMarker(why), lines);
@@ -631,7 +647,10 @@ impl Teams {
         let owner = self.agent(at.member);
         let parsed = teams_line::parse_line(&bytes, &owner, &|n| self.agent(n));
         let inbound = match parsed {
-            Ok(Inbound::Own(marker)) => return self.own(at, &marker, lines),
+            Ok(Inbound::Own(marker)) => {
+                let written = serde_json::from_slice(&bytes).unwrap_or_default();
+                return self.own(at, &marker, &written, lines);
+            }
             Ok(inbound) => inbound,
             Err(problem) => {
                 self.report_line(at, &problem, lines);
@@ -673,7 +692,7 @@ impl Teams {
             let parsed = teams_line::parse_entry(entry, &owner, &|n| self.agent(n));
             let marked = match ours.get(&key) {
                 Some(event) => Some(Marked::Own(*event)),
-                None => self.marked_entry(&at, &parsed, known.contains(&key), lines)?,
+                None => self.marked_entry(&at, entry, &parsed, known.contains(&key), lines)?,
             };
             match marked {
                 Some(Marked::Own(event)) => {
@@ -712,6 +731,7 @@ impl Teams {
     fn marked_entry(
         &mut self,
         at: &Position<'_>,
+        entry: &Value,
         parsed: &Result<Inbound, LineProblem>,
         said: bool,
         lines: &Lines,
@@ -728,7 +748,7 @@ impl Teams {
         if said {
             return Ok(Some(Marked::Other));
         }
-        Ok(Some(match self.own(at, marker, lines)? {
+        Ok(Some(match self.own(at, marker, entry, lines)? {
             Some(event) => Marked::Own(event),
             None => Marked::Other,
         }))
