@@ -263,8 +263,10 @@ fn seed_002_lines_open_block_and_finish_threads_and_inbox_writes_back() {
         rest.last().unwrap(),
         &json!({"action": "stopped", "reason": "signal"})
     );
-    // The hint of the bridge's own, beside the members.
-    assert!(env.dir().join("team/.inbox-bridge-teams.json").exists());
+    // The hint of the bridge's own, beside the database, none in the team
+    // folder (which every agent writes).
+    assert!(hint_path(&env).starts_with(env.dir().join(".agents")));
+    assert!(!env.dir().join("team/.inbox-bridge-teams.json").exists());
 }
 
 #[test]
@@ -407,7 +409,7 @@ done"#,
 
     // Without its hint the bridge reads everything again: every line
     // replays, nothing is added.
-    std::fs::remove_file(env.dir().join("team/.inbox-bridge-teams.json")).unwrap();
+    std::fs::remove_file(hint_path(&env)).unwrap();
     let lines = once(&env, &[]);
     assert_eq!(count(&lines, "opened"), 200, "replayed, each once");
     assert!(
@@ -453,7 +455,7 @@ fn outbound_lines_are_written_once_across_restarts_and_a_broadcast_reaches_every
     let lines = once(&env, &[]);
     assert_eq!(count(&lines, "written"), 3, "{lines:?}");
     // The hint lost: the bridge finds its own lines in the files.
-    std::fs::remove_file(env.dir().join("team/.inbox-bridge-teams.json")).unwrap();
+    std::fs::remove_file(hint_path(&env)).unwrap();
     let lines = once(&env, &[]);
     assert_eq!(count(&lines, "written"), 0, "{lines:?}");
     let a = read_inbox(&env, "a");
@@ -831,7 +833,7 @@ fn a_hint_whose_cursor_is_ahead_of_the_database_is_said_and_ignored() {
     once(&env, &[]);
     let first = send(&env, "b", "First");
     once(&env, &[]);
-    let path = env.dir().join("team/.inbox-bridge-teams.json");
+    let path = hint_path(&env);
     let mut hint: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     hint["members"]["b"]["outbound"] = json!(5_000_000);
     std::fs::write(&path, hint.to_string()).unwrap();
@@ -1121,4 +1123,443 @@ fn a_slow_step_keeps_the_claude_code_lock_fresh() {
     assert_eq!(entries.len(), 2, "{entries:?}");
     assert_eq!(entries[0]["inbox"]["messageId"], message.as_str());
     assert_eq!(entries[1]["from"], "rival");
+}
+
+// ---- The cursor moves over the bridge's own lines only where they run on --
+
+/// The bridge's hint: beside the database, named by the team folder's
+/// digest (where a bridge before it kept it: in the team folder).
+fn hint_path(env: &TestEnv) -> std::path::PathBuf {
+    let beside = std::fs::read_dir(env.dir().join(".agents"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("coord.db-bridge-teams-")
+        });
+    beside.unwrap_or_else(|| env.dir().join("team/.inbox-bridge-teams.json"))
+}
+
+/// Sets `members`' outbound cursors in the hint file at `path` to `event`
+/// (a member it has no place for gets one read from its start).
+fn set_outbound(path: &std::path::Path, members: &[&str], event: u64) {
+    let mut hint: Value = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| json!({"members": {}}));
+    for member in members {
+        let place = &mut hint["members"][member];
+        if place.is_null() {
+            *place = json!({"offset": 0, "line": 0, "inode": 0});
+        }
+        place["outbound"] = json!(event);
+    }
+    std::fs::write(path, hint.to_string()).unwrap();
+}
+
+/// The event of `member`'s newest message, as any agent can see it.
+fn newest_event(env: &TestEnv, member: &str) -> u64 {
+    let read = env.json(
+        &[
+            "read",
+            "--agent",
+            member,
+            "--include-read",
+            "--limit",
+            "1000",
+        ],
+        0,
+    );
+    read["next_event_id"].as_u64().unwrap()
+}
+
+/// The marker an agent can make without the bridge for `message` to
+/// `member`: the ids `inbox read --agent` shows, and the team folder's
+/// digest from its path, as the bridge makes it.
+fn marker_for(env: &TestEnv, member: &str, message: &str) -> Value {
+    let read = env.json(
+        &[
+            "read",
+            "--agent",
+            member,
+            "--include-read",
+            "--limit",
+            "1000",
+        ],
+        0,
+    );
+    let found = read["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["message_id"] == message)
+        .unwrap_or_else(|| panic!("{read}"))
+        .clone();
+    let team = sh(
+        env,
+        r#"printf %s "$(cd team && pwd -P)" | sha256sum | cut -c1-16"#,
+    );
+    json!({
+        "threadId": found["thread_id"], "messageId": message, "eventId": found["event_id"],
+        "kind": found["kind"], "member": member, "team": team.trim(),
+    })
+}
+
+/// Sends `n` messages to `to` (subjects `label 1`...); their ids.
+fn send_many(env: &TestEnv, to: &str, label: &str, n: usize) -> Vec<String> {
+    (1..=n)
+        .map(|i| send(env, to, &format!("{label} {i}")))
+        .collect()
+}
+
+/// When `message` to `member` was sent, as `inbox read` shows it.
+fn created_at(env: &TestEnv, member: &str, message: &str) -> Value {
+    let read = env.json(
+        &[
+            "read",
+            "--agent",
+            member,
+            "--include-read",
+            "--limit",
+            "1000",
+        ],
+        0,
+    );
+    read["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["message_id"] == message)
+        .map(|m| m["created_at"].clone())
+        .unwrap_or_else(|| panic!("{read}"))
+}
+
+/// Appends `line` to `member`'s seed 002 inbox, as any agent can.
+fn append_line(env: &TestEnv, member: &str, line: &Value) {
+    use std::io::Write as _;
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(env.dir().join(format!("team/members/{member}/inbox")))
+        .unwrap();
+    writeln!(file, "{line}").unwrap();
+}
+
+#[test]
+fn a_real_marker_ahead_of_messages_never_written_is_not_trusted() {
+    let env = TestEnv::initialized();
+    team(&env, &["alice"]);
+    once(&env, &[]);
+    // The bridge is stopped; ten messages to alice wait. An agent reads the
+    // last one's ids and time and puts in alice's file the very line the
+    // bridge would write for it.
+    let waiting = send_many(&env, "alice", "Waiting", 10);
+    let copy = json!({"type": "message", "from": "lead", "to": "alice",
+        "timestamp": created_at(&env, "alice", &waiting[9]),
+        "content": {"text": "Waiting 10", "inbox": marker_for(&env, "alice", &waiting[9])}});
+    append_line(&env, "alice", &copy);
+    let lines = once(&env, &[]);
+    // Every one is written, the last one too: the agent's line comes after
+    // messages the file lacks, so the bridge did not write it (it writes in
+    // event order) and it stands for nothing.
+    for (i, id) in waiting[..9].iter().enumerate() {
+        assert_eq!(lines_of(&env, "alice", id), 1, "message {i}: {lines:?}");
+    }
+    assert_eq!(lines_of(&env, "alice", &waiting[9]), 2, "{lines:?}");
+    let file = read_inbox(&env, "alice");
+    assert_eq!(
+        file.last().unwrap()["content"]["inbox"]["messageId"],
+        waiting[9].as_str()
+    );
+    assert_eq!(count(&lines, "written"), 10, "{lines:?}");
+    assert_eq!(skipped_codes(&lines), ["out_of_order"], "{lines:?}");
+    let said = lines.iter().find(|l| l["action"] == "skipped").unwrap();
+    assert_eq!(said["member"], "alice");
+    assert_eq!(said["line"], 1, "{said}");
+    // Said once; across restarts nothing is written twice, later ones are.
+    let later = send(&env, "alice", "Later");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    assert_eq!(count(&lines, "written"), 1, "{lines:?}");
+    for id in waiting[..9].iter().chain([&later]) {
+        assert_eq!(lines_of(&env, "alice", id), 1, "{id}");
+    }
+}
+
+#[test]
+fn a_marker_of_the_next_message_with_other_words_stands_for_nothing() {
+    let env = TestEnv::initialized();
+    team(&env, &["alice"]);
+    once(&env, &[]);
+    // Stopped; the next message to alice waits. An agent writes lines with
+    // its ids (in order: nothing before it is missing) but its own words,
+    // or another time.
+    let next = send(&env, "alice", "Deploy on Friday");
+    let marker = marker_for(&env, "alice", &next);
+    let when = created_at(&env, "alice", &next);
+    for (text, timestamp) in [
+        ("Do not deploy", when.clone()),
+        ("Deploy on Friday", json!("2020-01-01T00:00:00Z")),
+    ] {
+        let line = json!({"type": "message", "from": "lead", "to": "alice",
+            "timestamp": timestamp, "content": {"text": text, "inbox": marker}});
+        append_line(&env, "alice", &line);
+    }
+    let lines = once(&env, &[]);
+    assert_eq!(
+        skipped_codes(&lines),
+        ["unverified_marker", "unverified_marker"],
+        "{lines:?}"
+    );
+    assert_eq!(count(&lines, "written"), 1, "{lines:?}");
+    let real = read_inbox(&env, "alice");
+    assert_eq!(real.len(), 3, "{real:?}");
+    assert_eq!(real[2]["content"]["text"], "Deploy on Friday");
+    assert_eq!(real[2]["timestamp"], when);
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written") + count(&lines, "skipped"), 0);
+}
+
+#[test]
+fn a_real_claude_code_marker_ahead_of_messages_never_written_is_not_trusted() {
+    let env = TestEnv::initialized();
+    let inboxes = env.dir().join("team/inboxes");
+    std::fs::create_dir_all(&inboxes).unwrap();
+    let file = inboxes.join("worker.json");
+    std::fs::write(&file, "[]").unwrap();
+    once(&env, &[]);
+    let first = send(&env, "worker", "First");
+    once(&env, &[]);
+    // Stopped; messages wait; an agent adds an entry with the last one's
+    // marker (after the bridge's first entry).
+    let waiting = send_many(&env, "worker", "Waiting", 6);
+    let marker = marker_for(&env, "worker", &waiting[5]);
+    let mut entries = entries_of(&file);
+    entries.push(json!({"from": "lead", "summary": "Waiting 6",
+        "text": json!({"type": "task_assignment", "description": "Waiting 6"}).to_string(),
+        "timestamp": created_at(&env, "worker", &waiting[5]), "read": false,
+        "inbox": marker}));
+    std::fs::write(&file, serde_json::to_string(&entries).unwrap()).unwrap();
+    let lines = once(&env, &[]);
+    let entries = entries_of(&file);
+    let of = |id: &str| {
+        entries
+            .iter()
+            .filter(|e| e["inbox"]["messageId"] == id)
+            .count()
+    };
+    for id in waiting[..5].iter().chain([&first]) {
+        assert_eq!(of(id), 1, "{id}: {lines:?} {entries:?}");
+    }
+    // The agent's entry and the bridge's, after the ones before it.
+    assert_eq!(of(&waiting[5]), 2, "{entries:?}");
+    let last = entries.last().unwrap();
+    assert_eq!(
+        last["inbox"]["messageId"],
+        waiting[5].as_str(),
+        "{entries:?}"
+    );
+    assert_eq!(count(&lines, "written"), 6, "{lines:?}");
+    assert_eq!(skipped_codes(&lines), ["out_of_order"], "{lines:?}");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+}
+
+#[test]
+fn a_hint_in_the_team_folder_moves_no_cursor() {
+    let env = TestEnv::initialized();
+    team(&env, &["b"]);
+    once(&env, &[]);
+    let first = send(&env, "b", "First");
+    once(&env, &[]);
+    // Stopped; messages wait. Any member may write the team folder: a hint
+    // there with b's cursor at b's newest message (which the database
+    // has, so no check against the database's newest event refuses it).
+    let waiting = send_many(&env, "b", "Waiting", 3);
+    let team_hint = env.dir().join("team/.inbox-bridge-teams.json");
+    set_outbound(&team_hint, &["b"], newest_event(&env, "b"));
+    let lines = once(&env, &[]);
+    for id in waiting.iter().chain([&first]) {
+        assert_eq!(lines_of(&env, "b", id), 1, "{id}: {lines:?}");
+    }
+    // The bridge's own hint is beside the database, owner-only.
+    let hint = hint_path(&env);
+    assert!(hint.starts_with(env.dir().join(".agents")), "{hint:?}");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&hint).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+}
+
+#[test]
+fn a_hint_in_the_team_folder_is_never_read_even_with_none_beside_the_database() {
+    let env = TestEnv::initialized();
+    team(&env, &["b", "c"]);
+    once(&env, &[]);
+    let first = send(&env, "b", "First");
+    once(&env, &[]);
+    // Stopped; messages wait for b (whose file has a line of the
+    // bridge's) and c (none). No hint beside the database (lost, or a
+    // bridge before this one kept it in the team folder), and one in the
+    // team folder, written by a member, with both cursors at their newest
+    // message (which the database has).
+    let waiting_b = send_many(&env, "b", "Waiting for b", 2);
+    let waiting_c = send_many(&env, "c", "Waiting for c", 2);
+    std::fs::remove_file(hint_path(&env)).unwrap();
+    let team_hint = env.dir().join("team/.inbox-bridge-teams.json");
+    set_outbound(&team_hint, &["b"], newest_event(&env, "b"));
+    set_outbound(&team_hint, &["c"], newest_event(&env, "c"));
+    let lines = once(&env, &[]);
+    for (member, id) in [("b", &first)]
+        .into_iter()
+        .chain(waiting_b.iter().map(|id| ("b", id)))
+        .chain(waiting_c.iter().map(|id| ("c", id)))
+    {
+        assert_eq!(lines_of(&env, member, id), 1, "{member} {id}: {lines:?}");
+    }
+    assert_eq!(count(&lines, "written"), 4, "{lines:?}");
+    assert_eq!(count(&lines, "cursor_rebuilt"), 2, "{lines:?}");
+    // Left where it is, never read: the next start writes nothing again.
+    assert!(team_hint.exists());
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+}
+
+#[test]
+fn a_crash_after_writing_before_the_hint_is_saved_writes_each_message_once() {
+    // Seed 002: the hint as a crash between the append and its save leaves
+    // it (the one before the pass).
+    let env = TestEnv::initialized();
+    team(&env, &["w"]);
+    once(&env, &[]);
+    let before = std::fs::read(hint_path(&env)).unwrap();
+    let early = send_many(&env, "w", "Early", 5);
+    assert_eq!(count(&once(&env, &[]), "written"), 5);
+    std::fs::write(hint_path(&env), &before).unwrap();
+    let late = send_many(&env, "w", "Late", 3);
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 3, "{lines:?}");
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    for id in early.iter().chain(&late) {
+        assert_eq!(lines_of(&env, "w", id), 1, "{id}");
+    }
+
+    // Claude Code: killed just after its entries replaced the file, before
+    // it let go of the lock and saved its hint.
+    let env = TestEnv::initialized();
+    let inboxes = env.dir().join("team/inboxes");
+    std::fs::create_dir_all(&inboxes).unwrap();
+    let file = inboxes.join("worker.json");
+    std::fs::write(&file, "[]").unwrap();
+    once(&env, &[]);
+    let early = send_many(&env, "worker", "Early", 5);
+    let mut command = env.command(&["bridge", "teams", "team", "--once", "--json"]);
+    command
+        .env(STALL_ENV, "replaced")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    wait_stopped(&mut child, "replaced");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(entries_of(&file).len(), 5, "written before the crash");
+    // The killed bridge's lock is a crashed holder's, taken over as stale.
+    let lock = inboxes.join("worker.json.lock");
+    if lock.exists() {
+        age_lock(&lock);
+    }
+    let late = send_many(&env, "worker", "Late", 3);
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 3, "{lines:?}");
+    assert_eq!(count(&lines, "skipped"), 0, "{lines:?}");
+    let entries = entries_of(&file);
+    for id in early.iter().chain(&late) {
+        let n = entries
+            .iter()
+            .filter(|e| e["inbox"]["messageId"] == id.as_str())
+            .count();
+        assert_eq!(n, 1, "{id}: {entries:?}");
+    }
+}
+
+#[test]
+fn a_dropped_or_lost_hint_never_skips_what_was_sent_while_the_bridge_was_down() {
+    let env = TestEnv::initialized();
+    team(&env, &["a", "b", "c"]);
+    once(&env, &[]);
+    let first = send(&env, "a", "First to a");
+    once(&env, &[]);
+    // Stopped; messages wait for a and for b, whose file has no line of
+    // the bridge's. The hint is further on than the database (a database
+    // put back from a copy, a hint edited): dropped.
+    let down_a = send(&env, "a", "While down, to a");
+    let down_b = send(&env, "b", "While down, to b");
+    set_outbound(&hint_path(&env), &["a", "b"], 5_000_000);
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "hint_ignored"), 2, "{lines:?}");
+    for (member, id) in [("a", &first), ("a", &down_a), ("b", &down_b)] {
+        assert_eq!(lines_of(&env, member, id), 1, "{member} {id}: {lines:?}");
+    }
+    assert_eq!(count(&lines, "written"), 2, "{lines:?}");
+    // The hint lost altogether while messages wait, c's file with no line
+    // of the bridge's either: each is written, once.
+    let again_b = send(&env, "b", "Again, to b");
+    let down_c = send(&env, "c", "While down, to c");
+    std::fs::remove_file(hint_path(&env)).unwrap();
+    let lines = once(&env, &[]);
+    for (member, id) in [
+        ("a", &first),
+        ("a", &down_a),
+        ("b", &down_b),
+        ("b", &again_b),
+        ("c", &down_c),
+    ] {
+        assert_eq!(lines_of(&env, member, id), 1, "{member} {id}: {lines:?}");
+    }
+    assert_eq!(count(&lines, "written"), 2, "{lines:?}");
+    assert!(count(&lines, "cursor_rebuilt") >= 2, "{lines:?}");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written"), 0, "{lines:?}");
+    assert_eq!(count(&lines, "cursor_rebuilt"), 0, "{lines:?}");
+}
+
+#[test]
+fn a_hint_others_may_write_or_not_json_is_said_and_skips_nothing() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = TestEnv::initialized();
+    team(&env, &["b"]);
+    once(&env, &[]);
+    let first = send(&env, "b", "First");
+    once(&env, &[]);
+    // Stopped; messages wait. The hint's cursor at b's newest message, and
+    // the file writable by every user (as anyone could have made it so).
+    let waiting = send_many(&env, "b", "Waiting", 2);
+    let hint = hint_path(&env);
+    set_outbound(&hint, &["b"], newest_event(&env, "b"));
+    std::fs::set_permissions(&hint, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let lines = once(&env, &[]);
+    let ignored: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["action"] == "hint_ignored")
+        .collect();
+    assert_eq!(ignored.len(), 1, "{lines:?}");
+    assert!(ignored[0]["member"].is_null(), "{ignored:?}");
+    for id in waiting.iter().chain([&first]) {
+        assert_eq!(lines_of(&env, "b", id), 1, "{id}: {lines:?}");
+    }
+    assert_eq!(count(&lines, "written"), 2, "{lines:?}");
+    // Written anew, owner-only.
+    let mode = std::fs::metadata(&hint).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    // Not JSON: said, nothing skipped, nothing written twice.
+    let later = send(&env, "b", "Later");
+    std::fs::write(&hint, "{ not json").unwrap();
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "hint_ignored"), 1, "{lines:?}");
+    assert_eq!(count(&lines, "written"), 1, "{lines:?}");
+    assert_eq!(lines_of(&env, "b", &later), 1, "{lines:?}");
+    let lines = once(&env, &[]);
+    assert_eq!(count(&lines, "written") + count(&lines, "hint_ignored"), 0);
 }

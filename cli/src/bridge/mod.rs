@@ -13,6 +13,7 @@
 mod descriptor;
 mod file_drop;
 mod teams;
+mod teams_hint;
 mod teams_line;
 
 use std::io::Write as _;

@@ -13,28 +13,43 @@
 //!
 //! Where the bridge is: the database holds the truth (every applied line is
 //! an idempotency record; every outbound line is in the member's file with
-//! its event id, which the inbound scan reads back). A hint file of the
-//! bridge's own, `DIR/.inbox-bridge-teams.json` (read offset, line number
-//! and file identity per member, and the outbound cursor), only bounds the
-//! work of a restart: lost or stale, the bridge scans from the start and
-//! replays.
+//! its event id, which the inbound scan reads back). The bridge's hint
+//! ([`super::teams_hint`]) is kept beside the database, never in the team
+//! folder (which every agent writes): per member its read offset, line
+//! number and file identity, and its outbound cursor.
 //!
-//! The outbound cursor decides what a member is never sent again, so it
-//! moves only on facts the bridge checks: the database's own reads, and a
-//! line whose marker names a message the database has, with that event and
-//! thread, in that member's mailbox, written to that member (a marker is
-//! text anyone can write or copy). Anything else carrying a marker is said
-//! (`skipped`, `unverified_marker`) and moves nothing; a hint cursor ahead
-//! of the database is said (`hint_ignored`) and dropped. A Claude Code file
-//! is replaced under its lock only while the lock is still the bridge's
-//! ([`inbox_host_native::folder::lock`]); a race lost to another writer is
-//! said (`lost_race`) and its messages wait for the next pass.
+//! The outbound cursor decides what a member is never sent again, so it is
+//! made only of facts the bridge checks: the hint's cursor (its own file,
+//! no further than the database's newest event), else the newest event of
+//! the bridge's first start on the folder (a member it never wrote to),
+//! and the bridge's own lines in the member's file. A line is the bridge's
+//! own when its marker names a message the database has, with that event
+//! and thread, in that member's mailbox, written to that member, with
+//! that message's time and words (a marker is text anyone can write or
+//! copy); anything else carrying a marker is
+//! said (`skipped`, `unverified_marker`) and moves nothing. The bridge
+//! writes a member's messages in event order, so its own lines run on from
+//! the cursor: it moves over them (a crash after an append and before the
+//! hint's save writes nothing twice), but over a line of its own only
+//! where every message before it is in the file too. One after a gap (an
+//! agent that read a message's ids and wrote its marker) is said
+//! (`skipped`, `out_of_order`) and not trusted: the messages in the gap
+//! and its own are written. A hint cursor ahead of the
+//! database is said (`hint_ignored`) and dropped; a member whose cursor is
+//! dropped, or all of them when the hint is lost while their files show
+//! the bridge was here, restart from the first of the bridge's own lines
+//! in the file, else from the member's first unread message (said,
+//! `cursor_rebuilt`): what was sent while the bridge was down is never
+//! skipped. A Claude Code file is replaced under its lock only while the
+//! lock is still the bridge's ([`inbox_host_native::folder::lock`]); a
+//! race lost to another writer is said (`lost_race`) and its messages wait
+//! for the next pass.
 //!
 //! This module maps files to requests; it must never apply an inbox rule
 //! itself, and never write a member's file except by appending (seed 002)
 //! or replacing it whole under its lock (Claude Code).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::io::{BufReader, Seek as _, SeekFrom};
 use std::os::unix::fs::MetadataExt as _;
@@ -44,17 +59,14 @@ use std::time::Duration;
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, ErrorCode, EventId, Kind, Output, Request, Status};
 use inbox_host_native::folder::{Changes, Folder, ReadProblem, Replaced, Woke, stall_point};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::teams_hint::{self, Found, Hint, Place};
 use super::teams_line::{self, Inbound, LineProblem, MAX_LINE_BYTES, Marker, Open, Recipient};
 use super::{Bus, Lines, Stop, bridge_s_own, database_folder, folder_error, io_error, unexpected};
 use crate::args::{Global, TeamsArgs};
 
 const COMMAND: &str = "bridge-teams";
-
-/// The bridge's hint file, in `DIR`.
-const HINT: &str = ".inbox-bridge-teams.json";
 
 /// A member's seed 002 inbox, and the lock its writers take.
 const INBOX: &str = "inbox";
@@ -138,32 +150,6 @@ pub(crate) fn run(global: &Global, args: &TeamsArgs) -> u8 {
     }
 }
 
-/// Where the bridge is in one member's file: a hint, never the truth.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-struct Place {
-    /// Bytes read (always at a line's end).
-    offset: u64,
-    /// Lines read.
-    line: u64,
-    /// The file's inode: another one (rotated, rewritten) is read from 0.
-    inode: u64,
-    /// The newest event already written to the file; `None` until the
-    /// bridge has looked at the member's mailbox once.
-    #[serde(default)]
-    outbound: Option<EventId>,
-    /// Claude Code: the keys of the entries applied that are still unread
-    /// (the file keeps them until the agent reads them), and of the marked
-    /// entries found not the bridge's (said once).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    applied: Vec<String>,
-}
-
-/// The hint file's content.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-struct Hint {
-    members: BTreeMap<String, Place>,
-}
-
 /// The bridge's state.
 struct Teams {
     root: Folder,
@@ -182,11 +168,15 @@ struct Teams {
     lead: Option<String>,
     /// The members (folder names) watched now.
     members: Vec<String>,
+    /// Where the hint is kept, beside the database.
+    hint_path: PathBuf,
     hint: Hint,
     saved: Hint,
-    /// The newest event when the bridge started: a member never seen
-    /// before gets what is sent from then on.
-    start_event: EventId,
+    /// The newest event of the bridge's first start on this folder: a
+    /// member it never wrote to gets what is sent after it.
+    since: EventId,
+    /// The `out_of_order` lines said, per member and event: said once.
+    said_out_of_order: HashSet<(String, EventId)>,
     /// The problem last reported for a member's file, said once until it
     /// changes or goes away.
     problems: HashMap<String, String>,
@@ -195,8 +185,9 @@ struct Teams {
     /// Thread id → the task id lines name it by.
     tasks: HashMap<String, String>,
     /// Claude Code: per member, the keys of the entries in its file checked
-    /// to be the bridge's own (not checked again while they stay).
-    own_entries: HashMap<String, HashSet<String>>,
+    /// to be the bridge's own, with their event (not checked again while
+    /// they stay).
+    own_entries: HashMap<String, HashMap<String, EventId>>,
 }
 
 impl Teams {
@@ -209,10 +200,10 @@ impl Teams {
         let folder = Folder::ensure(&inner).map_err(|e| folder_error(&inner, &e))?;
         let lock = super::lock(&root)?;
         let team = team_id(&args.dir).map_err(|e| folder_error(&args.dir, &e))?;
-        let hint = read_hint(&root);
+        let hint_path = teams_hint::path(&crate::resolve_db(global).0.path, &team);
         let database_folder = database_folder(global);
         let changes = Changes::watch(&[folder.path(), database_folder.as_path()]);
-        let mut bridge = Teams {
+        Ok(Teams {
             root,
             team,
             layout,
@@ -223,16 +214,16 @@ impl Teams {
             bus,
             lead: args.lead.clone(),
             members: Vec::new(),
-            saved: hint.clone(),
-            hint,
-            start_event: 0,
+            hint_path,
+            saved: Hint::default(),
+            hint: Hint::default(),
+            since: 0,
+            said_out_of_order: HashSet::new(),
             problems: HashMap::new(),
             replayed: false,
             tasks: HashMap::new(),
             own_entries: HashMap::new(),
-        };
-        bridge.start_event = bridge.bus.latest_event()?;
-        Ok(bridge)
+        })
     }
 
     /// Both directions, then sleeps until something changes, until stopped.
@@ -247,6 +238,10 @@ impl Teams {
                 self.inbound(&member, stop, lines)?;
                 self.save_hint()?;
             }
+            if stop.asked() {
+                return Ok(());
+            }
+            self.settle();
             for member in self.members.clone() {
                 if stop.asked() {
                     break;
@@ -318,47 +313,159 @@ impl Teams {
         self.hint.members.entry(member.to_owned()).or_default()
     }
 
-    /// Writes the hint file if it changed.
+    /// Writes the hint if it changed.
     fn save_hint(&mut self) -> Result<(), EngineError> {
         if self.hint == self.saved {
             return Ok(());
         }
-        let mut bytes = serde_json::to_vec_pretty(&self.hint).unwrap_or_default();
-        bytes.push(b'\n');
-        self.root
-            .write_atomically(OsStr::new(HINT), &bytes)
-            .map_err(|e| folder_error(&self.root.join(OsStr::new(HINT)), &e))?;
+        teams_hint::write(&self.hint_path, &self.hint)
+            .map_err(|e| folder_error(&self.hint_path, &e))?;
         self.saved = self.hint.clone();
         Ok(())
     }
 
-    /// Drops the hint of a member whose outbound cursor is ahead of the
-    /// database (a hint from another database, or edited): that cursor
-    /// would skip every message until the database caught up. The member's
-    /// file is read again from its start and its cursor is found again
-    /// from the checked lines there (else the bridge's start).
+    /// Takes the hint found at the start, checked against the database. A
+    /// spoiled one, or one of a database further on than this one, is said
+    /// and no member's cursor is taken from it (`lost`); a member whose
+    /// cursor is ahead of the database (a hint edited, a database put back
+    /// from a copy) is said, its file read again from its start and its
+    /// cursor found again ([`Teams::first_cursor`]). Without a hint, whether
+    /// the bridge was here is settled once every file was read
+    /// ([`Teams::settle`]).
     fn check_hint(&mut self, lines: &Lines) -> Result<(), EngineError> {
-        let latest = self.start_event;
-        let ahead: Vec<(String, EventId)> = self
-            .hint
+        let latest = self.bus.latest_event()?;
+        let mut hint = match teams_hint::read(&self.hint_path) {
+            Found::Hint(hint) => hint,
+            Found::Spoiled(why) => whole_hint_ignored(&why, lines),
+            Found::Missing => Hint::default(),
+        };
+        if let Some(since) = hint.since.filter(|s| *s > latest) {
+            let why = format!(
+                "{} is of a database further on (first start at event {since}, the database's \
+                 newest is {latest})",
+                self.hint_path.display()
+            );
+            hint = whole_hint_ignored(&why, lines);
+        }
+        let ahead: Vec<(String, EventId)> = hint
             .members
             .iter()
-            .filter_map(|(m, p)| p.outbound.filter(|o| *o > latest).map(|o| (m.clone(), o)))
+            .filter_map(|(m, p)| {
+                let known = p.ahead.keys().next_back().copied().max(p.outbound);
+                known.filter(|k| *k > latest).map(|k| (m.clone(), k))
+            })
             .collect();
-        for (member, outbound) in ahead {
+        for (member, known) in ahead {
             let error = format!(
-                "the hint's outbound cursor (event {outbound}) is ahead of the database (event \
+                "the hint's outbound cursor (event {known}) is ahead of the database (event \
                  {latest}); dropped: the member's file is read again from its start and its \
-                 cursor taken from the bridge's own lines there (checked), else from this start"
+                 cursor found again from the bridge's own lines there (checked), else from its \
+                 first unread message"
             );
             lines.action(
                 "hint_ignored",
                 json!({ "member": member, "error": error }),
                 &format!("{}: {error}", Lines::safe(&member)),
             );
-            self.hint.members.remove(&member);
+            let rebuild = Place {
+                rebuild: true,
+                ..Place::default()
+            };
+            hint.members.insert(member, rebuild);
         }
+        self.since = *hint.since.get_or_insert(latest);
+        self.hint = hint;
         self.save_hint()
+    }
+
+    /// Once every member's file was read after no hint could be taken: if
+    /// the hint was there but not taken, or any file holds a line of the
+    /// bridge's own (checked), the bridge was here and its hint was lost,
+    /// so every member without a cursor has it found again
+    /// ([`Teams::first_cursor`]) rather than taken from this start.
+    fn settle(&mut self) {
+        if self.hint.settled {
+            return;
+        }
+        let lost = self.hint.lost
+            || self.members.iter().any(|m| {
+                self.hint
+                    .members
+                    .get(m)
+                    .is_some_and(|p| !p.ahead.is_empty())
+            });
+        if lost {
+            for member in self.members.clone() {
+                let place = self.place(&member);
+                if place.outbound.is_none() {
+                    place.rebuild = true;
+                }
+            }
+        }
+        self.hint.lost = false;
+        self.hint.settled = true;
+    }
+
+    /// The cursor of a member the hint has none for. A member the bridge
+    /// never wrote to gets what was sent after its first start on the
+    /// folder. One whose cursor was dropped or lost restarts just before
+    /// the first of the bridge's own lines in its file (every message after
+    /// it that the file lacks is written), else before its first unread
+    /// message; said.
+    fn first_cursor(
+        &mut self,
+        member: &str,
+        agent: &str,
+        lines: &Lines,
+    ) -> Result<EventId, EngineError> {
+        if !self.place(member).rebuild {
+            return Ok(self.since);
+        }
+        let first_own = self.place(member).ahead.keys().next().copied();
+        let (cursor, reason) = match first_own {
+            Some(first) => (
+                first.saturating_sub(1),
+                format!(
+                    "no cursor kept for it: it restarts at the first of the bridge's own lines in \
+                     its file (event {first}); every later message the file lacks is written, \
+                     earlier ones are taken as delivered"
+                ),
+            ),
+            None => match self.first_unread(agent)? {
+                Some(first) => (
+                    first.saturating_sub(1),
+                    format!(
+                        "no cursor kept for it and no line of the bridge's own in its file: every \
+                         message from its first unread one (event {first}) on is written"
+                    ),
+                ),
+                // Nothing unread and nothing of the bridge's: nothing waits.
+                None => {
+                    self.place(member).rebuild = false;
+                    return self.bus.latest_event();
+                }
+            },
+        };
+        lines.action(
+            "cursor_rebuilt",
+            json!({ "member": member, "after_event": cursor, "reason": reason }),
+            &format!("{}: {reason}", Lines::safe(member)),
+        );
+        self.place(member).rebuild = false;
+        Ok(cursor)
+    }
+
+    /// The event of `agent`'s first unread message.
+    fn first_unread(&mut self, agent: &str) -> Result<Option<EventId>, EngineError> {
+        let read = Request::Read(ReadRequest {
+            agent: Some(agent.to_owned()),
+            limit: Some(1),
+            ..ReadRequest::default()
+        });
+        match self.bus.execute(read, None)? {
+            Output::Read(mailbox) => Ok(mailbox.messages.first().map(|m| m.message.event_id)),
+            other => Err(unexpected(&other)),
+        }
     }
 
     /// Whether `marker` (on a line of `member`'s file) names a message the
@@ -370,6 +477,7 @@ impl Teams {
         &mut self,
         member: &str,
         marker: &Marker,
+        written: &Value,
     ) -> Result<Result<(), String>, EngineError> {
         if marker.team != self.team {
             return Ok(Err("it was written in another team's folder".to_owned()));
@@ -405,19 +513,33 @@ impl Teams {
                 "message {} was taken in from a file; the bridge never writes it back",
                 marker.message_id
             )),
+            Some(m) if !self.says(m, written) => Err(format!(
+                "its time or words are not those of message {}",
+                marker.message_id
+            )),
             Some(_) => Ok(()),
         })
     }
 
-    /// A marked line or entry: its event when the bridge wrote it to
-    /// `at.member` (checked), else said as skipped.
+    /// Whether `written` (a line or entry) says what the bridge writes for
+    /// `message` in this layout.
+    fn says(&self, message: &MailboxMessage, written: &Value) -> bool {
+        match self.layout {
+            Layout::Members => teams_line::line_says(message, written),
+            Layout::Inboxes => teams_line::entry_says(message, written),
+        }
+    }
+
+    /// A marked line or entry (`written`, parsed): its event when the
+    /// bridge wrote it to `at.member` (checked), else said as skipped.
     fn own(
         &mut self,
         at: &Position<'_>,
         marker: &Marker,
+        written: &Value,
         lines: &Lines,
     ) -> Result<Option<EventId>, EngineError> {
-        match self.check_own(at.member, marker)? {
+        match self.check_own(at.member, marker, written)? {
             Ok(()) => Ok(Some(marker.event_id)),
             Err(why) => {
                 self.report_line(at, &LineProblem::UnverifiedMarker(why), lines);
@@ -474,6 +596,8 @@ impl Teams {
             Place {
                 inode: meta.ino(),
                 outbound: place.outbound,
+                ahead: place.ahead,
+                rebuild: place.rebuild,
                 ..Place::default()
             }
         };
@@ -492,7 +616,7 @@ impl Teams {
                 line: place.line + 1,
             };
             if let Some(event) = self.apply_line(&at, piece, lines)? {
-                place.outbound = Some(place.outbound.unwrap_or(0).max(event));
+                note_own(&mut place, event, at.line);
             }
             place.offset += length;
             place.line += 1;
@@ -523,7 +647,10 @@ impl Teams {
         let owner = self.agent(at.member);
         let parsed = teams_line::parse_line(&bytes, &owner, &|n| self.agent(n));
         let inbound = match parsed {
-            Ok(Inbound::Own(marker)) => return self.own(at, &marker, lines),
+            Ok(Inbound::Own(marker)) => {
+                let written = serde_json::from_slice(&bytes).unwrap_or_default();
+                return self.own(at, &marker, &written, lines);
+            }
             Ok(inbound) => inbound,
             Err(problem) => {
                 self.report_line(at, &problem, lines);
@@ -548,13 +675,13 @@ impl Teams {
         let owner = self.agent(member);
         let known: HashSet<String> = self.place(member).applied.drain(..).collect();
         let ours = self.own_entries.remove(member).unwrap_or_default();
-        let mut still_ours = HashSet::new();
+        let mut still_ours = HashMap::new();
         let mut applied = Vec::new();
         for (index, entry) in entries.iter().enumerate() {
             if stop.asked() {
                 // What was not looked at stays unapplied.
                 applied.extend(known.iter().cloned());
-                still_ours.extend(ours.iter().cloned());
+                still_ours.extend(ours.iter().map(|(k, v)| (k.clone(), *v)));
                 break;
             }
             let at = Position {
@@ -563,17 +690,17 @@ impl Teams {
             };
             let key = entry_key(member, entry);
             let parsed = teams_line::parse_entry(entry, &owner, &|n| self.agent(n));
-            let marked = if ours.contains(&key) {
-                Some(true)
-            } else {
-                self.marked_entry(&at, &parsed, known.contains(&key), lines)?
+            let marked = match ours.get(&key) {
+                Some(event) => Some(Marked::Own(*event)),
+                None => self.marked_entry(&at, entry, &parsed, known.contains(&key), lines)?,
             };
             match marked {
-                Some(true) => {
-                    still_ours.insert(key);
+                Some(Marked::Own(event)) => {
+                    note_own(self.place(member), event, at.line);
+                    still_ours.insert(key, event);
                     continue;
                 }
-                Some(false) => {
+                Some(Marked::Other) => {
                     applied.push(key);
                     continue;
                 }
@@ -599,34 +726,32 @@ impl Teams {
     }
 
     /// A Claude Code entry that carries a marker, read or not, checked once
-    /// while it stays in the file (`said`: found not the bridge's before):
-    /// `Some(true)` for the bridge's own (its event moves the cursor),
-    /// `Some(false)` for another (said once). `None`: no marker.
+    /// while it stays in the file (`said`: found not the bridge's before).
+    /// `None`: no marker.
     fn marked_entry(
         &mut self,
         at: &Position<'_>,
+        entry: &Value,
         parsed: &Result<Inbound, LineProblem>,
         said: bool,
         lines: &Lines,
-    ) -> Result<Option<bool>, EngineError> {
+    ) -> Result<Option<Marked>, EngineError> {
         let marker = match parsed {
             Ok(Inbound::Own(marker)) => marker,
-            Err(LineProblem::UnverifiedMarker(_)) if said => return Ok(Some(false)),
+            Err(LineProblem::UnverifiedMarker(_)) if said => return Ok(Some(Marked::Other)),
             Err(problem @ LineProblem::UnverifiedMarker(_)) => {
                 self.report_line(at, problem, lines);
-                return Ok(Some(false));
+                return Ok(Some(Marked::Other));
             }
             _ => return Ok(None),
         };
         if said {
-            return Ok(Some(false));
+            return Ok(Some(Marked::Other));
         }
-        let Some(event) = self.own(at, marker, lines)? else {
-            return Ok(Some(false));
-        };
-        let place = self.place(at.member);
-        place.outbound = Some(place.outbound.unwrap_or(0).max(event));
-        Ok(Some(true))
+        Ok(Some(match self.own(at, marker, entry, lines)? {
+            Some(event) => Marked::Own(event),
+            None => Marked::Other,
+        }))
     }
 
     /// A Claude Code inbox, or `None` while it is missing or not a JSON
@@ -911,37 +1036,100 @@ impl Teams {
 
     // ---- Outbound -----------------------------------------------------------
 
-    /// Every message to `member` after its cursor, appended to its file.
+    /// Every message to `member` after its cursor, in event order, appended
+    /// to its file, but those whose line of the bridge's own runs on from
+    /// the cursor (checked by the inbound scan): the cursor moves over
+    /// them. One that comes after a message the file lacks was not written
+    /// in the bridge's run (the bridge writes in event order), so it is not
+    /// trusted: said once (`out_of_order`), and its message is written with
+    /// the others.
     fn outbound(&mut self, member: &str, lines: &Lines) -> Result<(), EngineError> {
         let agent = self.agent(member);
-        let start = self.start_event;
-        let mut cursor = self.place(member).outbound.unwrap_or(start);
+        let mut cursor = match self.place(member).outbound {
+            Some(cursor) => cursor,
+            None => self.first_cursor(member, &agent, lines)?,
+        };
+        self.move_cursor(member, cursor);
+        // Whether a message the file lacks came before, in this walk.
+        let mut gap = false;
         loop {
-            let read = Request::Read(ReadRequest {
-                agent: Some(agent.clone()),
-                include_read: true,
-                after_event: Some(cursor),
-                limit: Some(100),
-                ..ReadRequest::default()
-            });
-            let mailbox = match self.bus.execute(read, None)? {
-                Output::Read(mailbox) => mailbox,
-                other => return Err(unexpected(&other)),
-            };
-            let fresh: Vec<MailboxMessage> = mailbox
-                .messages
-                .into_iter()
-                .filter(|m| !m.message.payload.contains_key(teams_line::PAYLOAD_KEY))
-                .collect();
-            if !fresh.is_empty() && !self.append(member, &fresh, lines)? {
+            let mailbox = self.mailbox_after(&agent, cursor)?;
+            let (missing, late) = self.split_by_file(member, mailbox.messages, &mut gap);
+            for (line, message) in &late {
+                self.report_out_of_order(member, *line, message, lines);
+            }
+            if !missing.is_empty() && !self.append(member, &missing, lines)? {
                 return Ok(());
             }
             cursor = cursor.max(mailbox.next_event_id);
-            self.place(member).outbound = Some(cursor);
+            self.move_cursor(member, cursor);
             if !mailbox.more {
                 return Ok(());
             }
         }
+    }
+
+    /// `agent`'s messages after `cursor`, read or not, a page of them.
+    fn mailbox_after(
+        &mut self,
+        agent: &str,
+        cursor: EventId,
+    ) -> Result<MailboxOutput, EngineError> {
+        let read = Request::Read(ReadRequest {
+            agent: Some(agent.to_owned()),
+            include_read: true,
+            after_event: Some(cursor),
+            limit: Some(100),
+            ..ReadRequest::default()
+        });
+        match self.bus.execute(read, None)? {
+            Output::Read(mailbox) => Ok(mailbox),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Of `messages` (in event order), those to write (not ingested from a
+    /// file, and not in the member's file in a run from the cursor), and of
+    /// those the ones whose line in the file comes after a message the file
+    /// lacks (`gap`, kept across pages), with the line they are at.
+    fn split_by_file(
+        &mut self,
+        member: &str,
+        messages: Vec<MailboxMessage>,
+        gap: &mut bool,
+    ) -> (Vec<MailboxMessage>, Vec<(u64, MailboxMessage)>) {
+        let ahead = &self.place(member).ahead;
+        let mut missing = Vec::new();
+        let mut late = Vec::new();
+        for message in messages {
+            if message
+                .message
+                .payload
+                .contains_key(teams_line::PAYLOAD_KEY)
+            {
+                continue;
+            }
+            match ahead.get(&message.message.event_id) {
+                Some(line) if *gap => {
+                    late.push((*line, message.clone()));
+                    missing.push(message);
+                }
+                Some(_) => {}
+                None => {
+                    *gap = true;
+                    missing.push(message);
+                }
+            }
+        }
+        (missing, late)
+    }
+
+    /// `member`'s cursor at `cursor`: its own lines at or before it are
+    /// behind it.
+    fn move_cursor(&mut self, member: &str, cursor: EventId) {
+        let place = self.place(member);
+        place.outbound = Some(cursor);
+        place.ahead.retain(|event, _| *event > cursor);
     }
 
     /// Appends `messages` to `member`'s file, in the layout's way; `false`
@@ -1105,6 +1293,26 @@ impl Teams {
         );
     }
 
+    /// A line of the bridge's own after a gap in `member`'s file: said once.
+    fn report_out_of_order(
+        &mut self,
+        member: &str,
+        line: u64,
+        message: &MailboxMessage,
+        lines: &Lines,
+    ) {
+        let m = &message.message;
+        if !self
+            .said_out_of_order
+            .insert((member.to_owned(), m.event_id))
+        {
+            return;
+        }
+        let at = Position { member, line };
+        let problem = LineProblem::OutOfOrder(format!("{} (event {})", m.message_id, m.event_id));
+        self.report_line(&at, &problem, lines);
+    }
+
     fn report_refused(&self, at: &Position<'_>, error: &EngineError, lines: &Lines) {
         lines.action(
             "refused",
@@ -1171,6 +1379,41 @@ impl Teams {
             ),
         );
     }
+}
+
+/// The whole hint not taken (`why`): said; a fresh one, `lost`, so that
+/// every member's cursor is found again once settled.
+fn whole_hint_ignored(why: &str, lines: &Lines) -> Hint {
+    let error = format!(
+        "{why}: not taken; every member's cursor is found again from the bridge's own lines in \
+         its file (checked), else from its first unread message, and the hint written anew"
+    );
+    lines.action(
+        "hint_ignored",
+        json!({ "member": null, "error": error }),
+        &Lines::safe(&error),
+    );
+    Hint {
+        lost: true,
+        ..Hint::default()
+    }
+}
+
+/// Notes a line of the bridge's own (checked) for `event` at `line` of
+/// the member's file: a message already there, kept while it is past the
+/// cursor (or no cursor is known yet).
+fn note_own(place: &mut Place, event: EventId, line: u64) {
+    if place.outbound.is_none_or(|cursor| event > cursor) {
+        place.ahead.entry(event).or_insert(line);
+    }
+}
+
+/// What a Claude Code entry with a marker is.
+enum Marked {
+    /// The bridge's own (checked): its message's event.
+    Own(EventId),
+    /// Not the bridge's (said once).
+    Other,
 }
 
 /// Where a line is, for the action lines.
@@ -1249,8 +1492,9 @@ fn detect(dir: &Path) -> Result<Layout, EngineError> {
 }
 
 /// The team folder's identity in markers: the first 16 hex digits of the
-/// SHA-256 of its canonical path (a folder moved elsewhere is another team
-/// for the lines it had; its hint, which moves with it, still holds).
+/// SHA-256 of its canonical path, which also names its hint beside the
+/// database (a folder moved elsewhere is another team: the lines it had
+/// are not taken as the bridge's, and it starts afresh).
 fn team_id(dir: &Path) -> std::io::Result<String> {
     use std::os::unix::ffi::OsStrExt as _;
     let path = std::fs::canonicalize(dir)?;
@@ -1264,15 +1508,6 @@ fn refused(message: String) -> EngineError {
         code: ErrorCode::InvalidValue,
         message,
     }
-}
-
-/// The hint file, or an empty hint (missing, spoiled: the bridge scans
-/// from the start and replays).
-fn read_hint(root: &Folder) -> Hint {
-    root.read(OsStr::new(HINT), 16 << 20)
-        .ok()
-        .and_then(|(bytes, _)| serde_json::from_slice(&bytes).ok())
-        .unwrap_or_default()
 }
 
 /// The idempotency key of a line: its member's file and its bytes. Not

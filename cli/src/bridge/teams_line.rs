@@ -60,6 +60,15 @@ pub(crate) enum LineProblem {
         "carries the bridge's marker (inbox) but is not a message the bridge wrote to this member: {0}; not applied, and no cursor moved"
     )]
     UnverifiedMarker(String),
+    /// Carries the marker of a message to this member (checked), but
+    /// messages to the member before it are not in the file: the bridge
+    /// writes in event order, so the line is not of its run (an agent wrote
+    /// it from what `inbox read` shows) and is not trusted. It moves no
+    /// cursor: the messages before it and its own are written.
+    #[error(
+        "carries the bridge's marker of message {0} to this member, but messages to it before that one are not in the file, so the bridge did not write this line: not trusted, no cursor moved; those messages and this one are written now"
+    )]
+    OutOfOrder(String),
 }
 
 impl LineProblem {
@@ -72,6 +81,7 @@ impl LineProblem {
             LineProblem::TooLong => "too_long",
             LineProblem::NoTask(_) => "no_task",
             LineProblem::UnverifiedMarker(_) => "unverified_marker",
+            LineProblem::OutOfOrder(_) => "out_of_order",
         }
     }
 }
@@ -444,16 +454,50 @@ pub(crate) fn seed_type(message: &MailboxMessage) -> &'static str {
     }
 }
 
+/// The words of `message` as the bridge writes them.
+fn words(message: &MailboxMessage) -> String {
+    let m = &message.message;
+    if m.body.is_empty() {
+        m.summary.clone()
+    } else {
+        format!("{}\n\n{}", m.summary, m.body)
+    }
+}
+
+/// Whether a seed 002 line (parsed) says what the bridge writes for
+/// `message`: its time and its words under the field its type has. A line
+/// with a message's ids and other words is not that message delivered.
+pub(crate) fn line_says(message: &MailboxMessage, line: &Value) -> bool {
+    let field = match seed_type(message) {
+        "task_completion" => "notes",
+        "blocking_notification" => "reason",
+        _ => "text",
+    };
+    line["timestamp"] == message.message.created_at.to_string().as_str()
+        && line["content"][field] == words(message).as_str()
+}
+
+/// Whether a Claude Code entry says what the bridge writes for `message`:
+/// its time, summary and words (a task's inside its JSON-encoded `text`).
+pub(crate) fn entry_says(message: &MailboxMessage, entry: &Value) -> bool {
+    let m = &message.message;
+    let text = entry["text"].as_str().unwrap_or_default();
+    let words_match = if seed_type(message) == "task_assignment" {
+        serde_json::from_str::<Value>(text)
+            .is_ok_and(|t| t["description"] == words(message).as_str())
+    } else {
+        text == words(message)
+    };
+    entry["timestamp"] == m.created_at.to_string().as_str()
+        && entry["summary"] == m.summary.as_str()
+        && words_match
+}
+
 /// `content` of an outbound line: the seed's fields for its type, the task
 /// (the thread's task id, else its thread id, which a reply may name as
 /// `taskId`), and the bridge's marker.
 fn content(message: &MailboxMessage, to: Recipient<'_>, task: &str) -> Map<String, Value> {
-    let m = &message.message;
-    let text = if m.body.is_empty() {
-        m.summary.clone()
-    } else {
-        format!("{}\n\n{}", m.summary, m.body)
-    };
+    let text = words(message);
     let mut c = Map::new();
     c.insert("taskId".into(), task.into());
     match seed_type(message) {
@@ -536,10 +580,8 @@ pub(crate) fn claude_entry(
         c.insert("type".into(), kind.into());
         c.insert("assignedBy".into(), from.into());
         Value::Object(c).to_string()
-    } else if m.body.is_empty() {
-        m.summary.clone()
     } else {
-        format!("{}\n\n{}", m.summary, m.body)
+        words(message)
     };
     json!({
         "from": from,
