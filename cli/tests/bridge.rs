@@ -593,11 +593,9 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
     assert_eq!(e["code"], "output_in_the_way", "{e}");
     assert!(e["result_error"].is_string(), "{e}");
     assert!(dir.join("e-fifo-and-link.task.json.failed").is_file());
-    assert!(
-        std::os::unix::fs::FileTypeExt::is_fifo(
-            &std::fs::symlink_metadata(&fifo).unwrap().file_type()
-        )
-    );
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &std::fs::symlink_metadata(&fifo).unwrap().file_type()
+    ));
     assert!(
         std::fs::symlink_metadata(dir.join("e-fifo-and-link.task.json.processed"))
             .unwrap()
@@ -893,7 +891,9 @@ fn a_descriptor_stuck_after_its_send_is_never_sent_again() {
     child.wait().unwrap();
     let before = thread_ids(&env);
     assert_eq!(before.len(), 4, "d was sent before the kill");
-    let d_thread = before.iter().find(|t| ![&thread, &b_thread, &c_thread].contains(t));
+    let d_thread = before
+        .iter()
+        .find(|t| ![&thread, &b_thread, &c_thread].contains(t));
     chmod(&dir.join("d.task.json"), 0o600);
     gc_past_keep_days(&env, 16);
     let run = once(&env);
@@ -924,7 +924,11 @@ fn an_immutable_descriptor_repaired_with_chattr_opens_one_thread() {
     if !marks_work(&env) {
         return;
     }
-    write(&dir, "a.task.json", &prompt("Immutable while a bridge runs"));
+    write(
+        &dir,
+        "a.task.json",
+        &prompt("Immutable while a bridge runs"),
+    );
     let marked = Marked::immutable(&dir.join("a.task.json")).unwrap();
     let mut bridge = BridgeProcess::start(
         &env,
@@ -1008,10 +1012,7 @@ fn a_name_no_rename_can_replace_refuses_the_descriptor_before_its_send() {
         let line = action_for(&lines, &format!("{name}.task.json"));
         assert_eq!(line["action"], "refused", "{line}");
         assert_eq!(line["code"], "output_in_the_way", "{line}");
-        assert!(
-            line["error"].as_str().unwrap().contains("chattr"),
-            "{line}"
-        );
+        assert!(line["error"].as_str().unwrap().contains("chattr"), "{line}");
         assert!(dir.join(format!("{name}.task.json.failed")).is_file());
     }
     assert!(action_for(&lines, "a.task.json")["result_error"].is_string());
@@ -1231,8 +1232,11 @@ fn another_user_s_files_are_passed_over_and_cost_the_owner_nothing() {
         write(&dir, name, &prompt("Theirs"));
         rustix::fs::chown(dir.join(name), stranger, None).unwrap();
     }
-    std::os::unix::fs::symlink(dir.join("mine.task.json.result"), dir.join("link.task.json"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        dir.join("mine.task.json.result"),
+        dir.join("link.task.json"),
+    )
+    .unwrap();
     rustix::fs::chownat(
         rustix::fs::CWD,
         dir.join("link.task.json"),
@@ -1304,7 +1308,11 @@ fn another_user_s_files_are_passed_over_and_cost_the_owner_nothing() {
         rest.iter().all(|l| l["action"] != "passed_over"),
         "{rest:?}"
     );
-    assert_eq!(thread_count(&env), 3, "mine, ours and later; none of theirs");
+    assert_eq!(
+        thread_count(&env),
+        3,
+        "mine, ours and later; none of theirs"
+    );
 
     // The planted `.result` is not followed: finishing the thread writes
     // its outcome to its own `.result` only.
@@ -1436,13 +1444,18 @@ fn a_foreign_file_at_a_name_the_bridge_writes_refuses_the_descriptor_unsent() {
         let line = action_for(&lines, &format!("{name}.task.json"));
         assert_eq!(line["action"], "refused", "{line}");
         assert_eq!(line["code"], "output_in_the_way", "{line}");
-        assert!(line["error"].as_str().unwrap().contains("did not create"), "{line}");
+        assert!(
+            line["error"].as_str().unwrap().contains("did not create"),
+            "{line}"
+        );
         assert!(dir.join(format!("{name}.task.json.failed")).is_file());
     }
-    assert!(action_for(&lines, "a.task.json")["error"]
-        .as_str()
-        .unwrap()
-        .contains("uid 64123"));
+    assert!(
+        action_for(&lines, "a.task.json")["error"]
+            .as_str()
+            .unwrap()
+            .contains("uid 64123")
+    );
     // Where its `.result` is not the bridge's, the refusal says so rather
     // than write over it.
     for name in ["a", "c", "e"] {
@@ -1457,10 +1470,12 @@ fn a_foreign_file_at_a_name_the_bridge_writes_refuses_the_descriptor_unsent() {
     assert_eq!(d["code"], "output_in_the_way", "{d}");
     assert!(d["thread_id"].is_null(), "{d}");
     assert!(dir.join("d.task.json").is_file());
-    assert!(std::fs::symlink_metadata(dir.join("e.task.json.result"))
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    assert!(
+        std::fs::symlink_metadata(dir.join("e.task.json.result"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     assert_eq!(action_for(&lines, "z.task.json")["action"], "dispatched");
     assert_eq!(thread_count(&env), 1, "only z was sent");
 }

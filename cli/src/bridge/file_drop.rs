@@ -554,7 +554,9 @@ impl FileDrop {
             .and_then(|()| self.folder.can_rename_to(&failed));
         if let Err(blocked) = renamable {
             let error = match refusal {
-                Refusal::Unwritable { done: "renamed", .. } => {
+                Refusal::Unwritable {
+                    done: "renamed", ..
+                } => {
                     format!("{refusal}; it is left in place and tried again later")
                 }
                 _ => format!(
@@ -748,9 +750,7 @@ impl FileDrop {
             });
         let status = outcome.status;
         result.outcome = Some(outcome);
-        let written = self
-            .folder
-            .write_over_own(&result_name, &result.to_bytes());
+        let written = self.folder.write_over_own(&result_name, &result.to_bytes());
         self.following.remove(thread);
         let shown = name.to_string_lossy().into_owned();
         if let Err(e) = written {
@@ -914,9 +914,7 @@ impl std::fmt::Display for Unfinished {
 /// `.task.json` is a new job, run as the owner). Says whether it is such a
 /// folder (then allowed).
 fn check_private(folder: &Folder, shared: bool) -> Result<bool, EngineError> {
-    let mode = folder
-        .mode()
-        .map_err(|e| folder_error(folder.path(), &e))?;
+    let mode = folder.mode().map_err(|e| folder_error(folder.path(), &e))?;
     let refused = |message: String| EngineError::Relayed {
         code: ErrorCode::InvalidValue,
         message,

@@ -185,7 +185,11 @@ impl Sent {
         if self.entries.remove(name).is_none() {
             return Ok(());
         }
-        if let Some(file) = self.file.as_ref().filter(|_| self.entries.is_empty() && !self.behind) {
+        if let Some(file) = self
+            .file
+            .as_ref()
+            .filter(|_| self.entries.is_empty() && !self.behind)
+        {
             match file.set_len(0) {
                 Ok(()) => {
                     self.appended = 0;
@@ -259,7 +263,9 @@ fn read_back(folder: &Folder) -> std::io::Result<BTreeMap<OsString, Entry>> {
     let bytes = match folder.read_file(OsStr::new(NAME), READ_MAX) {
         Ok(read) => read.bytes,
         // Never written, or something that is not the bridge's (replaced).
-        Err(ReadProblem::Gone | ReadProblem::Symlink | ReadProblem::NotAFile) => return Ok(entries),
+        Err(ReadProblem::Gone | ReadProblem::Symlink | ReadProblem::NotAFile) => {
+            return Ok(entries);
+        }
         Err(ReadProblem::TooLarge(size)) => {
             return Err(std::io::Error::other(format!(
                 "{NAME} is {size} bytes, more than the bridge ever writes; it is not the bridge's \
