@@ -829,7 +829,7 @@ fn a_descriptor_stuck_after_its_send_is_never_sent_again() {
     let (code, rest) = bridge.stop(rustix::process::Signal::TERM);
     assert_eq!(code, 0);
     assert!(rest.iter().all(|l| l["action"] != "dispatched"), "{rest:?}");
-    assert_eq!(thread_ids(&env), [thread.clone()], "sent once");
+    assert_eq!(thread_ids(&env), std::slice::from_ref(&thread), "sent once");
     assert_eq!(result_of(&dir, "a.task.json")["threadId"], thread.as_str());
     assert!(dir.join("a.task.json.processed").is_file());
 

@@ -575,7 +575,7 @@ impl Folder {
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc_flags::NOFOLLOW)
-            .open(&temporary)?;
+            .open(temporary)?;
         let written = file
             .write_all(bytes)
             .and_then(|()| file.sync_data())
@@ -1094,6 +1094,48 @@ mod tests {
         assert!(
             matches!(folder.can_write(free), Err(Blocked::Folder(at)) if at == temporary_name(free))
         );
+    }
+
+    #[test]
+    fn only_this_user_s_regular_files_are_written_or_renamed_over() {
+        let (_dir, folder) = team();
+        std::os::unix::fs::symlink("elsewhere", folder.join(OsStr::new("link"))).unwrap();
+        let link = OsStr::new("link");
+        assert!(matches!(
+            folder.can_write(link),
+            Err(Blocked::Foreign { .. })
+        ));
+        assert!(matches!(
+            folder.can_rename_to(link),
+            Err(Blocked::Foreign { .. })
+        ));
+        let refused = folder.write_over_own(link, b"no").unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidInput, "{refused}");
+        std::fs::write(folder.join(OsStr::new("mine")), "old").unwrap();
+        assert!(folder.rename_over_own(OsStr::new("mine"), link).is_err());
+        assert!(is_symlink(&folder.join(link)));
+        // Its own file, or nothing, is written and renamed over.
+        folder.write_over_own(OsStr::new("mine"), b"new").unwrap();
+        folder
+            .write_over_own(OsStr::new("fresh"), b"fresh")
+            .unwrap();
+        folder
+            .rename_over_own(OsStr::new("fresh"), OsStr::new("mine"))
+            .unwrap();
+        assert_eq!(
+            std::fs::read(folder.join(OsStr::new("mine"))).unwrap(),
+            b"fresh"
+        );
+        if rustix::process::geteuid().is_root() {
+            // Another user's file, planted where nothing was.
+            let theirs = folder.join(OsStr::new("theirs"));
+            std::fs::write(&theirs, "theirs").unwrap();
+            rustix::fs::chown(&theirs, Some(rustix::process::Uid::from_raw(64123)), None).unwrap();
+            let blocked = folder.can_write(OsStr::new("theirs")).unwrap_err();
+            assert!(blocked.to_string().contains("uid 64123"), "{blocked}");
+            assert!(folder.write_over_own(OsStr::new("theirs"), b"no").is_err());
+            assert_eq!(std::fs::read(&theirs).unwrap(), b"theirs");
+        }
     }
 
     #[test]

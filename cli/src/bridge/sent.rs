@@ -308,7 +308,7 @@ fn line_of(name: &OsStr, entry: Option<&Entry>) -> Vec<u8> {
 }
 
 fn from_hex(text: &str) -> Option<OsString> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..text.len())
