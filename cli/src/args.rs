@@ -1363,16 +1363,17 @@ skill, as role:NAME) or else to --to, and is renamed NAME.task.json.processed
 beside a NAME.task.json.result that says {\"ok\":true,...,\"threadId\":...}.
 What the seed refuses (over 64 KB, a symbolic link, malformed JSON, a schema
 violation, spawn_worker without --trust-all) is renamed .failed beside a
-.result with the reason, and so is a file of another user, or one whose
-.result or .processed could not be written (a name too long for them, a
-folder in the way): nothing is sent for it. One that cannot even be renamed
-is left in place and reported (stuck); the others go on. When a thread
+.result with the reason, and so is one whose .result or .processed could
+not be written (a name too long for them, a folder or a file the bridge did
+not create in the way): nothing is sent for it. One that cannot even be
+renamed is left in place and reported (stuck); the others go on. A file of
+another user is passed over: nothing is written for it. When a thread
 finishes, its outcome (status, summary, result message, artifacts) is
 written into its .result, atomically. A file written again under a name
-already processed is a new descriptor; a restart after a crash sends
-nothing twice. DIR must not be writable by other users unless --shared-dir
-is given. Wakes on the folder changing (inotify), with --poll-ms as the
-fallback; one bridge per folder.",
+already processed is a new descriptor; one sent is never sent again, even
+after a crash. DIR must not be writable by other users unless it is sticky
+(chmod +t) and --shared-dir is given. Wakes on the folder changing
+(inotify), with --poll-ms as the fallback; one bridge per folder.",
         after_help = "\
 Examples:
   inbox bridge file-drop ~/.fleet/inbox --from fleet --to lead
@@ -1439,7 +1440,7 @@ pub struct FileDropArgs {
     // The seed's own flag name is accepted too, for its users' scripts.
     #[arg(long, visible_alias = "inbox-trust-all")]
     pub trust_all: bool,
-    /// Run even though other users may write DIR (their descriptors are still refused)
+    /// Run on a DIR other users may write, if it is sticky (their descriptors are passed over)
     #[arg(long)]
     pub shared_dir: bool,
     #[command(flatten)]

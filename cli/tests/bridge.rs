@@ -528,7 +528,7 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
     }
     std::fs::create_dir_all(dir.join("a-result-is-a-folder.task.json.result/inner")).unwrap();
     std::fs::create_dir_all(dir.join("b-processed-is-a-folder.task.json.processed/inner")).unwrap();
-    // What a rename replaces without opening or following: a FIFO, a link.
+    // What the bridge did not create, and leaves as it is: a FIFO, a link.
     let fifo = dir.join("e-fifo-and-link.task.json.result");
     rustix::fs::mknodat(
         rustix::fs::CWD,
@@ -586,16 +586,20 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
     assert_eq!(f["code"], "name_too_long", "{f}");
     assert!(f["thread_id"].is_null(), "{f}");
     assert!(dir.join(&nothing_fits).is_file());
-    // The FIFO and the link are replaced, never opened or followed.
-    assert_eq!(
-        action_for(&lines, "e-fifo-and-link.task.json")["action"],
-        "dispatched"
-    );
-    assert_eq!(result_of(&dir, "e-fifo-and-link.task.json")["ok"], true);
+    // The FIFO and the link refuse it unsent; both are left as they are,
+    // never opened, followed or replaced.
+    let e = action_for(&lines, "e-fifo-and-link.task.json");
+    assert_eq!(e["action"], "refused", "{e}");
+    assert_eq!(e["code"], "output_in_the_way", "{e}");
+    assert!(e["result_error"].is_string(), "{e}");
+    assert!(dir.join("e-fifo-and-link.task.json.failed").is_file());
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &std::fs::symlink_metadata(&fifo).unwrap().file_type()
+    ));
     assert!(
         std::fs::symlink_metadata(dir.join("e-fifo-and-link.task.json.processed"))
             .unwrap()
-            .is_file()
+            .is_symlink()
     );
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), "keep me");
     assert_eq!(
@@ -607,7 +611,7 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
         action_for(&lines, "z-last.task.json")["action"],
         "dispatched"
     );
-    assert_eq!(thread_count(&env), 4, "only the four dispatched were sent");
+    assert_eq!(thread_count(&env), 3, "only the three dispatched were sent");
     // No temporary file is left behind.
     let leftovers: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -621,7 +625,7 @@ fn a_descriptor_whose_files_cannot_be_written_is_never_sent_and_the_rest_go_on()
     assert_eq!(again.status, 0, "{again}");
     let lines = actions(&again);
     assert_eq!(action_for(&lines, &nothing_fits)["action"], "stuck");
-    assert_eq!(thread_count(&env), 4);
+    assert_eq!(thread_count(&env), 3);
 }
 
 #[test]
@@ -659,87 +663,387 @@ fn an_outcome_that_cannot_be_written_is_reported_and_the_bridge_goes_on() {
     assert_eq!(code, 0);
 }
 
-/// Makes the file at `path` immutable until dropped (even root cannot
-/// rename over it): `None` where the file system has no such flag.
-struct Immutable(PathBuf);
+/// Marks the file or folder at `path` immutable (or append-only) until
+/// dropped: no rename can replace or move it, root's included (`chattr
+/// +i`, `+a`). `None` where that cannot be done (not root, a file system
+/// without such marks).
+struct Marked(PathBuf, rustix::fs::IFlags);
 
-impl Immutable {
-    fn set(path: &Path) -> Option<Immutable> {
+impl Marked {
+    fn set(path: &Path, mark: rustix::fs::IFlags) -> Option<Marked> {
         let file = std::fs::File::open(path).unwrap();
         let flags = rustix::fs::ioctl_getflags(&file).ok()?;
-        rustix::fs::ioctl_setflags(&file, flags | rustix::fs::IFlags::IMMUTABLE).ok()?;
-        Some(Immutable(path.to_path_buf()))
+        rustix::fs::ioctl_setflags(&file, flags | mark).ok()?;
+        Some(Marked(path.to_path_buf(), mark))
+    }
+
+    fn immutable(path: &Path) -> Option<Marked> {
+        Marked::set(path, rustix::fs::IFlags::IMMUTABLE)
     }
 }
 
-impl Drop for Immutable {
+impl Drop for Marked {
     fn drop(&mut self) {
         let file = std::fs::File::open(&self.0).unwrap();
         let flags = rustix::fs::ioctl_getflags(&file).unwrap();
-        rustix::fs::ioctl_setflags(&file, flags - rustix::fs::IFlags::IMMUTABLE).unwrap();
+        rustix::fs::ioctl_setflags(&file, flags - self.1).unwrap();
     }
 }
 
+/// Whether files can be marked immutable here (root, and a file system
+/// that has the mark); says why the caller skips otherwise.
+fn marks_work(env: &TestEnv) -> bool {
+    let probe = env.dir().join("mark-probe");
+    std::fs::write(&probe, "").unwrap();
+    let works = Marked::immutable(&probe).is_some();
+    if !works {
+        eprintln!("skipped: needs root and a file system with the immutable mark (chattr +i)");
+    }
+    works
+}
+
+/// The test-build hook that stops the bridge (SIGSTOP) once, after its
+/// first send and the record of it: what comes next can then be broken as
+/// no check before the send could foresee.
+const STALL: (&str, &str) = (inbox_host_native::folder::STALL_ENV, "file-drop-sent");
+
+/// Waits until process `pid` is stopped; panics if it never stops.
+fn wait_stopped(pid: rustix::process::Pid) {
+    let stat = format!("/proc/{}/stat", pid.as_raw_nonzero());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&stat).unwrap_or_default();
+        let state = text.rsplit(')').next().unwrap_or_default().trim_start();
+        if state.starts_with('T') {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the bridge never stopped after its send (state {state:?})"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn go_on(pid: rustix::process::Pid) {
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+}
+
+/// `once`, stopped after its first send while `meanwhile` runs.
+fn once_stalled(env: &TestEnv, meanwhile: impl FnOnce()) -> crate::common::Run {
+    let mut command = env.command(&[
+        "bridge",
+        "file-drop",
+        "drop",
+        "--to",
+        "worker",
+        "--once",
+        "--json",
+    ]);
+    command
+        .env(STALL.0, STALL.1)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = command.spawn().unwrap();
+    let pid = rustix::process::Pid::from_child(&child);
+    wait_stopped(pid);
+    meanwhile();
+    go_on(pid);
+    let output = child.wait_with_output().unwrap();
+    let raw_stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    crate::common::Run {
+        status: output.status.code().unwrap_or(-1),
+        stdout: raw_stdout.clone(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        raw_stdout,
+    }
+}
+
+/// A folder where `name` is renamed to: the rename after the send fails.
+fn block_rename(dir: &Path, name: &str) -> PathBuf {
+    let blocker = dir.join(format!("{name}.processed"));
+    std::fs::create_dir_all(blocker.join("inner")).unwrap();
+    blocker
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Moves the test clock (and so `gc`'s) past `keep_days` (7) and runs
+/// `gc`: the idempotency keys of every send so far are gone.
+fn gc_past_keep_days(env: &TestEnv, days: u32) {
+    env.set_now(&format!("2026-01-{:02}T00:00:00Z", 1 + days));
+    let gc = env.json(&["gc"], 0);
+    assert!(gc["expired_keys"].as_u64().unwrap() > 0, "{gc}");
+}
+
+/// The thread ids of every thread, oldest first.
+fn thread_ids(env: &TestEnv) -> Vec<String> {
+    env.json(&["list", "--limit", "1000"], 0)["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["thread_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A descriptor stuck after its send (its rename fails, as no check before
+/// the send could foresee) is never sent again, whatever happens to it
+/// before its files are finished: a `chattr -i` or `chmod` that changes its
+/// status-change time (and so the key a new file would get), a restart,
+/// `gc` removing its send's idempotency key, a crash between the send and
+/// its files. Its files are finished for the thread it opened.
 #[test]
-fn a_descriptor_that_cannot_be_renamed_after_its_send_is_finished_later_with_one_thread() {
+fn a_descriptor_stuck_after_its_send_is_never_sent_again() {
     let env = TestEnv::initialized();
     let dir = drop_dir(&env);
     std::fs::create_dir_all(&dir).unwrap();
-    // What no check before the send can see: an immutable file where the
-    // descriptor is renamed to.
-    write(&dir, "x.task.json.processed", "an earlier run's");
-    let Some(immutable) = Immutable::set(&dir.join("x.task.json.processed")) else {
-        eprintln!("skipped: needs root and a file system with the immutable flag");
-        return;
-    };
-    write(&dir, "x.task.json", &prompt("Blocked after its send"));
-    write(&dir, "y.task.json", &prompt("After it"));
-    let run = once(&env);
-    assert_eq!(run.status, 0, "{run}");
-    let lines = actions(&run);
-    let x = action_for(&lines, "x.task.json");
-    assert_eq!(x["action"], "stuck", "{x}");
-    let thread = x["thread_id"].as_str().unwrap().to_owned();
-    assert_eq!(action_for(&lines, "y.task.json")["action"], "dispatched");
-    assert!(dir.join("x.task.json").exists());
-    assert_eq!(thread_count(&env), 2);
 
-    // The next start (as after a crash between the send and the rename)
-    // replays the send: the same thread, none added.
-    let again = once(&env);
-    assert_eq!(
-        action_for(&actions(&again), "x.task.json")["thread_id"],
-        thread.as_str()
+    // While a bridge runs: stuck, repaired (chattr -i where it can be
+    // made immutable, else the folder in the way removed; chmod either
+    // way), finished by the same bridge for the same thread.
+    let mut bridge = BridgeProcess::start_with(
+        &env,
+        "file-drop",
+        &["drop", "--to", "worker", "--poll-ms", "100"],
+        &[STALL],
     );
-    drop(immutable);
-    let finished = once(&env);
-    assert_eq!(finished.status, 0, "{finished}");
-    let x = action_for(&actions(&finished), "x.task.json").clone();
-    assert_eq!(x["action"], "dispatched", "{x}");
-    assert_eq!(x["thread_id"], thread.as_str(), "{x}");
-    assert_eq!(result_of(&dir, "x.task.json")["threadId"], thread.as_str());
-    assert!(!dir.join("x.task.json").exists());
-    assert_eq!(thread_count(&env), 2, "sent once");
+    write(&dir, "a.task.json", &prompt("Stuck while a bridge runs"));
+    wait_stopped(bridge.pid());
+    let marked = Marked::immutable(&dir.join("a.task.json"));
+    let blocker = marked.is_none().then(|| block_rename(&dir, "a.task.json"));
+    go_on(bridge.pid());
+    let stuck = bridge.next_of("stuck");
+    assert_eq!(stuck["descriptor"], "a.task.json", "{stuck}");
+    let thread = stuck["thread_id"].as_str().unwrap().to_owned();
+    if let Some(blocker) = &blocker {
+        chmod(&dir.join("a.task.json"), 0o600);
+        std::fs::remove_dir_all(blocker).unwrap();
+    }
+    drop(marked);
+    let dispatched = bridge.next_of("dispatched");
+    assert_eq!(dispatched["descriptor"], "a.task.json", "{dispatched}");
+    assert_eq!(dispatched["thread_id"], thread.as_str(), "{dispatched}");
+    let (code, rest) = bridge.stop(rustix::process::Signal::TERM);
+    assert_eq!(code, 0);
+    assert!(rest.iter().all(|l| l["action"] != "dispatched"), "{rest:?}");
+    assert_eq!(thread_ids(&env), std::slice::from_ref(&thread), "sent once");
+    assert_eq!(result_of(&dir, "a.task.json")["threadId"], thread.as_str());
+    assert!(dir.join("a.task.json.processed").is_file());
 
-    // A running bridge tries a stuck descriptor again by itself.
-    write(&dir, "w.task.json.processed", "an earlier run's");
-    let immutable = Immutable::set(&dir.join("w.task.json.processed")).unwrap();
+    // Stuck, then repaired (chmod) while no bridge runs: the next start
+    // finishes it for its thread.
+    let blocker = dir.join("b.task.json.processed");
+    write(&dir, "b.task.json", &prompt("Stuck across a restart"));
+    let run = once_stalled(&env, || {
+        block_rename(&dir, "b.task.json");
+    });
+    assert_eq!(run.status, 0, "{run}");
+    let stuck = action_for(&actions(&run), "b.task.json").clone();
+    assert_eq!(stuck["action"], "stuck", "{stuck}");
+    let b_thread = stuck["thread_id"].as_str().unwrap().to_owned();
+    chmod(&dir.join("b.task.json"), 0o600);
+    std::fs::remove_dir_all(&blocker).unwrap();
+    let run = once(&env);
+    let b = action_for(&actions(&run), "b.task.json").clone();
+    assert_eq!(b["action"], "dispatched", "{b}");
+    assert_eq!(b["thread_id"], b_thread.as_str(), "{b}");
+    assert_eq!(thread_ids(&env).len(), 2, "a and b, each once");
+
+    // Stuck, and its key removed by retention before it is repaired (the
+    // descriptor itself untouched): finished for its thread.
+    let blocker = dir.join("c.task.json.processed");
+    write(&dir, "c.task.json", &prompt("Stuck past keep_days"));
+    let run = once_stalled(&env, || {
+        block_rename(&dir, "c.task.json");
+    });
+    let stuck = action_for(&actions(&run), "c.task.json").clone();
+    let c_thread = stuck["thread_id"].as_str().unwrap().to_owned();
+    gc_past_keep_days(&env, 8);
+    std::fs::remove_dir_all(&blocker).unwrap();
+    let run = once(&env);
+    let c = action_for(&actions(&run), "c.task.json").clone();
+    assert_eq!(c["action"], "dispatched", "{c}");
+    assert_eq!(c["thread_id"], c_thread.as_str(), "{c}");
+    assert_eq!(thread_ids(&env).len(), 3, "a, b and c, each once");
+
+    // Killed between the send and its files, then chmod, then its key
+    // removed: the next start finishes it for the thread it opened.
+    write(&dir, "d.task.json", &prompt("Killed after its send"));
+    let mut command = env.command(&[
+        "bridge",
+        "file-drop",
+        "drop",
+        "--to",
+        "worker",
+        "--once",
+        "--json",
+    ]);
+    command
+        .env(STALL.0, STALL.1)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = command.spawn().unwrap();
+    wait_stopped(rustix::process::Pid::from_child(&child));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = thread_ids(&env);
+    assert_eq!(before.len(), 4, "d was sent before the kill");
+    let d_thread = before
+        .iter()
+        .find(|t| ![&thread, &b_thread, &c_thread].contains(t));
+    chmod(&dir.join("d.task.json"), 0o600);
+    gc_past_keep_days(&env, 16);
+    let run = once(&env);
+    let d = action_for(&actions(&run), "d.task.json").clone();
+    assert_eq!(d["action"], "dispatched", "{d}");
+    assert_eq!(d["thread_id"].as_str(), d_thread.map(String::as_str), "{d}");
+    assert_eq!(thread_ids(&env).len(), 4, "a, b, c and d, each once");
+    assert!(dir.join("d.task.json.processed").is_file());
+
+    // Finished, the same name and content written anew is a new job.
+    write(&dir, "d.task.json", &prompt("Killed after its send"));
+    let run = once(&env);
+    let again = action_for(&actions(&run), "d.task.json").clone();
+    assert_eq!(again["action"], "dispatched", "{again}");
+    assert_ne!(again["thread_id"].as_str(), d_thread.map(String::as_str));
+    assert_eq!(thread_ids(&env).len(), 5);
+}
+
+/// A descriptor that an immutable mark keeps from being renamed, repaired
+/// with `chattr -i` (which changes its status-change time), opens one
+/// thread: while a bridge runs, across a restart, and after `gc` removed
+/// the keys of earlier sends.
+#[test]
+fn an_immutable_descriptor_repaired_with_chattr_opens_one_thread() {
+    let env = TestEnv::initialized();
+    let dir = drop_dir(&env);
+    std::fs::create_dir_all(&dir).unwrap();
+    if !marks_work(&env) {
+        return;
+    }
+    write(
+        &dir,
+        "a.task.json",
+        &prompt("Immutable while a bridge runs"),
+    );
+    let marked = Marked::immutable(&dir.join("a.task.json")).unwrap();
     let mut bridge = BridgeProcess::start(
         &env,
         "file-drop",
         &["drop", "--to", "worker", "--poll-ms", "100"],
     );
-    write(&dir, "w.task.json", &prompt("Retried"));
     let stuck = bridge.next_of("stuck");
-    let thread = stuck["thread_id"].as_str().unwrap().to_owned();
-    drop(immutable);
+    assert_eq!(stuck["descriptor"], "a.task.json", "{stuck}");
+    drop(marked);
     let dispatched = bridge.next_of("dispatched");
-    assert_eq!(dispatched["descriptor"], "w.task.json", "{dispatched}");
-    assert_eq!(dispatched["thread_id"], thread.as_str());
-    let (code, rest) = bridge.stop(rustix::process::Signal::INT);
+    assert_eq!(dispatched["descriptor"], "a.task.json", "{dispatched}");
+    let (code, _) = bridge.stop(rustix::process::Signal::TERM);
     assert_eq!(code, 0);
-    assert!(rest.iter().all(|l| l["action"] != "stuck"), "{rest:?}");
-    assert_eq!(thread_count(&env), 3, "x, y and w, each once");
+    assert_eq!(thread_count(&env), 1, "a once");
+
+    write(&dir, "b.task.json", &prompt("Immutable across a restart"));
+    let marked = Marked::immutable(&dir.join("b.task.json")).unwrap();
+    let run = once(&env);
+    assert_eq!(action_for(&actions(&run), "b.task.json")["action"], "stuck");
+    drop(marked);
+    let run = once(&env);
+    assert_eq!(
+        action_for(&actions(&run), "b.task.json")["action"],
+        "dispatched"
+    );
+    assert_eq!(thread_count(&env), 2, "a and b, each once");
+
+    write(&dir, "c.task.json", &prompt("Immutable past keep_days"));
+    let marked = Marked::immutable(&dir.join("c.task.json")).unwrap();
+    let run = once(&env);
+    assert_eq!(action_for(&actions(&run), "c.task.json")["action"], "stuck");
+    env.set_now("2026-01-09T00:00:00Z");
+    env.json(&["gc"], 0);
+    drop(marked);
+    let run = once(&env);
+    assert_eq!(
+        action_for(&actions(&run), "c.task.json")["action"],
+        "dispatched"
+    );
+    assert_eq!(thread_count(&env), 3, "a, b and c, each once");
+}
+
+/// What no rename can replace or move (an immutable or append-only
+/// `.result`, `.processed`, the hidden name `.result` is first written
+/// under, the descriptor itself, or an append-only folder) refuses the
+/// descriptor before anything is sent, and the others go on.
+#[test]
+fn a_name_no_rename_can_replace_refuses_the_descriptor_before_its_send() {
+    use inbox_host_native::folder::temporary_name;
+    use rustix::fs::IFlags;
+    let env = TestEnv::initialized();
+    let dir = drop_dir(&env);
+    std::fs::create_dir_all(&dir).unwrap();
+    if !marks_work(&env) {
+        return;
+    }
+    let mut marks = Vec::new();
+    let mut planted = |name: &std::ffi::OsStr, mark: IFlags| {
+        std::fs::write(dir.join(name), "planted").unwrap();
+        marks.push(Marked::set(&dir.join(name), mark).unwrap());
+    };
+    planted("a.task.json.result".as_ref(), IFlags::IMMUTABLE);
+    planted("b.task.json.processed".as_ref(), IFlags::IMMUTABLE);
+    planted(
+        &temporary_name("c.task.json.result".as_ref()),
+        IFlags::APPEND,
+    );
+    planted("e.task.json.processed".as_ref(), IFlags::APPEND);
+    for name in ["a", "b", "c", "d", "e", "z"] {
+        write(
+            &dir,
+            &format!("{name}.task.json"),
+            &prompt(&format!("Work {name}")),
+        );
+    }
+    marks.push(Marked::immutable(&dir.join("d.task.json")).unwrap());
+    let run = once(&env);
+    assert_eq!(run.status, 0, "{run}");
+    let lines = actions(&run);
+    for name in ["a", "b", "c", "e"] {
+        let line = action_for(&lines, &format!("{name}.task.json"));
+        assert_eq!(line["action"], "refused", "{line}");
+        assert_eq!(line["code"], "output_in_the_way", "{line}");
+        assert!(line["error"].as_str().unwrap().contains("chattr"), "{line}");
+        assert!(dir.join(format!("{name}.task.json.failed")).is_file());
+    }
+    assert!(action_for(&lines, "a.task.json")["result_error"].is_string());
+    assert_eq!(result_of(&dir, "b.task.json")["code"], "output_in_the_way");
+    // The descriptor itself cannot be renamed: left where it is, nothing
+    // written for it, said why.
+    let d = action_for(&lines, "d.task.json");
+    assert_eq!(d["action"], "stuck", "{d}");
+    assert_eq!(d["code"], "unrenamable", "{d}");
+    assert!(d["thread_id"].is_null(), "{d}");
+    assert!(!dir.join("d.task.json.result").exists());
+    assert_eq!(action_for(&lines, "z.task.json")["action"], "dispatched");
+    assert_eq!(thread_count(&env), 1, "only z was sent");
+
+    // An append-only folder: names can be added, none renamed or
+    // replaced. Nothing is sent until the mark is off.
+    drop(marks);
+    write(&dir, "f.task.json", &prompt("In an append-only folder"));
+    let folder_mark = Marked::set(&dir, IFlags::APPEND).unwrap();
+    let run = once(&env);
+    assert_eq!(run.status, 0, "{run}");
+    let f = action_for(&actions(&run), "f.task.json").clone();
+    assert_eq!(f["action"], "stuck", "{f}");
+    assert!(f["thread_id"].is_null(), "{f}");
+    assert_eq!(thread_count(&env), 1);
+    drop(folder_mark);
+    let run = once(&env);
+    let lines = actions(&run);
+    assert_eq!(action_for(&lines, "f.task.json")["action"], "dispatched");
+    assert_eq!(action_for(&lines, "d.task.json")["action"], "dispatched");
+    assert_eq!(thread_count(&env), 3, "z, f and d, each once");
 }
 
 #[test]
@@ -823,19 +1127,24 @@ fn is_root() -> bool {
 }
 
 #[test]
-fn a_folder_other_users_can_write_is_refused_unless_it_is_declared_shared() {
-    use std::os::unix::fs::PermissionsExt as _;
-    for mode in [0o777, 0o770, 0o1777, 0o720] {
+fn a_folder_other_users_can_write_is_refused_unless_it_is_declared_shared_and_sticky() {
+    let shared = [
+        "bridge",
+        "file-drop",
+        "drop",
+        "--to",
+        "worker",
+        "--shared-dir",
+        "--once",
+        "--json",
+    ];
+    for mode in [0o777, 0o770, 0o1777, 0o720, 0o1770] {
         let env = TestEnv::initialized();
         let dir = drop_dir(&env);
         write(&dir, "a.task.json", &prompt("In a shared folder"));
         // Only its owner may change it (whatever the umask).
-        std::fs::set_permissions(
-            dir.join("a.task.json"),
-            std::fs::Permissions::from_mode(0o644),
-        )
-        .unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        chmod(&dir.join("a.task.json"), 0o644);
+        chmod(&dir, mode);
         let run = once(&env);
         assert_eq!(run.status, 30, "mode {mode:o}: {run}");
         let error = &run.json()["error"];
@@ -847,47 +1156,64 @@ fn a_folder_other_users_can_write_is_refused_unless_it_is_declared_shared() {
         assert!(dir.join("a.task.json").exists(), "nothing was processed");
         assert_eq!(thread_count(&env), 0);
 
-        let run = env.run(&[
-            "bridge",
-            "file-drop",
-            "drop",
-            "--to",
-            "worker",
-            "--shared-dir",
-            "--once",
-            "--json",
-        ]);
+        let run = env.run(&shared);
+        if mode & 0o1000 == 0 {
+            // Others could rename the owner's files: sticky or nothing.
+            assert_eq!(run.status, 30, "mode {mode:o}: {run}");
+            let error = &run.json()["error"];
+            assert_eq!(error["code"], "invalid_value", "{run}");
+            let message = error["message"].as_str().unwrap();
+            assert!(message.contains("chmod +t"), "{run}");
+            assert!(message.contains("not sticky"), "{run}");
+            assert!(dir.join("a.task.json").exists(), "nothing was processed");
+            assert_eq!(thread_count(&env), 0);
+            continue;
+        }
         assert_eq!(run.status, 0, "mode {mode:o}: {run}");
         assert_eq!(result_of(&dir, "a.task.json")["ok"], true);
     }
 
-    // Opened to others while the bridge runs: it stops, sending nothing more.
-    let env = TestEnv::initialized();
-    let dir = drop_dir(&env);
-    let bridge = BridgeProcess::start(
-        &env,
-        "file-drop",
-        &["drop", "--to", "worker", "--poll-ms", "100"],
-    );
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    write(&dir, "late.task.json", &prompt("Too late"));
-    let mut child = bridge;
-    let failure = child.next();
-    assert_eq!(failure["ok"], false, "{failure}");
-    assert_eq!(failure["error"]["code"], "invalid_value", "{failure}");
-    let (code, _) = child.stop(rustix::process::Signal::TERM);
-    assert_eq!(code, 30);
-    assert!(dir.join("late.task.json").exists());
-    assert_eq!(thread_count(&env), 0);
+    // Opened to others while the bridge runs: it stops, sending nothing
+    // more; and so does a shared one whose sticky bit is taken off.
+    for (flags, from, to) in [
+        (&[][..], 0o700, 0o777),
+        (&["--shared-dir"][..], 0o1777, 0o777),
+    ] {
+        let env = TestEnv::initialized();
+        let dir = drop_dir(&env);
+        std::fs::create_dir_all(&dir).unwrap();
+        chmod(&dir, from);
+        let mut args = vec!["drop", "--to", "worker", "--poll-ms", "100"];
+        args.extend_from_slice(flags);
+        let mut bridge = BridgeProcess::start(&env, "file-drop", &args);
+        chmod(&dir, to);
+        write(&dir, "late.task.json", &prompt("Too late"));
+        let failure = bridge.next();
+        assert_eq!(failure["ok"], false, "{failure}");
+        assert_eq!(failure["error"]["code"], "invalid_value", "{failure}");
+        let (code, _) = bridge.stop(rustix::process::Signal::TERM);
+        assert_eq!(code, 30);
+        assert!(dir.join("late.task.json").exists());
+        assert_eq!(thread_count(&env), 0);
+    }
+}
+
+/// The names of the files in `dir`.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
-fn another_user_s_files_are_refused_even_in_a_shared_folder() {
+fn another_user_s_files_are_passed_over_and_cost_the_owner_nothing() {
     if !is_root() {
         eprintln!("skipped: files of another user need root to make");
         return;
     }
-    use std::os::unix::fs::PermissionsExt as _;
     let stranger = Some(rustix::process::Uid::from_raw(64123));
     let env = TestEnv::initialized();
     let dir = drop_dir(&env);
@@ -897,56 +1223,96 @@ fn another_user_s_files_are_refused_even_in_a_shared_folder() {
         .as_str()
         .unwrap()
         .to_owned();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    chmod(&dir, 0o1777);
 
-    // A stranger's descriptors, and a `.result` planted to be handed the
-    // outcome of the bridge user's thread.
-    for name in ["theirs.task.json", "z-spawn.task.json"] {
+    // A stranger's descriptors (a file, a link, a FIFO), and a `.result`
+    // planted to be handed the outcome of the bridge user's thread.
+    let theirs = ["theirs.task.json", "z-spawn.task.json"];
+    for name in theirs {
         write(&dir, name, &prompt("Theirs"));
         rustix::fs::chown(dir.join(name), stranger, None).unwrap();
     }
+    std::os::unix::fs::symlink(
+        dir.join("mine.task.json.result"),
+        dir.join("link.task.json"),
+    )
+    .unwrap();
+    rustix::fs::chownat(
+        rustix::fs::CWD,
+        dir.join("link.task.json"),
+        stranger,
+        None,
+        rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+    )
+    .unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        dir.join("fifo.task.json"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    rustix::fs::chown(dir.join("fifo.task.json"), stranger, None).unwrap();
     let planted = json!({"ok": true, "threadId": mine, "to": "worker"}).to_string();
     write(&dir, "planted.task.json.result", &planted);
     rustix::fs::chown(dir.join("planted.task.json.result"), stranger, None).unwrap();
     write(&dir, "ours.task.json", &prompt("Ours"));
-    std::fs::set_permissions(
-        dir.join("ours.task.json"),
-        std::fs::Permissions::from_mode(0o644),
-    )
-    .unwrap();
+    chmod(&dir.join("ours.task.json"), 0o644);
     // The user's own, but others may rewrite it: in a shared folder, not
     // the user's alone.
     write(&dir, "open.task.json", &prompt("Rewritten by anyone"));
-    std::fs::set_permissions(
-        dir.join("open.task.json"),
-        std::fs::Permissions::from_mode(0o666),
-    )
-    .unwrap();
-
-    let shared = [
-        "bridge",
-        "file-drop",
-        "drop",
-        "--to",
-        "worker",
-        "--shared-dir",
-        "--once",
-        "--json",
+    chmod(&dir.join("open.task.json"), 0o666);
+    let strangers = [
+        "fifo.task.json",
+        "link.task.json",
+        "theirs.task.json",
+        "z-spawn.task.json",
     ];
-    let run = env.run(&shared);
-    assert_eq!(run.status, 0, "{run}");
-    let lines = actions(&run);
-    for name in ["theirs.task.json", "z-spawn.task.json"] {
-        let line = action_for(&lines, name);
-        assert_eq!(line["action"], "refused", "{line}");
-        assert_eq!(line["code"], "not_owner", "{line}");
-        assert!(dir.join(format!("{name}.failed")).exists());
-        assert_eq!(result_of(&dir, name)["code"], "not_owner");
+
+    let shared = ["drop", "--to", "worker", "--shared-dir", "--poll-ms", "100"];
+    let mut bridge = BridgeProcess::start(&env, "file-drop", &shared);
+    let mut said = Vec::new();
+    while said.len() < 6 {
+        let line = bridge.next();
+        said.push(line);
     }
-    assert_eq!(action_for(&lines, "ours.task.json")["action"], "dispatched");
-    let open = action_for(&lines, "open.task.json");
+    for name in strangers {
+        let line = action_for(&said, name);
+        assert_eq!(line["action"], "passed_over", "{line}");
+        assert_eq!(line["code"], "not_owner", "{line}");
+        assert_eq!(line["owner"], 64123, "{line}");
+    }
+    assert_eq!(action_for(&said, "ours.task.json")["action"], "dispatched");
+    let open = action_for(&said, "open.task.json");
     assert_eq!(open["code"], "writable_by_others", "{open}");
-    assert_eq!(thread_count(&env), 2, "mine and ours, none of theirs");
+    // Nothing was written for the strangers' files, nothing renamed.
+    let names = names_in(&dir);
+    for name in strangers {
+        assert!(names.contains(&name.to_owned()), "{names:?}");
+        for suffix in [".result", ".failed", ".processed"] {
+            assert!(!names.contains(&format!("{name}{suffix}")), "{names:?}");
+        }
+    }
+    // Said once: later looks (another descriptor of the user's) pass them
+    // over in silence; a stranger's file written again is said again.
+    write(&dir, "later.task.json", &prompt("Later"));
+    assert_eq!(bridge.next()["descriptor"], "later.task.json");
+    std::fs::write(dir.join("theirs.task.json"), prompt("Theirs, again")).unwrap();
+    let again = bridge.next();
+    assert_eq!(again["action"], "passed_over", "{again}");
+    assert_eq!(again["descriptor"], "theirs.task.json", "{again}");
+    let (code, rest) = bridge.stop(rustix::process::Signal::TERM);
+    assert_eq!(code, 0);
+    assert!(
+        rest.iter().all(|l| l["action"] != "passed_over"),
+        "{rest:?}"
+    );
+    assert_eq!(
+        thread_count(&env),
+        3,
+        "mine, ours and later; none of theirs"
+    );
 
     // The planted `.result` is not followed: finishing the thread writes
     // its outcome to its own `.result` only.
@@ -963,7 +1329,16 @@ fn another_user_s_files_are_refused_even_in_a_shared_folder() {
         ],
         0,
     );
-    let run = env.run(&shared);
+    let run = env.run(&[
+        "bridge",
+        "file-drop",
+        "drop",
+        "--to",
+        "worker",
+        "--shared-dir",
+        "--once",
+        "--json",
+    ]);
     assert_eq!(run.status, 0, "{run}");
     assert_eq!(
         std::fs::read_to_string(dir.join("planted.task.json.result")).unwrap(),
@@ -973,6 +1348,170 @@ fn another_user_s_files_are_refused_even_in_a_shared_folder() {
         result_of(&dir, "mine.task.json")["outcome"]["summary"],
         "Secret"
     );
+}
+
+/// Gives everything under `path` (links themselves, not what they point
+/// to) to `uid`.
+fn chown_tree(path: &Path, uid: u32) {
+    let id = Some(rustix::process::Uid::from_raw(uid));
+    let group = Some(rustix::process::Gid::from_raw(uid));
+    let flags = rustix::fs::AtFlags::SYMLINK_NOFOLLOW;
+    rustix::fs::chownat(rustix::fs::CWD, path, id, group, flags).unwrap();
+    if std::fs::symlink_metadata(path).unwrap().is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            chown_tree(&entry.unwrap().path(), uid);
+        }
+    }
+}
+
+/// What the bridge did not create, at a name it would write or rename to
+/// (`.result`, `.processed`, `.failed`, the hidden name `.result` is first
+/// written under), refuses the descriptor before anything is sent, and is
+/// left as it is: a stranger's file in the owner's sticky shared folder (a
+/// folder's owner could replace it, and must not), a link or a FIFO of the
+/// bridge's own user. The bridge runs as a user of its own (root could
+/// replace anything anyway), and the other descriptors go on.
+#[test]
+fn a_foreign_file_at_a_name_the_bridge_writes_refuses_the_descriptor_unsent() {
+    if !is_root() {
+        eprintln!("skipped: a bridge user and a stranger need root to make");
+        return;
+    }
+    use inbox_host_native::folder::temporary_name;
+    let (owner, stranger) = (64100, 64123);
+    let env = TestEnv::initialized();
+    let dir = drop_dir(&env);
+    for name in ["a", "b", "c", "d", "e", "f", "z"] {
+        let descriptor = format!("{name}.task.json");
+        write(&dir, &descriptor, &prompt(&format!("Work {name}")));
+        chmod(&dir.join(descriptor), 0o644);
+    }
+    chown_tree(env.dir(), owner);
+    chmod(&dir, 0o1777);
+    let theirs = [
+        std::ffi::OsString::from("a.task.json.result"),
+        "b.task.json.processed".into(),
+        temporary_name("c.task.json.result".as_ref()),
+        "d.task.json.failed".into(),
+        "d.task.json.result".into(),
+    ];
+    for name in &theirs {
+        std::fs::write(dir.join(name), "a stranger's").unwrap();
+        chmod(&dir.join(name), 0o644);
+        chown_tree(&dir.join(name), stranger);
+    }
+    // The bridge user's own, but not files: a link and a FIFO.
+    std::os::unix::fs::symlink("../elsewhere", dir.join("e.task.json.result")).unwrap();
+    chown_tree(&dir.join("e.task.json.result"), owner);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        dir.join("f.task.json.processed"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    chown_tree(&dir.join("f.task.json.processed"), owner);
+
+    let mut command = env.command(&[
+        "bridge",
+        "file-drop",
+        "drop",
+        "--to",
+        "worker",
+        "--shared-dir",
+        "--once",
+        "--json",
+    ]);
+    {
+        use std::os::unix::process::CommandExt as _;
+        command.uid(owner).gid(owner);
+    }
+    let run = env.run_command(command);
+    // Every foreign file is as it was.
+    for name in &theirs {
+        let meta = std::fs::symlink_metadata(dir.join(name)).unwrap();
+        assert_eq!(std::os::unix::fs::MetadataExt::uid(&meta), stranger);
+        assert_eq!(
+            std::fs::read_to_string(dir.join(name)).unwrap(),
+            "a stranger's"
+        );
+    }
+    chown_tree(env.dir(), 0);
+    assert_eq!(run.status, 0, "{run}");
+    let lines = actions(&run);
+    for name in ["a", "b", "c", "e", "f"] {
+        let line = action_for(&lines, &format!("{name}.task.json"));
+        assert_eq!(line["action"], "refused", "{line}");
+        assert_eq!(line["code"], "output_in_the_way", "{line}");
+        assert!(
+            line["error"].as_str().unwrap().contains("did not create"),
+            "{line}"
+        );
+        assert!(dir.join(format!("{name}.task.json.failed")).is_file());
+    }
+    assert!(
+        action_for(&lines, "a.task.json")["error"]
+            .as_str()
+            .unwrap()
+            .contains("uid 64123")
+    );
+    // Where its `.result` is not the bridge's, the refusal says so rather
+    // than write over it.
+    for name in ["a", "c", "e"] {
+        let line = action_for(&lines, &format!("{name}.task.json"));
+        assert!(line["result_error"].is_string(), "{line}");
+    }
+    assert_eq!(result_of(&dir, "b.task.json")["code"], "output_in_the_way");
+    assert_eq!(result_of(&dir, "f.task.json")["code"], "output_in_the_way");
+    // Not even `.failed` can d become: left where it is, nothing written.
+    let d = action_for(&lines, "d.task.json");
+    assert_eq!(d["action"], "stuck", "{d}");
+    assert_eq!(d["code"], "output_in_the_way", "{d}");
+    assert!(d["thread_id"].is_null(), "{d}");
+    assert!(dir.join("d.task.json").is_file());
+    assert!(
+        std::fs::symlink_metadata(dir.join("e.task.json.result"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(action_for(&lines, "z.task.json")["action"], "dispatched");
+    assert_eq!(thread_count(&env), 1, "only z was sent");
+}
+
+/// A stranger's file planted at `.result` after the checks and the send
+/// (in the moment no check can close) is never written over: the
+/// descriptor is stuck for the thread it opened, and once the file is
+/// gone it is finished for that thread, never sent again.
+#[test]
+fn a_foreign_file_planted_after_the_send_is_not_written_over() {
+    if !is_root() {
+        eprintln!("skipped: a stranger's file needs root to make");
+        return;
+    }
+    let env = TestEnv::initialized();
+    let dir = drop_dir(&env);
+    std::fs::create_dir_all(&dir).unwrap();
+    write(&dir, "g.task.json", &prompt("Planted after its send"));
+    let planted = dir.join("g.task.json.result");
+    let run = once_stalled(&env, || {
+        std::fs::write(&planted, "a stranger's").unwrap();
+        chown_tree(&planted, 64123);
+    });
+    assert_eq!(run.status, 0, "{run}");
+    let g = action_for(&actions(&run), "g.task.json").clone();
+    assert_eq!(g["action"], "stuck", "{g}");
+    let thread = g["thread_id"].as_str().unwrap().to_owned();
+    assert_eq!(std::fs::read_to_string(&planted).unwrap(), "a stranger's");
+    assert!(dir.join("g.task.json").is_file());
+    std::fs::remove_file(&planted).unwrap();
+    let run = once(&env);
+    let g = action_for(&actions(&run), "g.task.json").clone();
+    assert_eq!(g["action"], "dispatched", "{g}");
+    assert_eq!(g["thread_id"], thread.as_str(), "{g}");
+    assert_eq!(result_of(&dir, "g.task.json")["threadId"], thread.as_str());
+    assert_eq!(thread_count(&env), 1, "sent once");
 }
 
 /// A folder holding more descriptors than the bridge keeps names of at

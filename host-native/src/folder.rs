@@ -8,9 +8,15 @@
 //! following links and only if it is a regular file, read up to a bound,
 //! and written by creating a fresh owner-only file beside it and renaming
 //! it over the name (a rename replaces a planted link, never follows it).
-//! A write asked about in advance ([`Folder::can_write`]) is one whose name
-//! fits the file system and has no folder in its way, so a caller can
-//! refuse work it could not record before doing it. Which file a name
+//! A write or a rename asked about in advance ([`Folder::can_write`],
+//! [`Folder::can_rename`]) is one whose name fits the file system and has
+//! nothing in its way that a rename cannot replace or move (a folder, a
+//! file marked immutable or append-only) or that this user did not create
+//! (another user's file, a link, a FIFO, a socket, a device), so a caller
+//! can refuse work it could not record before doing it; the writes and
+//! renames that go with that question ([`Folder::write_over_own`],
+//! [`Folder::rename_over_own`]) replace only this user's regular files,
+//! never a file planted meanwhile. Which file a name
 //! leads to, and which writing of it, is an [`Identity`]. The folder
 //! itself is created owner-only and refused when another user owns it. A
 //! file one level down (a team member's `members/NAME/inbox`) is
@@ -89,6 +95,11 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// Its device and inode: which file, whatever writing of it.
+    pub fn file(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
     fn of(meta: &std::fs::Metadata) -> Identity {
         Identity {
             dev: meta.dev(),
@@ -140,7 +151,17 @@ impl NamePage {
     }
 }
 
-/// Why a name of the folder cannot be written ([`Folder::can_write`]).
+/// What [`Folder::look`] saw at a name, without opening it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Look {
+    /// Which file it is.
+    pub identity: Identity,
+    /// The uid of its owner.
+    pub owner: u32,
+}
+
+/// Why a name of the folder cannot be written ([`Folder::can_write`]) or
+/// renamed ([`Folder::can_rename`]).
 #[derive(Debug)]
 pub enum Blocked {
     /// Longer than the file system allows (its length, the limit).
@@ -153,6 +174,24 @@ pub enum Blocked {
     /// A folder is in the way, at this name (the name itself, or the one
     /// it is written under first): a rename cannot replace it.
     Folder(OsString),
+    /// Something this user did not create is at this name: another
+    /// user's file, or anything that is not a regular file (a link, a
+    /// FIFO, a socket, a device). It is left as it is, never replaced.
+    Foreign {
+        /// The name.
+        at: OsString,
+        /// What it is (`a symbolic link`, `a file of uid 1001`, ...).
+        what: String,
+    },
+    /// The name (or the folder itself, `.`) is marked immutable or
+    /// append-only (`chattr +i`, `+a`): no rename can replace or move it,
+    /// whoever runs it, until the mark is taken off.
+    Fixed {
+        /// The name.
+        at: OsString,
+        /// `immutable` or `append-only`.
+        mark: &'static str,
+    },
     /// The folder cannot be written, or the name not looked at.
     Io(io::Error),
 }
@@ -165,6 +204,19 @@ impl std::fmt::Display for Blocked {
                 "the name would be {length} bytes, over the file system's limit of {max}"
             ),
             Blocked::Folder(at) => write!(f, "a folder is in the way at {}", at.to_string_lossy()),
+            Blocked::Foreign { at, what } => write!(
+                f,
+                "{what} is in the way at {}, which the bridge's user did not create",
+                at.to_string_lossy()
+            ),
+            Blocked::Fixed { at, mark } => {
+                let flag = if *mark == IMMUTABLE { "i" } else { "a" };
+                write!(
+                    f,
+                    "{} is marked {mark}, so no rename can replace or move it (`chattr -{flag}` it)",
+                    at.to_string_lossy()
+                )
+            }
             Blocked::Io(e) => write!(f, "{e}"),
         }
     }
@@ -342,7 +394,21 @@ impl Folder {
 
     /// Which file `name` is now (the name itself, never a link's target).
     pub fn identity(&self, name: &OsStr) -> io::Result<Identity> {
-        std::fs::symlink_metadata(self.join(name)).map(|meta| Identity::of(&meta))
+        self.look(name).map(|look| look.identity)
+    }
+
+    /// Which file `name` is now and who owns it (the name itself, never a
+    /// link's target), without opening it.
+    pub fn look(&self, name: &OsStr) -> io::Result<Look> {
+        std::fs::symlink_metadata(self.join(name)).map(|meta| Look {
+            identity: Identity::of(&meta),
+            owner: meta.uid(),
+        })
+    }
+
+    /// The folder's permission bits (with the sticky bit, `0o1000`).
+    pub fn mode(&self) -> io::Result<u32> {
+        Ok(std::fs::symlink_metadata(&self.path)?.mode() & 0o7777)
     }
 
     /// The folder's mode when users other than its owner may write into it
@@ -356,11 +422,29 @@ impl Folder {
     /// Whether `name` could be written (by [`Folder::write_atomically`]) or
     /// renamed to (by [`Folder::rename`]) now, asked before doing anything
     /// that cannot be taken back: the name fits the file system's limit,
-    /// the folder may be written, and nothing is in the way, at the name or
-    /// at its [`temporary_name`], that a rename or a removal cannot replace
-    /// (a folder; a file, link, FIFO, socket or device is replaced without
-    /// being opened or followed).
+    /// the folder may be written and is not marked append-only, and at
+    /// the name and at its [`temporary_name`] there is nothing, or a
+    /// regular file of this user's that is not marked immutable or
+    /// append-only. Anything else there (a folder, another user's file, a
+    /// link, a FIFO, a socket, a device) is not this user's to replace,
+    /// though a folder's owner could (sticky or not): in a folder others
+    /// may write, it is a stranger's. [`Folder::write_over_own`] and
+    /// [`Folder::rename_over_own`] keep to this answer.
     pub fn can_write(&self, name: &OsStr) -> Result<(), Blocked> {
+        self.can_take(&[name.to_owned(), temporary_name(name)])
+    }
+
+    /// Whether an entry could be renamed to `name` now (by
+    /// [`Folder::rename_over_own`]): [`Folder::can_write`]'s question for
+    /// the name alone (a rename writes under no other).
+    pub fn can_rename_to(&self, name: &OsStr) -> Result<(), Blocked> {
+        self.can_take(&[name.to_owned()])
+    }
+
+    /// [`Folder::can_write`] for `names`, the first of which is the name
+    /// that ends up written.
+    fn can_take(&self, names: &[OsString]) -> Result<(), Blocked> {
+        let name = &names[0];
         let max = rustix::fs::statvfs(&self.path)
             .map_err(|e| Blocked::Io(e.into()))?
             .f_namemax;
@@ -368,6 +452,54 @@ impl Folder {
         if length as u64 > max {
             return Err(Blocked::TooLong { length, max });
         }
+        self.can_change()?;
+        for at in names {
+            if self.own_or_nothing(at)? {
+                self.not_fixed(at)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a regular file of this user's is at `at` (`true`) or
+    /// nothing (`false`); refused when anything else is.
+    fn own_or_nothing(&self, at: &OsStr) -> Result<bool, Blocked> {
+        let meta = match std::fs::symlink_metadata(self.join(at)) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(Blocked::Io(e)),
+        };
+        let kind = meta.file_type();
+        let what = if kind.is_dir() {
+            return Err(Blocked::Folder(at.to_owned()));
+        } else if kind.is_symlink() {
+            "a symbolic link".to_owned()
+        } else if !kind.is_file() {
+            "something that is not a regular file (a FIFO, a socket or a device)".to_owned()
+        } else if meta.uid() != rustix::process::geteuid().as_raw() {
+            format!("a file of another user (uid {})", meta.uid())
+        } else {
+            return Ok(true);
+        };
+        Err(Blocked::Foreign {
+            at: at.to_owned(),
+            what,
+        })
+    }
+
+    /// Whether the entry `name` could be renamed to another name of the
+    /// folder now (what it becomes is [`Folder::can_write`]'s question):
+    /// the folder may be written and is not marked append-only, and the
+    /// entry is not marked immutable or append-only.
+    pub fn can_rename(&self, name: &OsStr) -> Result<(), Blocked> {
+        self.can_change()?;
+        self.not_fixed(name)
+    }
+
+    /// Whether names may be added to, replaced in and removed from the
+    /// folder: it is writable and searchable by this process, and not
+    /// marked append-only (where names can only be added).
+    fn can_change(&self) -> Result<(), Blocked> {
         use rustix::fs::{Access, AtFlags, CWD, accessat};
         accessat(
             CWD,
@@ -376,15 +508,24 @@ impl Folder {
             AtFlags::EACCESS,
         )
         .map_err(|e| Blocked::Io(e.into()))?;
-        for at in [name.to_owned(), temporary_name(name)] {
-            match std::fs::symlink_metadata(self.join(&at)) {
-                Ok(meta) if meta.is_dir() => return Err(Blocked::Folder(at)),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Blocked::Io(e)),
-            }
+        match fixed_mark(&self.path) {
+            Some(mark) => Err(Blocked::Fixed {
+                at: OsString::from("."),
+                mark,
+            }),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Refuses the name `at` when it is marked immutable or append-only.
+    fn not_fixed(&self, at: &OsStr) -> Result<(), Blocked> {
+        match fixed_mark(&self.join(at)) {
+            Some(mark) => Err(Blocked::Fixed {
+                at: at.to_owned(),
+                mark,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Writes `bytes` as `name`, whole or not at all: into a fresh
@@ -401,28 +542,86 @@ impl Folder {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
         }
+        self.write_beside(name, &temporary, bytes, true)
+    }
+
+    /// [`Folder::write_atomically`] that replaces only what
+    /// [`Folder::can_write`] allows: at `name` and at its
+    /// [`temporary_name`], nothing or a regular file of this user's.
+    /// Refused (`InvalidInput`, saying what is in the way) otherwise, and
+    /// when something is planted at `name` meanwhile (where nothing was,
+    /// nothing is replaced: in a sticky folder, what was this user's stays
+    /// so, since only its owner can remove it).
+    pub fn write_over_own(&self, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+        let temporary_name = temporary_name(name);
+        let replaces = self.own_or_nothing(name).map_err(refused_by)?;
+        if self.own_or_nothing(&temporary_name).map_err(refused_by)? {
+            std::fs::remove_file(self.join(&temporary_name))?;
+        }
+        self.write_beside(name, &self.join(&temporary_name), bytes, replaces)
+    }
+
+    /// Writes `bytes` into the fresh file `temporary` and renames it to
+    /// `name` (over what is there only if `replace`).
+    fn write_beside(
+        &self,
+        name: &OsStr,
+        temporary: &Path,
+        bytes: &[u8],
+        replace: bool,
+    ) -> io::Result<()> {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc_flags::NOFOLLOW)
-            .open(&temporary)?;
+            .open(temporary)?;
         let written = file
             .write_all(bytes)
             .and_then(|()| file.sync_data())
             .and_then(|()| {
                 drop(file);
-                std::fs::rename(&temporary, self.join(name))
+                rename_paths(temporary, &self.join(name), replace)
             });
         if written.is_err() {
-            let _ = std::fs::remove_file(&temporary);
+            let _ = std::fs::remove_file(temporary);
         }
         written
+    }
+
+    /// The regular file `name`, opened for appending (created owner-only if
+    /// missing), never through a link or a FIFO. Refused (`InvalidInput`)
+    /// when it is not a regular file or not this user's.
+    pub fn open_appending(&self, name: &OsStr) -> io::Result<File> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc_flags::NOFOLLOW | libc_flags::NONBLOCK)
+            .open(self.join(name))?;
+        let meta = file.metadata()?;
+        let me = rustix::process::geteuid().as_raw();
+        if !meta.is_file() || meta.uid() != me {
+            return Err(refused(format!(
+                "{} is not a regular file of this user's",
+                self.join(name).display()
+            )));
+        }
+        Ok(file)
     }
 
     /// Renames `from` to `to` within the folder (replacing `to`).
     pub fn rename(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
         std::fs::rename(self.join(from), self.join(to))
+    }
+
+    /// Renames `from` to `to` within the folder, replacing only what
+    /// [`Folder::can_write`] allows at `to`: nothing, or a regular file of
+    /// this user's (refused, `InvalidInput`, otherwise; see
+    /// [`Folder::write_over_own`]).
+    pub fn rename_over_own(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
+        let replaces = self.own_or_nothing(to).map_err(refused_by)?;
+        rename_paths(&self.join(from), &self.join(to), replaces)
     }
 
     /// Takes the folder's bridge lock, `.inbox-bridge.lock`: held for as
@@ -554,6 +753,35 @@ mod libc_flags {
     pub(super) const NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits() as i32;
 }
 
+/// [`Blocked::Fixed`]'s marks.
+const IMMUTABLE: &str = "immutable";
+const APPEND_ONLY: &str = "append-only";
+
+/// The mark (immutable, append-only) that keeps the entry at `path` (never
+/// a link's target) from being renamed or replaced, read without opening
+/// it (`statx`). `None` when it has none, is not there, or the system
+/// does not say.
+#[cfg(target_os = "linux")]
+fn fixed_mark(path: &Path) -> Option<&'static str> {
+    use rustix::fs::{AtFlags, CWD, StatxAttributes, StatxFlags, statx};
+    let found = statx(CWD, path, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::empty()).ok()?;
+    let marked = |attribute: StatxAttributes| {
+        found.stx_attributes_mask.contains(attribute) && found.stx_attributes.contains(attribute)
+    };
+    if marked(StatxAttributes::IMMUTABLE) {
+        Some(IMMUTABLE)
+    } else if marked(StatxAttributes::APPEND) {
+        Some(APPEND_ONLY)
+    } else {
+        None
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn fixed_mark(_path: &Path) -> Option<&'static str> {
+    None
+}
+
 fn is_symlink(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
@@ -562,6 +790,33 @@ fn is_symlink(path: &Path) -> bool {
 /// `InvalidInput`, tells it apart from what the operating system said.
 fn refused(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// A write or rename refused by what [`Folder::can_write`] found.
+fn refused_by(blocked: Blocked) -> io::Error {
+    match blocked {
+        Blocked::Io(e) => e,
+        blocked => refused(blocked.to_string()),
+    }
+}
+
+/// Renames `from` to `to`: over what is at `to` if `replace`, else only
+/// where nothing is (`RENAME_NOREPLACE`; something planted there meanwhile
+/// refuses it, `AlreadyExists`). A file system without that flag gets a
+/// plain rename.
+fn rename_paths(from: &Path, to: &Path, replace: bool) -> io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    if replace {
+        return std::fs::rename(from, to);
+    }
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => std::fs::rename(from, to),
+        Err(rustix::io::Errno::EXIST) => Err(refused(format!(
+            "{} was created by someone else meanwhile; it is left as it is",
+            to.display()
+        ))),
+        done => done.map_err(io::Error::from),
+    }
 }
 
 /// What ended a [`Changes::wait`].
@@ -839,6 +1094,48 @@ mod tests {
         assert!(
             matches!(folder.can_write(free), Err(Blocked::Folder(at)) if at == temporary_name(free))
         );
+    }
+
+    #[test]
+    fn only_this_user_s_regular_files_are_written_or_renamed_over() {
+        let (_dir, folder) = team();
+        std::os::unix::fs::symlink("elsewhere", folder.join(OsStr::new("link"))).unwrap();
+        let link = OsStr::new("link");
+        assert!(matches!(
+            folder.can_write(link),
+            Err(Blocked::Foreign { .. })
+        ));
+        assert!(matches!(
+            folder.can_rename_to(link),
+            Err(Blocked::Foreign { .. })
+        ));
+        let refused = folder.write_over_own(link, b"no").unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidInput, "{refused}");
+        std::fs::write(folder.join(OsStr::new("mine")), "old").unwrap();
+        assert!(folder.rename_over_own(OsStr::new("mine"), link).is_err());
+        assert!(is_symlink(&folder.join(link)));
+        // Its own file, or nothing, is written and renamed over.
+        folder.write_over_own(OsStr::new("mine"), b"new").unwrap();
+        folder
+            .write_over_own(OsStr::new("fresh"), b"fresh")
+            .unwrap();
+        folder
+            .rename_over_own(OsStr::new("fresh"), OsStr::new("mine"))
+            .unwrap();
+        assert_eq!(
+            std::fs::read(folder.join(OsStr::new("mine"))).unwrap(),
+            b"fresh"
+        );
+        if rustix::process::geteuid().is_root() {
+            // Another user's file, planted where nothing was.
+            let theirs = folder.join(OsStr::new("theirs"));
+            std::fs::write(&theirs, "theirs").unwrap();
+            rustix::fs::chown(&theirs, Some(rustix::process::Uid::from_raw(64123)), None).unwrap();
+            let blocked = folder.can_write(OsStr::new("theirs")).unwrap_err();
+            assert!(blocked.to_string().contains("uid 64123"), "{blocked}");
+            assert!(folder.write_over_own(OsStr::new("theirs"), b"no").is_err());
+            assert_eq!(std::fs::read(&theirs).unwrap(), b"theirs");
+        }
     }
 
     #[test]

@@ -104,7 +104,7 @@ pub(crate) enum Refusal {
     #[error("descriptor could not be read: {0}")]
     Unreadable(String),
     /// A file of another user: whoever else can write the folder cannot
-    /// send work as the bridge's user.
+    /// send work as the bridge's user. Said, never written to a `.result`.
     #[error(
         "descriptor belongs to another user (uid {owner}); the bridge (uid {me}) takes only its own \
          user's files"
@@ -123,11 +123,14 @@ pub(crate) enum Refusal {
     )]
     OthersCanWrite(u32),
     /// A file the bridge must write for the descriptor (`.result`,
-    /// `.processed`) cannot be, so nothing is sent.
-    #[error("{file} cannot be written: {problem}; the descriptor was not sent")]
+    /// `.processed`) cannot be, or the descriptor cannot be renamed, so
+    /// nothing is sent.
+    #[error("{file} cannot be {done}: {problem}; the descriptor was not sent")]
     Unwritable {
-        /// The name the bridge would write.
+        /// The name the bridge would write (or rename).
         file: String,
+        /// `written` or `renamed`.
+        done: &'static str,
         /// Why it cannot.
         problem: String,
         /// [`Refusal::code`]'s answer.

@@ -12,6 +12,7 @@
 
 mod descriptor;
 mod file_drop;
+mod sent;
 mod teams;
 mod teams_hint;
 mod teams_line;

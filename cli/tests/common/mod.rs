@@ -254,10 +254,22 @@ impl BridgeProcess {
     /// Starts `inbox bridge KIND ARGS... --json` in `env` and waits for its
     /// `watching` line.
     pub fn start(env: &TestEnv, kind: &str, args: &[&str]) -> BridgeProcess {
+        BridgeProcess::start_with(env, kind, args, &[])
+    }
+
+    /// [`BridgeProcess::start`] with more environment variables (a test
+    /// hook, say).
+    pub fn start_with(
+        env: &TestEnv,
+        kind: &str,
+        args: &[&str],
+        vars: &[(&str, &str)],
+    ) -> BridgeProcess {
         let mut all = vec!["bridge", kind];
         all.extend_from_slice(args);
         all.push("--json");
         let mut command = env.command(&all);
+        command.envs(vars.iter().copied());
         command.stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = command.spawn().unwrap();
         let lines = std::io::BufReader::new(child.stdout.take().unwrap());
@@ -282,6 +294,11 @@ impl BridgeProcess {
                 return line;
             }
         }
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> rustix::process::Pid {
+        rustix::process::Pid::from_child(&self.child)
     }
 
     /// Sends `signal` to it.
