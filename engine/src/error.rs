@@ -627,7 +627,10 @@ fn closest_note(closest: &[String], known: usize, what: &str) -> String {
 fn did_you_mean(closest: &[String], known: usize) -> String {
     match (closest, known) {
         (_, 0) => "No agent is registered yet: the team's lead registers first.".to_owned(),
-        ([], 1) => "No registered name is close to it (`inbox agent list` shows the one registered agent).".to_owned(),
+        ([], 1) => {
+            "No registered name is close to it (`inbox agent list` shows the one registered agent)."
+                .to_owned()
+        }
         ([], _) => format!(
             "No registered name is close to it (`inbox agent list` shows the {known} registered agents)."
         ),

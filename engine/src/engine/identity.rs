@@ -227,7 +227,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 continue;
             };
             holders = true;
-            if given.as_deref().is_some_and(|given| same_digest(stored, given)) {
+            if given
+                .as_deref()
+                .is_some_and(|given| same_digest(stored, given))
+            {
                 return Ok(Some(agent.name));
             }
         }
