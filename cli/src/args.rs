@@ -435,21 +435,23 @@ Examples:
         long_about = "\
 Show the settings every process applies to this database, and change the
 ones given. --agent-tokens required makes every write or wait act as a
-registered agent and carry its token (--agent-token or $INBOX_AGENT_TOKEN):
-agent register prints an agent's token once, and only its hash is stored.
-Agents registered before that get their token by registering again.
+registered agent and carry its token (--agent-token-file, or
+$INBOX_AGENT_TOKEN_FILE or $INBOX_AGENT_TOKEN): agent register prints an
+agent's token once, and only its hash is stored. The first agent to
+register then joins freely (the team's lead); every later one, and one
+registered before tokens, is registered with the token of a registered
+agent, and so is every change of a setting while tokens are required.
 --agent-registration required lets only registered agents act and receive:
 a name nobody registered is refused as the acting agent
 (agent_not_registered) and as an address (unknown_recipient, which names
-the closest registered names); a role must have a registered member. Either
-way agent register stays open to a new name: it is how an agent joins. The
+the closest registered names); a role must have a registered member. The
 retention limits are what gc removes by; with --auto-gc on, writes remove
 it as they go, a few threads at a time, so the file stops growing.",
         after_help = "\
 Examples:
   inbox settings
   inbox settings --agent-tokens required
-  inbox settings --agent-registration required
+  inbox settings --agent-registration required --agent-token-file lead.token
   inbox settings --auto-gc on --keep-days 7 --keep-messages 5000 --keep-read-hours 24"
     )]
     Settings(SettingsArgs),
@@ -1215,10 +1217,15 @@ pub enum AgentCommand {
         long_about = "\
 Register --agent with its roles and a description, or replace them: the
 roles given are its roles from now on. Safe to repeat, and it counts as
-activity, so a long-waiting agent may register again to stay present.",
+activity, so a long-waiting agent may register again to stay present.
+When the database requires agent tokens, registering prints the agent's
+token once; the first agent (the team's lead) registers freely, every
+later one with the token of a registered agent (--agent-token-file),
+recorded as its registered_by, and a registered agent again with its own.",
         after_help = "\
 Examples:
-  inbox agent register --agent reviewer-1 --role reviewer,rust --description \"Reviews Rust changes\""
+  inbox agent register --agent reviewer-1 --role reviewer,rust --description \"Reviews Rust changes\"
+  inbox agent register --agent worker-2 --role crew --agent-token-file lead.token --json"
     )]
     Register(AgentRegisterArgs),
     /// The registered agents, their roles, presence and what they hold

@@ -251,7 +251,8 @@ fn success(output: &Output, cx: &Context) -> String {
                     "  agent token: {token}\n  {}",
                     paint(
                         DIM,
-                        "shown this once, only its hash is kept: give it to the agent as INBOX_AGENT_TOKEN"
+                        "shown this once, only its hash is kept: give it to the agent in a file of its own \
+                         (chmod 600; --agent-token-file or INBOX_AGENT_TOKEN_FILE) or as INBOX_AGENT_TOKEN"
                     )
                 );
             }
@@ -669,6 +670,9 @@ fn agent_line(a: &AgentView, now: Timestamp) -> String {
     }
     if !a.holds.is_empty() {
         facts.push(format!("holds {}", a.holds.join(", ")));
+    }
+    if let Some(by) = &a.registered_by {
+        facts.push(format!("registered by {by}"));
     }
     let description = if a.description.is_empty() {
         String::new()

@@ -77,8 +77,12 @@ fn open_without_waiting(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Whether a token file is private: owned by this user (or root), and
-/// neither readable by every user nor writable by others (who could put
-/// their own token in it).
+/// with no permission at all for its group or other users. Group read is
+/// refused too: a group is often wider than its owner thinks (a shared
+/// login's, every user's on some systems), and whoever reads the token
+/// acts as the agent; group or other write would let them put their own
+/// token in it. As ssh does for a private key, the mode must be 0600 or
+/// stricter.
 #[cfg(unix)]
 fn private(metadata: &std::fs::Metadata) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
@@ -90,9 +94,10 @@ fn private(metadata: &std::fs::Metadata) -> Result<(), String> {
         ));
     }
     let mode = metadata.mode() & 0o777;
-    if mode & 0o026 != 0 {
+    if mode & 0o077 != 0 {
         return Err(format!(
-            "may be read or changed by other users (mode {mode:04o}); a token file must be private: chmod 600 it"
+            "has permissions for its group or other users (mode {mode:04o}), who could read the token or replace it; \
+             a token file must be yours alone: chmod 600 it"
         ));
     }
     Ok(())
@@ -170,8 +175,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = file(dir.path(), "t", b"tok_abc\r\n", 0o600);
         assert_eq!(read_token_file(&path).unwrap(), "tok_abc");
-        let group = file(dir.path(), "g", b"tok_abc\n", 0o640);
-        assert_eq!(read_token_file(&group).unwrap(), "tok_abc");
+        let read_only = file(dir.path(), "r", b"tok_abc\n", 0o400);
+        assert_eq!(read_token_file(&read_only).unwrap(), "tok_abc");
     }
 
     #[test]
@@ -180,6 +185,9 @@ mod tests {
         let cases = [
             file(dir.path(), "world", b"tok_abc\n", 0o644),
             file(dir.path(), "group-writable", b"tok_abc\n", 0o660),
+            file(dir.path(), "group-readable", b"tok_abc\n", 0o640),
+            file(dir.path(), "group-executable", b"tok_abc\n", 0o610),
+            file(dir.path(), "other-executable", b"tok_abc\n", 0o601),
             file(dir.path(), "empty", b"\n", 0o600),
             file(dir.path(), "binary", &[0xff, 0xfe], 0o600),
         ];

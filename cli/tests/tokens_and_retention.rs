@@ -7,8 +7,13 @@
 //!   text or an error message.
 //! - With tokens required, a process that acts as a name nobody
 //!   registered is refused on every command that acts (`inbox`'s and
-//!   `orch`'s), told to register, and changes nothing; registering stays
-//!   open to it.
+//!   `orch`'s), never told to register itself, and changes nothing.
+//! - With tokens required, once an agent holds a token, a process can
+//!   neither register a name of its own (a new one, or one that holds no
+//!   token) nor change a setting (turn tokens off) without a registered
+//!   agent's token; the registry records who vouched (`registered_by`).
+//! - A token file with any permission for its group or other users is
+//!   refused.
 //! - `gc` keeps a busy database's file from growing: with `--auto-gc on`
 //!   the file stops growing while tasks keep coming, and `gc` removes
 //!   finished work across processes without touching open work.
@@ -46,14 +51,27 @@ fn an_agent_cannot_act_as_another_when_tokens_are_required() {
     let env = TestEnv::initialized();
     let set = env.json(&["settings", "--agent-tokens", "required"], 0);
     assert_eq!(set["changed"], serde_json::json!(["agent_tokens"]), "{set}");
-    let worker = env.json(&["agent", "register", "--agent", "worker"], 0);
-    let token = worker["agent_token"].as_str().unwrap().to_owned();
-    assert!(token.starts_with("tok_") && token.len() == 68, "{worker}");
-    let other = env.json(&["agent", "register", "--agent", "other"], 0);
-    let other_token = other["agent_token"].as_str().unwrap().to_owned();
-    assert_ne!(token, other_token);
+    // The first agent registers freely; the lead registers the others.
     let lead = env.json(&["agent", "register", "--agent", "lead"], 0);
     let lead_token = lead["agent_token"].as_str().unwrap().to_owned();
+    let by_lead = |agent: &str| {
+        let args = [
+            "agent",
+            "register",
+            "--agent",
+            agent,
+            "--agent-token",
+            &lead_token,
+        ];
+        env.json(&args, 0)["agent_token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let token = by_lead("worker");
+    assert!(token.starts_with("tok_") && token.len() == 68, "{token}");
+    let other_token = by_lead("other");
+    assert_ne!(token, other_token);
     let sent = env.json(
         &[
             "send",
@@ -169,7 +187,7 @@ fn the_token_may_come_from_a_private_file_and_a_shared_one_is_refused() {
         (output.status.code(), json, stderr)
     };
 
-    for mode in [0o600, 0o400, 0o640] {
+    for mode in [0o600, 0o400] {
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
         let (status, json, _) = with(&["--agent-token-file", path], None);
         assert_eq!(status, Some(10), "mode {mode:o}: {json}");
@@ -180,16 +198,29 @@ fn the_token_may_come_from_a_private_file_and_a_shared_one_is_refused() {
             "mode {mode:o}, from the environment: {json}"
         );
     }
-    // Readable by every user, or changeable by others: refused, naming
-    // the file and never the token.
-    for mode in [0o644, 0o604, 0o620, 0o666] {
+    // Any permission for its group or other users (read, write, even
+    // execute): refused, naming the file and never the token.
+    for mode in [
+        0o640,
+        0o610,
+        0o601,
+        0o644,
+        0o604,
+        0o620,
+        0o666,
+        0o700 | 0o050,
+    ] {
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
         let (status, json, stderr) = with(&["--agent-token-file", path], None);
         assert_eq!(status, Some(30), "mode {mode:o}: {json}");
         assert_eq!(code(&json), "invalid_value", "{json}");
         let message = json["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("chmod 600"), "{message}");
+        assert!(message.contains(&format!("{mode:04o}")), "{message}");
         assert!(!json.to_string().contains(&token) && !stderr.contains(&token));
+        // From the environment too, and for a server as for a command.
+        let (status, json, _) = with(&[], Some(("INBOX_AGENT_TOKEN_FILE", path)));
+        assert_eq!((status, code(&json)), (Some(30), "invalid_value"), "{json}");
     }
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     // Given two ways: refused rather than one silently chosen.
@@ -253,11 +284,19 @@ fn run_with_token(env: &TestEnv, orch: bool, args: &[&str], token: Option<&str>)
 fn a_name_nobody_registered_cannot_act_when_tokens_are_required() {
     let env = TestEnv::initialized();
     env.json(&["settings", "--agent-tokens", "required"], 0);
-    let token_of = |agent: &str| {
-        let registered = env.json(&["agent", "register", "--agent", agent], 0);
+    let token_of = |agent: &str, voucher: Option<&str>| {
+        let mut args = vec!["agent", "register", "--agent", agent];
+        args.extend(
+            voucher
+                .map(|token| ["--agent-token", token])
+                .iter()
+                .flatten(),
+        );
+        let registered = env.json(&args, 0);
         registered["agent_token"].as_str().unwrap().to_owned()
     };
-    let (lead, bob) = (token_of("lead"), token_of("bob"));
+    let lead = token_of("lead", None);
+    let bob = token_of("bob", Some(&lead));
     let sent = env.json(
         &[
             "send",
@@ -458,10 +497,12 @@ fn a_name_nobody_registered_cannot_act_when_tokens_are_required() {
                 "{args:?}: {refused}"
             );
             let message = refused["error"]["message"].as_str().unwrap_or_default();
+            // It never teaches the way around: registering mallory.
             assert!(
-                message.contains("inbox agent register --agent mallory") && !message.contains(&bob),
+                !message.contains("agent register") && !message.contains(&bob),
                 "{message}"
             );
+            assert!(message.contains("own registered name"), "{message}");
         }
     }
     // A near miss of a registered name is told the name it is near.
@@ -476,7 +517,7 @@ fn a_name_nobody_registered_cannot_act_when_tokens_are_required() {
         near["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("closest registered agents: bob"),
+            .contains("Did you mean bob?"),
         "{near}"
     );
     // Without --json the refusal goes to stderr, with the same advice.
@@ -485,9 +526,7 @@ fn a_name_nobody_registered_cannot_act_when_tokens_are_required() {
     ]);
     assert_eq!(plain.status, 30, "{plain}");
     assert!(
-        plain
-            .stderr
-            .contains("inbox agent register --agent mallory"),
+        plain.stderr.contains("own registered name") && !plain.stderr.contains("agent register"),
         "{plain}"
     );
 
@@ -495,9 +534,10 @@ fn a_name_nobody_registered_cannot_act_when_tokens_are_required() {
     assert_eq!(env.json(&["show", "--thread", t], 0), before);
     env.json(&["fetch", "--agent", "mallory"], 10);
 
-    // Registering is open to a new name, and from then on it acts with
-    // its own token only.
-    let mallory = token_of("mallory");
+    // mallory cannot register herself (see
+    // `a_new_name_joins_only_with_a_registered_agents_token`); the lead
+    // registers her, and from then on she acts with her own token only.
+    let mallory = token_of("mallory", Some(&lead));
     let cancel = [
         "cancel", "--agent", "mallory", "--thread", t, "--reason", "Mine now",
     ];
@@ -515,6 +555,192 @@ fn a_name_nobody_registered_cannot_act_when_tokens_are_required() {
     );
     let (status, _) = run_with_token(&env, false, &cancel, Some(&mallory));
     assert_eq!(status, 0);
+}
+
+/// Writes `token` to a private file of its own in the test folder, as a
+/// lead keeps it, and returns its path.
+#[cfg(unix)]
+fn token_file(env: &TestEnv, name: &str, token: &str) -> String {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = env.dir().join(format!("{name}.token"));
+    std::fs::write(&path, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// Whether a refusal's message would teach a refused caller the way around
+/// the tokens: register a name of its own, or turn tokens off.
+fn teaches_the_bypass(message: &str) -> bool {
+    message.contains("agent register --agent")
+        || message.contains("--agent-tokens off")
+        || message.contains("register it first")
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_name_joins_only_with_a_registered_agents_token() {
+    let env = TestEnv::initialized();
+    // Registered before tokens: it holds no token.
+    env.json(&["agent", "register", "--agent", "old-hand"], 0);
+    env.json(&["settings", "--agent-tokens", "required"], 0);
+    // Bootstrap: no agent holds a token yet, so the first one (the lead)
+    // registers itself, and nobody vouched for it.
+    let lead = env.json(&["agent", "register", "--agent", "lead"], 0);
+    assert!(lead["agent"].get("registered_by").is_none(), "{lead}");
+    let lead_token = lead["agent_token"].as_str().unwrap().to_owned();
+    let lead_file = token_file(&env, "lead", &lead_token);
+    let registry = || env.json(&["agent", "list"], 0);
+    let before = registry();
+
+    // A new name, or a name without a token, registering itself: with no
+    // token, with a made-up one, through a flag or the environment.
+    for name in ["mallory", "old-hand", "lead-2"] {
+        let args = ["agent", "register", "--agent", name, "--role", "crew"];
+        let (status, refused) = run_with_token(&env, false, &args, None);
+        assert_eq!(
+            (status, code(&refused)),
+            (30, "agent_token_required"),
+            "{name}: {refused}"
+        );
+        let message = refused["error"]["message"].as_str().unwrap();
+        assert!(!teaches_the_bypass(message), "{message}");
+        assert!(message.contains("--agent-token-file"), "{message}");
+        let (status, refused) = run_with_token(&env, false, &args, Some("tok_made_up"));
+        assert_eq!(
+            (status, code(&refused)),
+            (30, "agent_token_invalid"),
+            "{name}: {refused}"
+        );
+        assert!(!teaches_the_bypass(
+            refused["error"]["message"].as_str().unwrap()
+        ));
+    }
+    // The old hand cannot act under its tokenless name either, and is not
+    // told to register itself.
+    let (status, refused) = run_with_token(
+        &env,
+        false,
+        &["claim", "--agent", "old-hand", "--next"],
+        None,
+    );
+    assert_eq!(
+        (status, code(&refused)),
+        (30, "agent_token_required"),
+        "{refused}"
+    );
+    assert!(
+        !teaches_the_bypass(refused["error"]["message"].as_str().unwrap()),
+        "{refused}"
+    );
+    assert_eq!(registry(), before, "nothing was registered");
+
+    // The lead vouches, with its token from its file: the new agent gets
+    // its own token, and the registry says who let it in.
+    let worker = env.json(
+        &[
+            "agent",
+            "register",
+            "--agent",
+            "worker",
+            "--agent-token-file",
+            &lead_file,
+        ],
+        0,
+    );
+    assert_eq!(worker["agent"]["registered_by"], "lead", "{worker}");
+    let worker_token = worker["agent_token"].as_str().unwrap().to_owned();
+    assert_ne!(worker_token, lead_token);
+    let mut old_hand = env.command(&["agent", "register", "--agent", "old-hand", "--json"]);
+    old_hand.env("INBOX_AGENT_TOKEN_FILE", &lead_file);
+    let old_hand = env.run_command(old_hand);
+    assert_eq!(old_hand.status, 0, "{old_hand}");
+    assert_eq!(
+        old_hand.json()["agent"]["registered_by"],
+        "lead",
+        "{old_hand}"
+    );
+    let listed = registry();
+    let by: Vec<(&str, Option<&str>)> = listed["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["name"].as_str().unwrap(), a["registered_by"].as_str()))
+        .collect();
+    assert_eq!(
+        by,
+        [
+            ("lead", None),
+            ("old-hand", Some("lead")),
+            ("worker", Some("lead"))
+        ],
+        "{listed}"
+    );
+    let text = env.run(&["agent", "list"]);
+    assert!(text.stdout.contains("registered by lead"), "{text}");
+    // A registered name registers again only with its own token: the
+    // lead's is not the worker's.
+    let (status, refused) = run_with_token(
+        &env,
+        false,
+        &["agent", "register", "--agent", "worker", "--role", "admin"],
+        Some(&lead_token),
+    );
+    assert_eq!(
+        (status, code(&refused)),
+        (30, "agent_token_invalid"),
+        "{refused}"
+    );
+
+    // Settings: showing them needs no token; changing one does, so that
+    // nobody turns the tokens off, or registration on, without one.
+    let settings = env.json(&["settings"], 0);
+    for change in [
+        &["settings", "--agent-tokens", "off"][..],
+        &["settings", "--agent-registration", "required"],
+        &["settings", "--keep-days", "1"],
+    ] {
+        for token in [None, Some("tok_made_up")] {
+            let (status, refused) = run_with_token(&env, false, change, token);
+            assert_eq!(status, 30, "{change:?} with {token:?}: {refused}");
+            let expected = if token.is_some() {
+                "agent_token_invalid"
+            } else {
+                "agent_token_required"
+            };
+            assert_eq!(code(&refused), expected, "{refused}");
+            assert!(!teaches_the_bypass(
+                refused["error"]["message"].as_str().unwrap()
+            ));
+        }
+    }
+    assert_eq!(env.json(&["settings"], 0), settings, "nothing changed");
+    let plain = env.run(&["settings", "--agent-tokens", "off"]);
+    assert_eq!(plain.status, 30, "{plain}");
+    assert!(
+        plain.stderr.contains("agent_token_required") || plain.stderr.contains("needs the token"),
+        "{plain}"
+    );
+    // Any registered agent's token vouches: the worker's, from a file.
+    let worker_file = token_file(&env, "worker", &worker_token);
+    let changed = env.json(
+        &[
+            "settings",
+            "--agent-tokens",
+            "off",
+            "--agent-token-file",
+            &worker_file,
+        ],
+        0,
+    );
+    assert_eq!(
+        changed["changed"],
+        serde_json::json!(["agent_tokens"]),
+        "{changed}"
+    );
+    // Off, names are trusted again: registering is open and records no
+    // voucher.
+    let carol = env.json(&["agent", "register", "--agent", "carol"], 0);
+    assert!(carol["agent"].get("registered_by").is_none(), "{carol}");
 }
 
 /// Sends, claims and finishes `n` tasks, one process per command as

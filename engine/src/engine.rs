@@ -146,7 +146,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             Ok(key) => key,
             Err(error) => return Response::failure(Some(command.as_str().to_owned()), error),
         };
-        self.caller = identity::Caller::of(&call);
+        self.caller = Some(identity::Caller::of(&call));
         self.ahead = ahead::of(&call.request);
         self.replayed = false;
         let result = self.dispatch(call.request);
@@ -240,6 +240,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         }
         let result = self.transaction(TxMode::Write, now, |tx| {
             let settings = tx.authenticate(caller.as_ref())?;
+            tx.agent_token = caller.as_ref().and_then(|c| c.token().map(str::to_owned));
             // A retried write is answered before anything is recorded.
             if let Some(key) = &key
                 && let Some(first) = tx.replay(key)?
@@ -350,6 +351,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 created: Vec::new(),
                 ended: Vec::new(),
                 premade,
+                agent_token: None,
             };
             let result = f(&mut tx);
             created = std::mem::take(&mut tx.created);

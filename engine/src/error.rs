@@ -44,9 +44,9 @@ vocabulary! {
         TaskInvalidState = "task_invalid_state" : "The command is not allowed in the task's status (e.g. reassigning a task in review).",
         TaskFinished = "task_finished" : "The task has ended (done, failed, cancelled or skipped) and the command needs one that has not.",
         IdempotencyConflict = "idempotency_conflict" : "The idempotency key was already used for a different request; a retry must repeat the request exactly, and a new request needs a new key.",
-        AgentTokenRequired = "agent_token_required" : "The database requires agent tokens and the command acts as a registered agent without one: pass the token `agent register` printed (`--agent-token`, `$INBOX_AGENT_TOKEN`, `agent_token`).",
-        AgentTokenInvalid = "agent_token_invalid" : "The token given is not the acting agent's: another agent's, mistyped, or replaced; nothing was done.",
-        AgentNotRegistered = "agent_not_registered" : "The database lets only registered agents act (`agent_tokens required` or `agent_registration required`) and the command acts as a name nobody registered: register it first with `agent register`, the one command such a name may run.",
+        AgentTokenRequired = "agent_token_required" : "The database requires agent tokens and the command acts as a registered agent without its token, or registers an agent or changes a setting without the token of a registered agent: pass the token `agent register` printed, from its file (`--agent-token-file`, `$INBOX_AGENT_TOKEN_FILE`) or the environment (`$INBOX_AGENT_TOKEN`; `agent_token` in JSON). New agents are registered by a registered agent (the team's lead).",
+        AgentTokenInvalid = "agent_token_invalid" : "The token given is not the acting agent's (another agent's, mistyped, or replaced), or, to register an agent or change a setting, no registered agent's; nothing was done.",
+        AgentNotRegistered = "agent_not_registered" : "The database lets only registered agents act (`agent_tokens required` or `agent_registration required`) and the command acts as a name nobody registered; the message names the closest registered names. Act under your own registered name; new agents are registered by a registered agent (the team's lead).",
         CheckoutDirty = "checkout_dirty" : "Strict mode: the leader's checkout has uncommitted changes a new worktree would leave out; commit or stash them, or dispatch outside strict mode.",
         InvalidBase = "invalid_base" : "The base revision names no commit of the repository (unknown, a tree, an empty repository), or a task with no accepted branch.",
         WorktreeFailed = "worktree_failed" : "git could not make the attempt's worktree (its branch or folder exists, a symbolic link on the way, a permission); that task was not dispatched (with `--all-ready` it waits with the reason, and the other tasks are dispatched).",
@@ -296,16 +296,36 @@ pub enum EngineError {
     },
     /// See [`ErrorCode::AgentTokenInvalid`].
     #[error(
-        "the agent token given is not {agent}'s; pass the token `inbox agent register --agent {agent}` printed (nothing was done)"
+        "the agent token given is not {agent}'s (nothing was done): pass {agent}'s own token, the one `inbox agent register` printed for it, from its file (--agent-token-file PATH or $INBOX_AGENT_TOKEN_FILE) or the environment ($INBOX_AGENT_TOKEN)"
     )]
     AgentTokenInvalid {
         /// The agent the command acts as.
         agent: String,
     },
+    /// See [`ErrorCode::AgentTokenRequired`]: an act a registered agent
+    /// vouches for (a registration, a settings change), without a token.
+    #[error(
+        "{act} needs the token of a registered agent, as this database requires agent tokens (nothing was done): {}",
+        act.who_does_it()
+    )]
+    VouchRequired {
+        /// What needed it.
+        act: Vouched,
+    },
+    /// See [`ErrorCode::AgentTokenInvalid`]: an act a registered agent
+    /// vouches for, with a token that is no registered agent's.
+    #[error(
+        "the agent token given is no registered agent's, and {act} needs one, as this database requires agent tokens (nothing was done): {}",
+        act.who_does_it()
+    )]
+    VouchInvalid {
+        /// What needed it.
+        act: Vouched,
+    },
     /// See [`ErrorCode::AgentNotRegistered`].
     #[error(
-        "{agent} is not a registered agent, and this database lets only registered agents act ({setting}): register it first with `inbox agent register --agent {agent}`{then}, or check the name{}",
-        closest_note(closest, *known, "registered agents")
+        "{agent} is not a registered agent, and this database lets only registered agents act ({setting}); nothing was done. {} Act under your own registered name{then}; a new agent is registered by a registered agent (the team's lead).",
+        did_you_mean(closest, *known)
     )]
     AgentNotRegistered {
         /// The agent the command acts as.
@@ -313,7 +333,8 @@ pub enum EngineError {
         /// The setting that asks for it (`agent_tokens required`,
         /// `agent_registration required`).
         setting: &'static str,
-        /// What follows registering (with tokens: pass the token it prints).
+        /// How an agent shows it is itself (with tokens: with its token,
+        /// and where it comes from).
         then: &'static str,
         /// The registered names close to it, closest first (a few).
         closest: Vec<String>,
@@ -522,8 +543,12 @@ impl EngineError {
             }
             EngineError::AgentNotFound { .. } => ErrorCode::AgentNotFound,
             EngineError::IdempotencyConflict { .. } => ErrorCode::IdempotencyConflict,
-            EngineError::AgentTokenRequired { .. } => ErrorCode::AgentTokenRequired,
-            EngineError::AgentTokenInvalid { .. } => ErrorCode::AgentTokenInvalid,
+            EngineError::AgentTokenRequired { .. } | EngineError::VouchRequired { .. } => {
+                ErrorCode::AgentTokenRequired
+            }
+            EngineError::AgentTokenInvalid { .. } | EngineError::VouchInvalid { .. } => {
+                ErrorCode::AgentTokenInvalid
+            }
             EngineError::AgentNotRegistered { .. } => ErrorCode::AgentNotRegistered,
             EngineError::UnknownRecipient { .. } => ErrorCode::UnknownRecipient,
             EngineError::CheckoutDirty { .. } => ErrorCode::CheckoutDirty,
@@ -594,6 +619,69 @@ fn closest_note(closest: &[String], known: usize, what: &str) -> String {
             format!("; none of the {what} ({known}) is close to it, `inbox agent list` shows them")
         }
         _ => format!("; the closest {what}: {}", closest.join(", ")),
+    }
+}
+
+/// What a refusal of an unregistered actor suggests: the registered names
+/// close to it, or where to see them.
+fn did_you_mean(closest: &[String], known: usize) -> String {
+    match (closest, known) {
+        (_, 0) => "No agent is registered yet: the team's lead registers first.".to_owned(),
+        ([], 1) => {
+            "No registered name is close to it (`inbox agent list` shows the one registered agent)."
+                .to_owned()
+        }
+        ([], _) => format!(
+            "No registered name is close to it (`inbox agent list` shows the {known} registered agents)."
+        ),
+        ([one], _) => format!("Did you mean {one}?"),
+        ([first @ .., last], _) => format!("Did you mean {} or {last}?", first.join(", ")),
+    }
+}
+
+/// An act that, while agent tokens are required, a registered agent
+/// vouches for with its token ([`EngineError::VouchRequired`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Vouched {
+    /// Registering an agent that holds no token: a new name, or one
+    /// registered before tokens were required.
+    Registration {
+        /// The name registered.
+        agent: String,
+    },
+    /// Changing database-wide settings.
+    Settings {
+        /// The settings it would change, by field name.
+        changed: Vec<String>,
+    },
+}
+
+impl Vouched {
+    /// Who does it, and how: what a refused caller needs to know.
+    fn who_does_it(&self) -> &'static str {
+        match self {
+            Vouched::Registration { .. } => {
+                "a registered agent (the team's lead) registers new agents, with its own token from its file \
+                 (--agent-token-file PATH or $INBOX_AGENT_TOKEN_FILE) or the environment ($INBOX_AGENT_TOKEN), \
+                 and hands each the token registering prints"
+            }
+            Vouched::Settings { .. } => {
+                "the team's lead or the operator changes settings, with a registered agent's token from its file \
+                 (--agent-token-file PATH or $INBOX_AGENT_TOKEN_FILE) or the environment ($INBOX_AGENT_TOKEN); \
+                 showing them needs none"
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Vouched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Vouched::Registration { agent } => write!(f, "registering {agent}"),
+            Vouched::Settings { changed } => {
+                write!(f, "changing the settings ({})", changed.join(", "))
+            }
+        }
     }
 }
 

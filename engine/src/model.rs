@@ -322,6 +322,11 @@ pub struct Agent {
     /// The SHA-256 of its token, hex, when the database requires tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_sha256: Option<String>,
+    /// The registered agent whose token vouched for its registration (the
+    /// team's lead, typically), when tokens were required and some agent
+    /// already held one; none for the first agent, or without tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_by: Option<String>,
 }
 
 /// A write applied under an idempotency key: what a retry with the same
@@ -345,7 +350,7 @@ vocabulary! {
     /// agent (the `agent_tokens` setting).
     pub enum AgentTokens ("agent_tokens setting") {
         Off = "off" : "Names are trusted: whoever can open the database may act as any agent (the default; the file's permissions are the trust boundary).",
-        Required = "required" : "A write or wait must act as a registered agent and carry the token `agent register` printed for it; only `agent register` may name an agent nobody registered.",
+        Required = "required" : "A write or wait must act as a registered agent and carry the token `agent register` printed for it. Once an agent holds a token, registering a new agent (or one without a token) and changing a setting take a registered agent's token.",
     }
 }
 

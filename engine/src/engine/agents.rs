@@ -228,6 +228,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 roles: agent.roles,
                 description: agent.description,
                 registered_at: agent.registered_at,
+                registered_by: agent.registered_by,
                 last_active_at,
                 holds: held,
             });
@@ -246,16 +247,18 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         input: AgentRegisterInput,
     ) -> Result<AgentOutput, EngineError> {
         let before = self.registered(&input.agent)?;
+        let settings = self.store.settings()?.unwrap_or_default();
+        let vouched = self.registrar(&settings, &input.agent, before.as_ref())?;
         let mut agent = Agent {
             registered_at: before.as_ref().map_or(self.now, |a| a.registered_at),
             last_assigned_event: before.as_ref().map_or(0, |a| a.last_assigned_event),
+            registered_by: vouched.or_else(|| before.as_ref()?.registered_by.clone()),
             token_sha256: before.and_then(|a| a.token_sha256),
             name: input.agent,
             roles: input.roles,
             description: input.description,
             seen_at: self.now,
         };
-        let settings = self.store.settings()?.unwrap_or_default();
         let agent_token = self.issue_token(&settings, &mut agent)?;
         self.store.put_agent(&agent)?;
         Ok(AgentOutput {

@@ -11,13 +11,30 @@
 //! acting agent (the command table's `acting` field), and every address a
 //! caller writes (`send`/`reply --to`, an orch assignee, a council's
 //! reviewers, and the assignee a leader's dispatch sends to). Reads are not:
-//! they change nothing, and whoever can open the file can read it. The
-//! registry's own commands are the way in: `agent-register` may name a new
-//! agent (it is how one joins, and it issues the token, printed once; only
-//! its SHA-256 is stored, and the token never enters a message, an event or
-//! an idempotency record), and `agent-unregister` answers for a name nobody
-//! registered itself. This module must never decide anything else about a
-//! command: it answers "may this caller act as this agent" and "does this
+//! they change nothing, and whoever can open the file can read it.
+//!
+//! With tokens required, the registry and the settings are guarded too, or
+//! two commands would undo the rest (register a name of one's own, or turn
+//! tokens off): once a registered agent holds a token, registering a name
+//! that has none (a new one, or one registered before tokens) needs the
+//! token of a registered agent that has one, which is recorded as its
+//! `registered_by` (the team's lead registers the workers and hands them
+//! their tokens), and so does changing a setting. Until some agent holds a
+//! token (tokens were just turned on), registering is open, so that the
+//! first agent, the lead, can join. A token is issued by `agent-register`,
+//! printed once; only its SHA-256 is stored, and the token never enters a
+//! message, an event or an idempotency record. A name that holds a token
+//! registers again with that token; it is unregistered with it, or with
+//! the token of the agent that registered it (how a lead re-issues a lost
+//! token: unregister, register anew). `agent-unregister` answers for a name
+//! nobody registered itself.
+//!
+//! Messages agents read never teach a way around the rule: a refusal says
+//! whose token to pass and where from, and that a registered agent (the
+//! lead) registers new agents; the operator's way out, when every token is
+//! lost, is in the README ("Who may act as whom"). This module must never decide anything
+//! else about a command: it answers "may this caller act as this agent",
+//! "who vouches for this registration or settings change" and "does this
 //! address reach a registered agent", and nothing more.
 
 use std::collections::BTreeSet;
@@ -25,7 +42,7 @@ use std::collections::BTreeSet;
 use crate::address::Address;
 use crate::call::{self, Call};
 use crate::command::Command;
-use crate::error::EngineError;
+use crate::error::{EngineError, Vouched};
 use crate::ids::IdSource;
 use crate::model::{Agent, AgentRegistration, AgentTokens, Settings};
 use crate::store::{AgentQuery, Store};
@@ -39,26 +56,34 @@ const CANDIDATES_MAX: usize = 10_000;
 /// Most names a refusal suggests.
 const SUGGESTIONS: usize = 3;
 
-/// Who a call acts as, and the token it carries.
+/// Who a call acts as (if its command acts as an agent), and the token
+/// it carries.
 pub(super) struct Caller {
-    agent: String,
+    agent: Option<String>,
     token: Option<String>,
     command: Command,
 }
 
 impl Caller {
-    /// The caller of `call`, if its command acts as an agent.
-    pub(super) fn of(call: &Call) -> Option<Caller> {
-        Some(Caller {
-            agent: call.request.actor()?.to_owned(),
+    /// The caller of `call`.
+    pub(super) fn of(call: &Call) -> Caller {
+        Caller {
+            agent: call.request.actor().map(str::to_owned),
             token: call.agent_token.clone(),
             command: call.request.command(),
-        })
+        }
+    }
+
+    /// The token the call carries: the acting agent's, or the one that
+    /// vouches for a registration or a settings change.
+    pub(super) fn token(&self) -> Option<&str> {
+        self.token.as_deref()
     }
 
     /// The registry's own commands, which may name an agent nobody
-    /// registered: `agent-register` is how a name joins (and gets its
-    /// token), `agent-unregister` answers `agent_not_found` for one itself.
+    /// registered: `agent-register` is how a name joins (whether it may is
+    /// [`Tx::registrar`]'s to say), `agent-unregister` answers
+    /// `agent_not_found` for one itself.
     fn names_the_registry(&self) -> bool {
         matches!(
             self.command,
@@ -68,19 +93,20 @@ impl Caller {
 }
 
 /// The setting that lets only registered agents act, if one does: its
-/// name as a message gives it, and what follows registering.
+/// name as a message gives it, and how the agent shows it is itself.
 fn registered_only(settings: &Settings) -> Option<(&'static str, &'static str)> {
     if settings.agent_tokens == AgentTokens::Required {
-        Some((
-            "agent_tokens required",
-            " (it prints the agent's token once: pass it with --agent-token or $INBOX_AGENT_TOKEN)",
-        ))
+        Some(("agent_tokens required", WITH_TOKEN))
     } else if settings.agent_registration == AgentRegistration::Required {
         Some(("agent_registration required", ""))
     } else {
         None
     }
 }
+
+/// Where an agent's token comes from, as refusals say it: the file and the
+/// environment first (a command line is shown to every local user by `ps`).
+const WITH_TOKEN: &str = ", with its token (from its file: --agent-token-file PATH or $INBOX_AGENT_TOKEN_FILE; or $INBOX_AGENT_TOKEN; `agent_token` in JSON)";
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// The engine's settings, once `caller` (if any) has shown that it may
@@ -92,19 +118,19 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         caller: Option<&Caller>,
     ) -> Result<Settings, EngineError> {
         let settings = self.store.settings()?.unwrap_or_default();
-        let Some(caller) = caller else {
+        let Some((caller, name)) = caller.and_then(|c| Some((c, c.agent.as_deref()?))) else {
             return Ok(settings);
         };
         let Some((setting, then)) = registered_only(&settings) else {
             return Ok(settings);
         };
-        let Some(agent) = self.registered(&caller.agent)? else {
+        let Some(agent) = self.registered(name)? else {
             if caller.names_the_registry() {
                 return Ok(settings);
             }
-            let near = self.closest_agents(&caller.agent)?;
+            let near = self.closest_agents(name)?;
             return Err(EngineError::AgentNotRegistered {
-                agent: caller.agent.clone(),
+                agent: name.to_owned(),
                 setting,
                 then,
                 closest: near.closest,
@@ -112,9 +138,107 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             });
         };
         if settings.agent_tokens == AgentTokens::Required {
-            check_token(agent, caller)?;
+            let own = check_token(&agent, caller);
+            if own.is_err() && self.is_registrars_token(&agent, caller)? {
+                return Ok(settings);
+            }
+            own?;
         }
         Ok(settings)
+    }
+
+    /// Whether `caller` unregisters `agent` with the token of the agent
+    /// that registered it: a lead may take back a name it let in (to
+    /// register it anew when its token is lost), nothing else.
+    fn is_registrars_token(&mut self, agent: &Agent, caller: &Caller) -> Result<bool, EngineError> {
+        let (Command::AgentUnregister, Some(registrar), Some(token)) =
+            (caller.command, &agent.registered_by, caller.token())
+        else {
+            return Ok(false);
+        };
+        let Some(Agent {
+            token_sha256: Some(stored),
+            ..
+        }) = self.registered(registrar)?
+        else {
+            return Ok(false);
+        };
+        Ok(same_digest(&stored, &call::sha256_hex(token.as_bytes())))
+    }
+
+    /// Who vouches for registering `name` (`before`: its record, if it is
+    /// registered): when tokens are required and the name holds no token
+    /// yet (it is new, or registered before tokens), the registered agent
+    /// whose token the call carries, once any registered agent holds one.
+    /// `None` when nobody needs to: tokens are off, the name's own token
+    /// was checked ([`Tx::authenticate`]), or no agent holds a token yet,
+    /// so that the first one (the team's lead) can join.
+    pub(super) fn registrar(
+        &mut self,
+        settings: &Settings,
+        name: &str,
+        before: Option<&Agent>,
+    ) -> Result<Option<String>, EngineError> {
+        let holds_token = before.is_some_and(|a| a.token_sha256.is_some());
+        if settings.agent_tokens == AgentTokens::Off || holds_token {
+            return Ok(None);
+        }
+        self.voucher(Vouched::Registration {
+            agent: name.to_owned(),
+        })
+    }
+
+    /// Refuses a change of the settings (`changed`: the fields it changes,
+    /// against `before`) while tokens are required, unless the call
+    /// carries the token of a registered agent that has one (or no agent
+    /// holds a token yet). Showing them changes nothing and needs none.
+    pub(super) fn check_settings_change(
+        &mut self,
+        before: &Settings,
+        changed: &[String],
+    ) -> Result<(), EngineError> {
+        if before.agent_tokens == AgentTokens::Off || changed.is_empty() {
+            return Ok(());
+        }
+        self.voucher(Vouched::Settings {
+            changed: changed.to_vec(),
+        })
+        .map(drop)
+    }
+
+    /// The registered agent whose token the call carries, for `act`; `None`
+    /// when no registered agent holds a token yet. Looks at the registry
+    /// as far as one command reads it ([`CANDIDATES_MAX`]): past that, an
+    /// agent cannot vouch, and nobody is taken to hold no token.
+    fn voucher(&mut self, act: Vouched) -> Result<Option<String>, EngineError> {
+        let agents = self.store.agents(&AgentQuery {
+            name: None,
+            role: None,
+            limit: CANDIDATES_MAX,
+        })?;
+        let whole = agents.len() < CANDIDATES_MAX;
+        let given = self
+            .agent_token
+            .as_deref()
+            .map(|token| call::sha256_hex(token.as_bytes()));
+        let mut holders = false;
+        for agent in agents {
+            let Some(stored) = &agent.token_sha256 else {
+                continue;
+            };
+            holders = true;
+            if given
+                .as_deref()
+                .is_some_and(|given| same_digest(stored, given))
+            {
+                return Ok(Some(agent.name));
+            }
+        }
+        match given {
+            _ if !holders && whole => Ok(None),
+            None => Err(EngineError::VouchRequired { act }),
+            Some(_) => Err(EngineError::VouchInvalid { act }),
+        }
     }
 
     /// Refuses an address that reaches no registered agent, when the
@@ -198,7 +322,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let token = self.ids.secret().ok_or_else(|| {
             EngineError::internal(
                 "this host has no secure random source, so it cannot issue agent tokens; \
-                 turn them off with `inbox settings --agent-tokens off`",
+                 register agents through one that has (the inbox command line)",
             )
         })?;
         agent.token_sha256 = Some(call::sha256_hex(token.as_bytes()));
@@ -207,32 +331,35 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 }
 
 /// Refuses `caller` unless it carries `agent`'s token. An agent registered
-/// before tokens were required has none yet: registering again gives it
-/// one, and is the only thing it may do until then.
-fn check_token(agent: Agent, caller: &Caller) -> Result<(), EngineError> {
-    let name = agent.name;
-    match (agent.token_sha256, &caller.token) {
+/// before tokens were required has none yet: registering it again gives
+/// it one ([`Tx::registrar`] says who may), and is the only thing it may do
+/// until then.
+fn check_token(agent: &Agent, caller: &Caller) -> Result<(), EngineError> {
+    let name = &agent.name;
+    match (&agent.token_sha256, caller.token()) {
         (None, _) if caller.command == Command::AgentRegister => Ok(()),
         (None, _) => Err(EngineError::AgentTokenRequired {
-            hint: format!(
-                "it has no token yet (it registered before tokens were required); run `inbox agent register --agent {name}` once to get one"
-            ),
-            agent: name,
+            hint: "it has no token yet (it registered before tokens were required): \
+                   registering it again issues one, which the team's lead does with its own token \
+                   (only the first agent to hold a token registers without one)"
+                .to_owned(),
+            agent: name.clone(),
         }),
         (Some(_), None) => Err(EngineError::AgentTokenRequired {
             hint: format!(
-                "pass the token `inbox agent register` printed for it with --agent-token or $INBOX_AGENT_TOKEN (`agent_token` in JSON); \
-                 if it is lost, an operator turns tokens off (`inbox settings --agent-tokens off`), runs `inbox agent unregister --agent {name}`, \
-                 turns them on again and the agent registers anew"
+                "pass the token `inbox agent register` printed for it from its file \
+                 (--agent-token-file PATH or $INBOX_AGENT_TOKEN_FILE) or the environment \
+                 ($INBOX_AGENT_TOKEN; `agent_token` in JSON); if {name}'s token is lost, \
+                 the team's lead or the operator issues it a new one"
             ),
-            agent: name,
+            agent: name.clone(),
         }),
-        (Some(stored), Some(token))
-            if same_digest(&stored, &call::sha256_hex(token.as_bytes())) =>
-        {
+        (Some(stored), Some(token)) if same_digest(stored, &call::sha256_hex(token.as_bytes())) => {
             Ok(())
         }
-        (Some(_), Some(_)) => Err(EngineError::AgentTokenInvalid { agent: name }),
+        (Some(_), Some(_)) => Err(EngineError::AgentTokenInvalid {
+            agent: name.clone(),
+        }),
     }
 }
 

@@ -214,6 +214,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         after.agent_registration = r.agent_registration.unwrap_or(before.agent_registration);
         after.auto_gc = r.auto_gc.unwrap_or(before.auto_gc);
         let changed = changed_fields(&before, &after);
+        self.check_settings_change(&before, &changed)?;
         if !changed.is_empty() {
             self.store.put_settings(&after)?;
         }

@@ -43,6 +43,9 @@ pub(super) struct Tx<'a, S, I> {
     /// Worktrees made before this transaction began, for the attempts it
     /// starts (`orch dispatch`): git never runs while it holds the lock.
     pub(super) premade: Vec<super::worktrees::Premade>,
+    /// The agent token the call carries, in its write: what vouches for a
+    /// registration or a settings change (see `identity`).
+    pub(super) agent_token: Option<String>,
 }
 
 /// What a command changes besides the thread record: one event, and maybe

@@ -91,6 +91,11 @@ pub struct AgentView {
     pub description: String,
     /// When it first registered.
     pub registered_at: Timestamp,
+    /// The registered agent whose token vouched for its registration
+    /// (with `agent_tokens required`): who let it join, or gave it its
+    /// token. Absent for the first agent and without tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_by: Option<String>,
     /// Its latest activity: the newest event it caused, its registration or
     /// its last `mark-read`, whichever is latest.
     pub last_active_at: Timestamp,
