@@ -205,20 +205,29 @@ fn dispatch(out: &DispatchOutput) -> String {
         let _ = writeln!(text, "  {}", attempt_line(&d.task.task_id, &d.attempt));
     }
     if !out.refused.is_empty() {
-        let n = out.refused.len();
+        let n = u64::try_from(out.refused.len())
+            .unwrap_or(u64::MAX)
+            .saturating_add(out.refused_more);
         let _ = writeln!(
             text,
             "{}",
             paint(
                 AnsiColor::Red.on_default(),
                 format!(
-                    "Not dispatched: {} (git refused; each waits, ready, with the reason in `orch status`):",
-                    plural(u64::try_from(n).unwrap_or(u64::MAX), "task")
+                    "Not dispatched: {} (each waits, ready, with the reason in `orch status`):",
+                    plural(n, "task")
                 )
             )
         );
         for r in &out.refused {
             let _ = writeln!(text, "  {:<12} {}: {}", r.task_id, r.code, r.message);
+        }
+        if out.refused_more > 0 {
+            let _ = writeln!(
+                text,
+                "  ... and {} more refused, not listed here (`orch ready` lists the ready tasks with their reasons)",
+                out.refused_more
+            );
         }
     }
     text

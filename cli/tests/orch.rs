@@ -37,6 +37,17 @@ impl std::fmt::Display for Ran {
 
 /// Runs `binary args...` in `dir` on the real clock, as `agent`.
 fn ran(dir: &std::path::Path, binary: &str, agent: &str, args: &[&str]) -> Ran {
+    ran_with(dir, binary, agent, args, &[])
+}
+
+/// [`ran`] with more environment variables (`PATH`, say).
+fn ran_with(
+    dir: &std::path::Path,
+    binary: &str,
+    agent: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Ran {
     let output = std::process::Command::new(binary)
         .args(args)
         .current_dir(dir)
@@ -44,6 +55,7 @@ fn ran(dir: &std::path::Path, binary: &str, agent: &str, args: &[&str]) -> Ran {
         .env_remove("INBOX_NOW")
         .env("INBOX_AGENT", agent)
         .env("NO_COLOR", "1")
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -1088,6 +1100,261 @@ fn one_task_git_refuses_never_holds_back_the_others() {
     let last = lead(&["dispatch", "--all-ready", "--json"]);
     assert_eq!(last.status, 0, "{last}");
     assert_eq!(last.json()["dispatched"][0]["task"]["task_id"], "ui");
+}
+
+/// A `PATH` whose `git` is the real one, logging the branch of every
+/// `git worktree add` orch runs to the file returned: which tasks git was
+/// asked to make a worktree for.
+fn logging_git(env: &TestEnv) -> (String, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let real_git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let bin = env.dir().join("logging-bin");
+    std::fs::create_dir(&bin).unwrap();
+    let log = env.dir().join("worktree-adds");
+    // orch runs `git -C DIR -c core.hooksPath=/dev/null worktree add -b BRANCH ...`.
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ \"$5\" = worktree ] && [ \"$6\" = add ]; then echo \"$8\" >>\"{log}\"; fi\n\
+         exec \"{git}\" \"$@\"\n",
+        log = log.display(),
+        git = real_git.trim(),
+    );
+    std::fs::write(bin.join("git"), script).unwrap();
+    std::fs::set_permissions(bin.join("git"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    (path, log)
+}
+
+/// One task never blocks a run, whatever refuses it: with
+/// `--agent-registration required`, a ready task whose assignee has since
+/// unregistered is listed under `refused` with `unknown_recipient` while
+/// `orch dispatch --all-ready` dispatches the others. git is never asked
+/// for its worktree, a refusal found again records nothing new, the task
+/// dispatched alone still fails, and once its assignee is back the next
+/// dispatch starts it.
+#[test]
+fn an_assignee_that_left_holds_back_only_its_own_task() {
+    let env = TestEnv::initialized();
+    let repo = project(&env);
+    let (path, log) = logging_git(&env);
+    let lead = |args: &[&str]| ran_with(env.dir(), orch_bin(), "lead", args, &[("PATH", &path)]);
+    let inbox = |agent: &str, args: &[&str]| {
+        let done = ran(env.dir(), inbox_bin(), agent, args);
+        assert_eq!(done.status, 0, "{done}");
+    };
+    for agent in ["lead", "w", "gone"] {
+        inbox(agent, &["agent", "register"]);
+    }
+    inbox("lead", &["settings", "--agent-registration", "required"]);
+    let created = lead(&[
+        "run", "create", "--goal", "g", "--id", "web", "--repo", "project",
+    ]);
+    assert_eq!(created.status, 0, "{created}");
+    for (id, assignee) in [("api", "gone"), ("ui", "w"), ("db", "w")] {
+        let added = lead(&[
+            "task",
+            "add",
+            "--task",
+            id,
+            "--title",
+            "t",
+            "--assignee",
+            assignee,
+        ]);
+        assert_eq!(added.status, 0, "{added}");
+    }
+    inbox("gone", &["agent", "unregister"]);
+
+    let first = lead(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(first.status, 0, "{first}");
+    let out = first.json();
+    let dispatched: Vec<&str> = out["dispatched"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["task"]["task_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(dispatched, ["ui", "db"], "{first}");
+    assert_eq!(out["refused"].as_array().unwrap().len(), 1, "{first}");
+    assert_eq!(out["refused"][0]["task_id"], "api");
+    assert_eq!(out["refused"][0]["code"], "unknown_recipient");
+    let message = out["refused"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("task api's assignee") && message.contains("gone"),
+        "{message}"
+    );
+    let shown = lead(&["task", "show", "api", "--json"]).json();
+    assert_eq!(shown["task"]["status"], "ready", "{shown:#}");
+    let reason = shown["task"]["reason"].as_str().unwrap().to_owned();
+    assert!(reason.contains("attempt 1 could not start"), "{reason}");
+    let recorded = shown["task"]["last_event_id"].clone();
+
+    // Found so again: listed (exit 10, nothing dispatched), nothing recorded.
+    let again = lead(&["dispatch", "--all-ready"]);
+    assert_eq!(again.status, 10, "{again}");
+    assert!(
+        again.stdout.contains("Not dispatched: 1 task")
+            && again.stdout.contains("api          unknown_recipient:"),
+        "{again}"
+    );
+    let shown = lead(&["task", "show", "api", "--json"]).json();
+    assert_eq!(shown["task"]["last_event_id"], recorded, "{shown:#}");
+    assert_eq!(shown["task"]["reason"], reason.as_str());
+    // Alone, it still fails, and changes nothing.
+    let alone = lead(&["dispatch", "--task", "api", "--json"]);
+    assert_eq!(alone.status, 40, "{alone}");
+    assert_eq!(alone.json()["error"]["code"], "unknown_recipient");
+    // git was never asked for api's worktree.
+    let adds = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        adds, "orch/web/ui/1\norch/web/db/1\n",
+        "git worktree add for: {adds}"
+    );
+    assert_eq!(git(&repo, &["branch", "--list", "orch/web/api/*"]), "");
+
+    // Back in the registry: the next dispatch starts it.
+    inbox("gone", &["agent", "register"]);
+    let last = lead(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(last.status, 0, "{last}");
+    assert_eq!(last.json()["dispatched"][0]["task"]["task_id"], "api");
+    assert!(repo.join(".agents/worktrees/web/api/1/README.md").exists());
+}
+
+/// More than a hundred refused tasks at the head of the queue never hide
+/// the tasks behind them: the dispatch goes through the whole ready queue,
+/// dispatches the good task, lists a hundred refusals in full and says how
+/// many more there were. A refusal found again records nothing new, and a
+/// git refusal is tried again: once its cause is gone, the task starts.
+#[test]
+fn more_than_a_hundred_refused_tasks_never_hide_a_good_one() {
+    let env = TestEnv::initialized();
+    let repo = project(&env);
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    let created = lead(&[
+        "run", "create", "--goal", "g", "--id", "web", "--repo", "project",
+    ]);
+    assert_eq!(created.status, 0, "{created}");
+    let ids: Vec<String> = (0..105).map(|i| format!("t{i:03}")).collect();
+    let mut tasks: Vec<Value> = ids
+        .iter()
+        .map(|id| serde_json::json!({"task_id": id, "title": "t", "assignee": "w"}))
+        .collect();
+    tasks.push(serde_json::json!({"task_id": "good", "title": "t", "assignee": "w"}));
+    let plan = env.dir().join("plan.json");
+    std::fs::write(&plan, serde_json::json!({ "tasks": tasks }).to_string()).unwrap();
+    let planned = lead(&["plan", "--file", plan.to_str().unwrap()]);
+    assert_eq!(planned.status, 0, "{planned}");
+    // Someone already has the branch of each first attempt but good's.
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    let refs: String = ids
+        .iter()
+        .map(|id| format!("create refs/heads/orch/web/{id}/1 {head}\n"))
+        .collect();
+    let mut update = std::process::Command::new("git")
+        .args(["-C", repo.to_str().unwrap(), "update-ref", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    update
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(refs.as_bytes())
+        .unwrap();
+    assert!(update.wait().unwrap().success());
+
+    let first = lead(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(first.status, 0, "{first}");
+    let out = first.json();
+    assert_eq!(out["dispatched"].as_array().unwrap().len(), 1, "{out:#}");
+    assert_eq!(out["dispatched"][0]["task"]["task_id"], "good");
+    let refused = out["refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 100);
+    assert_eq!(out["refused_more"], 5, "{out:#}");
+    assert_eq!(refused[0]["task_id"], "t000");
+    assert_eq!(refused[99]["task_id"], "t099");
+    assert!(refused.iter().all(|r| r["code"] == "worktree_failed"));
+    // Every refused task waits, ready, with its reason.
+    let t104 = lead(&["task", "show", "t104", "--json"]).json();
+    assert_eq!(t104["task"]["status"], "ready");
+    assert!(
+        t104["task"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("orch/web/t104/1"),
+        "{t104:#}"
+    );
+
+    // Again: the same refusals, nothing recorded (no event), and the text
+    // says how many were not listed.
+    let again = lead(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(again.status, 10, "{again}");
+    assert_eq!(again.json()["event_id"], 0, "{again}");
+    assert_eq!(again.json()["refused_more"], 5);
+    let text = lead(&["dispatch", "--all-ready"]);
+    assert_eq!(text.status, 10, "{text}");
+    assert!(
+        text.stdout
+            .starts_with("Dispatched nothing.\nNot dispatched: 105 tasks")
+            && text
+                .stdout
+                .contains("... and 5 more refused, not listed here"),
+        "{text}"
+    );
+    // A git refusal is tried again: once the branch is gone, it starts.
+    git(&repo, &["branch", "-D", "orch/web/t104/1"]);
+    let last = lead(&["dispatch", "--all-ready", "--json"]);
+    assert_eq!(last.status, 0, "{last}");
+    assert_eq!(last.json()["dispatched"][0]["task"]["task_id"], "t104");
+    assert_eq!(last.json()["refused_more"], 4);
+}
+
+/// A run holds at most 10000 tasks (what bounds a dispatch's walk through
+/// the ready queue): one more is refused, naming the bound, and nothing is
+/// added.
+#[test]
+fn a_run_holds_at_most_ten_thousand_tasks() {
+    let env = TestEnv::initialized();
+    let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+    lead(&["run", "create", "--goal", "g", "--id", "big"]);
+    let tasks: Vec<Value> = (0..10_000)
+        .map(|i| serde_json::json!({"task_id": format!("t{i}"), "title": "t", "assignee": "w"}))
+        .collect();
+    let plan = env.dir().join("plan.json");
+    std::fs::write(&plan, serde_json::json!({ "tasks": tasks }).to_string()).unwrap();
+    let planned = lead(&["plan", "--file", plan.to_str().unwrap()]);
+    assert_eq!(planned.status, 0, "{planned}");
+    let one_more = lead(&[
+        "task",
+        "add",
+        "--task",
+        "extra",
+        "--title",
+        "t",
+        "--assignee",
+        "w",
+        "--json",
+    ]);
+    assert_eq!(one_more.status, 30, "{one_more}");
+    let error = &one_more.json()["error"];
+    assert_eq!(error["code"], "invalid_value");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("already holds 10000 tasks"),
+        "{one_more}"
+    );
+    let status = lead(&["status", "--json"]).json();
+    assert_eq!(status["run"]["tasks_added"], 10_000);
 }
 
 /// orch never writes outside the repository through a link: a repository

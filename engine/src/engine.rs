@@ -38,7 +38,7 @@ use crate::error::EngineError;
 use crate::ids::IdSource;
 use crate::model::Kind;
 use crate::orch::model::{AttemptStatus, Worktree};
-use crate::orch::workspace::{self, Workspace};
+use crate::orch::workspace::{self, Place, Workspace};
 use crate::store::{Store, TxMode};
 use crate::time::{Clock, Timestamp};
 use crate::wire::*;
@@ -69,7 +69,7 @@ pub struct Engine<S, C, I> {
     workspace: Option<Box<dyn Workspace>>,
     /// Worktrees made for the next transaction before it began (see
     /// `Engine::premake`); what it does not take is discarded.
-    premade: Vec<worktrees::Premade>,
+    premade: worktrees::Premades,
 }
 
 impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
@@ -84,7 +84,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             caller: None,
             ahead: None,
             workspace: None,
-            premade: Vec::new(),
+            premade: worktrees::Premades::default(),
         }
     }
 
@@ -331,7 +331,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         }
         let mut created = Vec::new();
         let mut ended = Vec::new();
-        let mut unused = Vec::new();
+        let mut unused = worktrees::Premades::default();
         let result = (|| {
             // A store that keeps one clock for every writer (a database
             // server) judges time instead of this host (see Store::clock).
@@ -398,22 +398,18 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     /// Takes back the worktrees a transaction that rolled back had made,
     /// so that a dispatch that did not happen leaves none behind. Best
     /// effort: one git could not remove is reported by `orch worktree list`.
-    fn discard_worktrees(&mut self, created: Vec<Worktree>) {
+    fn discard_worktrees(&mut self, created: Vec<(Worktree, Place)>) {
         if let Some(workspace) = self.workspace.as_deref_mut() {
-            for worktree in &created {
-                let _ = workspace.discard(worktree);
+            for (worktree, place) in &created {
+                let _ = workspace.discard(worktree, place);
             }
         }
     }
 
     /// Takes back the worktrees made before a transaction for attempts it
     /// did not start (the task changed meanwhile, or the command failed).
-    fn discard_premade(&mut self, premade: Vec<worktrees::Premade>) {
-        let made = premade
-            .into_iter()
-            .filter_map(worktrees::Premade::into_worktree)
-            .collect();
-        self.discard_worktrees(made);
+    fn discard_premade(&mut self, premade: worktrees::Premades) {
+        self.discard_worktrees(premade.into_made());
     }
 
     /// `orch-dispatch`, with git outside its write transaction (see
@@ -458,10 +454,10 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     /// [`workspace::tidy`]): never lose work, keep nothing that is clean.
     /// After the commit, because git cannot roll back; best effort, since
     /// `orch worktree gc` does the same for whatever is left.
-    fn tidy_worktrees(&mut self, ended: Vec<(Worktree, AttemptStatus)>) {
+    fn tidy_worktrees(&mut self, ended: Vec<(Worktree, Place, AttemptStatus)>) {
         if let Some(workspace) = self.workspace.as_deref_mut() {
-            for (worktree, status) in &ended {
-                let _ = workspace::tidy(workspace, worktree, *status);
+            for (worktree, place, status) in &ended {
+                let _ = workspace::tidy(workspace, worktree, place, *status);
             }
         }
     }

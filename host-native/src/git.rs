@@ -7,9 +7,11 @@
 //! Every git runs with the caller's git settings but none of its `GIT_*`
 //! location variables (a leader running orch from a git hook must not point
 //! it at another repository), no terminal prompt, and no hooks. The
-//! folders on the way to a worktree are made and checked in
-//! [`crate::git_folders`]: never through a symbolic link the leader did not
-//! name. This module must never remove anything git calls dirty.
+//! folders on the way to a worktree are made and checked in `folders`,
+//! from the folder the leader named down, before every call that makes,
+//! looks at, saves or removes a worktree: never through a symbolic link
+//! the leader did not name. This module must never remove anything git
+//! calls dirty.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -177,8 +179,8 @@ impl Workspace for GitWorkspace {
         Err(refusal)
     }
 
-    fn discard(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
-        self.remove(worktree)?;
+    fn discard(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError> {
+        self.remove(worktree, place)?;
         self.run(&worktree.repo, &["branch", "-D", &worktree.branch])
             .map(drop)
     }
@@ -186,9 +188,10 @@ impl Workspace for GitWorkspace {
     fn inspect(
         &mut self,
         worktree: &Worktree,
+        place: &Place,
         wip_ref: &str,
     ) -> Result<WorktreeLook, WorkspaceError> {
-        folders::never_links(&worktree.path)?;
+        folders::never_links(place, &worktree.path)?;
         let repo = worktree.repo.as_str();
         let exists = Path::new(&worktree.path).join(".git").exists();
         let range = format!("{}..{}", worktree.base_commit, worktree.branch);
@@ -223,8 +226,13 @@ impl Workspace for GitWorkspace {
         })
     }
 
-    fn save(&mut self, worktree: &Worktree, wip_ref: &str) -> Result<String, WorkspaceError> {
-        folders::never_links(&worktree.path)?;
+    fn save(
+        &mut self,
+        worktree: &Worktree,
+        place: &Place,
+        wip_ref: &str,
+    ) -> Result<String, WorkspaceError> {
+        folders::never_links(place, &worktree.path)?;
         let dir = worktree.path.as_str();
         let tree = self.current_tree(dir)?;
         let message = format!(
@@ -248,8 +256,8 @@ impl Workspace for GitWorkspace {
         Ok(commit)
     }
 
-    fn remove(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError> {
-        folders::never_links(&worktree.path)?;
+    fn remove(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError> {
+        folders::never_links(place, &worktree.path)?;
         let output = self.output(&worktree.repo, &["worktree", "remove", &worktree.path], &[])?;
         if !output.status.success() {
             return Err(refused(first_line(&output.stderr)));
@@ -344,13 +352,18 @@ fn absolute_in(dir: &str, path: &str) -> String {
     }
 }
 
+/// What git said went wrong: its first `fatal:` or `error:` line (git
+/// may print progress first, as `worktree add` prints "Preparing
+/// worktree"), else its first line.
 fn first_line(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("git failed");
-    line.trim().to_owned()
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.clone().next();
+    lines
+        .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
+        .or(first)
+        .unwrap_or("git failed")
+        .to_owned()
 }
 
 fn failed(args: &[&str], output: &Output) -> WorkspaceError {
@@ -381,6 +394,17 @@ mod tests {
         );
         assert_eq!(parse_version("git version 2.17.0.windows.1"), Some((2, 17)));
         assert_eq!(parse_version("not git"), None);
+    }
+
+    #[test]
+    fn git_s_complaint_is_found_after_its_progress() {
+        let said = b"Preparing worktree (new branch 'orch/r/a/1')\nfatal: a branch named 'orch/r/a/1' already exists\n";
+        assert_eq!(
+            first_line(said),
+            "fatal: a branch named 'orch/r/a/1' already exists"
+        );
+        assert_eq!(first_line(b"\n  only this\n"), "only this");
+        assert_eq!(first_line(b""), "git failed");
     }
 
     #[test]

@@ -603,6 +603,70 @@ fn a_symbolic_link_on_the_way_to_the_worktrees_is_refused() {
     }
 }
 
+/// A link planted on the way to a worktree after the run started, above
+/// orch's own folders (at `.agents` or `.agents/worktrees`, pointing at
+/// where those folders were moved), is refused by the next operation there:
+/// the ended attempt's clean worktree is not removed through it, the failed
+/// one's uncommitted work is not saved through it, and `orch worktree gc`
+/// keeps both, though git would follow the link.
+#[test]
+fn a_link_planted_above_the_worktrees_after_dispatch_is_refused() {
+    for link_at in [".agents", ".agents/worktrees"] {
+        let mut s = Setup::new();
+        s.run_with(
+            json!({}),
+            json!([
+                task("api", json!({})),
+                task("ui", json!({"max_attempts": 1}))
+            ]),
+        );
+        s.dispatch_all(0);
+        let api = PathBuf::from(s.worktree("api")["path"].as_str().unwrap());
+        let ui = PathBuf::from(s.worktree("ui")["path"].as_str().unwrap());
+        let outside = s.dir.path().join("outside");
+        std::fs::rename(s.repo().join(link_at), &outside).unwrap();
+        std::os::unix::fs::symlink(&outside, s.repo().join(link_at)).unwrap();
+        // Through the link, the worktrees look as they were.
+        assert!(api.join("README.md").exists(), "{link_at}");
+        std::fs::write(ui.join("notes.txt"), "half done\n").unwrap();
+        let moved_api = outside.join(api.strip_prefix(s.repo().join(link_at)).unwrap());
+        for (id, end) in [("api", "done"), ("ui", "fail")] {
+            let thread = s.thread(id);
+            s.claim(&thread);
+            s.finish(&thread, end);
+        }
+        // The next orch command records both ends, then tidies: refused.
+        s.run(json!({"command": "orch-reconcile"}), 0);
+        assert!(
+            moved_api.join("README.md").exists(),
+            "{link_at}: a worktree was removed through a link"
+        );
+        let saved = Command::new("git")
+            .arg("-C")
+            .arg(s.repo())
+            .args(["rev-parse", "--verify", "--quiet", "refs/orch/wip/r/ui/1"])
+            .output()
+            .unwrap();
+        assert!(
+            !saved.status.success(),
+            "{link_at}: work was saved through a link"
+        );
+        let gc = s.run(json!({"command": "orch-worktree-gc"}), 0);
+        assert_eq!(gc["removed"], json!([]), "{link_at}: {gc:#}");
+        assert_eq!(gc["saved"], json!([]), "{link_at}: {gc:#}");
+        assert_eq!(gc["kept"].as_array().unwrap().len(), 2, "{gc:#}");
+        assert!(moved_api.join("README.md").exists(), "{link_at}");
+        assert_eq!(
+            s.states(),
+            [
+                ("api#1".to_owned(), "unknown".to_owned()),
+                ("ui#1".to_owned(), "unknown".to_owned())
+            ],
+            "{link_at}"
+        );
+    }
+}
+
 /// A worktrees folder the leader names is used as named, links and all;
 /// orch's own folders below it are still never links.
 #[test]

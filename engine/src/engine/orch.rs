@@ -21,9 +21,10 @@ use crate::store::Store;
 use crate::wire::*;
 
 use super::input::*;
-use super::orch_steps::{Previous, RunChange, SkipCause, task_not_found};
+use super::orch_steps::{
+    Previous, RunChange, SkipCause, StartChecks, start_refusal, task_not_found,
+};
 use super::tx::Tx;
-use super::worktrees::worktree_refusal;
 
 use TaskStatus::{Blocked, Dispatched, Failed, Pending, Ready, RetryWait, Review, Running};
 
@@ -227,8 +228,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             limit,
         } = input;
         let mut change = self.open_run(leader.run_id.as_deref(), false)?;
-        // `--all-ready` dispatches every task it can: one whose worktree git
-        // refuses waits with the reason; one task named alone fails.
+        // `--all-ready` dispatches every task it can: one refused for what
+        // concerns it alone (see `start_refusal`) waits with the reason;
+        // one task named alone fails.
         let all_ready = task_id.is_none();
         let tasks = match task_id {
             Some(id) => {
@@ -236,47 +238,58 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 self.expect_ready(&task)?;
                 vec![task]
             }
-            // Every ready task, not `limit`: the limit counts tasks
-            // dispatched, so tasks git refuses never use it up.
+            // The whole ready queue (a run holds at most
+            // `rules::MAX_RUN_TASKS`), not `limit`: the limit counts tasks
+            // dispatched, so refused tasks never use it up nor hide the
+            // tasks behind them.
             None => self.store.tasks(&TaskQuery::in_statuses(
                 &change.run.run_id,
                 &[Ready],
                 TaskOrder::Queue,
             ))?,
         };
-        let mut dispatched = Vec::with_capacity(tasks.len().min(limit));
-        let mut refused = Vec::new();
+        let mut out = DispatchOutput {
+            event_id: 0,
+            run: change.run.clone(),
+            dispatched: Vec::with_capacity(tasks.len().min(limit)),
+            refused: Vec::new(),
+            refused_more: 0,
+        };
+        let mut checks = StartChecks::default();
         for mut task in tasks {
-            if dispatched.len() >= limit || refused.len() >= workspace::REFUSED_MAX {
+            if out.dispatched.len() >= limit {
                 break;
             }
-            let started = self.start_attempt(
-                &mut change,
-                &mut task,
-                TaskAction::Dispatch,
-                &leader.agent,
-                None,
-            );
+            let run = &change.run;
+            let started = match self.check_start(run, &task, TaskAction::Dispatch, &mut checks) {
+                Ok(()) => self.start_checked(
+                    &mut change,
+                    &mut task,
+                    TaskAction::Dispatch,
+                    &leader.agent,
+                    None,
+                ),
+                Err(error) => Err(error),
+            };
             match started {
-                Ok(attempt) => dispatched.push(crate::wire::Dispatched { task, attempt }),
-                Err(error) if all_ready && worktree_refusal(&error, false) => {
-                    refused.push(self.refuse_start(
-                        &mut change,
-                        &mut task,
-                        &leader.agent,
-                        &error,
-                    )?);
+                Ok(attempt) => out
+                    .dispatched
+                    .push(crate::wire::Dispatched { task, attempt }),
+                Err(error) if all_ready && start_refusal(&error, false) => {
+                    let refused =
+                        self.refuse_start(&mut change, &mut task, &leader.agent, &error)?;
+                    match out.refused.len() < workspace::REFUSED_MAX {
+                        true => out.refused.push(refused),
+                        false => out.refused_more += 1,
+                    }
                 }
                 Err(error) => return Err(error),
             }
         }
         self.save_run(&change)?;
-        Ok(DispatchOutput {
-            event_id: change.last_event_id(),
-            run: change.run,
-            dispatched,
-            refused,
-        })
+        out.event_id = change.last_event_id();
+        out.run = change.run;
+        Ok(out)
     }
 
     pub(super) fn orch_accept(&mut self, input: Decision) -> Result<TaskOutput, EngineError> {
@@ -953,6 +966,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         Ok(())
     }
 
+    /// Adds one task to the run, as its needs say it starts; refused once
+    /// the run holds [`rules::MAX_RUN_TASKS`] (every orch command that adds
+    /// tasks comes here).
     pub(super) fn add_task(
         &mut self,
         change: &mut RunChange,
@@ -960,6 +976,16 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         statuses: &mut BTreeMap<String, TaskStatus>,
         agent: &str,
     ) -> Result<Task, EngineError> {
+        let most = rules::MAX_RUN_TASKS;
+        if change.run.tasks_added >= u64::try_from(most).unwrap_or(u64::MAX) {
+            return Err(EngineError::invalid(
+                "tasks",
+                format!(
+                    "run {} already holds {most} tasks, the most one run holds (a dispatch goes through every ready task); nothing was added: add these to another run",
+                    change.run.run_id
+                ),
+            ));
+        }
         let mut needs = Vec::with_capacity(spec.needs.len());
         for need in &spec.needs {
             let status = match statuses.get(need) {

@@ -9,7 +9,7 @@
 //! (`send`, `reply`, `cancel`), so every inbox rule and event applies to
 //! them unchanged. Nothing here commits, rolls back or reads a clock.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::address::Address;
 use crate::error::{EngineError, ErrorCode};
@@ -27,7 +27,6 @@ use crate::validate::{self as v, ORCH_AGENT};
 
 use super::input::{AppendInput, CancelInput, MessageDraft, NewThread};
 use super::tx::Tx;
-use super::worktrees::worktree_refusal;
 
 /// One orch write (or preview) in progress on one run: the run record,
 /// loaded once and written once at the end, and what the command changed.
@@ -58,6 +57,45 @@ pub(super) struct Previous {
     pub(super) attempt: u32,
     /// Its last message (the result, or the failure).
     pub(super) result: Option<Message>,
+}
+
+/// What the starts of one command found out about their assignees (see
+/// [`Tx::check_start`]).
+#[derive(Default)]
+pub(super) struct StartChecks {
+    /// The refusal of each address found unknown, by address.
+    unknown: BTreeMap<String, EngineError>,
+}
+
+/// `error` (an `unknown_recipient`) as said of the address at `place`.
+fn placed(mut error: EngineError, place: String) -> EngineError {
+    if let EngineError::UnknownRecipient { place: at, .. } = &mut error {
+        *at = place;
+    }
+    error
+}
+
+/// Whether `error`, from starting one task's attempt, concerns that task
+/// alone, so that the task waits with the reason and the other tasks go
+/// on: its assignee (nobody registered it), its id (it could never be a
+/// worktree), its worktree (git refused it: its branch or folder exists, a
+/// link on the way, a permission) or its base (it names no commit, or a
+/// task with no accepted branch). The one rule of `orch dispatch
+/// --all-ready` and of the retries a reconcile starts. With `whole_repo`,
+/// the repository's own troubles count too (it is gone, no git, a dirty
+/// checkout in strict mode): a retry that comes due as a side effect of
+/// another command must never make that command, and so every orch
+/// command on the run, fail. Anything else (the store) fails the command.
+pub(super) fn start_refusal(error: &EngineError, whole_repo: bool) -> bool {
+    match error {
+        EngineError::UnknownRecipient { .. }
+        | EngineError::WorktreeFailed { .. }
+        | EngineError::InvalidBase { .. } => true,
+        EngineError::RepositoryNotFound { .. }
+        | EngineError::GitUnavailable { .. }
+        | EngineError::CheckoutDirty { .. } => whole_repo,
+        _ => false,
+    }
 }
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
@@ -236,7 +274,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// Opens the next attempt's thread for the task's assignee, records the
-    /// attempt and moves the task to `dispatched` by `action`.
+    /// attempt and moves the task to `dispatched` by `action`, after the
+    /// refusals that need no git ([`Self::check_start`]).
     pub(super) fn start_attempt(
         &mut self,
         change: &mut RunChange,
@@ -245,13 +284,29 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         source: &str,
         previous: Option<Previous>,
     ) -> Result<Attempt, EngineError> {
-        let number = task.attempts + 1;
-        // Where the leader may still choose the assignee (a ready task can
-        // be reassigned, a failed one retried `--to` another), a dispatch
-        // to an address nobody registered is refused. A rejected task
-        // cannot be reassigned until its new attempt is out, and the
-        // clock's retries must never stop a run's reconcile: those go where
-        // the leader sent the work, and wait there.
+        let run = change.run.clone();
+        self.check_start(&run, task, action, &mut StartChecks::default())?;
+        self.start_checked(change, task, action, source, previous)
+    }
+
+    /// The refusals of a start that concern this task alone and need no
+    /// git, so that a task refused for what cannot change until someone
+    /// acts never makes git work: an assignee nobody registered, where the
+    /// leader may still choose another (a ready task can be reassigned, a
+    /// failed one retried `--to` another), and, in a run with a
+    /// repository, an id that could never be a worktree (a task added
+    /// before such ids were refused at `orch task add`). A rejected task
+    /// cannot be reassigned until its new attempt is out, and the clock's
+    /// retries must never stop a run's reconcile: those go where the leader
+    /// sent the work, and wait there. `checked` remembers the addresses
+    /// found unknown, so a dispatch asks once per assignee.
+    pub(super) fn check_start(
+        &mut self,
+        run: &Run,
+        task: &Task,
+        action: TaskAction,
+        checked: &mut StartChecks,
+    ) -> Result<(), EngineError> {
         let other = match action {
             TaskAction::Dispatch => Some("orch reassign"),
             TaskAction::Retry => Some("orch retry --to"),
@@ -262,8 +317,42 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 "task {}'s assignee (`{other}` gives it to another)",
                 task.task_id
             );
-            self.check_recipient(&place, &Address::stored(&task.assignee))?;
+            if let Some(known) = checked.unknown.get(&task.assignee) {
+                return Err(placed(known.clone(), place));
+            }
+            if let Err(error) = self.check_recipient(&place, &Address::stored(&task.assignee)) {
+                if error.code() == ErrorCode::UnknownRecipient {
+                    checked.unknown.insert(task.assignee.clone(), error.clone());
+                }
+                return Err(error);
+            }
         }
+        // A council seat reviews; it writes no code, so it gets no worktree.
+        if let Some(spec) = run.repo.as_ref().filter(|_| task.council.is_none())
+            && let Err((_, problem)) = workspace::unworkable(spec, &run.run_id, Some(&task.task_id))
+        {
+            let number = task.attempts + 1;
+            return Err(EngineError::WorktreeFailed {
+                path: workspace::worktree_path(&spec.worktrees, &run.run_id, &task.task_id, number),
+                message: format!(
+                    "task {}'s id {problem}; an id cannot change: cancel the task and add its work as a task with a shorter id",
+                    task.task_id
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Self::start_attempt`] once [`Self::check_start`] has passed.
+    pub(super) fn start_checked(
+        &mut self,
+        change: &mut RunChange,
+        task: &mut Task,
+        action: TaskAction,
+        source: &str,
+        previous: Option<Previous>,
+    ) -> Result<Attempt, EngineError> {
+        let number = task.attempts + 1;
         // A council seat reviews; it writes no code, so it gets no worktree.
         if let Some(seat) = task.council.clone() {
             let draft = self.council_draft(task, &seat, number)?;
@@ -351,7 +440,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         attempt.reason = reason;
         attempt.ended_at.get_or_insert(self.now);
         if let Some(worktree) = &attempt.worktree {
-            self.ended.push((worktree.clone(), status));
+            let place = self.place_of(&task.run_id, worktree)?;
+            self.ended.push((worktree.clone(), place, status));
         }
         Ok(self.store.put_attempt(&attempt)?)
     }
@@ -709,7 +799,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                     Ok(_) => {}
                     // This retry came due during another command: git
                     // refusing its worktree must not fail that command.
-                    Err(error) if worktree_refusal(&error, true) => {
+                    Err(error) if start_refusal(&error, true) => {
                         self.refuse_start(change, &mut task, ORCH_AGENT, &error)?;
                         let due = task.retry_at.unwrap_or(self.now);
                         next_due = Some(next_due.map_or(due, |d| d.min(due)));

@@ -13,7 +13,7 @@ use crate::model::{
     Event, EventId, EventType, JsonObject, Lease, LeaseToken, Message, Status, Thread,
 };
 use crate::orch::model::{AttemptStatus, Worktree};
-use crate::orch::workspace::Workspace;
+use crate::orch::workspace::{Place, Workspace};
 use crate::rules::{self, Action};
 use crate::store::{EventQuery, Store, ThreadState};
 use crate::time::Timestamp;
@@ -36,13 +36,13 @@ pub(super) struct Tx<'a, S, I> {
     /// read): it makes no worktree.
     pub(super) preview: bool,
     /// Worktrees made in this transaction: discarded if it rolls back.
-    pub(super) created: Vec<Worktree>,
+    pub(super) created: Vec<(Worktree, Place)>,
     /// Worktrees of attempts ended in this transaction: tidied once it
     /// commits.
-    pub(super) ended: Vec<(Worktree, AttemptStatus)>,
+    pub(super) ended: Vec<(Worktree, Place, AttemptStatus)>,
     /// Worktrees made before this transaction began, for the attempts it
     /// starts (`orch dispatch`): git never runs while it holds the lock.
-    pub(super) premade: Vec<super::worktrees::Premade>,
+    pub(super) premade: super::worktrees::Premades,
     /// The agent token the call carries, in its write: what vouches for a
     /// registration or a settings change (see `identity`).
     pub(super) agent_token: Option<String>,

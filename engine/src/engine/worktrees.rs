@@ -5,44 +5,49 @@
 //! the host's, reached through the [`Workspace`] the transaction carries.
 //!
 //! `orch dispatch` has git make its worktrees before its transaction (see
-//! [`Premade`]), so git never runs while it holds the database's write
+//! [`Premades`]), so git never runs while it holds the database's write
 //! lock; the single attempts other commands start make theirs inside their
 //! transaction. A task whose worktree git refuses is not dispatched (with
 //! `--all-ready` it waits with the reason and the others go on); a
 //! worktree made for a transaction that then rolls back, or that it did
-//! not take, is discarded by the engine.
+//! not take, is discarded by the engine. A task refused before any git
+//! (its assignee, its id: `Tx::check_start`) never makes git work, and a
+//! refusal repeated with the same reason records nothing new, so tasks
+//! that stay refused cost each dispatch little.
 //! When an attempt ends, its worktree is tidied after the transaction
 //! commits (see `Engine::run_in`). A preview (an orch read, `orch worktree
 //! list` among them) makes and tidies none: it shows what is.
+
+use std::collections::BTreeMap;
 
 use crate::error::EngineError;
 use crate::ids::IdSource;
 use crate::model::JsonObject;
 use crate::orch::model::{AttemptStatus, OrchEventType, RepoSpec, Run, Task, TaskStatus, Worktree};
 use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
-use crate::orch::rules;
+use crate::orch::rules::{self, TaskAction};
 use crate::orch::wire::*;
 use crate::orch::workspace::{
-    self, LEFT_OUT_MAX, Tidied, Workspace, WorkspaceError, WorkspaceErrorKind, WorktreeLook,
-    WorktreeState,
+    self, LEFT_OUT_MAX, Place, RepoLook, Tidied, Workspace, WorkspaceError, WorkspaceErrorKind,
+    WorktreeLook, WorktreeState,
 };
 use crate::store::Store;
 
 use super::input::*;
-use super::orch_steps::RunChange;
+use super::orch_steps::{RunChange, StartChecks, start_refusal};
 use super::tx::Tx;
 
 /// Most runs `orch worktree list` and `gc` look through without `--run`.
 const RUNS_MAX: usize = 100;
 
-/// Most tasks of one run they look through.
-const TASKS_MAX: usize = 10_000;
+/// Most tasks of one run they look through: every task a run may hold.
+const TASKS_MAX: usize = rules::MAX_RUN_TASKS;
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// The worktree attempt `number` of `task` works in, when its run names
     /// a repository; `None` otherwise, and in a preview (an orch read makes
     /// nothing). One made before the transaction began (see
-    /// [`Premade`]) is taken as it is; else it is made now, with git.
+    /// [`Premades`]) is taken as it is; else it is made now, with git.
     pub(super) fn attempt_worktree(
         &mut self,
         run: &Run,
@@ -55,18 +60,31 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         if self.preview {
             return Ok(None);
         }
-        let premade = self.premade.iter().position(|p| {
-            p.run_id == task.run_id && p.task_id == task.task_id && p.attempt == number
-        });
-        let worktree = match premade {
-            Some(at) => self.premade.swap_remove(at).made?,
+        let (worktree, place) = match self.premade.take(&task.run_id, &task.task_id, number) {
+            Some(made) => made?,
             None => {
                 let plan = self.worktree_plan(spec, task, number)?;
-                make_worktree(self.workspace()?, &plan)?
+                make_worktree(self.workspace()?, &plan, &mut Looks::new())?
             }
         };
-        self.created.push(worktree.clone());
+        self.created.push((worktree.clone(), place));
         Ok(Some(worktree))
+    }
+
+    /// The [`Place`] of a worktree of run `run_id`: the folders orch checks
+    /// on the way to it every time it looks, saves or removes there.
+    pub(super) fn place_of(
+        &mut self,
+        run_id: &str,
+        worktree: &Worktree,
+    ) -> Result<Place, EngineError> {
+        match self.store.run(run_id)?.and_then(|run| run.repo) {
+            Some(spec) => Ok(workspace::place(&spec, worktree)),
+            None => Err(EngineError::internal(format!(
+                "run {run_id} has a worktree ({}) but no repository",
+                worktree.path
+            ))),
+        }
     }
 
     /// What making attempt `number` of `task` takes, from the store alone.
@@ -91,15 +109,18 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// in queue order, or the one named), each with what making its
     /// worktree takes. Run in a preview, before the write's own
     /// transaction, so that git can make them while no transaction is
-    /// open. Council seats and runs without a repository need none.
+    /// open. Council seats and runs without a repository need none; a task
+    /// the start will refuse without git ([`Tx::check_start`], a base the
+    /// store cannot resolve) gets none either, so git never works for it.
     pub(super) fn attempt_plans(
         &mut self,
         run_id: Option<&str>,
         dispatch: Option<&DispatchInput>,
-    ) -> Result<Vec<WorktreePlan>, EngineError> {
+    ) -> Result<AttemptPlans, EngineError> {
+        let mut plans = AttemptPlans::default();
         let run = self.find_run(run_id)?;
         let Some(spec) = run.repo.clone() else {
-            return Ok(Vec::new());
+            return Ok(plans);
         };
         let mut change = RunChange {
             run,
@@ -109,49 +130,68 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         // What the threads did, without starting the retries that came due:
         // those are planned below.
         self.reconcile(&mut change, false)?;
-        let run_id = change.run.run_id.clone();
-        let mut tasks = match dispatch {
+        let run = change.run;
+        let mut checks = StartChecks::default();
+        let due = self.tasks_in(&run, &[TaskStatus::RetryWait], TaskOrder::Added, usize::MAX)?;
+        let now = self.now;
+        for task in due.iter().filter(|t| t.retry_at.is_none_or(|at| at <= now)) {
+            let start = self.plan_start(&run, &spec, task, TaskAction::Redispatch, &mut checks)?;
+            if let Some(Start::Make(plan)) = start {
+                plans.retries.push(plan);
+            }
+        }
+        let ready = match dispatch {
             None => Vec::new(),
             Some(DispatchInput {
                 task_id: Some(id), ..
-            }) => self.store.task(&run_id, id)?.into_iter().collect(),
-            // As many as the dispatch may look at: `limit` dispatched, and
-            // the refusals it lets pass on the way.
-            Some(input) => self.tasks_in(
-                &change.run,
-                &[TaskStatus::Ready],
-                TaskOrder::Queue,
-                input.limit.saturating_add(workspace::REFUSED_MAX),
-            )?,
+            }) => self.store.task(&run.run_id, id)?.into_iter().collect(),
+            // The whole queue, as the dispatch goes through it.
+            Some(_) => self.tasks_in(&run, &[TaskStatus::Ready], TaskOrder::Queue, usize::MAX)?,
         };
-        tasks.retain(|t| t.status == TaskStatus::Ready);
-        let due = self.tasks_in(
-            &change.run,
-            &[TaskStatus::RetryWait],
-            TaskOrder::Added,
-            usize::MAX,
-        )?;
-        tasks.extend(
-            due.into_iter()
-                .filter(|t| t.retry_at.is_none_or(|at| at <= self.now)),
-        );
-        let mut plans = Vec::new();
-        for task in tasks.iter().filter(|t| t.council.is_none()) {
-            // A base that cannot be resolved from the store is refused by the
-            // dispatch itself, in its transaction.
-            if let Ok(plan) = self.worktree_plan(&spec, task, task.attempts + 1) {
-                plans.push(plan);
-            }
+        plans.wanted = dispatch.map_or(0, |d| d.limit);
+        for task in ready.iter().filter(|t| t.status == TaskStatus::Ready) {
+            let start = self.plan_start(&run, &spec, task, TaskAction::Dispatch, &mut checks)?;
+            plans.ready.extend(start);
         }
         Ok(plans)
     }
 
-    /// Records that `task`'s next attempt could not start because git
-    /// refused (`error`, see [`worktree_refusal`]): the task keeps its
-    /// status with the reason, and a `task_refused` event wakes the leader.
-    /// A task waiting out a backoff is tried again after the next one (at
-    /// least [`REFUSED_RETRY_MILLIS`]), so a refusal that lasts costs one
-    /// git call per wait, not one per orch command.
+    /// How `task`'s next attempt would start: with a worktree to make, or
+    /// with none (a council seat); `None` when the start will be refused
+    /// without git.
+    fn plan_start(
+        &mut self,
+        run: &Run,
+        spec: &RepoSpec,
+        task: &Task,
+        action: TaskAction,
+        checks: &mut StartChecks,
+    ) -> Result<Option<Start>, EngineError> {
+        match self.check_start(run, task, action, checks) {
+            Ok(()) => {}
+            Err(error) if start_refusal(&error, false) => return Ok(None),
+            Err(error) => return Err(error),
+        }
+        if task.council.is_some() {
+            return Ok(Some(Start::NoGit));
+        }
+        // A base that cannot be resolved from the store is refused by the
+        // start itself, without git.
+        Ok(self
+            .worktree_plan(spec, task, task.attempts + 1)
+            .ok()
+            .map(Start::Make))
+    }
+
+    /// Records that `task`'s next attempt could not start for a reason that
+    /// concerns it alone (`error`, see [`start_refusal`]): the task keeps
+    /// its status with the reason, and a `task_refused` event wakes the
+    /// leader. A ready task refused again for the same reason records
+    /// nothing new (the leader knows; a dispatch that finds it so again
+    /// writes nothing and wakes nobody). A task waiting out a backoff is
+    /// tried again after the next one (at least [`REFUSED_RETRY_MILLIS`]),
+    /// so a refusal that lasts costs one git call per wait, not one per
+    /// orch command.
     pub(super) fn refuse_start(
         &mut self,
         change: &mut RunChange,
@@ -161,6 +201,14 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     ) -> Result<Refused, EngineError> {
         let number = task.attempts + 1;
         let mut reason = format!("attempt {number} could not start: {error}");
+        let refused = Refused {
+            task_id: task.task_id.clone(),
+            code: error.code(),
+            message: error.to_string(),
+        };
+        if task.status != TaskStatus::RetryWait && task.reason.as_deref() == Some(reason.as_str()) {
+            return Ok(refused);
+        }
         if task.status == TaskStatus::RetryWait {
             let wait = rules::backoff_millis(&task.retry, task.attempts).max(REFUSED_RETRY_MILLIS);
             let at = self.now.plus_millis(wait);
@@ -179,11 +227,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             JsonObject::new(),
         )?;
         self.store.update_task(task)?;
-        Ok(Refused {
-            task_id: task.task_id.clone(),
-            code: error.code(),
-            message: error.to_string(),
-        })
+        Ok(refused)
     }
 
     /// The revision a task's attempts start from: its own, else the run's;
@@ -236,8 +280,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         input: WorktreeInput,
     ) -> Result<WorktreesOutput, EngineError> {
         let mut worktrees = Vec::new();
-        for view in self.worktrees_of(&input)? {
-            let look = self.look_at(&view.worktree);
+        for (view, place) in self.worktrees_of(&input)? {
+            let look = self.look_at(&view.worktree, &place);
             worktrees.push(view.with(&look));
         }
         Ok(WorktreesOutput { worktrees })
@@ -257,15 +301,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         // Everything the reconcile just ended is tidied below, once.
         self.ended.clear();
         self.discard = input.dry_run;
-        for view in views {
-            let look = self.look_at(&view.worktree);
+        for (view, place) in views {
+            let look = self.look_at(&view.worktree, &place);
             let view = view.with(&look);
             let done = match (view.state, input.dry_run) {
                 (state, true) if state.removable() => Some(Tidied::Removed),
                 (WorktreeState::Uncommitted, true) => Some(Tidied::Saved),
                 (_, true) => Some(Tidied::Left),
                 (_, false) => self.workspace().ok().map(|workspace| {
-                    workspace::tidy(workspace, &view.worktree, view.attempt_status)
+                    workspace::tidy(workspace, &view.worktree, &place, view.attempt_status)
                         .unwrap_or(Tidied::Left)
                 }),
             };
@@ -280,14 +324,21 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
 
     /// What the host sees of a worktree; `None` when it runs no git or
     /// cannot look.
-    fn look_at(&mut self, worktree: &Worktree) -> Option<WorktreeLook> {
+    fn look_at(&mut self, worktree: &Worktree, place: &Place) -> Option<WorktreeLook> {
         let wip = workspace::wip_ref(worktree);
-        self.workspace.as_deref_mut()?.inspect(worktree, &wip).ok()
+        self.workspace
+            .as_deref_mut()?
+            .inspect(worktree, place, &wip)
+            .ok()
     }
 
     /// Every attempt with a worktree in the runs asked about, oldest first,
-    /// each run reconciled first (attempts whose threads ended have ended).
-    fn worktrees_of(&mut self, input: &WorktreeInput) -> Result<Vec<WorktreeView>, EngineError> {
+    /// each run reconciled first (attempts whose threads ended have ended),
+    /// with its [`Place`].
+    fn worktrees_of(
+        &mut self,
+        input: &WorktreeInput,
+    ) -> Result<Vec<(WorktreeView, Place)>, EngineError> {
         let runs = match &input.run_id {
             Some(run_id) => vec![self.find_run(Some(run_id))?],
             None => self.store.runs(&RunQuery {
@@ -299,6 +350,9 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let mut found = Vec::new();
         for run in runs.into_iter().filter(|r| r.repo.is_some()).rev() {
             let run = self.reconciled(run)?;
+            let Some(spec) = run.repo.clone() else {
+                continue;
+            };
             let query = TaskQuery {
                 run_id: run.run_id.clone(),
                 statuses: Vec::new(),
@@ -308,7 +362,15 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             };
             for task in self.store.tasks(&query)? {
                 let attempts = self.store.attempts(&run.run_id, &task.task_id)?;
-                found.extend(attempts.into_iter().filter_map(WorktreeView::of));
+                found.extend(
+                    attempts
+                        .into_iter()
+                        .filter_map(WorktreeView::of)
+                        .map(|view| {
+                            let place = workspace::place(&spec, &view.worktree);
+                            (view, place)
+                        }),
+                );
             }
         }
         Ok(found)
@@ -357,63 +419,119 @@ pub(super) struct WorktreePlan {
     base: String,
 }
 
-/// A worktree made (or refused by git) before the transaction that
-/// dispatches its attempt began, so that git never runs while that
-/// transaction holds the database's write lock. The transaction takes it
-/// for its attempt; one it does not take (the task changed meanwhile) is
-/// discarded once it ends.
-pub(crate) struct Premade {
-    run_id: String,
-    task_id: String,
-    attempt: u32,
-    /// The worktree, or git's refusal, which the dispatch reports as if it
-    /// had run git itself.
-    made: Result<Worktree, EngineError>,
+/// How a ready task's attempt would start (see [`Tx::attempt_plans`]).
+pub(super) enum Start {
+    /// With no worktree: a council seat.
+    NoGit,
+    /// With the worktree this plan makes.
+    Make(WorktreePlan),
 }
 
-impl Premade {
-    /// The worktree, if git made it (for discarding an unused one).
-    pub(crate) fn into_worktree(self) -> Option<Worktree> {
-        self.made.ok()
+/// The worktrees an orch write is about to need, in the order it starts
+/// their attempts: every retry that came due, then the ready tasks to
+/// dispatch, of which the dispatch starts `wanted` at most.
+#[derive(Default)]
+pub(super) struct AttemptPlans {
+    retries: Vec<WorktreePlan>,
+    ready: Vec<Start>,
+    wanted: usize,
+}
+
+impl AttemptPlans {
+    /// Whether git has nothing to make.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.retries.is_empty() && !self.ready.iter().any(|s| matches!(s, Start::Make(_)))
+    }
+}
+
+/// A worktree made with its place, or git's refusal, which the write
+/// reports as if it had run git itself.
+type Made = Result<(Worktree, Place), EngineError>;
+
+/// The worktrees made (or refused by git) before the transaction that
+/// starts their attempts began, so that git never runs while that
+/// transaction holds the database's write lock, by run, task and attempt.
+/// The transaction takes each for its attempt; one it does not take (the
+/// task changed meanwhile) is discarded once it ends.
+#[derive(Default)]
+pub(crate) struct Premades(BTreeMap<(String, String, u32), Made>);
+
+impl Premades {
+    /// The one made for attempt `attempt` of a task, if any.
+    fn take(&mut self, run_id: &str, task_id: &str, attempt: u32) -> Option<Made> {
+        self.0
+            .remove(&(run_id.to_owned(), task_id.to_owned(), attempt))
+    }
+
+    /// The worktrees git made, with their places (for discarding those
+    /// nobody took).
+    pub(crate) fn into_made(self) -> Vec<(Worktree, Place)> {
+        self.0.into_values().filter_map(Result::ok).collect()
     }
 }
 
 /// Makes, with the host's git and outside any transaction, the worktrees
-/// `plans` ask for, stopping after [`workspace::REFUSED_MAX`] refusals
-/// (where the dispatch would stop too).
-pub(crate) fn make_worktrees(
-    workspace: &mut dyn Workspace,
-    plans: Vec<WorktreePlan>,
-) -> Vec<Premade> {
-    let mut premade = Vec::with_capacity(plans.len());
-    let mut refused = 0;
-    for plan in plans {
-        if refused >= workspace::REFUSED_MAX {
+/// `plans` ask for: every due retry's, and the ready tasks' in queue order
+/// until as many attempts as the dispatch starts at most would start (a
+/// council seat starts with none; a task git refuses counts not), so git
+/// makes no worktree the dispatch will not take. The repository is looked
+/// at once per base revision.
+pub(crate) fn make_worktrees(workspace: &mut dyn Workspace, plans: AttemptPlans) -> Premades {
+    let mut looks = Looks::new();
+    let mut premade = Premades::default();
+    let mut made = |plan: WorktreePlan, premade: &mut Premades| {
+        let result = make_worktree(workspace, &plan, &mut looks);
+        let ok = result.is_ok();
+        let key = (plan.run_id, plan.task_id, plan.attempt);
+        premade.0.insert(key, result);
+        ok
+    };
+    for plan in plans.retries {
+        made(plan, &mut premade);
+    }
+    let mut starting = 0;
+    for start in plans.ready {
+        if starting >= plans.wanted {
             break;
         }
-        let result = make_worktree(workspace, &plan);
-        refused += usize::from(result.is_err());
-        premade.push(Premade {
-            run_id: plan.run_id,
-            task_id: plan.task_id,
-            attempt: plan.attempt,
-            made: result,
-        });
+        let starts = match start {
+            Start::NoGit => true,
+            Start::Make(plan) => made(plan, &mut premade),
+        };
+        starting += usize::from(starts);
     }
     premade
 }
 
+/// What git said of each repository and base revision, asked once per
+/// batch of worktrees: the same at the same moment for every task.
+struct Looks(BTreeMap<(String, String), Result<RepoLook, EngineError>>);
+
+impl Looks {
+    fn new() -> Looks {
+        Looks(BTreeMap::new())
+    }
+
+    fn of(
+        &mut self,
+        workspace: &mut dyn Workspace,
+        repo: &str,
+        base: &str,
+    ) -> Result<RepoLook, EngineError> {
+        self.0
+            .entry((repo.to_owned(), base.to_owned()))
+            .or_insert_with(|| workspace.look(repo, base).map_err(|e| repo_error(e, repo)))
+            .clone()
+    }
+}
+
 /// Makes the worktree `plan` asks for with git: resolves its base to a
 /// commit, refuses a dirty checkout in strict mode, then creates its branch
-/// and folder at their place (see [`workspace::place`]).
-fn make_worktree(
-    workspace: &mut dyn Workspace,
-    plan: &WorktreePlan,
-) -> Result<Worktree, EngineError> {
+/// and folder at their place (see [`workspace::place`]), which it returns
+/// with it.
+fn make_worktree(workspace: &mut dyn Workspace, plan: &WorktreePlan, looks: &mut Looks) -> Made {
     let spec = &plan.spec;
-    let look = workspace
-        .look(&spec.repo, &plan.base)
-        .map_err(|e| repo_error(e, &spec.repo))?;
+    let look = looks.of(workspace, &spec.repo, &plan.base)?;
     let Some(base_commit) = look.commit else {
         return Err(EngineError::InvalidBase {
             base: plan.base.clone(),
@@ -441,30 +559,13 @@ fn make_worktree(
     workspace
         .create(&worktree, &place)
         .map_err(|e| create_error(e, &worktree))?;
-    Ok(worktree)
+    Ok((worktree, place))
 }
 
 /// How long a task waiting out a backoff waits at least before orch tries
 /// again to start an attempt git refused: even with no backoff, a refusal
 /// that lasts (a branch someone made) must not run git on every look.
 pub(super) const REFUSED_RETRY_MILLIS: i64 = 60_000;
-
-/// Whether `error`, from starting an attempt, is git refusing that one
-/// task's worktree (its branch or folder exists, a link on the way, a base
-/// that names no commit): the task waits with the reason and the other
-/// tasks go on. With `whole_repo`, the repository's own troubles count too
-/// (it is gone, no git, a dirty checkout in strict mode): a retry that
-/// comes due as a side effect of another command must never make that
-/// command, and so every orch command on the run, fail.
-pub(super) fn worktree_refusal(error: &EngineError, whole_repo: bool) -> bool {
-    match error {
-        EngineError::WorktreeFailed { .. } | EngineError::InvalidBase { .. } => true,
-        EngineError::RepositoryNotFound { .. }
-        | EngineError::GitUnavailable { .. }
-        | EngineError::CheckoutDirty { .. } => whole_repo,
-        _ => false,
-    }
-}
 
 /// A failure to look at the repository before a dispatch.
 fn repo_error(error: WorkspaceError, repo: &str) -> EngineError {

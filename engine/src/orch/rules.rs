@@ -35,6 +35,10 @@ pub const MAX_NEEDS: usize = 1000;
 pub const MAX_ACCEPTANCE: usize = 100;
 /// Tasks in one `orch plan`, at most.
 pub const MAX_PLAN_TASKS: usize = 10_000;
+/// Tasks in one run, at most (council seats included): what bounds the
+/// work of an `orch dispatch --all-ready`, which goes through every ready
+/// task, and of `orch worktree list`.
+pub const MAX_RUN_TASKS: usize = 10_000;
 
 /// Something that may change a task's status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

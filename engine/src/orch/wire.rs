@@ -455,18 +455,24 @@ pub struct DispatchOutput {
     pub run: Run,
     /// One per task dispatched, in dispatch order.
     pub dispatched: Vec<Dispatched>,
-    /// The ready tasks `--all-ready` could not dispatch because git
-    /// refused their attempt's worktree (absent when none): each stays
-    /// `ready` with the reason, and the others were dispatched.
+    /// The ready tasks `--all-ready` could not dispatch for a reason that
+    /// concerns each alone (its assignee, its id, its worktree, its base),
+    /// the first 100 in queue order (absent when none): each stays `ready`
+    /// with the reason, and the others were dispatched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<Refused>,
+    /// How many more were refused past those listed (absent when none):
+    /// the dispatch went through the whole ready queue all the same.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub refused_more: u64,
     /// The newest event recorded (0 if nothing was ready).
     pub event_id: EventId,
 }
 
-/// A task whose attempt could not start because git refused its worktree
-/// (its branch or folder exists, a permission, a base that names no
-/// commit): it waits with the reason, and the other tasks go on.
+/// A task whose attempt could not start for a reason that concerns it
+/// alone (its assignee nobody registered, an id that could never be a
+/// worktree, git refusing its worktree, a base that names no commit): it
+/// waits with the reason, and the other tasks go on.
 #[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Refused {
@@ -476,6 +482,10 @@ pub struct Refused {
     pub code: ErrorCode,
     /// What git said, and what to do.
     pub message: String,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Found for DispatchOutput {

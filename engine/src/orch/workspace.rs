@@ -19,9 +19,9 @@ use super::model::{AttemptStatus, RepoSpec, Worktree};
 /// came in 2.17); hosts refuse older ones with `git_unavailable`.
 pub const GIT_MIN_VERSION: (u32, u32) = (2, 17);
 
-/// Most tasks one `orch dispatch --all-ready` lets git refuse before it
-/// stops looking (git runs for each, holding the database's write lock):
-/// so many refusals at once say the repository is at fault, not a task.
+/// Most refused tasks one `orch dispatch --all-ready` lists in full
+/// (`refused`); it goes on through the whole ready queue all the same and
+/// counts the refusals past these (`refused_more`).
 pub const REFUSED_MAX: usize = 100;
 
 /// Most uncommitted paths an attempt records as left out.
@@ -103,23 +103,34 @@ pub trait Workspace {
 
     /// Takes back a worktree made for a dispatch that did not happen:
     /// removes the untouched folder and deletes its branch.
-    fn discard(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError>;
+    ///
+    /// This and the calls below are refused when a folder of `place` on the
+    /// way to the worktree (every folder below `place.named`, the worktree's
+    /// own included) is now a symbolic link or not a folder: git would
+    /// follow it out of the repository. A folder that is gone is fine.
+    fn discard(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError>;
 
     /// What `worktree` looks like now; `wip_ref` is its work-in-progress ref.
     fn inspect(
         &mut self,
         worktree: &Worktree,
+        place: &Place,
         wip_ref: &str,
     ) -> Result<WorktreeLook, WorkspaceError>;
 
     /// Saves everything uncommitted in `worktree` (untracked files included)
     /// as a commit on top of its `HEAD`, on `wip_ref`, touching neither its
     /// branch nor its files; returns the commit.
-    fn save(&mut self, worktree: &Worktree, wip_ref: &str) -> Result<String, WorkspaceError>;
+    fn save(
+        &mut self,
+        worktree: &Worktree,
+        place: &Place,
+        wip_ref: &str,
+    ) -> Result<String, WorkspaceError>;
 
     /// Removes the worktree's folder the way `git worktree remove` does
     /// without `--force`: git refuses one that is not clean.
-    fn remove(&mut self, worktree: &Worktree) -> Result<(), WorkspaceError>;
+    fn remove(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError>;
 }
 
 /// One run or task id as a single ref and path component: ASCII letters,
@@ -258,8 +269,9 @@ pub fn folder_key(id: &str) -> String {
     id.to_ascii_lowercase()
 }
 
-/// Where a worktree's folder is made, and which folders on the way to it
-/// orch must never reach through a symbolic link: everything below the
+/// Where a worktree's folder is, and which folders on the way to it orch
+/// must never reach through a symbolic link, when it makes the worktree and
+/// every time after (looking, saving, removing): everything below the
 /// folder the leader named. The leader names the repository, and may name
 /// the worktrees folder (`--worktrees`); what a repository holds
 /// (`.agents` committed as a link, say) was not named, so the default
@@ -391,17 +403,18 @@ pub enum Tidied {
 pub fn tidy(
     workspace: &mut dyn Workspace,
     worktree: &Worktree,
+    place: &Place,
     status: AttemptStatus,
 ) -> Result<Tidied, WorkspaceError> {
     let wip = wip_ref(worktree);
-    let look = workspace.inspect(worktree, &wip)?;
+    let look = workspace.inspect(worktree, place, &wip)?;
     match WorktreeState::of(status, &look) {
         WorktreeState::Uncommitted => {
-            workspace.save(worktree, &wip)?;
+            workspace.save(worktree, place, &wip)?;
             Ok(Tidied::Saved)
         }
         state if state.removable() => {
-            workspace.remove(worktree)?;
+            workspace.remove(worktree, place)?;
             Ok(Tidied::Removed)
         }
         _ => Ok(Tidied::Left),

@@ -4,16 +4,29 @@
 //! [`inbox_engine::orch::workspace::place`]), each opened relative to the
 //! one above without following a symbolic link, so a repository that holds
 //! `.agents` as a link (or a link planted later) can never make orch write
-//! a worktree or a `.gitignore` outside it. The engine decides which
+//! a worktree or a `.gitignore` outside it. The same whole chain, from the
+//! named folder down to the worktree's own, is walked again before every
+//! later call that looks, saves or removes there ([`never_links`]): a link
+//! planted at `.agents` or `.agents/worktrees` after the run started is
+//! refused as one planted at the worktree. The engine decides which
 //! folders these are; this module only walks them.
 //!
 //! On Linux every step is `mkdirat` and `openat(O_NOFOLLOW)` on the folder
 //! opened before, so a folder swapped for a link between two steps is
 //! refused, not followed. Elsewhere each step is checked with
-//! `symlink_metadata` (a check before use). The worktree's own folder is
-//! made here too, empty, so git checks out into it rather than through a
-//! link it would follow. Nothing here ever removes a folder that is not
-//! empty.
+//! `symlink_metadata`. The worktree's own folder is made here too, empty,
+//! so git checks out into it rather than through a link it would follow.
+//! Nothing here ever removes a folder that is not empty.
+//!
+//! What remains is a check before use: git takes the worktree's path as
+//! text, not the folder this walk opened, and resolves it again itself. A
+//! process that may write in a folder of the chain (the repository's
+//! owner, or whoever may write in its `.agents`) can swap a folder for a
+//! link in the moment between the walk and git's own use of the path, and
+//! git then follows that link. No git command takes an opened folder, so
+//! this window can be narrowed (the walk runs right before each git call)
+//! but not closed here; whoever can do it can already change what the
+//! repository holds and what the worker runs.
 
 use std::path::{Path, PathBuf};
 
@@ -27,15 +40,7 @@ const IGNORE_ALL: &[u8] = b"*\n";
 /// [`take_back`]. `path` is the worktree's folder, which `place` must lead
 /// to.
 pub(super) fn make(place: &Place, path: &str) -> Result<Vec<PathBuf>, WorkspaceError> {
-    let named = Path::new(&place.named);
-    let mut full = named.to_path_buf();
-    full.extend(&place.below);
-    if full != Path::new(path) || place.below.iter().any(|part| part.contains('/')) {
-        return Err(refused(format!(
-            "{path} is not below {} as its place says",
-            place.named
-        )));
-    }
+    let named = leads_to(place, path)?;
     // The named folder is the leader's: made with its parents, links in
     // its path followed.
     let named_is_new = std::fs::symlink_metadata(named).is_err();
@@ -72,21 +77,42 @@ pub(super) fn take_back(made: &[PathBuf]) {
     }
 }
 
-/// Refuses to work in a worktree whose folder, or one of orch's two above it
-/// (`RUN/TASK/N`), is now a symbolic link: git would follow it. A folder
-/// that is gone is fine (the worktree was removed).
-pub(super) fn never_links(path: &str) -> Result<(), WorkspaceError> {
-    let mut folder = Some(Path::new(path));
-    for _ in 0..3 {
-        let Some(dir) = folder else { break };
-        if let Ok(meta) = std::fs::symlink_metadata(dir)
-            && !meta.is_dir()
-        {
-            return Err(link_refused(dir, meta.file_type().is_symlink()));
+/// Refuses to work in a worktree when a folder on the way to it, from the
+/// folder the leader named down to the worktree's own (every folder of
+/// `place`, `.agents` and `.agents/worktrees` included for the default
+/// worktrees folder), is now a symbolic link or not a folder: git would
+/// follow it. A folder that is gone is fine (the worktree was removed):
+/// nothing below it can be reached.
+pub(super) fn never_links(place: &Place, path: &str) -> Result<(), WorkspaceError> {
+    let named = leads_to(place, path)?;
+    if !named.exists() {
+        return Ok(());
+    }
+    let mut walk = Walk::open(named)?;
+    let mut at = named.to_path_buf();
+    for name in &place.below {
+        at.push(name);
+        if !walk.enter(name, &at)? {
+            break;
         }
-        folder = dir.parent();
     }
     Ok(())
+}
+
+/// The named folder of `place`, once it is sure that `place` leads to
+/// `path`, one plain folder name at a time.
+fn leads_to<'a>(place: &'a Place, path: &str) -> Result<&'a Path, WorkspaceError> {
+    let named = Path::new(&place.named);
+    let mut full = named.to_path_buf();
+    full.extend(&place.below);
+    let plain = |part: &String| !part.contains('/') && part != ".." && part != ".";
+    if full != Path::new(path) || !place.below.iter().all(plain) {
+        return Err(refused(format!(
+            "{path} is not below {} as its place says",
+            place.named
+        )));
+    }
+    Ok(named)
 }
 
 /// The refusal of a link (or a file) where orch's folder goes.
@@ -165,6 +191,24 @@ mod linux {
             }
         }
 
+        /// Moves into `name` in the current folder, never through a link;
+        /// `at` is its path, for messages. Whether it exists.
+        pub(super) fn enter(&mut self, name: &str, at: &Path) -> Result<bool, WorkspaceError> {
+            match rustix::fs::openat(&self.0, name, FOLDER, Mode::empty()) {
+                Ok(fd) => {
+                    self.0 = fd;
+                    Ok(true)
+                }
+                Err(Errno::NOENT) => Ok(false),
+                Err(Errno::LOOP | Errno::NOTDIR) => {
+                    let is_link = rustix::fs::statat(&self.0, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Symlink);
+                    Err(link_refused(at, is_link))
+                }
+                Err(e) => Err(refused(format!("cannot open {}: {e}", at.display()))),
+            }
+        }
+
         /// Writes the current folder's `.gitignore`, which must not exist
         /// (the folder was just made: anything there was planted).
         pub(super) fn write_ignore(&mut self, at: &Path) -> Result<(), WorkspaceError> {
@@ -213,6 +257,20 @@ mod portable {
             }
             self.0 = next;
             Ok(new)
+        }
+
+        pub(super) fn enter(&mut self, name: &str, at: &Path) -> Result<bool, WorkspaceError> {
+            let next = self.0.join(name);
+            let meta = match std::fs::symlink_metadata(&next) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(refused(format!("cannot open {}: {e}", at.display()))),
+            };
+            if !meta.is_dir() {
+                return Err(link_refused(at, meta.file_type().is_symlink()));
+            }
+            self.0 = next;
+            Ok(true)
         }
 
         pub(super) fn write_ignore(&mut self, at: &Path) -> Result<(), WorkspaceError> {
