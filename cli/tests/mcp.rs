@@ -629,10 +629,16 @@ async fn a_retried_call_with_its_idempotency_key_is_answered_once() {
 async fn with_tokens_required_the_server_acts_with_its_agent_s_token() {
     let env = TestEnv::initialized();
     cli(&env, &["settings", "--agent-tokens", "required"], 0);
-    let registered = cli(&env, &["agent", "register", "--agent", "worker"], 0);
-    let token = registered["agent_token"].as_str().unwrap().to_owned();
+    // The lead joins first (no agent holds a token yet), then vouches for
+    // the worker with its own token.
     let lead = cli(&env, &["agent", "register", "--agent", "lead"], 0);
     let lead = lead["agent_token"].as_str().unwrap().to_owned();
+    let registered = cli(
+        &env,
+        &["agent", "register", "--agent", "worker", "--agent-token", &lead],
+        0,
+    );
+    let token = registered["agent_token"].as_str().unwrap().to_owned();
     let sent = cli(
         &env,
         &[

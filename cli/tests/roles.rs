@@ -915,7 +915,8 @@ fn with_registration_required_an_address_nobody_registered_is_refused() {
     );
     assert_eq!(add("bob").status, 0);
 
-    // A name nobody registered may not act; registering is how it joins.
+    // A name nobody registered may not act; a registered agent registers
+    // it, and then it may.
     let as_mallory = [
         "send",
         "--from",
@@ -927,7 +928,7 @@ fn with_registration_required_an_address_nobody_registered_is_refused() {
     ];
     let message = assert_refused(&env, &as_mallory, "send", "agent_not_registered", 30);
     assert!(
-        message.contains("inbox agent register --agent mallory"),
+        message.contains("registered by a registered agent"),
         "{message}"
     );
     register(&env, "mallory", "");
