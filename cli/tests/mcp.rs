@@ -635,7 +635,14 @@ async fn with_tokens_required_the_server_acts_with_its_agent_s_token() {
     let lead = lead["agent_token"].as_str().unwrap().to_owned();
     let registered = cli(
         &env,
-        &["agent", "register", "--agent", "worker", "--agent-token", &lead],
+        &[
+            "agent",
+            "register",
+            "--agent",
+            "worker",
+            "--agent-token",
+            &lead,
+        ],
         0,
     );
     let token = registered["agent_token"].as_str().unwrap().to_owned();
@@ -705,15 +712,34 @@ async fn with_tokens_required_the_server_acts_with_its_agent_s_token() {
     assert!(!error && waited["woke"] == false, "{waited}");
     session.cancel().await.unwrap();
 
-    // A new agent that registers through the server gets its token once,
-    // and the server keeps acting with it.
+    // A server for a new name cannot register itself: joining is vouched
+    // for by a registered agent's token, and the server holds none.
     let (session, _) = connect(&env, "newcomer").await;
-    let (error, joined) = call(&session, "agent_register", json!({"roles": ["crew"]})).await;
-    assert!(!error, "{joined}");
-    assert!(
-        joined["agent_token"].as_str().unwrap().starts_with("tok_"),
-        "{joined}"
+    let (error, refused) = call(&session, "agent_register", json!({"roles": ["crew"]})).await;
+    assert!(error, "{refused}");
+    assert_eq!(
+        refused["error"]["code"], "agent_token_required",
+        "{refused}"
     );
+    session.cancel().await.unwrap();
+
+    // Registered by the lead, the newcomer's server acts with its token
+    // and may change its own roles; no second token is issued.
+    let joined = cli(
+        &env,
+        &[
+            "agent",
+            "register",
+            "--agent",
+            "newcomer",
+            "--agent-token",
+            &lead,
+        ],
+        0,
+    );
+    let newcomer = joined["agent_token"].as_str().unwrap().to_owned();
+    assert_eq!(joined["agent"]["registered_by"], "lead", "{joined}");
+    let (session, _) = connect_with(&env, "newcomer", Some(&newcomer)).await;
     let (error, again) = call(&session, "agent_register", json!({"roles": ["crew", "qa"]})).await;
     assert!(!error, "{again}");
     assert!(again.get("agent_token").is_none(), "{again}");

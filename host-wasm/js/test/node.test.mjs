@@ -286,14 +286,17 @@ describe("agent tokens and retention", () => {
   test("with tokens required, a registered agent acts only with the token it was given once", async () => {
     const inbox = await Inbox.open({ store: "sqlite" });
     assert.equal(inbox.settings({ agent_tokens: "required" }).settings.agent_tokens, "required");
-    const token = inbox.agentRegister({ agent: "w1" }).agent_token;
-    assert.match(token, /^tok_[0-9a-f]{64}$/);
-    assert.notEqual(inbox.agentRegister({ agent: "w2" }).agent_token, token);
-    // A name nobody registered may not act; registering is how it joins.
-    const anonymous = thrown(() => inbox.send({ from_agent: "lead", to_agent: "w1", subject: "Tokened" }));
+    // The first agent joins on its own; every later one is vouched for by
+    // a registered agent's token.
+    const lead = inbox.agentRegister({ agent: "lead" }).agent_token;
+    assert.match(lead, /^tok_[0-9a-f]{64}$/);
+    assert.equal(thrown(() => inbox.agentRegister({ agent: "w1" })).code, "agent_token_required");
+    const token = inbox.agentRegister({ agent: "w1", agent_token: lead }).agent_token;
+    assert.notEqual(inbox.agentRegister({ agent: "w2", agent_token: lead }).agent_token, token);
+    // A name nobody registered may not act.
+    const anonymous = thrown(() => inbox.send({ from_agent: "mallory", to_agent: "w1", subject: "Tokened" }));
     assert.equal(anonymous.code, "agent_not_registered");
     assert.equal(anonymous.exitCode, 30);
-    const lead = inbox.agentRegister({ agent: "lead" }).agent_token;
     const sent = inbox.send({ from_agent: "lead", to_agent: "w1", subject: "Tokened", agent_token: lead });
     const id = sent.thread.thread_id;
     assert.equal(thrown(() => inbox.claim({ agent: "w1", thread_id: id })).code, "agent_token_required");
