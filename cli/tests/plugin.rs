@@ -253,20 +253,23 @@ fn help_shows_the_engine_flag_in_plugin_builds() {
 fn tokens_issued_through_the_component_are_real_secrets_that_work_everywhere() {
     let env = TestEnv::initialized();
     env.json(&["settings", "--agent-tokens", "required"], 0);
-    let register = |agent: &str| {
-        let run = env.run_command(through_component(
-            &env,
-            &["agent", "register", "--agent", agent, "--json"],
-        ));
+    // The lead joins first (no agent holds a token yet) and vouches for
+    // the others with its token.
+    let register = |agent: &str, voucher: Option<&str>| {
+        let mut args = vec!["agent", "register", "--agent", agent, "--json"];
+        if let Some(token) = voucher {
+            args.extend(["--agent-token", token]);
+        }
+        let run = env.run_command(through_component(&env, &args));
         assert_eq!(run.status, 0, "{run}");
         run.json()["agent_token"].as_str().unwrap().to_owned()
     };
-    let (a, b) = (register("a"), register("b"));
-    for token in [&a, &b] {
+    let lead = register("lead", None);
+    let (a, b) = (register("a", Some(&lead)), register("b", Some(&lead)));
+    for token in [&lead, &a, &b] {
         assert!(token.starts_with("tok_") && token.len() == 68, "{token}");
     }
     assert_ne!(a, b);
-    let lead = register("lead");
     let sent = env.json(
         &[
             "send",
