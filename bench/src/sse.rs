@@ -39,9 +39,10 @@ pub(crate) struct EventStream {
 }
 
 impl EventStream {
-    /// `GET path` on `host` (`127.0.0.1:PORT`, also sent as `Host`), which
-    /// must answer 200 with `text/event-stream`.
-    pub(crate) fn connect(host: &str, path: &str) -> Result<EventStream> {
+    /// `GET path` on `host` (`127.0.0.1:PORT`, also sent as `Host`) with
+    /// the board's `token` as its bearer (every read needs it), which must
+    /// answer 200 with `text/event-stream`.
+    pub(crate) fn connect(host: &str, path: &str, token: &str) -> Result<EventStream> {
         let what = format!("the event stream http://{host}{path}");
         let address: SocketAddr = host
             .parse()
@@ -55,7 +56,7 @@ impl EventStream {
             .write_all(
                 format!(
                     "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n\
-                     Cache-Control: no-store\r\n\r\n"
+                     Authorization: Bearer {token}\r\nCache-Control: no-store\r\n\r\n"
                 )
                 .as_bytes(),
             )

@@ -167,6 +167,8 @@ struct Board {
     child: ChildGuard,
     /// `127.0.0.1:PORT`, from the URL it printed.
     host: String,
+    /// The token in the URL's fragment (`#token=...`): every read needs it.
+    token: String,
     /// Keeps the reader of its stdout (one line, then nothing) alive.
     _stdout: Lines,
 }
@@ -206,9 +208,15 @@ impl Board {
             .filter(|host| !host.is_empty())
             .ok_or_else(|| anyhow!("inbox serve printed `{}`, not its URL", url.1))?
             .to_owned();
+        let token = url
+            .1
+            .split_once("#token=")
+            .map(|(_, token)| token.to_owned())
+            .ok_or_else(|| anyhow!("inbox serve printed `{}`, a URL without its token", url.1))?;
         Ok(Board {
             child,
             host,
+            token,
             _stdout: stdout,
         })
     }
@@ -216,7 +224,7 @@ impl Board {
     /// A new event stream, once its `hello` arrived; with the event id the
     /// hello names (the newest event when it connected).
     fn stream(&self) -> Result<(EventStream, u64)> {
-        let stream = EventStream::connect(&self.host, "/api/events")?;
+        let stream = EventStream::connect(&self.host, "/api/events", &self.token)?;
         let (_, hello) = stream.next(TIMEOUT)?;
         match (hello.name.as_str(), hello.id) {
             ("hello", Some(id)) => Ok((stream, id)),
