@@ -1,20 +1,32 @@
 #!/usr/bin/env node
 // The wasm benchmark: commands per second of the inbox-wasm package in Node
 // and in headless Chromium, for send and claim+done, over each store
-// (memory, sqlite; opfs in a dedicated worker), side by side with the native
-// engine over native SQLite measured in the same run, plus the size of the
-// .wasm. Writes docs/wasm-benchmarks.md (or, with --quick, a smoke run of
-// about half a minute, target/bench-quick/wasm-benchmarks.md), and the raw
-// per-round figures to target/wasm-bench/.
+// (memory, sqlite; file in Node; opfs in a dedicated worker), side by side
+// with the native engine over native SQLite measured in the same run, plus
+// the size of the .wasm. Writes docs/wasm-benchmarks.md (or, with --quick, a
+// smoke run of about half a minute, target/bench-quick/wasm-benchmarks.md),
+// and the raw per-round figures to target/wasm-bench/.
 //
 //   node host-wasm/js/bench/run.mjs            # full run, ~7 min (any cwd)
 //   node host-wasm/js/bench/run.mjs --quick    # smoke run, for CI
+//   node host-wasm/js/bench/run.mjs --baseline-pkg /tmp/old/host-wasm/pkg
+//                                              # A/B against another build
 //
 // Options: --quick, --out FILE (the report), --rounds N, --ops N, --warmup N,
+// --file-ops N and --file-warmup N (smaller sizes for the file rows only),
 // --no-build (use target/release/inbox-bench as it is), --native PATH (use
-// this inbox-bench build, e.g. the tests' debug one in a smoke run), --from FILE (only
-// render the report from an earlier run's raw figures). CHROMIUM=/path
-// overrides the browser (default /usr/bin/chromium).
+// this inbox-bench build, e.g. the tests' debug one in a smoke run), --pkg DIR
+// (measure this build of the package instead of the installed one),
+// --baseline-pkg DIR (also measure another build in Node, in the same
+// rounds, and compare sizes), --from FILE (only render the report from an
+// earlier run's raw figures). CHROMIUM=/path overrides the browser (default
+// /usr/bin/chromium).
+//
+// The `file` store needs node:sqlite in the newer package (Node 22.16+):
+// each Node package is probed once, and where it cannot open a file store in
+// this Node its file rows are left out and the report says why. Each file
+// measurement runs on a new database in a new temporary folder, removed
+// after it.
 //
 // Files: workload.mjs (the two workloads, shared by every runtime),
 // page.html + page.mjs (the Chromium page), worker.mjs (the dedicated module
@@ -22,14 +34,15 @@
 // bench/src/wasm_baseline.rs (the native figures).
 //
 // Needs: the package installed in host-wasm/js (scripts/test-wasm does it;
-// else host-wasm/pkg is used directly), playwright-core (npm ci in
-// host-wasm/js), Chromium, and cargo for the native baseline (built with
-// `cargo build --release -p inbox-bench --bins` unless
+// else host-wasm/pkg is used directly; --pkg names another), playwright-core
+// (npm ci in host-wasm/js), Chromium, and cargo for the native baseline
+// (built with `cargo build --release -p inbox-bench --bins` unless
 // --no-build).
 //
 // How a run goes: one cold round per runtime (reported, not counted), then
 // N rounds; each round runs, in turn, the native baseline (a child process,
-// `inbox-bench wasm-baseline --rounds 1`), Node (this process), the Chromium
+// `inbox-bench wasm-baseline --rounds 1`), Node (this process; with
+// --baseline-pkg, both packages, taking turns at going first), the Chromium
 // page, a new Chromium worker and a worker in an incognito context (smaller
 // sizes: OPFS there is slow), so a slow spell of this shared machine
 // touches every runtime alike. Every figure is the median of the N rounds,
@@ -57,7 +70,7 @@ import { fileURLToPath } from 'node:url';
 import zlib from 'node:zlib';
 
 import { CHROMIUM_ARGS, executablePath, serveStatic } from '../lib/chromium.mjs';
-import { probeCalls, round as wasmRound, WORKLOADS } from './workload.mjs';
+import { measure, probeCalls, WORKLOADS } from './workload.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const jsRoot = path.resolve(here, '..');
@@ -72,6 +85,7 @@ const PROBE_CALLS = 400;
 const BUILD = ['build', '--release', '-p', 'inbox-bench', '--bins'];
 
 const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--rounds N] [--ops N] [--warmup N] [--no-build] [--native PATH]
+                                     [--pkg DIR] [--baseline-pkg DIR] [--file-ops N] [--file-warmup N] [--from FILE]
 
   --quick     smoke run (small sizes, a few seconds of measuring); the report
               goes to target/bench-quick/wasm-benchmarks.md unless --out is given
@@ -79,11 +93,24 @@ const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--
   --rounds N  timed rounds per runtime (default 7, quick 3), after one cold round
   --ops N     timed operations per round and workload (default 2000, quick 100)
   --warmup N  untimed operations before them in each round (default 200, quick 10)
+  --file-ops N, --file-warmup N
+              the same for the Node \`file\` rows only (default: --ops and
+              --warmup); for a package whose file store is too slow for the
+              full sizes, such as the one before node:sqlite (its commands
+              slow down as the file grows)
   --no-build  do not run \`cargo ${BUILD.join(' ')}\` first
   --native PATH
               use this inbox-bench for the native baseline and build nothing
               (a smoke run can take the tests' debug build; a full run's
               native figures need a release build)
+  --pkg DIR   measure this build of the package (a folder with node/inbox.js,
+              web/inbox_bg.wasm and package.json, like host-wasm/pkg) instead
+              of the one installed in host-wasm/js
+  --baseline-pkg DIR
+              another build of the package (same layout; a BUILT_FROM file in
+              it names its commit): Node measures its memory, sqlite and file
+              stores too, in the same rounds, and the report compares the two
+              packages' rates and module sizes
   --from FILE measure nothing: write the report again from the raw figures of an
               earlier run (target/wasm-bench/results.json), e.g. after changing
               how the report reads`;
@@ -91,7 +118,10 @@ const USAGE = `usage: node host-wasm/js/bench/run.mjs [--quick] [--out FILE] [--
 // ---------------------------------------------------------------- options
 
 function parseArgs(argv) {
-  const o = { quick: false, out: null, rounds: null, ops: null, warmup: null, build: true, native: null, from: null };
+  const o = {
+    quick: false, out: null, rounds: null, ops: null, warmup: null, fileOps: null, fileWarmup: null,
+    build: true, native: null, from: null, pkg: null, baselinePkg: null,
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const number = () => {
@@ -106,6 +136,10 @@ function parseArgs(argv) {
       o.native = path.resolve(argv[++i]);
       o.build = false;
     }
+    else if (arg === '--pkg' || arg === '--baseline-pkg') {
+      if (!argv[i + 1]) throw new Error(`${arg} needs a folder\n\n${USAGE}`);
+      o[arg === '--pkg' ? 'pkg' : 'baselinePkg'] = path.resolve(argv[++i]);
+    }
     else if (arg === '--from') {
       if (!argv[i + 1]) throw new Error(`--from needs a file\n\n${USAGE}`);
       o.from = path.resolve(argv[++i]);
@@ -116,6 +150,8 @@ function parseArgs(argv) {
     } else if (arg === '--rounds') o.rounds = number();
     else if (arg === '--ops') o.ops = number();
     else if (arg === '--warmup') o.warmup = number();
+    else if (arg === '--file-ops') o.fileOps = number();
+    else if (arg === '--file-warmup') o.fileWarmup = number();
     else if (arg === '-h' || arg === '--help') {
       console.log(USAGE);
       process.exit(0);
@@ -124,7 +160,9 @@ function parseArgs(argv) {
   o.rounds ??= o.quick ? 3 : 7;
   o.ops ??= o.quick ? 100 : 2000;
   o.warmup ??= o.quick ? 10 : 200;
-  if (o.rounds < 1 || o.ops < 1) throw new Error('--rounds and --ops must be at least 1');
+  o.fileOps ??= o.ops;
+  o.fileWarmup ??= o.warmup;
+  if (o.rounds < 1 || o.ops < 1 || o.fileOps < 1) throw new Error('--rounds, --ops and --file-ops must be at least 1');
   o.outGiven = o.out !== null;
   o.out ??= o.quick
     ? path.join(repo, 'target', 'bench-quick', 'wasm-benchmarks.md')
@@ -198,19 +236,42 @@ function fmtBytes(n) {
 
 // ---------------------------------------------------------------- the package
 
-/** Where the package is: installed in host-wasm/js, else host-wasm/pkg itself. */
-function locatePackage() {
+/** Whether `root` holds a build of the package: its Node glue, its module and its package.json. */
+function isPackage(root) {
+  return ['node/inbox.js', 'web/inbox_bg.wasm', 'package.json'].every((f) => existsSync(path.join(root, f)));
+}
+
+/** Where the package is: --pkg, else installed in host-wasm/js, else host-wasm/pkg itself. */
+function locatePackage(o) {
+  if (o.pkg) return namedPackage(o.pkg, '--pkg');
   const installed = path.join(jsRoot, 'node_modules', 'inbox-wasm');
   const built = path.join(repo, 'host-wasm', 'pkg');
   for (const [root, how] of [
     [installed, 'installed in host-wasm/js/node_modules (npm pack + npm install)'],
     [built, 'host-wasm/pkg (not installed in host-wasm/js)'],
   ]) {
-    if (existsSync(path.join(root, 'node', 'inbox.js')) && existsSync(path.join(root, 'web', 'inbox_bg.wasm'))) {
-      return { root, how };
-    }
+    if (isPackage(root)) return { root, how };
   }
   throw new Error('inbox-wasm is not built: run scripts/build-wasm (and install it into host-wasm/js, see scripts/test-wasm)');
+}
+
+/** A package folder named on the command line (`flag`). */
+function namedPackage(root, flag) {
+  if (!isPackage(root)) throw new Error(`${flag} ${root}: not a build of the package (needs node/inbox.js, web/inbox_bg.wasm and package.json)`);
+  return { root, how: `${root} (${flag})` };
+}
+
+/**
+ * Loads a package's Node build into this process. Two builds load side by
+ * side: each is its own CommonJS module with its own wasm instance.
+ * `builtFrom`: the commit a BUILT_FROM file in the folder names, if any.
+ */
+function loadPackage(pkg) {
+  const require = createRequire(path.join(jsRoot, 'package.json'));
+  const { Inbox } = require(path.join(pkg.root, 'node', 'inbox.js'));
+  const { version } = JSON.parse(readFileSync(path.join(pkg.root, 'package.json'), 'utf8'));
+  const builtFrom = readText(path.join(pkg.root, 'BUILT_FROM')).trim() || null;
+  return { ...pkg, Inbox, version, builtFrom, label: `inbox-wasm ${version}, ${pkg.how}` };
 }
 
 function sha256(bytes) {
@@ -230,21 +291,30 @@ function fileSizes(file) {
   return { raw: bytes.length, gzip: gzip9(file, bytes), brotli };
 }
 
-function sizes(pkg) {
-  const wasmFile = path.join(pkg.root, 'web', 'inbox_bg.wasm');
+/** Sizes of a package's module and web glue, its module's hash and time of build. */
+function moduleSizes(root) {
+  const wasmFile = path.join(root, 'web', 'inbox_bg.wasm');
+  return {
+    wasm: fileSizes(wasmFile),
+    glue: fileSizes(path.join(root, 'web', 'inbox.js')),
+    sha256: sha256(readFileSync(wasmFile)),
+    builtAt: statSync(wasmFile).mtime.toISOString(),
+  };
+}
+
+/** moduleSizes of the package measured, and how it stands against the build in the repository. */
+function sizes(pkg, named) {
+  const own = moduleSizes(pkg.root);
   const built = path.join(repo, 'host-wasm', 'pkg', 'web', 'inbox_bg.wasm');
-  const builtHash = existsSync(built) ? sha256(readFileSync(built)) : null;
-  const hash = sha256(readFileSync(wasmFile));
+  // A package named by --pkg is meant to differ from host-wasm/pkg.
+  const builtHash = !named && existsSync(built) ? sha256(readFileSync(built)) : null;
   // The memory-only variant (scripts/build-wasm --memory-only), when built.
   const memoryOnly = path.join(repo, 'host-wasm', 'pkg-memory', 'web', 'inbox_bg.wasm');
   return {
-    wasm: fileSizes(wasmFile),
-    glue: fileSizes(path.join(pkg.root, 'web', 'inbox.js')),
+    ...own,
     memoryOnly: existsSync(memoryOnly) ? fileSizes(memoryOnly) : null,
-    sha256: hash,
-    matchesBuilt: builtHash === null ? null : builtHash === hash,
-    builtAt: statSync(wasmFile).mtime.toISOString(),
-    stale: staleness(statSync(wasmFile).mtimeMs),
+    matchesBuilt: builtHash === null ? null : builtHash === own.sha256,
+    stale: staleness(Date.parse(own.builtAt)),
   };
 }
 
@@ -327,6 +397,63 @@ async function fileProbe(n) {
     closeSync(fd);
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+// ---------------------------------------------------------------- Node
+
+/** Runs `fn(dir)` with a new folder under the temporary folder, and removes the folder after. */
+async function inTempDir(prefix, fn) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
+  try {
+    return await fn(dir);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Whether this Node can open the package's `file` store: null if it can,
+ * else why not. The store runs on node:sqlite since its rewrite (Node
+ * 22.16+), and opening it in an older Node says so; that leaves the file
+ * rows out. Any other failure is a fault of the package and stops the run.
+ */
+async function fileStoreProbe(Inbox) {
+  try {
+    await inTempDir('inbox-wasm-file-', async (dir) => {
+      const inbox = await Inbox.open({ store: 'file', path: path.join(dir, 'probe.db') });
+      inbox.close();
+      inbox.free();
+    });
+    return null;
+  } catch (e) {
+    const message = String(e?.message ?? e);
+    if (message.includes('node:sqlite')) return message;
+    throw new Error(`store "file" fails to open: ${message}`);
+  }
+}
+
+/** The stores Node measures of a package: memory and sqlite, and file where it opens. */
+function nodeStores(pkg) {
+  return pkg.fileUnavailable ? ['memory', 'sqlite'] : ['memory', 'sqlite', 'file'];
+}
+
+/**
+ * One round of a package in this process, as `runtime`: every workload on
+ * each of its stores, each on a new store; a file store on a new database
+ * file in a new temporary folder, removed after (the disk is small).
+ */
+async function nodeRound(runtime, pkg, s) {
+  const sizes = { ops: s.ops, warmup: s.warmup };
+  const out = [];
+  for (const store of nodeStores(pkg)) {
+    for (const workload of WORKLOADS) {
+      const ops_per_sec = store === 'file'
+        ? await inTempDir('inbox-wasm-file-', (dir) => measure(pkg.Inbox, store, workload, s.file, path.join(dir, 'inbox.db')))
+        : await measure(pkg.Inbox, store, workload, sizes);
+      out.push({ runtime, store, api: 'js', workload, ops_per_sec });
+    }
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------- Chromium
@@ -413,7 +540,7 @@ async function main() {
   }
   const started = Date.now();
   const loadStart = load();
-  const s = { ops: o.ops, warmup: o.warmup, native: nativeBin(o) };
+  const s = { ops: o.ops, warmup: o.warmup, file: { ops: o.fileOps, warmup: o.fileWarmup }, native: nativeBin(o) };
 
   if (o.build) {
     console.error(`building the native baseline: cargo ${BUILD.join(' ')}`);
@@ -425,11 +552,13 @@ async function main() {
       : `${s.native}: no such file; run cargo ${BUILD.join(' ')} (or drop --no-build)`);
   }
 
-  const pkg = locatePackage();
-  const require = createRequire(path.join(jsRoot, 'package.json'));
-  const { Inbox } = require(path.join(pkg.root, 'node', 'inbox.js'));
-  const pkgVersion = JSON.parse(readFileSync(path.join(pkg.root, 'package.json'), 'utf8')).version;
-  const size = sizes(pkg);
+  const pkg = loadPackage(locatePackage(o));
+  const baseline = o.baselinePkg ? loadPackage(namedPackage(o.baselinePkg, '--baseline-pkg')) : null;
+  const size = sizes(pkg, o.pkg !== null);
+  for (const p of [pkg, baseline].filter(Boolean)) {
+    p.fileUnavailable = await fileStoreProbe(p.Inbox);
+    if (p.fileUnavailable) console.error(`${p.root}: no file rows in this Node: ${p.fileUnavailable}`);
+  }
 
   // OPFS in an incognito context does a round trip to the browser process per
   // file operation (tens of ms per commit): small sizes, or it takes hours.
@@ -438,13 +567,16 @@ async function main() {
 
   let chromium = null;
   let incognito = null;
-  const runtimes = [
-    ['native', () => nativeRound(s)],
-    ['node', async () => (await wasmRound(Inbox, ['memory', 'sqlite'], s)).map((x) => ({ runtime: 'node', api: 'js', ...x }))],
+  const nodes = [['node', () => nodeRound('node', pkg, s)]];
+  if (baseline) nodes.push(['node-baseline', () => nodeRound('node-baseline', baseline, s)]);
+  const browsers = [
     ['chromium-page', () => chromium.page('chromium-page', ['memory', 'sqlite'], s)],
     ['chromium-worker', () => chromium.worker('chromium-worker', ['sqlite', 'opfs'], s)],
     ['chromium-incognito-worker', () => incognito.worker('chromium-incognito-worker', ['opfs'], small)],
   ];
+  // The two packages take turns at going first, so neither always runs
+  // right after the native child process or on a disk the other just wrote.
+  const runtimes = (r) => [['native', () => nativeRound(s)], ...(r % 2 ? nodes : [...nodes].reverse()), ...browsers];
   const cold = [];
   const timed = [];
   const probe = {};
@@ -454,7 +586,7 @@ async function main() {
     incognito = await openChromium(pkg, { incognito: true });
     for (let r = 0; r <= o.rounds; r++) {
       const label = r === 0 ? 'cold round (not counted)' : `round ${r}/${o.rounds}`;
-      for (const [name, fn] of runtimes) {
+      for (const [name, fn] of runtimes(r)) {
         const t0 = Date.now();
         const rows = await fn();
         (r === 0 ? cold : timed).push(...rows.map((x) => ({ round: r, ...x })));
@@ -474,7 +606,7 @@ async function main() {
   const results = {
     date: new Date(started).toISOString(),
     quick: o.quick,
-    sizes: { ops: o.ops, warmup: o.warmup, rounds: o.rounds, incognito: small },
+    sizes: { ops: o.ops, warmup: o.warmup, rounds: o.rounds, incognito: small, file: s.file },
     machine: {
       cpu: /model name\s*:\s*(.*)/.exec(readText('/proc/cpuinfo'))?.[1]?.trim() ?? os.cpus()[0]?.model ?? '?',
       cpus: os.cpus().length,
@@ -489,7 +621,7 @@ async function main() {
       chromium: chromium.version,
       userAgent: chromium.userAgent,
       playwright: JSON.parse(readText(path.join(jsRoot, 'node_modules', 'playwright-core', 'package.json')) || '{}').version,
-      package: `inbox-wasm ${pkgVersion}, ${pkg.how}`,
+      package: pkg.label,
       commit: commit(),
       sqliteNative: nativeRound.sqliteVersion,
       sqliteWasm: wasmSqliteVersion(),
@@ -497,6 +629,16 @@ async function main() {
       rustc: firstLine('rustc', ['--version']),
     },
     size,
+    // The package measured, when --pkg named it (the report's command repeats it).
+    pkg: o.pkg,
+    // Why a package's file rows are missing (null: measured), by runtime.
+    fileStore: { node: pkg.fileUnavailable, ...(baseline && { 'node-baseline': baseline.fileUnavailable }) },
+    baseline: baseline && {
+      root: baseline.root,
+      package: `inbox-wasm ${baseline.version}, ${baseline.root}`,
+      builtFrom: baseline.builtFrom,
+      size: moduleSizes(baseline.root),
+    },
     probe,
     cold,
     timed,
@@ -546,6 +688,10 @@ const ROWS = [
   ['native', 'memory', 'json', 'native', '`MemoryStore`; JSON in and out'],
   ['node', 'memory', 'js', 'Node', '`store: "memory"`'],
   ['node', 'sqlite', 'js', 'Node', '`store: "sqlite"` (SQLite in wasm memory)'],
+  ['node', 'file', 'js', 'Node', '`store: "file"` (a new database file in the temporary folder, as the reference\'s)'],
+  ['node-baseline', 'memory', 'js', 'Node, baseline package', '`store: "memory"`'],
+  ['node-baseline', 'sqlite', 'js', 'Node, baseline package', '`store: "sqlite"`'],
+  ['node-baseline', 'file', 'js', 'Node, baseline package', '`store: "file"`'],
   ['chromium-page', 'memory', 'js', 'Chromium, page', '`store: "memory"`'],
   ['chromium-page', 'sqlite', 'js', 'Chromium, page', '`store: "sqlite"`'],
   ['chromium-worker', 'sqlite', 'js', 'Chromium, worker', '`store: "sqlite"` (control for opfs: same worker, no files)'],
@@ -558,7 +704,11 @@ const COUNTERPART = {
   memory: ['memory', 'json', 'native `MemoryStore`, JSON'],
   sqlite: ['sqlite-memory', 'json', 'native SQLite `:memory:`, JSON'],
   opfs: ['sqlite-file', 'json', 'native SQLite file (WAL, normal durability), JSON'],
+  file: ['sqlite-file', 'json', 'native SQLite file (WAL, normal durability), JSON'],
 };
+
+/** The stores both Node packages run, compared in the A/B table. */
+const NODE_STORES = ['memory', 'sqlite', 'file'];
 
 function render(res, o) {
   const pick = (rows, runtime, store, api, workload) =>
@@ -577,8 +727,17 @@ function render(res, o) {
 
   const lines = [];
   const p = (...xs) => lines.push(...xs);
-  const cmd = `node host-wasm/js/bench/run.mjs${o.quick ? ' --quick' : ''}`;
   const { sizes: sz, machine: m, versions: v } = res;
+  const base = res.baseline ?? null;
+  // The file rows' own sizes, when --file-ops or --file-warmup set them apart.
+  const fsz = sz.file && (sz.file.ops !== sz.ops || sz.file.warmup !== sz.warmup) ? sz.file : null;
+  const cmd = `node host-wasm/js/bench/run.mjs${o.quick ? ' --quick' : ''}${res.pkg ? ` --pkg ${res.pkg}` : ''}` +
+    `${base ? ` --baseline-pkg ${base.root}` : ''}${fsz ? ` --file-ops ${fsz.ops} --file-warmup ${fsz.warmup}` : ''}`;
+  const noFile = res.fileStore ?? {};
+  const notMeasured = (runtime) =>
+    WORKLOADS.some((w) => stat(runtime, 'file', 'js', w))
+      ? ''
+      : `**\`file\` not measured in this run**${noFile[runtime] ? `: this Node (${v.node}) cannot open it` : ''}.`;
 
   p('# wasm benchmarks', '');
   p(`<!-- Generated by \`${cmd}\`; do not edit by hand. -->`, '');
@@ -591,6 +750,9 @@ function render(res, o) {
   );
   if (o.quick) p('> **Smoke run (`--quick`)**: small sizes and few rounds; the figures are rough. The full run writes `docs/wasm-benchmarks.md`.', '');
   if (res.size.stale) p(`> **The package measured may be stale**: ${res.size.stale}. Rebuild it (\`scripts/build-wasm\`) and reinstall it to measure the current code.`, '');
+  for (const [runtime, which] of [['node', 'the package measured'], ['node-baseline', 'the baseline package']]) {
+    if (noFile[runtime]) p(`> **No \`file\` rows for ${which}**: it cannot open a file store in this Node (${v.node}): ${noFile[runtime]}`, '');
+  }
 
   p('Reproduce, from the repository root (after `scripts/build-wasm` and installing the package into `host-wasm/js` as `scripts/test-wasm` does):', '');
   p('```sh', cmd, '```', '');
@@ -598,6 +760,10 @@ function render(res, o) {
     `It builds the native harness (\`cargo ${BUILD.join(' ')}\`; \`--no-build\` skips that), then runs one cold round and ${sz.rounds} timed rounds; ` +
       'each round runs the native baseline (`target/release/inbox-bench wasm-baseline --rounds 1`, a child process), Node (the runner\'s own process), ' +
       'a page in Chromium, a new dedicated worker in the same Chromium and a worker in a second, incognito Chromium, in turn. ' +
+      (base
+        ? 'With `--baseline-pkg DIR`, Node runs a second build of the package in the same process and the same rounds, right before or after the first ' +
+          '(they take turns at going first): an A/B in one run. '
+        : '') +
       '`--quick` is a smoke run for CI; `--from target/wasm-bench/results.json` writes the report again without measuring. ' +
       `Raw per-round figures: \`target/wasm-bench/${o.quick ? 'results-quick.json' : 'results.json'}\`.`,
     '',
@@ -610,14 +776,22 @@ function render(res, o) {
   const opfs = WORKLOADS.map((w) => stat('chromium-worker', 'opfs', 'js', w));
   const headline = (name, sts) =>
     `${name}: send ${cell(sts[0])} (${ratio(sts[0], 'send')}), claim+done ${cell(sts[1])} (${ratio(sts[1], 'claim+done')})`;
+  const nodeHeadline = (runtime, name, store) => {
+    const sts = WORKLOADS.map((w) => stat(runtime, store, 'js', w));
+    if (sts.some(Boolean)) return headline(name, sts);
+    return `${name}: not measured${noFile[runtime] ? ' (no node:sqlite in this Node)' : ''}`;
+  };
   const headlines = [
     `native SQLite file (reference): send ${fmtRate(reference.send)}/s, claim+done ${fmtRate(reference['claim+done'])}/s`,
+    nodeHeadline('node', 'Node, file', 'file'),
     headline('Node, sqlite', nodeSqlite),
     headline('Node, memory', nodeMemory),
+    ...(base ? NODE_STORES.map((store) => nodeHeadline('node-baseline', `Node, baseline package, ${store}`, store)) : []),
     headline('Chromium page, sqlite', pageSqlite),
     headline('Chromium worker, opfs', opfs),
     headline('Chromium incognito worker, opfs', WORKLOADS.map((w) => stat('chromium-incognito-worker', 'opfs', 'js', w))),
-    `inbox_bg.wasm: ${sz ? '' : ''}${res.size.wasm.raw.toLocaleString('en-US')} B raw, ${res.size.wasm.gzip.size.toLocaleString('en-US')} B gzip -9, ${res.size.wasm.brotli.toLocaleString('en-US')} B brotli`,
+    `inbox_bg.wasm: ${sizeLine(res.size)}`,
+    ...(base ? [`inbox_bg.wasm, baseline package${base.builtFrom ? ` (${base.builtFrom})` : ''}: ${sizeLine(base.size)}`] : []),
   ];
   p('## Summary', '');
   p('Medians; in brackets, the ratio to the native engine over a native SQLite file (normal durability, typed requests) in the same run.', '');
@@ -631,7 +805,8 @@ function render(res, o) {
       `median of ${sz.rounds} rounds, each on a new store. **send**: \`send({from_agent, to_agent, subject})\` opening a new thread. ` +
       `**claim+done**: ${sz.ops + sz.warmup} threads queued for one worker first (not timed), then pairs of \`claim({agent, next: true})\` and ` +
       '`done({agent, thread_id, lease_token, summary})`; the rate is pairs per second (two write transactions each). ' +
-      '**range**: slowest and fastest round, and their gap as a share of the median. **÷ native SQLite**: the median over the reference row\'s median.',
+      '**range**: slowest and fastest round, and their gap as a share of the median. **÷ native SQLite**: the median over the reference row\'s median.' +
+      (fsz ? ` **The Node \`file\` rows run smaller sizes**: ${fsz.ops} timed after ${fsz.warmup} untimed (\`--file-ops\`, \`--file-warmup\`).` : ''),
     '',
   );
   p('| runtime | store | send/s | send range | ÷ native SQLite | claim+done/s | claim+done range | ÷ native SQLite |');
@@ -647,12 +822,14 @@ function render(res, o) {
   p('### The wasm engine against the same work natively', '');
   p(
     'Each wasm store against the native row that does the same work: the same store code and the same JSON conversion per call, compiled natively ' +
-      '(opfs runs the same settings as the native file, WAL with normal durability, over the browser\'s file system instead of the kernel\'s). Below 1: wasm is slower by that factor.',
+      '(opfs runs the same settings as the native file, WAL with normal durability, over the browser\'s file system instead of the kernel\'s; ' +
+      'file is a database file like the native one, its SQL run by Node\'s SQLite). Below 1: wasm is slower by that factor.',
     '',
   );
   p('| runtime | store | native counterpart | send: wasm ÷ native | claim+done: wasm ÷ native |');
   p('| --- | --- | --- | ---: | ---: |');
   for (const [runtime, store, api, label] of ROWS.filter((r) => r[0] !== 'native')) {
+    if (WORKLOADS.every((w) => !stat(runtime, store, api, w))) continue;
     const [cStore, cApi, cLabel] = COUNTERPART[store];
     const rs = WORKLOADS.map((w) => {
       const a = stat(runtime, store, api, w);
@@ -663,6 +840,7 @@ function render(res, o) {
   }
   p('');
 
+  if (base) p(...abLines(stat, cell, base));
   p(...probeLines(res));
 
   // --- cold round
@@ -697,6 +875,7 @@ function render(res, o) {
   p(`| \`inbox.js\` (web glue) | ${fmtBytes(res.size.glue.raw)} | ${fmtBytes(res.size.glue.gzip.size)} | ${fmtBytes(res.size.glue.brotli)} |`);
   const mo = res.size.memoryOnly;
   if (mo) p(`| \`inbox_bg.wasm\` of the memory-only build (\`host-wasm/pkg-memory\`, not benchmarked) | ${fmtBytes(mo.raw)} | ${fmtBytes(mo.gzip.size)} | ${fmtBytes(mo.brotli)} |`);
+  if (base) p(...baselineSizeRows(res.size, base));
   p('', `gzip sizes by ${res.size.wasm.gzip.how}, as \`scripts/build-wasm\` prints them; brotli by Node's zlib.`, '');
 
   // --- what the figures are
@@ -715,6 +894,14 @@ function render(res, o) {
       'wasm package does on top of the engine: the request as JSON text, decoded, and the response encoded as JSON and parsed back.',
     '- **wasm `memory`**: the engine\'s `MemoryStore` in wasm memory; nothing is written anywhere, nothing survives the `Inbox`.',
     '- **wasm `sqlite`**: SQLite compiled to wasm on an in-memory database (journal in memory, no file, no fsync); it survives only through `exportBytes()`.',
+    [
+      `- **wasm \`file\`** (Node): \`Inbox.open({store: "file", path})\` on a new database file in a new folder under the temporary folder ` +
+        '(the disk of the native reference\'s file), removed after each measurement: the same store code as the native host\'s, running its SQL through ' +
+        'Node\'s built-in SQLite (`node:sqlite`, Node 22.16 and later), on a file any SQLite client, the `inbox` CLI included, can share. Its native ' +
+        'counterpart is the reference (a WAL file with normal durability), with JSON.',
+      fsz ? `These rows run ${fsz.ops} timed operations after ${fsz.warmup} untimed per round.` : '',
+      notMeasured('node'),
+    ].filter(Boolean).join(' '),
     '- **wasm `opfs`**: SQLite compiled to wasm on the Origin Private File System through the `opfs-sahpool` VFS, in a dedicated worker. ' +
       'That VFS has no shared memory, but the pool holds the file exclusively, so the store sets `locking_mode = EXCLUSIVE` (SQLite then keeps the WAL ' +
       'index in its own memory) and runs in WAL with `synchronous = NORMAL`, as the native reference does: a commit appends frames to the WAL through ' +
@@ -727,6 +914,17 @@ function render(res, o) {
     '- **Chromium, worker** rows run in a new dedicated worker each round, which instantiates the module afresh (the server sends it with ' +
       '`Cache-Control: no-store`, so no compiled code is cached between workers): each worker round starts on V8\'s baseline wasm code, as a page ' +
       'load does. Page rows reuse the page\'s instance from round to round.',
+    ...(base
+      ? [
+          [
+            `- **Node, baseline package**: the same Node rows on another build of the package (\`--baseline-pkg\`: ${base.package}` +
+              `${base.builtFrom ? `, built from \`${base.builtFrom}\`` : ''}), loaded into the same Node process beside the package measured and run in the ` +
+              'same rounds, the two taking turns at going first. Its stores are whatever that build implements (an older `file` store need not run on ' +
+              '`node:sqlite`).',
+            notMeasured('node-baseline'),
+          ].filter(Boolean).join(' '),
+        ]
+      : []),
     '- Every call from JS crosses into wasm: `JSON.stringify` of the request, decode, execute, encode, `JSON.parse` of the response into a JS object. ' +
       'Timing is `performance.now()` around the whole loop (Chromium coarsens it to 100 µs; a loop lasts far longer).',
     '',
@@ -746,12 +944,13 @@ function render(res, o) {
   p(`| machine load (start / end of run) | ${m.loadStart} / ${m.loadEnd} |`);
   p(`| inbox commit | \`${v.commit}\` |`);
   p(`| package | ${v.package} |`);
+  if (base) p(`| baseline package | ${base.package}${base.builtFrom ? `, built from \`${base.builtFrom}\`` : ''} |`);
   p(`| Node | ${v.node} (V8 ${v.v8}) |`);
   p(`| Chromium | ${v.chromium}, headless, driven by playwright-core ${v.playwright} with \`${CHROMIUM_ARGS.join(' ')}\` |`);
   p(`| SQLite | native (bundled by rusqlite) ${v.sqliteNative}; wasm (bundled by sqlite-wasm-rs, \`SQLITE_THREADSAFE=0\`) ${v.sqliteWasm ?? '?'} |`);
   p(`| crates (Cargo.lock) | ${v.lock} |`);
   p(`| rustc | ${v.rustc ?? '?'} |`);
-  p(`| sizes | ${sz.ops} timed + ${sz.warmup} untimed operations per round and workload; 1 cold + ${sz.rounds} timed rounds |`);
+  p(`| sizes | ${sz.ops} timed + ${sz.warmup} untimed operations per round and workload${fsz ? ` (Node \`file\` rows: ${fsz.ops} + ${fsz.warmup})` : ''}; 1 cold + ${sz.rounds} timed rounds |`);
   p(`| run time | ${res.seconds.toFixed(0)} s |`);
   p('');
   return { markdown: lines.join('\n'), headlines };
@@ -807,6 +1006,14 @@ function whyLines(res, stat, reference) {
         'native one takes its mutexes and calls glibc\'s malloc for each statement\'s buffers; on statement-heavy work such as `claim` that can outweigh slower code.',
     );
   }
+  const fileVsSql = WORKLOADS.map((w) => r(med('node', 'file', 'js', w), med('node', 'sqlite', 'js', w)));
+  if (med('node', 'file', 'js', 'send')) {
+    out.push(
+      `- The \`file\` store in Node runs at ${fileVsSql[0]} of the \`sqlite\` store's rate for send and ${fileVsSql[1]} for claim+done, in the same ` +
+        'process on the same store code: the difference is the file (its writes and system calls, and the locks other processes could hold) and, ' +
+        'in a package whose file store runs on `node:sqlite`, each statement\'s trip from wasm through JavaScript to Node\'s SQLite.',
+    );
+  }
   const claimMem = med('node', 'memory', 'js', 'claim+done');
   const claimSql = med('node', 'sqlite', 'js', 'claim+done');
   out.push(
@@ -829,6 +1036,52 @@ function whyLines(res, stat, reference) {
         '188 claim+done/s in the same harness.',
     );
   }
+  return out;
+}
+
+/** A module's three sizes on one line. */
+function sizeLine(size) {
+  const n = (x) => x.toLocaleString('en-US');
+  return `${n(size.wasm.raw)} B raw, ${n(size.wasm.gzip.size)} B gzip -9, ${n(size.wasm.brotli)} B brotli`;
+}
+
+/** `a` against `b` in bytes and per cent: +1,234 B (+0.4 %). */
+function fmtChange(a, b) {
+  const sign = a >= b ? '+' : '−';
+  return `${sign}${Math.abs(a - b).toLocaleString('en-US')} B (${sign}${((Math.abs(a - b) / b) * 100).toFixed(1)} %)`;
+}
+
+/** Rows of the size table for the baseline package's module, and the change to the package measured. */
+function baselineSizeRows(size, base) {
+  const from = base.builtFrom ? `, built from \`${base.builtFrom}\`` : '';
+  const b = base.size.wasm;
+  const a = size.wasm;
+  return [
+    `| \`inbox_bg.wasm\` of the baseline package (${base.root}${from}; sha256 \`${base.size.sha256.slice(0, 16)}…\`) | ${fmtBytes(b.raw)} | ${fmtBytes(b.gzip.size)} | ${fmtBytes(b.brotli)} |`,
+    `| \`inbox_bg.wasm\`: the package measured against the baseline | ${fmtChange(a.raw, b.raw)} | ${fmtChange(a.gzip.size, b.gzip.size)} | ${fmtChange(a.brotli, b.brotli)} |`,
+  ];
+}
+
+/** The A/B table: each Node store of the package measured against the same store of the baseline package, same rounds. */
+function abLines(stat, cell, base) {
+  const out = [
+    '### The package against the baseline package',
+    '',
+    `Node, same process, same rounds; the baseline package is ${base.package}${base.builtFrom ? `, built from \`${base.builtFrom}\`` : ''}. ` +
+      'Above 1: the package measured is faster.',
+    '',
+    '| store | send/s | send/s, baseline | send: ÷ baseline | claim+done/s | claim+done/s, baseline | claim+done: ÷ baseline |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const store of NODE_STORES) {
+    const cells = WORKLOADS.map((w) => {
+      const a = stat('node', store, 'js', w);
+      const b = stat('node-baseline', store, 'js', w);
+      return `${cell(a)} | ${cell(b)} | ${a && b ? fmtRatio(a.median / b.median) : 'n/a'}`;
+    });
+    out.push(`| \`${store}\` | ${cells.join(' | ')} |`);
+  }
+  out.push('');
   return out;
 }
 

@@ -51,11 +51,13 @@ export function claimDoneRate(inbox, { ops, warmup }) {
 }
 
 /**
- * One measurement: opens `Inbox.open({store})` (plus `path` for opfs), runs
- * `workload`, closes. Returns operations per second.
+ * One measurement: opens `Inbox.open({store})` (plus `path` for opfs and
+ * file: for file, an absolute path in a new folder the caller removes),
+ * runs `workload`, closes. Returns operations per second.
  */
 export async function measure(Inbox, store, workload, sizes, path) {
-  const inbox = await Inbox.open(store === 'opfs' ? { store, path } : { store });
+  const withPath = store === 'opfs' || store === 'file';
+  const inbox = await Inbox.open(withPath ? { store, path } : { store });
   try {
     if (inbox.store !== store) throw new Error(`asked for store ${store}, got ${inbox.store}`);
     return workload === 'send' ? sendRate(inbox, sizes) : claimDoneRate(inbox, sizes);
