@@ -114,10 +114,10 @@ fn kernel_now_millis() -> i64 {
 }
 
 /// How long ago `instant` (a file's modification time, which the kernel
-/// stamps) was, by the kernel's clock, in milliseconds: how old a lock file
-/// or a write is, judged by the clock that stamped it, so that a process
-/// under faketime cannot call a live holder's lock stale. `None` when the
-/// instant is before the epoch; 0 when it is in the future.
+/// stamps) was, by the kernel's clock, in milliseconds: how old a write is,
+/// judged by the clock that stamped it, so that a process under faketime
+/// judges it as every other process does. `None` when the instant is before
+/// the epoch; 0 when it is in the future.
 pub(crate) fn age_millis(instant: SystemTime) -> Option<u64> {
     let at = u64::try_from(instant.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?;
     let now = u64::try_from(kernel_now_millis()).unwrap_or(0);

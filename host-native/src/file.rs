@@ -19,8 +19,6 @@ use std::path::{Path, PathBuf};
 
 use inbox_engine::StoreError;
 
-use crate::writer_lock;
-
 /// The suffixes of SQLite's companion files in WAL mode.
 pub const COMPANIONS: [&str; 2] = ["-wal", "-shm"];
 
@@ -168,7 +166,7 @@ pub fn check_log_belongs(path: &Path) -> Result<bool, StoreError> {
         // Empty or not SQLite: the schema check says what it is.
         return Ok(true);
     };
-    if crate::wal::is_wal_mode(&header) {
+    if is_wal_mode(&header) {
         return Ok(true);
     }
     let log = companion(path, "-wal");
@@ -192,6 +190,12 @@ pub fn check_log_belongs(path: &Path) -> Result<bool, StoreError> {
         )));
     }
     Ok(false)
+}
+
+/// Whether a database file's header says WAL mode: its read and write
+/// format versions (bytes 18 and 19) are both 2.
+fn is_wal_mode(header: &[u8]) -> bool {
+    header.len() >= 20 && header[18] == 2 && header[19] == 2
 }
 
 /// Why SQLite could not open or use the database at `path`, when a look at
@@ -342,51 +346,8 @@ fn writable_by_others(path: &Path) -> Option<String> {
         .then(|| format!("can be written by other users (mode {mode:04o})"))
 }
 
-/// The writer lock a host without SQLite's locks holds while it
-/// synchronizes with the database (see [`crate::writer_lock`]), as a native
-/// writer looks for it: `None` when no live holder has it.
-pub fn writer_lock_holder(db: &Path) -> Option<Option<writer_lock::Holder>> {
-    use std::io::Read as _;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let path = companion(db, writer_lock::SUFFIX);
-    // The common case, no file: one failed stat.
-    let meta = std::fs::symlink_metadata(&path).ok()?;
-    // Only a regular file of this user counts: anything else was not made
-    // by a holder, and must not be able to stop this user's writers.
-    if !meta.is_file() || meta.uid() != rustix::process::geteuid().as_raw() {
-        return None;
-    }
-    let age_ms = crate::clock::age_millis(meta.modified().ok()?).unwrap_or(0);
-    let no_follow = i32::try_from(rustix::fs::OFlags::NOFOLLOW.bits()).unwrap_or(0);
-    let mut content = Vec::new();
-    if let Ok(file) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(no_follow)
-        .open(&path)
-    {
-        let _ = file.take(4096).read_to_end(&mut content);
-    }
-    match writer_lock::judge(&content, age_ms, &this_process(), process_runs) {
-        writer_lock::Verdict::Held(holder) => Some(holder),
-        writer_lock::Verdict::Stale => None,
-    }
-}
-
-/// This process, as [`writer_lock::judge`] needs it.
-fn this_process() -> writer_lock::Me {
-    writer_lock::Me {
-        pid_ns: std::fs::read_link("/proc/self/ns/pid")
-            .ok()
-            .map(|p| p.to_string_lossy().into_owned()),
-        host: rustix::system::uname()
-            .nodename()
-            .to_string_lossy()
-            .into_owned(),
-    }
-}
-
 /// Whether process (or thread) `pid` of this namespace runs. A zombie, or
-/// a task that is exiting, does not ([`writer_lock::stat_says_dead`]).
+/// a task that is exiting, does not ([`stat_says_dead`]).
 /// `/proc` tells that apart; where it cannot be read (no such task, or no
 /// `/proc` at all), a signal-0 probe decides, for which `EPERM` means
 /// another user's process runs (and a zombie counts as running).
@@ -397,7 +358,7 @@ pub(crate) fn process_runs(pid: u32) -> bool {
     let read = std::fs::File::open(format!("/proc/{pid}/stat"))
         .and_then(|file| file.take(4096).read_to_end(&mut stat));
     match read {
-        Ok(_) => !writer_lock::stat_says_dead(&stat),
+        Ok(_) => !stat_says_dead(&stat),
         Err(_) => signal_reaches(pid),
     }
 }
@@ -416,45 +377,44 @@ fn signal_reaches(pid: u32) -> bool {
     )
 }
 
-/// A writer's wait for a writer lock to go, within the busy budget, with a
-/// short jittered pause (a holder keeps it for milliseconds).
-pub struct LockWait {
-    started: std::time::Instant,
-    pauses: u64,
-}
-
-impl LockWait {
-    /// Starts the clock.
-    pub fn start() -> LockWait {
-        LockWait {
-            started: std::time::Instant::now(),
-            pauses: 0,
-        }
-    }
-
-    /// Pauses before the next look, or fails with `storage_busy` once the
-    /// busy budget is spent.
-    pub fn pause(
-        &mut self,
-        db: &str,
-        holder: Option<&writer_lock::Holder>,
-    ) -> Result<(), StoreError> {
-        if self.started.elapsed() > crate::open::BUSY_BUDGET {
-            return Err(StoreError::new(
-                inbox_engine::StoreErrorKind::Busy,
-                writer_lock::still_held(db, holder),
-            ));
-        }
-        self.pauses += 1;
-        let micros = 500 + (self.pauses * 7919 + u64::from(std::process::id())) % 1500;
-        std::thread::sleep(std::time::Duration::from_micros(micros));
-        Ok(())
-    }
+/// Whether a `/proc/<pid>/stat` line is a dead task's: its state, the first
+/// field after the name (which is in parentheses and may hold anything,
+/// parentheses included), is `Z` (zombie) or `X` (dead). A zombie will never
+/// let go of a lock it holds itself, so a killed holder whose parent has
+/// not reaped it yet holds nobody up.
+fn stat_says_dead(stat: &[u8]) -> bool {
+    let after_name = stat.iter().rposition(|&b| b == b')').map_or(0, |i| i + 1);
+    let state = stat[after_name..].iter().find(|b| !b.is_ascii_whitespace());
+    matches!(state, Some(b'Z' | b'X' | b'x'))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_line_says_whether_the_task_is_dead() {
+        assert!(!stat_says_dead(b"42 (inbox) S 1 42 42 0 -1"));
+        assert!(!stat_says_dead(b"42 (inbox) R 1 42 42 0 -1"));
+        assert!(stat_says_dead(b"42 (inbox) Z 1 42 42 0 -1"));
+        assert!(stat_says_dead(b"42 (inbox) X 1 42 42 0 -1"));
+        // The name is whatever the process chose, parentheses included:
+        // the state follows the last one.
+        assert!(!stat_says_dead(b"42 (a) Z (b) S 1 42 42 0 -1"));
+        assert!(stat_says_dead(b"42 (a) S (b) Z 1 42 42 0 -1"));
+    }
+
+    #[test]
+    fn wal_mode_is_bytes_18_and_19_of_the_header() {
+        let mut header = vec![0u8; 100];
+        assert!(!is_wal_mode(&header));
+        header[18] = 2;
+        header[19] = 2;
+        assert!(is_wal_mode(&header));
+        header[19] = 1;
+        assert!(!is_wal_mode(&header));
+        assert!(!is_wal_mode(&header[..19]));
+    }
 
     #[test]
     fn this_process_runs() {
@@ -486,10 +446,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         let stat = std::fs::read(format!("/proc/{}/stat", child.id())).unwrap();
-        assert!(
-            writer_lock::stat_says_dead(&stat),
-            "the child is a zombie, not gone"
-        );
+        assert!(stat_says_dead(&stat), "the child is a zombie, not gone");
         child.wait().unwrap();
         assert!(!process_runs(child.id()));
     }

@@ -3,7 +3,8 @@
 //! commits.
 //!
 //! - [`schema`]: tables, indexes and migrations (portable);
-//! - [`store`]: the engine's `Store` over one connection (portable);
+//! - [`store`]: the engine's `Store` over one connection of any SQLite
+//!   binding (portable);
 //! - [`open`]: finding, creating and opening the database file, with the
 //!   connection settings that make one process per command cheap and safe;
 //! - [`file`]: whether a database file can be trusted, and whether it is
@@ -15,25 +16,21 @@
 //! - [`transfer`]: a self-contained copy of a database out, and one in;
 //! - [`dump`]: a whole database as JSON lines, out and back in;
 //! - [`lines`]: files of JSON lines read a line at a time (portable);
-//! - [`wal`]: SQLite's write-ahead log read and appended as bytes (portable);
 //! - [`wal_batch`]: the SQLite VFS every native connection opens with,
 //!   which writes a transaction's WAL frames with one system call and keeps
 //!   its mapping of the database while the file keeps its length (allowed
 //!   `unsafe`, as are [`writer_turn`] and the file header check);
 //! - [`writer_gate`]: the file by which a native writer that waited too
 //!   long for SQLite's write lock holds the others back;
-//! - [`writer_lock`]: the lock file by which a host that cannot take
-//!   SQLite's locks (the wasm package in Node) keeps writers out (portable);
-//! - [`shared_file`]: a database file shared by such a host with SQLite
-//!   processes, synchronized around each transaction (portable);
 //! - [`pg`] (feature `postgres`): the engine's `Store` over PostgreSQL, for
 //!   agents on several machines (docs/postgres.md).
 //!
 //! Everything here is an adapter: no inbox rule may live in this crate. The
-//! portable modules use only rusqlite, so the wasm host reuses them over
-//! SQLite compiled to wasm: built without the default `native` feature, this
-//! crate is just [`schema`], [`store`], [`wal`], [`writer_lock`],
-//! [`shared_file`] and [`lines`].
+//! portable modules run over any SQLite binding ([`store::sql::Sql`]), so
+//! the wasm host reuses them over SQLite compiled to wasm and over Node's
+//! `node:sqlite`: built without the default `native` feature, this crate is
+//! just [`schema`], [`store`] and [`lines`]. Our code never writes a
+//! database file's bytes itself; SQLite does, under its own locks.
 
 #[cfg(feature = "native")]
 pub mod checkpointer;
@@ -57,18 +54,15 @@ pub mod open;
 #[cfg(feature = "postgres")]
 pub mod pg;
 pub mod schema;
-pub mod shared_file;
 pub mod store;
 #[cfg(feature = "native")]
 pub mod transfer;
-pub mod wal;
 #[cfg(feature = "native")]
 pub mod wal_batch;
 #[cfg(feature = "native")]
 pub mod watch;
 #[cfg(feature = "native")]
 pub mod writer_gate;
-pub mod writer_lock;
 #[cfg(feature = "native")]
 pub mod writer_turn;
 

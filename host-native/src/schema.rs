@@ -5,10 +5,14 @@
 //! adopts another program's database and an old binary never writes to a
 //! newer schema. Migrations only ever append: a released migration is never
 //! edited. This module must never know about files or processes; it works on
-//! any connection (native or wasm).
+//! any connection of any SQLite binding ([`Sql`]: rusqlite native or in
+//! wasm, Node's `node:sqlite`).
 
 use inbox_engine::{StoreError, StoreErrorKind};
 use rusqlite::Connection;
+
+use crate::store::sql::{Flow, Sql, SqlError};
+use crate::store::sql_store_error;
 
 /// `PRAGMA application_id` of every inbox database: "inbx".
 pub const APPLICATION_ID: i32 = 0x696E_6278;
@@ -243,25 +247,20 @@ pub enum SchemaState {
 
 /// Reads the schema state, refusing files that belong to another program or
 /// to a newer inbox. `location` names the file in error messages.
-pub fn inspect(conn: &Connection, location: &str) -> Result<SchemaState, StoreError> {
+pub fn inspect(conn: &(impl Sql + ?Sized), location: &str) -> Result<SchemaState, StoreError> {
     // Two plain pragmas, not one `SELECT` over `pragma_application_id` and
     // `pragma_user_version`: those are virtual tables, which SQLite declares
     // (parsing a `CREATE TABLE` each) and which compile and run the same two
     // pragmas inside. Measured in a process that runs one command, A/B of
     // static builds: `send` 10 to 17 µs faster.
-    let pragma = |name: &str| -> Result<i64, StoreError> {
-        conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
-            .map_err(|e| crate::store::store_error(e, location))
-    };
-    let (application_id, version) = (pragma("application_id")?, pragma("user_version")?);
+    let application_id = number(conn, "PRAGMA application_id", location)?;
+    let version = number(conn, "PRAGMA user_version", location)?;
     if application_id == 0 && version == 0 {
-        let tables: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
-                [],
-                |row| row.get(0),
-            )
-            .map_err(|e| crate::store::store_error(e, location))?;
+        let tables = number(
+            conn,
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+            location,
+        )?;
         if tables > 0 {
             return Err(StoreError::other(format!(
                 "{location} is an SQLite database of another program (it has tables but no inbox schema); \
@@ -289,10 +288,26 @@ pub fn inspect(conn: &Connection, location: &str) -> Result<SchemaState, StoreEr
     Ok(SchemaState::Version(version))
 }
 
+/// The one integer `sql` (a pragma, a count) answers with.
+fn number(conn: &(impl Sql + ?Sized), sql: &str, location: &str) -> Result<i64, StoreError> {
+    let mut value = None;
+    conn.each_row(sql, &[], &mut |row| {
+        value = row.int(0)?;
+        Ok(Flow::Stop)
+    })
+    .map_err(|e| sql_store_error(&e, location))?;
+    value.ok_or_else(|| {
+        StoreError::other(format!(
+            "{location}: `{sql}` returned no number, so the database may be damaged; \
+             check it with `sqlite3 {location} 'PRAGMA integrity_check'`"
+        ))
+    })
+}
+
 /// Brings the schema to [`SCHEMA_VERSION`], in one immediate transaction so
 /// that concurrent processes migrate exactly once. Returns the version.
-pub fn migrate(conn: &Connection, location: &str) -> Result<u32, StoreError> {
-    let error = |e| crate::store::store_error(e, location);
+pub fn migrate(conn: &(impl Sql + ?Sized), location: &str) -> Result<u32, StoreError> {
+    let error = |e: SqlError| sql_store_error(&e, location);
     conn.execute_batch("BEGIN IMMEDIATE").map_err(error)?;
     let result = (|| {
         // Re-read under the write lock: another process may have migrated.

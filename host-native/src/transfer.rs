@@ -16,8 +16,8 @@
 //! it, all before the destination is locked. Then its rows are copied in
 //! one ordinary write transaction of the destination's own connection (the
 //! same `BEGIN IMMEDIATE` every command takes, so it waits for writers and
-//! honours the writer lock), exactly as many as were counted, and waiters
-//! see it as any commit.
+//! checks that the files are still the ones opened), exactly as many as were
+//! counted, and waiters see it as any commit.
 //!
 //! This module must never apply an inbox rule; it moves rows.
 

@@ -8,24 +8,22 @@
 
 use inbox_engine::store::{AgentQuery, MailboxQuery};
 use inbox_engine::{Agent, Event, IdempotencyRecord, Lease, Message, StoreError, Timestamp};
-use rusqlite::types::Value;
-use rusqlite::{OptionalExtension, params};
 
+use super::sql::{Flow, Param, Sql, sql_params};
 use super::{
-    EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, SqliteStore, event_row, lease_row, message_row,
-    push, sql_int, sql_limit,
+    EVENT_COLUMNS, MESSAGE_COLUMNS, SqliteStore, event_row, message_row, push, sql_int, sql_limit,
 };
 
-impl SqliteStore {
+impl<C: Sql> SqliteStore<C> {
     pub(super) fn registry_agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {
-        let mut params = Vec::new();
+        let mut params: Vec<Param<'_>> = Vec::new();
         let sql = match (&query.name, &query.role) {
             (Some(name), role) => {
-                let name = push(&mut params, Value::Text(name.clone()));
+                let name = push(&mut params, name);
                 let role = match role {
                     Some(role) => format!(
                         " AND name IN (SELECT name FROM agent_roles WHERE role = {})",
-                        push(&mut params, Value::Text(role.clone()))
+                        push(&mut params, role)
                     ),
                     None => String::new(),
                 };
@@ -34,7 +32,7 @@ impl SqliteStore {
             (None, Some(role)) => format!(
                 "SELECT a.record_json FROM agent_roles r JOIN agents a ON a.name = r.name
                  WHERE r.role = {} ORDER BY r.name LIMIT {}",
-                push(&mut params, Value::Text(role.clone())),
+                push(&mut params, role),
                 sql_limit(query.limit)
             ),
             (None, None) => format!(
@@ -42,7 +40,7 @@ impl SqliteStore {
                 sql_limit(query.limit)
             ),
         };
-        self.records(&sql, params)
+        self.records(&sql, &params)
     }
 
     pub(super) fn registry_put(&mut self, agent: &Agent) -> Result<(), StoreError> {
@@ -50,21 +48,27 @@ impl SqliteStore {
         self.execute(
             "INSERT INTO agents (name, record_json) VALUES (?1, ?2)
              ON CONFLICT (name) DO UPDATE SET record_json = excluded.record_json",
-            params![agent.name, json],
+            &sql_params![&agent.name, json],
         )?;
-        self.execute("DELETE FROM agent_roles WHERE name = ?1", [&agent.name])?;
+        self.execute(
+            "DELETE FROM agent_roles WHERE name = ?1",
+            &sql_params![&agent.name],
+        )?;
         for role in &agent.roles {
             self.execute(
                 "INSERT INTO agent_roles (role, name) VALUES (?1, ?2)",
-                params![role, agent.name],
+                &sql_params![role, &agent.name],
             )?;
         }
         Ok(())
     }
 
     pub(super) fn registry_delete(&mut self, name: &str) -> Result<(), StoreError> {
-        self.execute("DELETE FROM agent_roles WHERE name = ?1", [name])?;
-        self.execute("DELETE FROM agents WHERE name = ?1", [name])?;
+        self.execute(
+            "DELETE FROM agent_roles WHERE name = ?1",
+            &sql_params![name],
+        )?;
+        self.execute("DELETE FROM agents WHERE name = ?1", &sql_params![name])?;
         Ok(())
     }
 
@@ -74,7 +78,7 @@ impl SqliteStore {
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
         let mut records = self.records(
             "SELECT record_json FROM idempotency WHERE key = ?1",
-            vec![Value::Text(key.to_owned())],
+            &sql_params![key],
         )?;
         Ok(records.pop())
     }
@@ -86,7 +90,7 @@ impl SqliteStore {
         let json = super::orch::record(record)?;
         self.execute(
             "INSERT INTO idempotency (key, created_at, record_json) VALUES (?1, ?2, ?3)",
-            params![record.key, record.created_at.to_string(), json],
+            &sql_params![&record.key, record.created_at.to_string(), json],
         )?;
         Ok(())
     }
@@ -95,22 +99,20 @@ impl SqliteStore {
         // The same walk as `lapsed_leases` (and the same statement, so one
         // plan), past the lapsed ones: `now` is compared here, not bound, so
         // the partial index's plan is not recompiled for every new `now`.
-        let sql = format!(
-            "SELECT {LEASE_COLUMNS} FROM leases WHERE released_at IS NULL
-             ORDER BY expires_at, thread_id"
-        );
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.error(e))?;
         let mut live = Vec::new();
-        while live.len() < limit {
-            let Some(row) = rows.next().map_err(|e| self.error(e))? else {
-                break;
-            };
-            let lease = lease_row(row).map_err(|e| self.error(e))?;
+        if limit == 0 {
+            return Ok(live);
+        }
+        self.unreleased_leases(&mut |lease| {
             if lease.expires_at > now {
                 live.push(lease);
             }
-        }
+            if live.len() < limit {
+                Flow::More
+            } else {
+                Flow::Stop
+            }
+        })?;
         Ok(live)
     }
 
@@ -118,10 +120,7 @@ impl SqliteStore {
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM events e WHERE e.source = ?1 ORDER BY e.event_id DESC LIMIT 1"
         );
-        self.conn
-            .prepare_cached(&sql)
-            .and_then(|mut s| s.query_row([source], event_row).optional())
-            .map_err(|e| self.error(e))
+        self.row(&sql, &sql_params![source], event_row)
     }
 
     pub(super) fn mailbox_messages(
@@ -150,13 +149,13 @@ impl SqliteStore {
              ORDER BY m.event_id LIMIT {}",
             sql_limit(query.limit)
         );
-        let params = params![
-            query.to_agent,
+        let params = sql_params![
+            &query.to_agent,
             sql_int(query.after_event),
-            query.reader,
+            &query.reader,
             query.since.map(|t| t.to_string()),
         ];
-        let messages = self.rows(&sql, params, query.limit, message_row)?;
+        let messages = self.rows(&sql, &params, query.limit, message_row)?;
         self.with_artifacts_across_threads(messages)
     }
 

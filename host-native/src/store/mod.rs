@@ -4,10 +4,12 @@
 //! engine's queries map onto the indexes in [`crate::schema`]. Write
 //! transactions start with `BEGIN IMMEDIATE`, which takes SQLite's single
 //! writer lock up front, so "read the lease, then write a new one" is atomic
-//! across processes; read transactions are `BEGIN DEFERRED` snapshots. This
-//! module must never touch the file system or sleep: opening files, busy
-//! retries and waiting belong to [`crate::open`] and [`crate::watch`], so the
-//! same store compiles for SQLite in wasm.
+//! across processes; read transactions are `BEGIN DEFERRED` snapshots. The
+//! store runs every statement through [`sql::Sql`], so the same queries run
+//! over any binding of the real SQLite library: rusqlite (native and wasm)
+//! and Node's `node:sqlite`. This module must never touch the file system or
+//! sleep: opening files, busy retries and waiting belong to [`crate::open`]
+//! and [`crate::watch`], so the same store compiles for SQLite in wasm.
 
 use inbox_engine::store::{
     AgentQuery, EventQuery, MailboxQuery, MessageQuery, StoreInfo, ThreadOrder, ThreadPage,
@@ -17,12 +19,12 @@ use inbox_engine::{
     Agent, Artifact, Event, EventId, IdempotencyRecord, JsonObject, Lease, Message, ReadCursor,
     Settings, Status, Store, StoreError, StoreErrorKind, Thread, Timestamp,
 };
-use rusqlite::types::{Type, Value, ValueRef};
-use rusqlite::{Connection, ErrorCode, OptionalExtension, Row, params, params_from_iter};
+use rusqlite::Connection;
 
 use crate::schema::{self, SchemaState};
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, Task};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskQuery};
+use sql::{Flow, Param, Sql, SqlError, SqlRow, sql_params};
 
 mod agents;
 
@@ -51,6 +53,7 @@ pub(crate) fn per_thread(
 }
 mod orch;
 mod retention;
+pub mod sql;
 pub(crate) mod thread_sql;
 
 /// Settings every host applies to a connection before handing it to
@@ -59,27 +62,10 @@ pub(crate) mod thread_sql;
 /// them would accept writes the native CLI refuses.
 pub const PORTABLE_PRAGMAS: &str = "PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;";
 
-/// What a host does around each transaction of a store, beyond SQLite's
-/// own locking: a host whose connection is a copy of a shared file in
-/// memory loads the file's state before a transaction and writes a commit
-/// back after it (see [`crate::shared_file`]).
-pub trait TxHooks {
-    /// Before `BEGIN`. May replace the connection's database.
-    fn before_begin(&mut self, conn: &mut Connection, mode: TxMode) -> Result<(), StoreError>;
-    /// After a `COMMIT` succeeded. An error means the commit did not
-    /// happen for anyone: the hook has put the connection back as it was.
-    fn after_commit(&mut self, conn: &mut Connection, mode: TxMode) -> Result<(), StoreError>;
-    /// After every transaction that `before_begin` let start, however it
-    /// ended.
-    fn after_end(&mut self);
-    /// Whether anything outside changed since the last transaction, by a
-    /// cheap look: a host polls it while callers wait.
-    fn outside_changed(&mut self) -> bool;
-}
-
-/// The engine's storage in an SQLite database.
-pub struct SqliteStore {
-    conn: Connection,
+/// The engine's storage in an SQLite database, over any binding of SQLite
+/// ([`Sql`]); rusqlite's [`Connection`] unless said otherwise.
+pub struct SqliteStore<C: Sql = Connection> {
+    conn: C,
     /// What the file held when the store was opened.
     schema: SchemaState,
     /// The file, for messages ("`:memory:`" for an in-memory database).
@@ -88,8 +74,6 @@ pub struct SqliteStore {
     /// Inside [`SqliteStore::begin_batch`]: each transaction the engine
     /// begins is a savepoint of the batch's one write transaction.
     batch: bool,
-    /// What runs around each transaction, if anything.
-    hooks: Option<Box<dyn TxHooks>>,
     /// The identities of the database's files when they were opened,
     /// checked before every write (native files only).
     #[cfg(feature = "native")]
@@ -109,10 +93,11 @@ pub struct SqliteStore {
     loaded: Option<(String, Status)>,
 }
 
-impl SqliteStore {
-    /// A store over an open connection. The caller has applied its own
-    /// connection settings (see [`crate::open`]); this only checks that the
-    /// file is an inbox database or empty.
+impl SqliteStore<Connection> {
+    /// A store over an open rusqlite connection. The caller has applied its
+    /// own connection settings (see [`crate::open`]); this sizes the
+    /// statement cache, keeps query plans stable and checks that the file
+    /// is an inbox database or empty (see [`SqliteStore::over`]).
     pub fn new(conn: Connection, location: impl Into<String>) -> Result<SqliteStore, StoreError> {
         let location = location.into();
         conn.set_prepared_statement_cache_capacity(64);
@@ -129,22 +114,7 @@ impl SqliteStore {
             true,
         )
         .map_err(|e| store_error(e, &location))?;
-        let schema = schema::inspect(&conn, &location)?;
-        Ok(SqliteStore {
-            conn,
-            schema,
-            location,
-            tx: None,
-            batch: false,
-            hooks: None,
-            #[cfg(feature = "native")]
-            files: None,
-            #[cfg(feature = "native")]
-            gate: None,
-            #[cfg(feature = "native")]
-            checkpointer: None,
-            loaded: None,
-        })
+        SqliteStore::over(conn, location)
     }
 
     /// From now on, checks before every write that the database's files
@@ -205,111 +175,7 @@ impl SqliteStore {
     /// every write.
     #[cfg(feature = "native")]
     pub fn check_files(&self) -> Result<(), StoreError> {
-        match &self.files {
-            Some(files) => files.check(),
-            None => Ok(()),
-        }
-    }
-
-    /// Holding SQLite's write lock (a `BEGIN IMMEDIATE` just ran), makes
-    /// sure this write may go ahead: the files must still be the ones
-    /// opened (writing through a deleted -wal or -shm loses commits or
-    /// corrupts the database), and no host without SQLite's locks may be
-    /// synchronizing with the file (see [`crate::writer_lock`]); while one
-    /// is, lets go of the write lock and waits for it, within the busy
-    /// budget. Returns with the write lock held and the transaction open.
-    #[cfg(feature = "native")]
-    fn admit_write(&mut self) -> Result<(), StoreError> {
-        let Some(files) = &self.files else {
-            return Ok(());
-        };
-        let mut wait = crate::file::LockWait::start();
-        loop {
-            files.check()?;
-            let Some(holder) = crate::file::writer_lock_holder(files.database()) else {
-                return Ok(());
-            };
-            self.conn
-                .execute_batch("ROLLBACK")
-                .map_err(|e| self.error(e))?;
-            wait.pause(&self.location, holder.as_ref())?;
-            self.conn
-                .prepare_cached("BEGIN IMMEDIATE")
-                .and_then(|mut s| s.execute([]))
-                .map_err(|e| self.error(e))?;
-        }
-    }
-
-    /// Runs `sql`, [`INSERT_THREAD`], [`UPDATE_THREAD`] or
-    /// [`UPDATE_THREAD_KEEPING_STATUS`], for `t`; returns the rows it
-    /// changed (0 or 1), and remembers the status written.
-    fn write_thread(&mut self, t: &Thread, sql: &str) -> Result<usize, StoreError> {
-        let changed = self
-            .conn
-            .prepare_cached(sql)
-            .and_then(|mut s| {
-                s.execute(params![
-                    t.thread_id,
-                    t.run_id,
-                    t.task_id,
-                    t.subject,
-                    t.created_by,
-                    t.assigned_to,
-                    t.status.as_str(),
-                    t.priority.as_str(),
-                    t.attempts,
-                    t.max_attempts,
-                    t.latest_message_id,
-                    sql_int(t.last_event_id),
-                    t.created_at.to_string(),
-                    t.updated_at.to_string(),
-                ])
-            })
-            .map_err(|e| self.error(e))?;
-        if changed == 1 {
-            self.loaded = Some((t.thread_id.clone(), t.status));
-        }
-        Ok(changed)
-    }
-
-    /// `BEGIN`, with the hooks before it and, for a write, the checks that
-    /// admit it.
-    fn begin_transaction(&mut self, mode: TxMode) -> Result<(), StoreError> {
-        if let Some(hooks) = &mut self.hooks {
-            hooks.before_begin(&mut self.conn, mode)?;
-        }
-        let sql = match mode {
-            TxMode::Read => "BEGIN DEFERRED",
-            TxMode::Write => "BEGIN IMMEDIATE",
-        };
-        self.loaded = None;
-        if let Err(e) = self
-            .conn
-            .prepare_cached(sql)
-            .and_then(|mut s| s.execute([]))
-        {
-            let error = self.error(e);
-            self.end_hooks();
-            return Err(error);
-        }
-        self.tx = Some(mode);
-        #[cfg(feature = "native")]
-        if mode == TxMode::Write
-            && let Err(error) = self.admit_write()
-        {
-            let _ = self.rollback();
-            return Err(error);
-        }
-        Ok(())
-    }
-
-    /// After a transaction ended (or failed to begin): runs the hooks' end
-    /// and opens the writer gate if this writer closed it.
-    fn end_hooks(&mut self) {
-        if let Some(hooks) = &mut self.hooks {
-            hooks.after_end();
-        }
-        self.open_gate();
+        self.files_unchanged()
     }
 
     /// From now on, begins every write transaction behind `gate` (see
@@ -318,27 +184,6 @@ impl SqliteStore {
     #[cfg(feature = "native")]
     pub fn gate_writers(&mut self, gate: Option<crate::writer_gate::WriterGate>) {
         self.gate = gate;
-    }
-
-    /// Opens the writer gate if this writer closed it.
-    fn open_gate(&mut self) {
-        #[cfg(feature = "native")]
-        if let Some(gate) = &mut self.gate {
-            gate.transaction_ended();
-        }
-    }
-
-    /// Runs `hooks` around every transaction from now on.
-    pub fn set_hooks(&mut self, hooks: Box<dyn TxHooks>) {
-        self.hooks = Some(hooks);
-    }
-
-    /// Whether anything outside the connection changed since the last
-    /// transaction, for stores with [`TxHooks`] (always `false` otherwise:
-    /// SQLite's own connections see other processes' commits by
-    /// themselves).
-    pub fn outside_changed(&mut self) -> bool {
-        self.hooks.as_mut().is_some_and(|h| h.outside_changed())
     }
 
     /// Prepares, while a wait sleeps, the statements its wake will run for
@@ -361,16 +206,113 @@ impl SqliteStore {
             drop(self.conn.prepare_cached(sql));
         }
     }
+}
+
+impl<C: Sql> SqliteStore<C> {
+    /// A store over an open connection of any binding. The caller has
+    /// applied its own connection settings (see [`crate::open`] and
+    /// [`PORTABLE_PRAGMAS`]); this only checks that the file is an inbox
+    /// database or empty.
+    pub fn over(conn: C, location: impl Into<String>) -> Result<SqliteStore<C>, StoreError> {
+        let location = location.into();
+        let schema = schema::inspect(&conn, &location)?;
+        Ok(SqliteStore {
+            conn,
+            schema,
+            location,
+            tx: None,
+            batch: false,
+            #[cfg(feature = "native")]
+            files: None,
+            #[cfg(feature = "native")]
+            gate: None,
+            #[cfg(feature = "native")]
+            checkpointer: None,
+            loaded: None,
+        })
+    }
+
+    /// Fails if the files [`SqliteStore::guard_files`] recorded were
+    /// deleted, moved or replaced since.
+    #[cfg(feature = "native")]
+    fn files_unchanged(&self) -> Result<(), StoreError> {
+        match &self.files {
+            Some(files) => files.check(),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `sql`, [`INSERT_THREAD`], [`UPDATE_THREAD`] or
+    /// [`UPDATE_THREAD_KEEPING_STATUS`], for `t`; returns the rows it
+    /// changed (0 or 1), and remembers the status written.
+    fn write_thread(&mut self, t: &Thread, sql: &str) -> Result<usize, StoreError> {
+        let changed = self.execute(
+            sql,
+            &sql_params![
+                &t.thread_id,
+                &t.run_id,
+                &t.task_id,
+                &t.subject,
+                &t.created_by,
+                &t.assigned_to,
+                t.status.as_str(),
+                t.priority.as_str(),
+                t.attempts,
+                t.max_attempts,
+                &t.latest_message_id,
+                sql_int(t.last_event_id),
+                t.created_at.to_string(),
+                t.updated_at.to_string(),
+            ],
+        )?;
+        if changed == 1 {
+            self.loaded = Some((t.thread_id.clone(), t.status));
+        }
+        Ok(changed)
+    }
+
+    /// `BEGIN`, and for a write the check that admits it: holding SQLite's
+    /// write lock, the files must still be the ones opened (writing through
+    /// a deleted -wal or -shm loses commits or corrupts the database).
+    fn begin_transaction(&mut self, mode: TxMode) -> Result<(), StoreError> {
+        let sql = match mode {
+            TxMode::Read => "BEGIN DEFERRED",
+            TxMode::Write => "BEGIN IMMEDIATE",
+        };
+        self.loaded = None;
+        if let Err(e) = self.conn.execute(sql, &[]) {
+            let error = self.error(e);
+            self.open_gate();
+            return Err(error);
+        }
+        self.tx = Some(mode);
+        #[cfg(feature = "native")]
+        if mode == TxMode::Write
+            && let Err(error) = self.files_unchanged()
+        {
+            let _ = self.rollback();
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Opens the writer gate if this writer closed it.
+    fn open_gate(&mut self) {
+        #[cfg(feature = "native")]
+        if let Some(gate) = &mut self.gate {
+            gate.transaction_ended();
+        }
+    }
 
     /// The connection, e.g. to read `PRAGMA data_version` while waiting.
-    pub fn connection(&self) -> &Connection {
+    pub fn connection(&self) -> &C {
         &self.conn
     }
 
     /// The connection, mutably: for diagnostics such as statement tracing.
     /// Never run statements through it while the engine has a transaction
     /// open.
-    pub fn connection_mut(&mut self) -> &mut Connection {
+    pub fn connection_mut(&mut self) -> &mut C {
         &mut self.conn
     }
 
@@ -402,22 +344,21 @@ impl SqliteStore {
 
     /// A database-wide setting written by `init` (e.g. `durability`).
     pub fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
-        self.conn
-            .prepare_cached("SELECT value FROM settings WHERE key = ?1")
-            .and_then(|mut s| s.query_row([key], |row| row.get(0)).optional())
-            .map_err(|e| self.error(e))
+        self.row(
+            "SELECT value FROM settings WHERE key = ?1",
+            &sql_params![key],
+            |row| string(row, 0),
+        )
     }
 
     /// Writes a database-wide setting.
     pub fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT INTO settings (key, value) VALUES (?1, ?2)
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                [key, value],
-            )
-            .map(drop)
-            .map_err(|e| self.error(e))
+        self.execute(
+            "INSERT INTO settings (key, value) VALUES (?1, ?2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &sql_params![key, value],
+        )
+        .map(drop)
     }
 
     /// Starts a batch: one write transaction (`BEGIN IMMEDIATE`, as every
@@ -427,16 +368,15 @@ impl SqliteStore {
     /// transaction for the engine (a refused command rolls back to its
     /// savepoint and leaves nothing), and the whole import commits once or
     /// not at all. The write lock is held throughout, so other writers wait
-    /// for the batch as they wait for any write. Not for a store with
-    /// [`TxHooks`]: those synchronize a copy around each transaction.
+    /// for the batch as they wait for any write.
     ///
     /// # Errors
     ///
     /// The store's, when the write transaction cannot begin.
     pub fn begin_batch(&mut self) -> Result<(), StoreError> {
-        if self.hooks.is_some() || self.batch {
+        if self.batch {
             return Err(StoreError::other(
-                "sqlite store: a batch needs a plain connection with no batch open",
+                "sqlite store: a batch is already open; end it before beginning another",
             ));
         }
         self.begin(TxMode::Write)?;
@@ -462,7 +402,7 @@ impl SqliteStore {
         // However the batch ended, the gate opens: a batch SQLite already
         // rolled back would otherwise leave it closed until the next write.
         self.open_gate();
-        if self.conn.is_autocommit() {
+        if !self.conn.in_transaction() {
             return Err(self.batch_lost());
         }
         let sql = if keep { "COMMIT" } else { "ROLLBACK" };
@@ -508,14 +448,10 @@ impl SqliteStore {
 
     /// Runs `sql` inside the batch, which must still be open.
     fn batch_statement(&mut self, sql: &str) -> Result<(), StoreError> {
-        if self.conn.is_autocommit() {
+        if !self.conn.in_transaction() {
             return Err(self.batch_lost());
         }
-        self.conn
-            .prepare_cached(sql)
-            .and_then(|mut s| s.execute([]))
-            .map(drop)
-            .map_err(|e| self.error(e))
+        self.execute(sql, &[]).map(drop)
     }
 
     fn batch_lost(&self) -> StoreError {
@@ -526,8 +462,13 @@ impl SqliteStore {
         ))
     }
 
-    fn error(&self, error: rusqlite::Error) -> StoreError {
-        store_error(error, &self.location)
+    fn error(&self, error: SqlError) -> StoreError {
+        sql_store_error(&error, &self.location)
+    }
+
+    /// Runs one statement (cached by the binding); the rows it changed.
+    pub(super) fn execute(&self, sql: &str, params: &[Param<'_>]) -> Result<usize, StoreError> {
+        self.conn.execute(sql, params).map_err(|e| self.error(e))
     }
 
     /// The rows `sql` returns, each decoded by `decode`. `expected` sizes
@@ -536,39 +477,86 @@ impl SqliteStore {
     pub(super) fn rows<T>(
         &self,
         sql: &str,
-        params: impl rusqlite::Params,
+        params: &[Param<'_>],
         expected: usize,
-        decode: fn(&Row<'_>) -> rusqlite::Result<T>,
+        mut decode: impl FnMut(&dyn SqlRow) -> Result<T, SqlError>,
     ) -> Result<Vec<T>, StoreError> {
-        let read = || {
-            let mut stmt = self.conn.prepare_cached(sql)?;
-            let mut rows = stmt.query(params)?;
-            // A plain loop into a vector sized once, rather than
-            // `query_map(..).collect()`: a decoded row (a thread state, a
-            // message) is a few hundred bytes, and the adapters moved each
-            // one several times while the vector grew by doubling (together
-            // a seventh of a `list`).
-            let mut out = Vec::with_capacity(expected.min(MAX_PRESIZED));
-            while let Some(row) = rows.next()? {
+        // A plain loop into a vector sized once, rather than collecting
+        // from an iterator: a decoded row (a thread state, a message) is a
+        // few hundred bytes, and the adapters moved each one several times
+        // while the vector grew by doubling (together a seventh of a
+        // `list`).
+        let mut out = Vec::with_capacity(expected.min(MAX_PRESIZED));
+        self.conn
+            .each_row(sql, params, &mut |row| {
                 out.push(decode(row)?);
-            }
-            Ok(out)
-        };
-        read().map_err(|e| self.error(e))
+                Ok(Flow::More)
+            })
+            .map_err(|e| self.error(e))?;
+        Ok(out)
+    }
+
+    /// The first row `sql` returns, decoded by `decode`; `None` if none.
+    pub(super) fn row<T>(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        mut decode: impl FnMut(&dyn SqlRow) -> Result<T, SqlError>,
+    ) -> Result<Option<T>, StoreError> {
+        let mut found = None;
+        self.conn
+            .each_row(sql, params, &mut |row| {
+                found = Some(decode(row)?);
+                Ok(Flow::Stop)
+            })
+            .map_err(|e| self.error(e))?;
+        Ok(found)
+    }
+
+    /// The one integer an aggregate (`count(*)`, `max(..)`) returns.
+    pub(super) fn aggregate(&self, sql: &str) -> Result<i64, StoreError> {
+        let value = self.row(sql, &[], |row| row.int(0))?;
+        value.flatten().ok_or_else(|| {
+            StoreError::other(format!(
+                "{0}: a count came back empty, so the database may be damaged; \
+                 check it with `sqlite3 {0} 'PRAGMA integrity_check'`",
+                self.location
+            ))
+        })
+    }
+
+    /// The leases not released yet, in expiry order, as long as `keep`
+    /// says [`Flow::More`] for each.
+    pub(super) fn unreleased_leases(
+        &self,
+        keep: &mut dyn FnMut(Lease) -> Flow,
+    ) -> Result<(), StoreError> {
+        // `now` is deliberately not a bound parameter: SQLite ties a plan
+        // that uses a partial index to the values bound next to it and
+        // recompiles the statement whenever they change, which every
+        // command's new `now` would do (it cost 14% of a send). The caller
+        // compares it instead.
+        let sql = format!(
+            "SELECT {LEASE_COLUMNS} FROM leases WHERE released_at IS NULL
+             ORDER BY expires_at, thread_id"
+        );
+        self.conn
+            .each_row(&sql, &[], &mut |row| Ok(keep(lease_row(row)?)))
+            .map_err(|e| self.error(e))
     }
 
     /// The thread states a query of [`THREAD_COLUMNS`] returns.
     fn thread_states(
         &self,
         sql: &str,
-        params: Vec<Value>,
+        params: &[Param<'_>],
         limit: usize,
     ) -> Result<Vec<ThreadState>, StoreError> {
-        self.rows(sql, params_from_iter(params), limit, thread_state_row)
+        self.rows(sql, params, limit, thread_state_row)
     }
 
     fn artifacts(&self, sql: &str, key: &str) -> Result<Vec<Artifact>, StoreError> {
-        self.rows(sql, [key], 0, artifact_row)
+        self.rows(sql, &sql_params![key], 0, artifact_row)
     }
 
     /// Attaches artifacts (read with one query per thread) to `messages`.
@@ -599,31 +587,46 @@ impl SqliteStore {
     }
 }
 
-/// Turns a rusqlite error into a store error whose message says what to do.
+/// Turns a rusqlite error into a store error whose message says what to do
+/// (see [`sql_store_error`]).
 pub fn store_error(error: rusqlite::Error, location: &str) -> StoreError {
-    match error.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::new(
+    sql_store_error(&SqlError::from(error), location)
+}
+
+/// SQLite's primary result codes that get a message of their own.
+mod code {
+    pub(super) const PERM: i32 = 3;
+    pub(super) const BUSY: i32 = 5;
+    pub(super) const LOCKED: i32 = 6;
+    pub(super) const READONLY: i32 = 8;
+    pub(super) const IOERR: i32 = 10;
+    pub(super) const FULL: i32 = 13;
+    pub(super) const CANTOPEN: i32 = 14;
+    pub(super) const NOTADB: i32 = 26;
+}
+
+/// Turns an error of any SQLite binding into a store error whose message
+/// says what to do, by SQLite's primary result code.
+pub fn sql_store_error(error: &SqlError, location: &str) -> StoreError {
+    match error.primary_code() {
+        Some(code::BUSY | code::LOCKED) => StoreError::new(
             StoreErrorKind::Busy,
             format!(
                 "{location} stayed locked by other writers past the retry budget; retry the command"
             ),
         ),
-        Some(ErrorCode::ReadOnly) => StoreError::other(format!(
+        Some(code::READONLY) => StoreError::other(format!(
             "{location} is read-only for this process; check its permissions (and those of its folder, \
              where SQLite keeps the -wal and -shm files)"
         )),
-        Some(ErrorCode::NotADatabase) => StoreError::other(format!(
+        Some(code::NOTADB) => StoreError::other(format!(
             "{location} is not an SQLite database; point --db at an inbox database or a new file"
         )),
-        Some(ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
-            StoreError::other(match diagnose(location) {
-                Some(cause) => format!("cannot open {location}: {cause}"),
-                None => {
-                    format!("cannot open {location}; check that the folder exists and is writable")
-                }
-            })
-        }
-        Some(ErrorCode::SystemIoFailure) => StoreError::other(match diagnose(location) {
+        Some(code::CANTOPEN | code::PERM) => StoreError::other(match diagnose(location) {
+            Some(cause) => format!("cannot open {location}: {cause}"),
+            None => format!("cannot open {location}; check that the folder exists and is writable"),
+        }),
+        Some(code::IOERR) => StoreError::other(match diagnose(location) {
             Some(cause) => format!("{location}: {error}: {cause}"),
             None => format!(
                 "{location}: {error}; if the database's -wal or -shm was deleted or replaced \
@@ -631,7 +634,7 @@ pub fn store_error(error: rusqlite::Error, location: &str) -> StoreError {
                      guide, docs/safety.md)"
             ),
         }),
-        Some(ErrorCode::DiskFull) => StoreError::other(format!(
+        Some(code::FULL) => StoreError::other(format!(
             "the disk holding {location} is full; nothing was written"
         )),
         _ => StoreError::other(format!("{location}: {error}")),
@@ -652,51 +655,61 @@ fn diagnose(_location: &str) -> Option<String> {
 
 // --- row mapping -------------------------------------------------------------
 
-fn bad(index: usize, error: impl std::error::Error + Send + Sync + 'static) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(index, Type::Text, Box::new(error))
-}
-
-/// Column `index` as text borrowed from SQLite's row buffer. The columns
+/// Column `index` as text borrowed from the binding's row. The columns
 /// that are parsed into something else (timestamps, status words) are read
 /// this way: an owned `String` per column was a third of a `list`'s
 /// allocations.
-fn text_at<'r>(row: &'r Row<'_>, index: usize) -> rusqlite::Result<&'r str> {
-    row.get_ref(index)?.as_str().map_err(|e| bad(index, e))
+fn text_at(row: &dyn SqlRow, index: usize) -> Result<&str, SqlError> {
+    row.text(index)?
+        .ok_or_else(|| SqlError::column(index, "is NULL where text is required"))
 }
 
-fn time_at(row: &Row<'_>, index: usize) -> rusqlite::Result<Timestamp> {
-    Timestamp::parse(text_at(row, index)?).map_err(|e| bad(index, e))
+/// Column `index` as an owned string, `None` for `NULL`.
+fn text(row: &dyn SqlRow, index: usize) -> Result<Option<String>, SqlError> {
+    Ok(row.text(index)?.map(str::to_owned))
 }
 
-fn time_opt(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<Timestamp>> {
-    match row.get_ref(index)? {
-        ValueRef::Null => Ok(None),
-        _ => time_at(row, index).map(Some),
+/// Column `index` as an owned string that must not be `NULL`.
+fn string(row: &dyn SqlRow, index: usize) -> Result<String, SqlError> {
+    text_at(row, index).map(str::to_owned)
+}
+
+/// Column `index` as an integer that must not be `NULL`.
+fn int(row: &dyn SqlRow, index: usize) -> Result<i64, SqlError> {
+    row.int(index)?
+        .ok_or_else(|| SqlError::column(index, "is NULL where an integer is required"))
+}
+
+fn time_at(row: &dyn SqlRow, index: usize) -> Result<Timestamp, SqlError> {
+    Timestamp::parse(text_at(row, index)?).map_err(|e| SqlError::column(index, e))
+}
+
+fn time_opt(row: &dyn SqlRow, index: usize) -> Result<Option<Timestamp>, SqlError> {
+    match row.text(index)? {
+        None => Ok(None),
+        Some(text) => Timestamp::parse(text)
+            .map(Some)
+            .map_err(|e| SqlError::column(index, e)),
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("unknown {what} `{text}` in the database")]
-struct Unknown {
-    what: &'static str,
-    text: String,
+/// A word (a status, a kind) the engine does not know.
+fn unknown(index: usize, what: &str, text: &str) -> SqlError {
+    SqlError::column(index, format!("unknown {what} `{text}` in the database"))
 }
 
 fn word<T>(
-    row: &Row<'_>,
+    row: &dyn SqlRow,
     index: usize,
     what: &'static str,
     parse: fn(&str) -> Option<T>,
-) -> rusqlite::Result<T> {
+) -> Result<T, SqlError> {
     let text = text_at(row, index)?;
-    parse(text).ok_or_else(|| {
-        let text = text.to_owned();
-        bad(index, Unknown { what, text })
-    })
+    parse(text).ok_or_else(|| unknown(index, what, text))
 }
 
-fn json_at(row: &Row<'_>, index: usize) -> rusqlite::Result<JsonObject> {
-    serde_json::from_str(text_at(row, index)?).map_err(|e| bad(index, e))
+fn json_at(row: &dyn SqlRow, index: usize) -> Result<JsonObject, SqlError> {
+    serde_json::from_str(text_at(row, index)?).map_err(|e| SqlError::column(index, e))
 }
 
 fn json_text(object: &JsonObject) -> String {
@@ -704,14 +717,12 @@ fn json_text(object: &JsonObject) -> String {
     serde_json::to_string(object).unwrap_or_else(|_| "{}".to_owned())
 }
 
-fn count(row: &Row<'_>, index: usize) -> rusqlite::Result<u32> {
-    let n: i64 = row.get(index)?;
-    u32::try_from(n).map_err(|e| bad(index, e))
+fn count(row: &dyn SqlRow, index: usize) -> Result<u32, SqlError> {
+    u32::try_from(int(row, index)?).map_err(|e| SqlError::column(index, e))
 }
 
-fn id(row: &Row<'_>, index: usize) -> rusqlite::Result<u64> {
-    let n: i64 = row.get(index)?;
-    u64::try_from(n).map_err(|e| bad(index, e))
+fn id(row: &dyn SqlRow, index: usize) -> Result<u64, SqlError> {
+    u64::try_from(int(row, index)?).map_err(|e| SqlError::column(index, e))
 }
 
 fn sql_int(n: u64) -> i64 {
@@ -734,25 +745,24 @@ use thread_sql::THREAD_COLUMNS;
 /// may never read.
 const MAX_PRESIZED: usize = 256;
 
-fn thread_state_row(row: &Row<'_>) -> rusqlite::Result<ThreadState> {
+fn thread_state_row(row: &dyn SqlRow) -> Result<ThreadState, SqlError> {
     let thread = Thread {
-        thread_id: row.get(0)?,
-        run_id: row.get(1)?,
-        task_id: row.get(2)?,
-        subject: row.get(3)?,
-        created_by: row.get(4)?,
-        assigned_to: row.get(5)?,
+        thread_id: string(row, 0)?,
+        run_id: text(row, 1)?,
+        task_id: text(row, 2)?,
+        subject: string(row, 3)?,
+        created_by: string(row, 4)?,
+        assigned_to: string(row, 5)?,
         status: word(row, 6, "status", Status::parse)?,
         priority: word(row, 7, "priority", inbox_engine::Priority::parse)?,
         attempts: count(row, 8)?,
         max_attempts: count(row, 9)?,
-        latest_message_id: row.get(10)?,
+        latest_message_id: text(row, 10)?,
         last_event_id: id(row, 11)?,
         created_at: time_at(row, 12)?,
         updated_at: time_at(row, 13)?,
     };
-    let agent: Option<String> = row.get(14)?;
-    let lease = match agent {
+    let lease = match text(row, 14)? {
         None => None,
         Some(agent) => Some(Lease {
             thread_id: thread.thread_id.clone(),
@@ -771,10 +781,10 @@ fn thread_state_row(row: &Row<'_>) -> rusqlite::Result<ThreadState> {
 const LEASE_COLUMNS: &str =
     "thread_id, agent, lease_token, attempt, lease_seconds, claimed_at, expires_at, released_at";
 
-fn lease_row(row: &Row<'_>) -> rusqlite::Result<Lease> {
+fn lease_row(row: &dyn SqlRow) -> Result<Lease, SqlError> {
     Ok(Lease {
-        thread_id: row.get(0)?,
-        agent: row.get(1)?,
+        thread_id: string(row, 0)?,
+        agent: string(row, 1)?,
         lease_token: id(row, 2)?,
         attempt: count(row, 3)?,
         lease_seconds: id(row, 4)?,
@@ -803,35 +813,35 @@ const ARTIFACTS_OF_MESSAGE: &str = "SELECT artifact_id, message_id, path, kind, 
 const MESSAGE_COLUMNS: &str = "message_id, thread_id, event_id, from_agent, to_agent, kind, summary, body, \
      payload_json, created_at";
 
-fn message_row(row: &Row<'_>) -> rusqlite::Result<Message> {
+fn message_row(row: &dyn SqlRow) -> Result<Message, SqlError> {
     Ok(Message {
-        message_id: row.get(0)?,
-        thread_id: row.get(1)?,
+        message_id: string(row, 0)?,
+        thread_id: string(row, 1)?,
         event_id: id(row, 2)?,
-        from_agent: row.get(3)?,
-        to_agent: row.get(4)?,
+        from_agent: string(row, 3)?,
+        to_agent: string(row, 4)?,
         kind: word(row, 5, "kind", inbox_engine::Kind::parse)?,
-        summary: row.get(6)?,
-        body: row.get(7)?,
+        summary: string(row, 6)?,
+        body: string(row, 7)?,
         payload: json_at(row, 8)?,
         created_at: time_at(row, 9)?,
         artifacts: Vec::new(),
     })
 }
 
-fn artifact_row(row: &Row<'_>) -> rusqlite::Result<Artifact> {
-    let size: Option<i64> = row.get(6)?;
+fn artifact_row(row: &dyn SqlRow) -> Result<Artifact, SqlError> {
     Ok(Artifact {
-        artifact_id: row.get(0)?,
-        message_id: row.get(1)?,
-        path: row.get(2)?,
-        kind: row.get(3)?,
+        artifact_id: string(row, 0)?,
+        message_id: string(row, 1)?,
+        path: string(row, 2)?,
+        kind: string(row, 3)?,
         metadata: json_at(row, 4)?,
-        absolute_path: row.get(5)?,
-        size_bytes: size
-            .map(|s| u64::try_from(s).map_err(|e| bad(6, e)))
+        absolute_path: text(row, 5)?,
+        size_bytes: row
+            .int(6)?
+            .map(|s| u64::try_from(s).map_err(|e| SqlError::column(6, e)))
             .transpose()?,
-        sha256: row.get(7)?,
+        sha256: text(row, 7)?,
         created_at: time_at(row, 8)?,
     })
 }
@@ -839,54 +849,46 @@ fn artifact_row(row: &Row<'_>) -> rusqlite::Result<Artifact> {
 const EVENT_COLUMNS: &str = "e.event_id, e.thread_id, e.run_id, e.task_id, e.event_type, e.source, \
      e.message_id, e.message_kind, e.status, e.summary, e.payload_json, e.created_at";
 
-fn event_row(row: &Row<'_>) -> rusqlite::Result<Event> {
-    let kind: Option<String> = row.get(7)?;
+fn event_row(row: &dyn SqlRow) -> Result<Event, SqlError> {
+    let message_kind = match row.text(7)? {
+        None => None,
+        Some(k) => Some(inbox_engine::Kind::parse(k).ok_or_else(|| unknown(7, "kind", k))?),
+    };
     Ok(Event {
         event_id: id(row, 0)?,
-        thread_id: row.get(1)?,
-        run_id: row.get(2)?,
-        task_id: row.get(3)?,
+        thread_id: string(row, 1)?,
+        run_id: text(row, 2)?,
+        task_id: text(row, 3)?,
         event_type: word(row, 4, "event type", inbox_engine::EventType::parse)?,
-        source: row.get(5)?,
-        message_id: row.get(6)?,
-        message_kind: kind
-            .map(|k| {
-                inbox_engine::Kind::parse(&k).ok_or_else(|| {
-                    bad(
-                        7,
-                        Unknown {
-                            what: "kind",
-                            text: k,
-                        },
-                    )
-                })
-            })
-            .transpose()?,
+        source: string(row, 5)?,
+        message_id: text(row, 6)?,
+        message_kind,
         status: word(row, 8, "status", Status::parse)?,
-        summary: row.get(9)?,
+        summary: string(row, 9)?,
         payload: json_at(row, 10)?,
         created_at: time_at(row, 11)?,
     })
 }
 
 /// `?, ?, ?` with one placeholder per value, pushing the values.
-fn placeholders<T: ToString>(values: &[T], params: &mut Vec<Value>) -> String {
+fn placeholders<T: ToString>(values: &[T], params: &mut Vec<Param<'_>>) -> String {
     let mut out = Vec::with_capacity(values.len());
     for value in values {
-        params.push(Value::Text(value.to_string()));
+        params.push(Param::from(value.to_string()));
         out.push(format!("?{}", params.len()));
     }
     out.join(", ")
 }
 
-fn push(params: &mut Vec<Value>, value: Value) -> String {
-    params.push(value);
+/// Adds `value` to `params`; returns its placeholder.
+fn push<'a>(params: &mut Vec<Param<'a>>, value: impl Into<Param<'a>>) -> String {
+    params.push(value.into());
     format!("?{}", params.len())
 }
 
-impl thread_sql::Bind for Vec<Value> {
+impl thread_sql::Bind for Vec<Param<'_>> {
     fn text(&mut self, value: String) -> String {
-        push(self, Value::Text(value))
+        push(self, value)
     }
 }
 
@@ -915,7 +917,7 @@ const UPDATE_THREAD_KEEPING_STATUS: &str =
          AND created_by = ?5 AND assigned_to = ?6 AND status = ?7 AND priority = ?8
          AND max_attempts = ?10 AND created_at = ?13";
 
-impl Store for SqliteStore {
+impl<C: Sql> Store for SqliteStore<C> {
     fn initialize(&mut self) -> Result<StoreInfo, StoreError> {
         // 2 KiB pages, set before anything is written (SQLite cannot change
         // the page size of a WAL database later). A command touches about a
@@ -930,10 +932,10 @@ impl Store for SqliteStore {
             .map_err(|e| self.error(e))?;
         // WAL lets readers run beside the one writer, and it persists in the
         // file. Databases that cannot use it (in memory, some wasm VFSes)
-        // keep their own mode, which is fine for a single connection.
-        let _mode: String = self
-            .conn
-            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+        // keep their own mode, which is fine for a single connection. The
+        // pragma answers with the mode it left, a row read and let go.
+        self.conn
+            .each_row("PRAGMA journal_mode = WAL", &[], &mut |_| Ok(Flow::Stop))
             .map_err(|e| self.error(e))?;
         let schema_version = schema::migrate(&self.conn, &self.location)?;
         self.schema = SchemaState::Version(schema_version);
@@ -969,17 +971,10 @@ impl Store for SqliteStore {
             self.tx = None;
             return self.batch_statement("RELEASE engine_tx");
         }
-        self.conn
-            .prepare_cached("COMMIT")
-            .and_then(|mut s| s.execute([]))
-            .map_err(|e| self.error(e))?;
-        let mode = self.tx.take();
-        let written = match (&mut self.hooks, mode) {
-            (Some(hooks), Some(mode)) => hooks.after_commit(&mut self.conn, mode),
-            _ => Ok(()),
-        };
-        self.end_hooks();
-        written
+        self.execute("COMMIT", &[])?;
+        self.tx = None;
+        self.open_gate();
+        Ok(())
     }
 
     fn rollback(&mut self) -> Result<(), StoreError> {
@@ -992,27 +987,23 @@ impl Store for SqliteStore {
                 .batch_statement("ROLLBACK TO engine_tx")
                 .and_then(|()| self.batch_statement("RELEASE engine_tx"));
         }
-        let rolled_back = if self.conn.is_autocommit() {
-            // Nothing open (e.g. SQLite already rolled back after an error).
-            Ok(())
-        } else {
+        let rolled_back = if self.conn.in_transaction() {
             self.conn
                 .execute_batch("ROLLBACK")
                 .map_err(|e| self.error(e))
+        } else {
+            // Nothing open (e.g. SQLite already rolled back after an error).
+            Ok(())
         };
         if was_open {
-            self.end_hooks();
+            self.open_gate();
         }
         rolled_back
     }
 
     fn thread(&mut self, thread_id: &str) -> Result<Option<ThreadState>, StoreError> {
         let sql = thread_by_id();
-        let state = self
-            .conn
-            .prepare_cached(&sql)
-            .and_then(|mut s| s.query_row([thread_id], thread_state_row).optional())
-            .map_err(|e| self.error(e))?;
+        let state = self.row(&sql, &sql_params![thread_id], thread_state_row)?;
         self.loaded = state
             .as_ref()
             .map(|s| (s.thread.thread_id.clone(), s.thread.status));
@@ -1020,7 +1011,7 @@ impl Store for SqliteStore {
     }
 
     fn threads(&mut self, query: &ThreadQuery) -> Result<Vec<ThreadState>, StoreError> {
-        let mut params = Vec::new();
+        let mut params: Vec<Param<'_>> = Vec::new();
         let order = thread_sql::order_by(query.order);
         let leases = if query.released_leases {
             thread_sql::EVERY_LEASE
@@ -1030,7 +1021,7 @@ impl Store for SqliteStore {
         let limit = sql_limit(query.limit);
         if thread_sql::merges_statuses(query) {
             let sql = thread_sql::by_statuses(query, &mut params, leases, limit);
-            return self.thread_states(&sql, params, query.limit);
+            return self.thread_states(&sql, &params, query.limit);
         }
         // Newest first beside a filter on a thread, an agent or a run, the
         // rows are found by that filter's index and the statuses only
@@ -1049,7 +1040,7 @@ impl Store for SqliteStore {
             // read every match and sort it. Two ordered, limited index scans
             // merged read at most 2 x limit rows.
             Some(agent) => {
-                let p = push(&mut params, Value::Text(agent.clone()));
+                let p = push(&mut params, agent);
                 let rest: String = clauses.iter().map(|c| format!(" AND {c}")).collect();
                 format!(
                     "WITH picked AS (
@@ -1063,7 +1054,7 @@ impl Store for SqliteStore {
                 )
             }
         };
-        self.thread_states(&sql, params, query.limit)
+        self.thread_states(&sql, &params, query.limit)
     }
 
     fn insert_thread(&mut self, t: &Thread) -> Result<(), StoreError> {
@@ -1095,10 +1086,12 @@ impl Store for SqliteStore {
         }
         // Nothing matched: the thread is missing, or a fixed field differs.
         let exists = self
-            .conn
-            .prepare_cached("SELECT 1 FROM threads WHERE thread_id = ?1")
-            .and_then(|mut s| s.exists([&t.thread_id]))
-            .map_err(|e| self.error(e))?;
+            .row(
+                "SELECT 1 FROM threads WHERE thread_id = ?1",
+                &sql_params![&t.thread_id],
+                |_| Ok(()),
+            )?
+            .is_some();
         Err(if exists {
             StoreError::fixed_fields_changed(&t.thread_id)
         } else {
@@ -1107,64 +1100,57 @@ impl Store for SqliteStore {
     }
 
     fn put_lease(&mut self, l: &Lease) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO leases (thread_id, agent, lease_token, attempt, lease_seconds, claimed_at,
-                     expires_at, released_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (thread_id) DO UPDATE SET agent = excluded.agent,
-                     lease_token = excluded.lease_token, attempt = excluded.attempt,
-                     lease_seconds = excluded.lease_seconds, claimed_at = excluded.claimed_at,
-                     expires_at = excluded.expires_at, released_at = excluded.released_at",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    l.thread_id,
-                    l.agent,
-                    sql_int(l.lease_token),
-                    l.attempt,
-                    sql_int(l.lease_seconds),
-                    l.claimed_at.to_string(),
-                    l.expires_at.to_string(),
-                    l.released_at.map(|t| t.to_string()),
-                ])
-            })
-            .map(drop)
-            .map_err(|e| self.error(e))
+        self.execute(
+            "INSERT INTO leases (thread_id, agent, lease_token, attempt, lease_seconds, claimed_at,
+                 expires_at, released_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (thread_id) DO UPDATE SET agent = excluded.agent,
+                 lease_token = excluded.lease_token, attempt = excluded.attempt,
+                 lease_seconds = excluded.lease_seconds, claimed_at = excluded.claimed_at,
+                 expires_at = excluded.expires_at, released_at = excluded.released_at",
+            &sql_params![
+                &l.thread_id,
+                &l.agent,
+                sql_int(l.lease_token),
+                l.attempt,
+                sql_int(l.lease_seconds),
+                l.claimed_at.to_string(),
+                l.expires_at.to_string(),
+                l.released_at.map(|t| t.to_string()),
+            ],
+        )
+        .map(drop)
     }
 
     fn lapsed_leases(&mut self, now: Timestamp, limit: usize) -> Result<Vec<Lease>, StoreError> {
         // Walks the unreleased leases in expiry order and stops at the first
-        // one still live. `now` is deliberately not a bound parameter: SQLite
-        // ties a plan that uses a partial index to the values bound next to
-        // it and recompiles the statement whenever they change, which every
-        // command's new `now` would do (it cost 14% of a send).
-        let sql = format!(
-            "SELECT {LEASE_COLUMNS} FROM leases WHERE released_at IS NULL
-             ORDER BY expires_at, thread_id"
-        );
-        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| self.error(e))?;
-        let mut rows = stmt.query([]).map_err(|e| self.error(e))?;
+        // one still live.
         let mut lapsed = Vec::new();
-        while lapsed.len() < limit {
-            let Some(row) = rows.next().map_err(|e| self.error(e))? else {
-                break;
-            };
-            let lease = lease_row(row).map_err(|e| self.error(e))?;
+        if limit == 0 {
+            return Ok(lapsed);
+        }
+        self.unreleased_leases(&mut |lease| {
             if lease.expires_at > now {
-                break;
+                return Flow::Stop;
             }
             lapsed.push(lease);
-        }
+            if lapsed.len() < limit {
+                Flow::More
+            } else {
+                Flow::Stop
+            }
+        })?;
         Ok(lapsed)
     }
 
     fn next_lease_expiry(&mut self) -> Result<Option<Timestamp>, StoreError> {
-        let text: Option<String> = self
-            .conn
-            .prepare_cached("SELECT min(expires_at) FROM leases WHERE released_at IS NULL")
-            .and_then(|mut s| s.query_row([], |row| row.get(0)))
-            .map_err(|e| self.error(e))?;
+        let text = self
+            .row(
+                "SELECT min(expires_at) FROM leases WHERE released_at IS NULL",
+                &[],
+                |row| text(row, 0),
+            )?
+            .flatten();
         text.map(|t| {
             Timestamp::parse(&t).map_err(|e| StoreError::other(format!("{}: {e}", self.location)))
         })
@@ -1172,62 +1158,49 @@ impl Store for SqliteStore {
     }
 
     fn insert_message(&mut self, m: &Message) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO messages (message_id, thread_id, event_id, from_agent, to_agent, kind, summary,
-                     body, payload_json, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    m.message_id,
-                    m.thread_id,
-                    sql_int(m.event_id),
-                    m.from_agent,
-                    m.to_agent,
-                    m.kind.as_str(),
-                    m.summary,
-                    m.body,
-                    json_text(&m.payload),
-                    m.created_at.to_string(),
-                ])
-            })
-            .map_err(|e| self.error(e))?;
+        self.execute(
+            "INSERT INTO messages (message_id, thread_id, event_id, from_agent, to_agent, kind, summary,
+                 body, payload_json, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            &sql_params![
+                &m.message_id,
+                &m.thread_id,
+                sql_int(m.event_id),
+                &m.from_agent,
+                &m.to_agent,
+                m.kind.as_str(),
+                &m.summary,
+                &m.body,
+                json_text(&m.payload),
+                m.created_at.to_string(),
+            ],
+        )?;
         for (position, a) in m.artifacts.iter().enumerate() {
-            self.conn
-                .prepare_cached(
-                    "INSERT INTO artifacts (artifact_id, message_id, thread_id, position, path, kind,
-                         metadata_json, absolute_path, size_bytes, sha256, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        a.artifact_id,
-                        a.message_id,
-                        m.thread_id,
-                        position as i64,
-                        a.path,
-                        a.kind,
-                        json_text(&a.metadata),
-                        a.absolute_path,
-                        a.size_bytes.map(sql_int),
-                        a.sha256,
-                        a.created_at.to_string(),
-                    ])
-                })
-                .map_err(|e| self.error(e))?;
+            self.execute(
+                "INSERT INTO artifacts (artifact_id, message_id, thread_id, position, path, kind,
+                     metadata_json, absolute_path, size_bytes, sha256, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                &sql_params![
+                    &a.artifact_id,
+                    &a.message_id,
+                    &m.thread_id,
+                    position as i64,
+                    &a.path,
+                    &a.kind,
+                    json_text(&a.metadata),
+                    &a.absolute_path,
+                    a.size_bytes.map(sql_int),
+                    &a.sha256,
+                    a.created_at.to_string(),
+                ],
+            )?;
         }
         Ok(())
     }
 
     fn message(&mut self, message_id: &str) -> Result<Option<Message>, StoreError> {
         let sql = message_by_id();
-        let message = self
-            .conn
-            .prepare_cached(&sql)
-            .and_then(|mut s| s.query_row([message_id], message_row).optional())
-            .map_err(|e| self.error(e))?;
-        match message {
+        match self.row(&sql, &sql_params![message_id], message_row)? {
             None => Ok(None),
             Some(m) => Ok(self.with_artifacts(vec![m])?.pop()),
         }
@@ -1246,8 +1219,8 @@ impl Store for SqliteStore {
             sql_limit(query.limit)
         );
         let after = sql_int(query.after_event);
-        let params = params![query.thread_id, query.from_agent, after];
-        let messages = self.rows(&sql, params, query.limit, message_row)?;
+        let params = sql_params![&query.thread_id, &query.from_agent, after];
+        let messages = self.rows(&sql, &params, query.limit, message_row)?;
         self.with_artifacts(messages)
     }
 
@@ -1257,47 +1230,37 @@ impl Store for SqliteStore {
     }
 
     fn insert_event(&mut self, e: &Event) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO events (event_id, thread_id, run_id, task_id, event_type, source, message_id,
-                     message_kind, status, summary, payload_json, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    sql_int(e.event_id),
-                    e.thread_id,
-                    e.run_id,
-                    e.task_id,
-                    e.event_type.as_str(),
-                    e.source,
-                    e.message_id,
-                    e.message_kind.map(|k| k.as_str()),
-                    e.status.as_str(),
-                    e.summary,
-                    json_text(&e.payload),
-                    e.created_at.to_string(),
-                ])
-            })
-            .map(drop)
-            .map_err(|e| self.error(e))
+        self.execute(
+            "INSERT INTO events (event_id, thread_id, run_id, task_id, event_type, source, message_id,
+                 message_kind, status, summary, payload_json, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            &sql_params![
+                sql_int(e.event_id),
+                &e.thread_id,
+                &e.run_id,
+                &e.task_id,
+                e.event_type.as_str(),
+                &e.source,
+                &e.message_id,
+                e.message_kind.map(|k| k.as_str()),
+                e.status.as_str(),
+                &e.summary,
+                json_text(&e.payload),
+                e.created_at.to_string(),
+            ],
+        )
+        .map(drop)
     }
 
     fn events(&mut self, query: &EventQuery) -> Result<Vec<Event>, StoreError> {
-        let mut params = vec![Value::Integer(sql_int(query.after_event))];
+        let mut params = vec![Param::from(sql_int(query.after_event))];
         let mut clauses = vec!["e.event_id > ?1".to_owned()];
         let mut join = "";
         if let Some(thread_id) = &query.thread_id {
-            clauses.push(format!(
-                "e.thread_id = {}",
-                push(&mut params, Value::Text(thread_id.clone()))
-            ));
+            clauses.push(format!("e.thread_id = {}", push(&mut params, thread_id)));
         }
         if let Some(run_id) = &query.run_id {
-            clauses.push(format!(
-                "e.run_id = {}",
-                push(&mut params, Value::Text(run_id.clone()))
-            ));
+            clauses.push(format!("e.run_id = {}", push(&mut params, run_id)));
         }
         if let Some(agent) = &query.agent {
             // CROSS JOIN keeps events as the outer loop: walk the events after
@@ -1306,7 +1269,7 @@ impl Store for SqliteStore {
             // or is assigned and probes their events: 33 ms per watch poll at
             // a million messages, against 0.01 ms this way.
             join = "CROSS JOIN threads t ON t.thread_id = e.thread_id";
-            let p = push(&mut params, Value::Text(agent.clone()));
+            let p = push(&mut params, agent);
             clauses.push(format!("(t.created_by = {p} OR t.assigned_to = {p})"));
         }
         if !query.statuses.is_empty() {
@@ -1340,23 +1303,17 @@ impl Store for SqliteStore {
             } else {
                 "e.source"
             };
-            clauses.push(format!(
-                "{column} = {}",
-                push(&mut params, Value::Text(source.clone()))
-            ));
+            clauses.push(format!("{column} = {}", push(&mut params, source)));
         }
         if let Some(source) = &query.exclude_source {
-            clauses.push(format!(
-                "e.source <> {}",
-                push(&mut params, Value::Text(source.clone()))
-            ));
+            clauses.push(format!("e.source <> {}", push(&mut params, source)));
         }
         let limit = sql_limit(query.limit);
         let sql = format!(
             "SELECT {EVENT_COLUMNS} FROM events e {join} WHERE {} ORDER BY e.event_id LIMIT {limit}",
             clauses.join(" AND ")
         );
-        self.rows(&sql, params_from_iter(params), query.limit, event_row)
+        self.rows(&sql, &params, query.limit, event_row)
     }
 
     fn read_cursor(
@@ -1364,47 +1321,39 @@ impl Store for SqliteStore {
         thread_id: &str,
         agent: &str,
     ) -> Result<Option<ReadCursor>, StoreError> {
-        self.conn
-            .prepare_cached(
-                "SELECT thread_id, agent, last_read_message_id, last_read_event_id, last_read_at
-                 FROM thread_reads WHERE thread_id = ?1 AND agent = ?2",
-            )
-            .and_then(|mut s| {
-                s.query_row([thread_id, agent], |row| {
-                    Ok(ReadCursor {
-                        thread_id: row.get(0)?,
-                        agent: row.get(1)?,
-                        last_read_message_id: row.get(2)?,
-                        last_read_event_id: id(row, 3)?,
-                        last_read_at: time_at(row, 4)?,
-                    })
+        self.row(
+            "SELECT thread_id, agent, last_read_message_id, last_read_event_id, last_read_at
+             FROM thread_reads WHERE thread_id = ?1 AND agent = ?2",
+            &sql_params![thread_id, agent],
+            |row| {
+                Ok(ReadCursor {
+                    thread_id: string(row, 0)?,
+                    agent: string(row, 1)?,
+                    last_read_message_id: string(row, 2)?,
+                    last_read_event_id: id(row, 3)?,
+                    last_read_at: time_at(row, 4)?,
                 })
-                .optional()
-            })
-            .map_err(|e| self.error(e))
+            },
+        )
     }
 
     fn put_read_cursor(&mut self, c: &ReadCursor) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached(
-                "INSERT INTO thread_reads (thread_id, agent, last_read_message_id, last_read_event_id, last_read_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (thread_id, agent) DO UPDATE SET
-                     last_read_message_id = excluded.last_read_message_id,
-                     last_read_event_id = excluded.last_read_event_id,
-                     last_read_at = excluded.last_read_at",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
-                    c.thread_id,
-                    c.agent,
-                    c.last_read_message_id,
-                    sql_int(c.last_read_event_id),
-                    c.last_read_at.to_string(),
-                ])
-            })
-            .map(drop)
-            .map_err(|e| self.error(e))
+        self.execute(
+            "INSERT INTO thread_reads (thread_id, agent, last_read_message_id, last_read_event_id, last_read_at)
+             VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (thread_id, agent) DO UPDATE SET
+                 last_read_message_id = excluded.last_read_message_id,
+                 last_read_event_id = excluded.last_read_event_id,
+                 last_read_at = excluded.last_read_at",
+            &sql_params![
+                &c.thread_id,
+                &c.agent,
+                &c.last_read_message_id,
+                sql_int(c.last_read_event_id),
+                c.last_read_at.to_string(),
+            ],
+        )
+        .map(drop)
     }
 
     fn agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {

@@ -10,12 +10,11 @@
 use inbox_engine::orch::model::{Attempt, OrchEvent, Run, RunStatus, Task, TaskStatus};
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
 use inbox_engine::{EventId, StoreError};
-use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{SqliteStore, placeholders, push, sql_int, sql_limit};
+use super::sql::{Flow, Param, Sql, sql_params};
+use super::{SqliteStore, placeholders, push, sql_int, sql_limit, text_at};
 
 // The statements a recording wait runs when a worker's thread moved (see
 // `ORCH_WAKE`), named so that preparing them ahead uses the same text.
@@ -45,55 +44,50 @@ pub(super) fn record<T: Serialize>(value: &T) -> Result<String, StoreError> {
         .map_err(|e| StoreError::other(format!("cannot encode a record: {e}")))
 }
 
-impl SqliteStore {
-    /// Decodes the JSON records a statement returns in its first column.
+impl<C: Sql> SqliteStore<C> {
+    /// Decodes the JSON records a statement returns in its first column,
+    /// straight from the row's text.
     pub(super) fn records<T: DeserializeOwned>(
         &mut self,
         sql: &str,
-        params: Vec<Value>,
+        params: &[Param<'_>],
     ) -> Result<Vec<T>, StoreError> {
-        let texts: Vec<String> = self.rows(sql, params_from_iter(params), 0, |row| row.get(0))?;
-        texts
-            .iter()
-            .map(|text| {
-                serde_json::from_str(text).map_err(|e| {
-                    StoreError::other(format!(
-                        "{}: a stored record does not decode: {e}",
-                        self.location
-                    ))
-                })
-            })
-            .collect()
-    }
-
-    pub(super) fn execute(
-        &mut self,
-        sql: &str,
-        params: impl rusqlite::Params,
-    ) -> Result<usize, StoreError> {
+        let mut out = Vec::new();
+        let mut undecoded = None;
         self.conn
-            .prepare_cached(sql)
-            .and_then(|mut s| s.execute(params))
-            .map_err(|e| self.error(e))
+            .each_row(sql, params, &mut |row| {
+                match serde_json::from_str(text_at(row, 0)?) {
+                    Ok(record) => out.push(record),
+                    Err(e) => {
+                        undecoded = Some(e);
+                        return Ok(Flow::Stop);
+                    }
+                }
+                Ok(Flow::More)
+            })
+            .map_err(|e| self.error(e))?;
+        match undecoded {
+            None => Ok(out),
+            Some(e) => Err(StoreError::other(format!(
+                "{}: a stored record does not decode: {e}",
+                self.location
+            ))),
+        }
     }
 
     pub(super) fn orch_latest_event_id(&mut self) -> Result<EventId, StoreError> {
         // Two steps down the right edges of two B-trees.
-        let max: i64 = self
-            .conn
-            .prepare_cached(
-                "SELECT max(coalesce((SELECT max(event_id) FROM events), 0), \
-                            coalesce((SELECT max(event_id) FROM orch_events), 0))",
-            )
-            .and_then(|mut s| s.query_row([], |row| row.get(0)))
-            .map_err(|e| self.error(e))?;
+        let max = self.aggregate(
+            "SELECT max(coalesce((SELECT max(event_id) FROM events), 0), \
+                        coalesce((SELECT max(event_id) FROM orch_events), 0))",
+        )?;
         Ok(u64::try_from(max).unwrap_or(0))
     }
 
     pub(super) fn orch_run(&mut self, run_id: &str) -> Result<Option<Run>, StoreError> {
         let mut runs = self.records(
             "SELECT record_json FROM runs WHERE run_id = ?1",
-            vec![Value::Text(run_id.to_owned())],
+            &sql_params![run_id],
         )?;
         Ok(runs.pop())
     }
@@ -127,10 +121,7 @@ impl SqliteStore {
         let mut params = Vec::new();
         let mut clauses = Vec::new();
         if let Some(by) = created_by {
-            clauses.push(format!(
-                "created_by = {}",
-                push(&mut params, Value::Text(by.to_owned()))
-            ));
+            clauses.push(format!("created_by = {}", push(&mut params, by)));
         }
         if !statuses.is_empty() {
             clauses.push(format!(
@@ -147,7 +138,7 @@ impl SqliteStore {
             "SELECT record_json FROM runs {filter} ORDER BY created_at DESC, run_id DESC LIMIT {}",
             sql_limit(limit)
         );
-        self.records(&sql, params)
+        self.records(&sql, &params)
     }
 
     pub(super) fn orch_put_run(&mut self, run: &Run, new: bool) -> Result<(), StoreError> {
@@ -159,9 +150,9 @@ impl SqliteStore {
         };
         let changed = self.execute(
             sql,
-            params![
-                run.run_id,
-                run.created_by,
+            &sql_params![
+                &run.run_id,
+                &run.created_by,
                 run.status.as_str(),
                 run.created_at.to_string(),
                 json
@@ -181,13 +172,7 @@ impl SqliteStore {
         run_id: &str,
         task_id: &str,
     ) -> Result<Option<Task>, StoreError> {
-        let mut tasks = self.records(
-            TASK_BY_ID,
-            vec![
-                Value::Text(run_id.to_owned()),
-                Value::Text(task_id.to_owned()),
-            ],
-        )?;
+        let mut tasks = self.records(TASK_BY_ID, &sql_params![run_id, task_id])?;
         Ok(tasks.pop())
     }
 
@@ -226,7 +211,7 @@ impl SqliteStore {
         query: &TaskQuery,
         statuses: &[TaskStatus],
     ) -> Result<Vec<Task>, StoreError> {
-        let mut params = vec![Value::Text(query.run_id.clone())];
+        let mut params = vec![Param::from(&query.run_id)];
         let mut filter = "run_id = ?1".to_owned();
         if !statuses.is_empty() {
             filter.push_str(&format!(
@@ -242,7 +227,7 @@ impl SqliteStore {
             "SELECT record_json FROM tasks WHERE {filter} ORDER BY {order} LIMIT {}",
             sql_limit(query.limit)
         );
-        self.records(&sql, params)
+        self.records(&sql, &params)
     }
 
     /// The tasks that need `query.needing`: its reverse-needs keys walked,
@@ -251,8 +236,8 @@ impl SqliteStore {
     /// priority), so SQL would sort them all the same; a LIMIT before that
     /// sort would keep the wrong ones.
     fn orch_dependents(&mut self, query: &TaskQuery) -> Result<Vec<Task>, StoreError> {
-        let needed = query.needing.clone().unwrap_or_default();
-        let mut params = vec![Value::Text(query.run_id.clone()), Value::Text(needed)];
+        let needed = query.needing.as_deref().unwrap_or_default();
+        let mut params = vec![Param::from(&query.run_id), Param::from(needed)];
         let mut sql = "SELECT t.record_json FROM task_needs n CROSS JOIN tasks t \
                        ON t.run_id = n.run_id AND t.task_id = n.task_id \
                        WHERE n.run_id = ?1 AND n.needs_task_id = ?2"
@@ -263,7 +248,7 @@ impl SqliteStore {
                 placeholders(&query.statuses, &mut params)
             ));
         }
-        let mut tasks: Vec<Task> = self.records(&sql, params)?;
+        let mut tasks: Vec<Task> = self.records(&sql, &params)?;
         tasks.sort_by(|a, b| query.compare(a, b));
         tasks.truncate(query.limit);
         Ok(tasks)
@@ -271,21 +256,21 @@ impl SqliteStore {
 
     pub(super) fn orch_put_task(&mut self, task: &Task, new: bool) -> Result<(), StoreError> {
         let json = record(task)?;
-        let p = params![
-            task.run_id,
-            task.task_id,
+        let p = sql_params![
+            &task.run_id,
+            &task.task_id,
             task.status.as_str(),
-            task.priority.rank(),
+            i64::from(task.priority.rank()),
             sql_int(task.seq),
             json
         ];
         let changed = if new {
             self.execute(
                 "INSERT INTO tasks (run_id, task_id, status, priority_rank, seq, record_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                p,
+                &p,
             )?
         } else {
-            self.execute(TASK_UPDATE, p)?
+            self.execute(TASK_UPDATE, &p)?
         };
         if changed != 1 {
             return Err(StoreError::other(format!(
@@ -297,7 +282,7 @@ impl SqliteStore {
             for need in &task.needs {
                 self.execute(
                     "INSERT OR IGNORE INTO task_needs (run_id, needs_task_id, task_id) VALUES (?1, ?2, ?3)",
-                    params![task.run_id, need, task.task_id],
+                    &sql_params![&task.run_id, need, &task.task_id],
                 )?;
             }
         }
@@ -309,20 +294,14 @@ impl SqliteStore {
         run_id: &str,
         task_id: &str,
     ) -> Result<Vec<Attempt>, StoreError> {
-        self.records(
-            ATTEMPTS_OF_TASK,
-            vec![
-                Value::Text(run_id.to_owned()),
-                Value::Text(task_id.to_owned()),
-            ],
-        )
+        self.records(ATTEMPTS_OF_TASK, &sql_params![run_id, task_id])
     }
 
     pub(super) fn orch_put_attempt(&mut self, attempt: &Attempt) -> Result<(), StoreError> {
         let json = record(attempt)?;
         self.execute(
             ATTEMPT_PUT,
-            params![attempt.run_id, attempt.task_id, attempt.attempt, json],
+            &sql_params![&attempt.run_id, &attempt.task_id, attempt.attempt, json],
         )
         .map(drop)
     }
@@ -331,9 +310,9 @@ impl SqliteStore {
         let json = record(event)?;
         self.execute(
             ORCH_EVENT_INSERT,
-            params![
+            &sql_params![
                 sql_int(event.event_id),
-                event.run_id,
+                &event.run_id,
                 event.event_type.as_str(),
                 json
             ],
@@ -345,13 +324,10 @@ impl SqliteStore {
         &mut self,
         query: &OrchEventQuery,
     ) -> Result<Vec<OrchEvent>, StoreError> {
-        let mut params = vec![Value::Integer(sql_int(query.after_event))];
+        let mut params = vec![Param::from(sql_int(query.after_event))];
         let mut clauses = vec!["event_id > ?1".to_owned()];
         if let Some(run) = &query.run_id {
-            clauses.push(format!(
-                "run_id = {}",
-                push(&mut params, Value::Text(run.clone()))
-            ));
+            clauses.push(format!("run_id = {}", push(&mut params, run)));
         }
         if !query.event_types.is_empty() {
             clauses.push(format!(
@@ -364,6 +340,6 @@ impl SqliteStore {
             clauses.join(" AND "),
             sql_limit(query.limit)
         );
-        self.records(&sql, params)
+        self.records(&sql, &params)
     }
 }

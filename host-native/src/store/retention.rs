@@ -9,8 +9,8 @@
 
 use inbox_engine::store::{ThreadPage, ThreadState};
 use inbox_engine::{Settings, StoreError, Timestamp};
-use rusqlite::types::Value;
 
+use super::sql::{Param, Sql, sql_params};
 use super::{SqliteStore, THREAD_COLUMNS, push, sql_int, sql_limit};
 
 /// The `settings` key of the engine's settings.
@@ -26,7 +26,7 @@ const THREAD_TABLES: [&str; 6] = [
     "threads",
 ];
 
-impl SqliteStore {
+impl<C: Sql> SqliteStore<C> {
     pub(super) fn engine_settings(&mut self) -> Result<Option<Settings>, StoreError> {
         let Some(json) = self.setting(ENGINE_SETTINGS)? else {
             return Ok(None);
@@ -51,16 +51,16 @@ impl SqliteStore {
         // `thread_id > ''` matches every thread: one statement text whether
         // or not the page has a cursor. Each filter's index ends with
         // thread_id (the table is WITHOUT ROWID), so it serves the order.
-        let mut params = vec![Value::Text(
-            query.after_thread_id.clone().unwrap_or_default(),
+        let mut params = vec![Param::from(
+            query.after_thread_id.as_deref().unwrap_or_default(),
         )];
         let mut clauses = vec!["t.thread_id > ?1".to_owned()];
         if let Some(status) = query.status {
-            let p = push(&mut params, Value::Text(status.as_str().to_owned()));
+            let p = push(&mut params, status.as_str());
             clauses.push(format!("t.status = {p}"));
         }
         if let Some(assigned_to) = &query.assigned_to {
-            let p = push(&mut params, Value::Text(assigned_to.clone()));
+            let p = push(&mut params, assigned_to);
             clauses.push(format!("t.assigned_to = {p}"));
         }
         let sql = format!(
@@ -69,15 +69,11 @@ impl SqliteStore {
             clauses.join(" AND "),
             sql_limit(query.limit)
         );
-        self.thread_states(&sql, params, query.limit)
+        self.thread_states(&sql, &params, query.limit)
     }
 
     pub(super) fn count_messages(&mut self) -> Result<u64, StoreError> {
-        let n: i64 = self
-            .conn
-            .prepare_cached("SELECT count(*) FROM messages")
-            .and_then(|mut s| s.query_row([], |row| row.get(0)))
-            .map_err(|e| self.error(e))?;
+        let n = self.aggregate("SELECT count(*) FROM messages")?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
@@ -86,7 +82,7 @@ impl SqliteStore {
         for table in THREAD_TABLES {
             let gone = self.execute(
                 &format!("DELETE FROM {table} WHERE thread_id = ?1"),
-                [thread_id],
+                &sql_params![thread_id],
             )?;
             if table == "messages" {
                 messages = gone as u64;
@@ -103,7 +99,7 @@ impl SqliteStore {
         let gone = self.execute(
             "DELETE FROM idempotency WHERE key IN
                  (SELECT key FROM idempotency WHERE created_at < ?1 ORDER BY created_at, key LIMIT ?2)",
-            rusqlite::params![before.to_string(), sql_int(limit as u64)],
+            &sql_params![before.to_string(), sql_int(limit as u64)],
         )?;
         Ok(gone as u64)
     }
