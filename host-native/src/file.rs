@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use inbox_engine::StoreError;
 
+use crate::store::durability::is_wal_header;
+
 /// The suffixes of SQLite's companion files in WAL mode.
 pub const COMPANIONS: [&str; 2] = ["-wal", "-shm"];
 
@@ -166,7 +168,7 @@ pub fn check_log_belongs(path: &Path) -> Result<bool, StoreError> {
         // Empty or not SQLite: the schema check says what it is.
         return Ok(true);
     };
-    if is_wal_mode(&header) {
+    if is_wal_header(&header) {
         return Ok(true);
     }
     let log = companion(path, "-wal");
@@ -190,12 +192,6 @@ pub fn check_log_belongs(path: &Path) -> Result<bool, StoreError> {
         )));
     }
     Ok(false)
-}
-
-/// Whether a database file's header says WAL mode: its read and write
-/// format versions (bytes 18 and 19) are both 2.
-fn is_wal_mode(header: &[u8]) -> bool {
-    header.len() >= 20 && header[18] == 2 && header[19] == 2
 }
 
 /// Why SQLite could not open or use the database at `path`, when a look at
@@ -402,18 +398,6 @@ mod tests {
         // the state follows the last one.
         assert!(!stat_says_dead(b"42 (a) Z (b) S 1 42 42 0 -1"));
         assert!(stat_says_dead(b"42 (a) S (b) Z 1 42 42 0 -1"));
-    }
-
-    #[test]
-    fn wal_mode_is_bytes_18_and_19_of_the_header() {
-        let mut header = vec![0u8; 100];
-        assert!(!is_wal_mode(&header));
-        header[18] = 2;
-        header[19] = 2;
-        assert!(is_wal_mode(&header));
-        header[19] = 1;
-        assert!(!is_wal_mode(&header));
-        assert!(!is_wal_mode(&header[..19]));
     }
 
     #[test]

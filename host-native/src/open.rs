@@ -24,64 +24,11 @@ use rusqlite::{Connection, OpenFlags};
 use crate::checkpointer::Checkpointer;
 use crate::file;
 use crate::store::SqliteStore;
+use crate::store::durability::apply_durability;
+pub use crate::store::durability::{BUSY_BUDGET, Durability, stored_durability};
 
 /// The default database, relative to a project folder.
 pub const DEFAULT_DB: &str = ".agents/coord.db";
-
-/// How long a writer waits for the write lock before giving up with
-/// `storage_busy`. Write transactions last well under a millisecond, so
-/// reaching this means a writer is stuck, not that the bus is busy.
-pub const BUSY_BUDGET: Duration = Duration::from_secs(10);
-
-/// How hard a commit works to survive a power loss.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// `PRAGMA synchronous = NORMAL` in WAL mode: a crash of any process
-    /// never loses or corrupts a committed command; a power loss or OS crash
-    /// may roll back the last commits (never corrupt the file). The default:
-    /// commits need no fsync, so a command costs about as much as starting
-    /// the process.
-    #[default]
-    Normal,
-    /// `PRAGMA synchronous = FULL`: every commit is fsynced before the
-    /// command reports success, so it survives a power loss too.
-    Full,
-}
-
-impl inbox_engine::Vocabulary for Durability {
-    const NOUN: &'static str = "durability";
-    const ALL: &'static [Durability] = &[Durability::Normal, Durability::Full];
-
-    fn as_str(self) -> &'static str {
-        match self {
-            Durability::Normal => "normal",
-            Durability::Full => "full",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            Durability::Normal => {
-                "Crash-safe, no fsync per commit; a power loss may roll back the last commits."
-            }
-            Durability::Full => {
-                "Every commit is fsynced before it is reported, so it survives a power loss."
-            }
-        }
-    }
-}
-
-impl Durability {
-    /// Parses `normal` or `full`.
-    pub fn parse(text: &str) -> Option<Durability> {
-        inbox_engine::Vocabulary::parse(text)
-    }
-
-    /// `normal` or `full`.
-    pub fn as_str(self) -> &'static str {
-        inbox_engine::Vocabulary::as_str(self)
-    }
-}
 
 /// Where the database path came from, for messages and `init` output.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -370,19 +317,6 @@ impl FolderLock {
     }
 }
 
-/// The durability recorded in the database (`normal` if never set).
-pub fn stored_durability(store: &SqliteStore) -> Result<Durability, StoreError> {
-    match store.setting("durability")? {
-        None => Ok(Durability::Normal),
-        Some(text) => Durability::parse(&text).ok_or_else(|| {
-            StoreError::other(format!(
-                "{} records an unknown durability `{text}`; run `inbox init --durability normal` (or full)",
-                store.location()
-            ))
-        }),
-    }
-}
-
 /// What a database file records that decides how commands run on it: its
 /// schema version and its durability. A host that keeps a store open
 /// across commands (`inbox daemon`) reads it before each one and reopens
@@ -413,17 +347,6 @@ pub fn recorded(store: &SqliteStore) -> Result<Recorded, StoreError> {
 pub fn set_durability(store: &SqliteStore, durability: Durability) -> Result<(), StoreError> {
     store.set_setting("durability", durability.as_str())?;
     apply_durability(store, durability)
-}
-
-fn apply_durability(store: &SqliteStore, durability: Durability) -> Result<(), StoreError> {
-    let level = match durability {
-        Durability::Normal => "NORMAL",
-        Durability::Full => "FULL",
-    };
-    store
-        .connection()
-        .pragma_update(None, "synchronous", level)
-        .map_err(|e| crate::store::store_error(e, store.location()))
 }
 
 fn connect(path: &Path, create: bool) -> Result<SqliteStore, StoreError> {
@@ -550,13 +473,8 @@ pub const CHECKPOINT_FRAMES: std::os::raw::c_int = 128;
 /// commit retries, so it must never hold a command up for long.
 const CHECKPOINT_BUDGET: Duration = Duration::from_millis(5);
 
-/// Called by SQLite after each commit with the WAL's length in frames.
-///
-/// A host that appends to the WAL without SQLite's locks (see
-/// [`crate::shared_file`]) may have its frames cut off by this truncation
-/// if it began just before that host cleared the WAL index; that host
-/// therefore checks, once no checkpoint runs, that its commit is in the
-/// database, and appends it again if not.
+/// Called by SQLite after each commit with the WAL's length in frames: past
+/// [`CHECKPOINT_FRAMES`], checkpoints the WAL and truncates it.
 fn checkpoint_hook(
     wal: &mut rusqlite::hooks::Wal,
     frames: std::os::raw::c_int,

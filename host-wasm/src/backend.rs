@@ -11,14 +11,16 @@
 //! - `opfs`: the same store persisted to the browser's Origin Private File
 //!   System through the `opfs-sahpool` VFS, which needs synchronous access
 //!   handles and so only runs in a dedicated worker;
-//! - `file` (Node): the same store over a copy of a database file in wasm
-//!   memory, synchronized with the file around every transaction, so that
-//!   the CLI and other processes can use the file at the same time.
+//! - `file` (Node): the same store over Node's own SQLite (`node:sqlite`),
+//!   on a database file that the CLI and any other SQLite client use at the
+//!   same time, through SQLite's own locks; its busy timeout waits for
+//!   their writes as the CLI does.
 //!
-//! The wasm build has one connection per database: this module must never
-//! open a second one on the same file, and never retries on busy (there is no
-//! other writer to wait for).
+//! The wasm build's own SQLite has one connection per database: this module
+//! must never open a second one on the same memory or OPFS file.
 
+#[cfg(feature = "sqlite")]
+use crate::node_sqlite::NodeSqlite;
 use inbox_engine::{
     Call, Engine, EngineError, Executor, MemoryStore, Response, Store, StoreError, Timestamp,
     UlidIds,
@@ -91,6 +93,11 @@ pub enum Backend {
         StoreKind,
         Option<crate::sqlite::OpfsFile>,
     ),
+    /// Over [`SqliteStore`] on Node's own SQLite, with the database's
+    /// `data_version` when this inbox last looked (it changes with every
+    /// commit of another connection).
+    #[cfg(feature = "sqlite")]
+    File(Engine<SqliteStore<NodeSqlite>, JsClock, UlidIds>, i64),
 }
 
 impl Backend {
@@ -128,11 +135,8 @@ impl Backend {
             #[cfg(feature = "sqlite")]
             StoreKind::File => {
                 let store = crate::sqlite::open_file(&options.path)?;
-                Ok(Backend::Sqlite(
-                    Engine::new(store, clock, ids),
-                    StoreKind::File,
-                    None,
-                ))
+                let version = crate::sqlite::data_version(&store).map_err(js::store_failure)?;
+                Ok(Backend::File(Engine::new(store, clock, ids), version))
             }
             #[cfg(not(feature = "sqlite"))]
             StoreKind::Sqlite | StoreKind::Opfs | StoreKind::File => Err(js::invalid(format!(
@@ -142,12 +146,20 @@ impl Backend {
         }
     }
 
-    /// Whether a process outside changed the store since this inbox last
-    /// looked (the `file` store; others have no outside): waits poll it.
+    /// Whether another connection committed since this inbox last looked
+    /// (the `file` store; the others have no outside): waits poll it. A
+    /// failed look counts as a change, so the waits look for themselves.
     pub fn outside_changed(&mut self) -> bool {
         match self {
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(engine, StoreKind::File, _) => engine.store_mut().outside_changed(),
+            Backend::File(engine, seen) => {
+                let now = crate::sqlite::data_version(engine.store()).ok();
+                let changed = now != Some(*seen);
+                if let Some(now) = now {
+                    *seen = now;
+                }
+                changed
+            }
             _ => false,
         }
     }
@@ -158,6 +170,8 @@ impl Backend {
             Backend::Memory(_) => StoreKind::Memory,
             #[cfg(feature = "sqlite")]
             Backend::Sqlite(_, kind, _) => *kind,
+            #[cfg(feature = "sqlite")]
+            Backend::File(..) => StoreKind::File,
         }
     }
 
@@ -167,17 +181,9 @@ impl Backend {
     pub fn export(&mut self) -> Result<Vec<u8>, JsValue> {
         match self {
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(engine, kind, _) => {
-                if *kind == StoreKind::File {
-                    // The copy in memory may be behind the file: catch up.
-                    let store = engine.store_mut();
-                    store
-                        .begin(inbox_engine::store::TxMode::Read)
-                        .map_err(js::store_failure)?;
-                    store.commit().map_err(js::store_failure)?;
-                }
-                crate::sqlite::export(engine.store_mut())
-            }
+            Backend::Sqlite(engine, _, _) => crate::sqlite::export(engine.store_mut()),
+            #[cfg(feature = "sqlite")]
+            Backend::File(engine, _) => crate::sqlite::export_file(engine.store()),
             Backend::Memory(_) => Err(js::invalid(
                 "exportBytes needs an SQLite store; open the inbox with store: \"sqlite\" or \"opfs\"",
             )),
@@ -191,6 +197,8 @@ impl Executor for Backend {
             Backend::Memory(engine) => engine.execute_call(call),
             #[cfg(feature = "sqlite")]
             Backend::Sqlite(engine, _, _) => engine.execute_call(call),
+            #[cfg(feature = "sqlite")]
+            Backend::File(engine, _) => engine.execute_call(call),
         }
     }
 
@@ -199,6 +207,8 @@ impl Executor for Backend {
             Backend::Memory(engine) => engine.now(),
             #[cfg(feature = "sqlite")]
             Backend::Sqlite(engine, _, _) => engine.now(),
+            #[cfg(feature = "sqlite")]
+            Backend::File(engine, _) => engine.now(),
         }
     }
 
@@ -207,6 +217,8 @@ impl Executor for Backend {
             Backend::Memory(engine) => Executor::ticks(engine),
             #[cfg(feature = "sqlite")]
             Backend::Sqlite(engine, _, _) => Executor::ticks(engine),
+            #[cfg(feature = "sqlite")]
+            Backend::File(engine, _) => Executor::ticks(engine),
         }
     }
 }

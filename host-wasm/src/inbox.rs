@@ -43,10 +43,10 @@ impl Inbox {
     /// `"sqlite"` (SQLite in wasm memory; `options.bytes` starts from the
     /// bytes of `exportBytes()` or `inbox export`), `"opfs"` (SQLite
     /// persisted to the Origin Private File System as `options.path`,
-    /// default `"inbox.db"`; dedicated workers only) or `"file"` (Node: the
-    /// database file at `options.path`, created if missing, shared safely
-    /// with the `inbox` CLI and other processes using it at the same time;
-    /// every command reads the file's latest state and a write is in the
+    /// default `"inbox.db"`; dedicated workers only) or `"file"` (Node 22.16
+    /// or later: the database file at `options.path`, created if missing,
+    /// opened with Node's own SQLite and so shared with the `inbox` CLI and
+    /// any other SQLite client through SQLite's locks; a write is in the
     /// file when the method returns). `options.now` starts the clock at an
     /// instant (`"2026-01-01T00:00:00Z"`), for tests; not with `"file"`,
     /// whose leases other processes judge by the machine's clock.
@@ -101,8 +101,8 @@ impl Inbox {
         Ok(js::parse_json(&response.to_json()))
     }
 
-    /// The whole database as the bytes of an SQLite file (stores `sqlite`
-    /// and `opfs`): persist them with your host's storage API and pass them
+    /// The whole database as the bytes of an SQLite file (stores `sqlite`,
+    /// `opfs` and `file`, a self-contained copy): persist them with your host's storage API and pass them
     /// back as `Inbox.open({store: "sqlite", bytes})`, or open the file with
     /// the native CLI (`inbox --db FILE`).
     #[wasm_bindgen(js_name = exportBytes)]

@@ -11,10 +11,12 @@
 //!
 //! - [`inbox`]: the `Inbox` class and its open options;
 //! - [`backend`]: the engine over the chosen store;
-//! - [`sqlite`]: SQLite in wasm memory, in OPFS, or as a database file shared
-//!   with the CLI (the `sqlite` feature, on by default), database bytes in
-//!   and out;
-//! - [`node_files`]: Node's `fs` for the shared file;
+//! - [`sqlite`]: SQLite in wasm memory or in OPFS, and a database file
+//!   shared with the CLI (the `sqlite` feature, on by default), database
+//!   bytes in and out;
+//! - [`node_sqlite`]: Node's own SQLite (`node:sqlite`) under the same
+//!   store, for the `file` store;
+//! - [`node_files`]: Node's `fs`, to find and create the shared file;
 //! - [`waits`]: `watch` and `waitReply` as Promises, woken by commits of the
 //!   same instance or by their deadline, never by polling;
 //! - [`js`]: the host side of the engine's interfaces (clock, id seed,
@@ -33,6 +35,8 @@ pub mod inbox;
 pub mod js;
 #[cfg(all(target_family = "wasm", feature = "sqlite"))]
 pub mod node_files;
+#[cfg(all(target_family = "wasm", feature = "sqlite"))]
+pub mod node_sqlite;
 #[cfg(target_family = "wasm")]
 pub mod script;
 #[cfg(all(target_family = "wasm", feature = "sqlite"))]

@@ -11,25 +11,27 @@
 //! One `Inbox` per file: a second open of the same file in the same worker
 //! is refused rather than given a second connection.
 //!
-//! The `file` store (Node) keeps a copy of a database file in wasm memory
-//! and synchronizes it with the file around every transaction, so that it
-//! shares the file with the CLI safely (see
-//! [`inbox_host_native::shared_file`] for the protocol).
+//! The `file` store (Node) is the same store over Node's own SQLite
+//! ([`crate::node_sqlite`]), which shares the file with the CLI and any
+//! other SQLite client through SQLite's own locks.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use inbox_engine::{Store, StoreError, StoreErrorKind};
 use inbox_host_native::SqliteStore;
-use inbox_host_native::shared_file::{self, SharedFile, SharedFileHooks};
-use inbox_host_native::store::{PORTABLE_PRAGMAS, store_error};
-use inbox_host_native::wal;
+use inbox_host_native::store::durability::{
+    BUSY_BUDGET, apply_durability, is_wal_header, stored_durability,
+};
+use inbox_host_native::store::sql::{Flow, Param, Sql};
+use inbox_host_native::store::{PORTABLE_PRAGMAS, sql_store_error, store_error};
 use rusqlite::{Connection, MAIN_DB, OpenFlags};
 use sqlite_wasm_vfs::sahpool::{OpfsSAHError, OpfsSAHPoolCfgBuilder, OpfsSAHPoolUtil, install};
 use wasm_bindgen::JsValue;
 
 use crate::js;
 use crate::node_files::NodeFiles;
+use crate::node_sqlite::NodeSqlite;
 
 /// The VFS name under which the OPFS pool is registered.
 const OPFS_VFS: &str = "inbox-opfs";
@@ -118,43 +120,26 @@ pub async fn open_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
     Ok((store, file))
 }
 
-/// The database file at `path`, shared with the CLI and any other process
-/// (Node only): a copy in wasm memory, synchronized with the file around
-/// every transaction (see [`inbox_host_native::shared_file`]). A file that
-/// does not exist yet is created, owner-only, as a new inbox database.
-pub fn open_file(path: &str) -> Result<SqliteStore, JsValue> {
-    let files = NodeFiles::new().map_err(|e| js::store_failure(StoreError::other(e)))?;
-    let path = files
-        .resolve(path)
-        .map_err(|e| js::store_failure(StoreError::other(e)))?;
-    let (mut shared, image) = SharedFile::open(files, &path).map_err(js::store_failure)?;
-    let error = |e| js::store_failure(store_error(e, &path));
-    let mut conn = Connection::open_in_memory().map_err(error)?;
-    if let Some(image) = &image {
-        shared_file::load(&mut conn, image).map_err(js::store_failure)?;
-    }
-    let mut store = prepare(conn, &path)?;
-    // A new database (schema just created) or an older one (just migrated)
-    // differs from the file: write it before anything else happens.
-    let now = shared_file::save(store.connection_mut()).map_err(js::store_failure)?;
-    match image {
-        None => shared.create(&now).map_err(js::store_failure)?,
-        Some(image) if !same_database(&image, &now) => {
-            shared.before().map_err(js::store_failure)?;
-            let written = shared.after_write(&now);
-            shared.release();
-            written.map_err(js::store_failure)?;
-        }
-        Some(_) => {}
-    }
-    store.set_hooks(Box::new(SharedFileHooks::new(shared)));
+/// The database file at `path`, shared with the CLI and every other SQLite
+/// client (Node only): opened with Node's own SQLite, so the file, its WAL
+/// and their locks are SQLite's alone (see [`crate::node_sqlite`]). A file
+/// that does not exist yet is created, owner-only, as a new inbox database.
+pub fn open_file(path: &str) -> Result<SqliteStore<NodeSqlite>, JsValue> {
+    let failure = |message: String| js::store_failure(StoreError::other(message));
+    // Before anything is made on disk: a runtime that cannot open it
+    // leaves no empty file behind.
+    let sqlite = NodeSqlite::runtime().map_err(failure)?;
+    let files = NodeFiles::new().map_err(failure)?;
+    let path = files.resolve(path).map_err(failure)?;
+    files.create_private(&path).map_err(failure)?;
+    let busy_ms = u32::try_from(BUSY_BUDGET.as_millis()).unwrap_or(u32::MAX);
+    let conn = NodeSqlite::open(&sqlite, &path, busy_ms)
+        .map_err(|e| js::store_failure(sql_store_error(&e, &path)))?;
+    let store = prepare(conn, &path)?;
+    stored_durability(&store)
+        .and_then(|durability| apply_durability(&store, durability))
+        .map_err(js::store_failure)?;
     Ok(store)
-}
-
-/// Whether two images hold the same database, whatever their header says
-/// about the journal mode (bytes 18 and 19).
-fn same_database(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.len() >= 100 && a[..18] == b[..18] && a[20..] == b[20..]
 }
 
 /// The whole database as the bytes of a file the native CLI opens.
@@ -165,6 +150,12 @@ pub fn export(store: &mut SqliteStore) -> Result<Vec<u8>, JsValue> {
         .serialize(MAIN_DB)
         .map_err(|e| js::store_failure(store_error(e, &location)))?;
     let mut bytes = data.to_vec();
+    self_contained(&mut bytes);
+    Ok(bytes)
+}
+
+/// Marks a copy's header as a rollback-journal database.
+fn self_contained(bytes: &mut [u8]) {
     // Bytes 18 and 19 of the header are the file format's write and read
     // versions: 1 is a rollback journal, 2 WAL. The bytes are a
     // self-contained copy, so they say 1, as `inbox export` and SQLite's
@@ -175,16 +166,48 @@ pub fn export(store: &mut SqliteStore) -> Result<Vec<u8>, JsValue> {
         bytes[18] = 1;
         bytes[19] = 1;
     }
+}
+
+/// The `data_version` of the database under `store`: it changes whenever
+/// another connection commits.
+pub fn data_version<C: Sql>(store: &SqliteStore<C>) -> Result<i64, StoreError> {
+    let mut version = 0;
+    store
+        .connection()
+        .each_row("PRAGMA data_version", &[], &mut |row| {
+            version = row.int(0)?.unwrap_or(0);
+            Ok(Flow::Stop)
+        })
+        .map_err(|e| sql_store_error(&e, store.location()))?;
+    Ok(version)
+}
+
+/// A self-contained copy of the `file` store's database, as bytes: SQLite
+/// writes it (`VACUUM INTO`) in a private scratch folder, whose file is read
+/// back and removed.
+pub fn export_file(store: &SqliteStore<NodeSqlite>) -> Result<Vec<u8>, JsValue> {
+    let failure = |message: String| js::store_failure(StoreError::other(message));
+    let files = NodeFiles::new().map_err(failure)?;
+    let mut bytes = files
+        .scratch_file(|path| {
+            store
+                .connection()
+                .execute("VACUUM INTO ?1", &[Param::from(path)])
+                .map(drop)
+                .map_err(|e| sql_store_error(&e, store.location()).message)
+        })
+        .map_err(failure)?;
+    self_contained(&mut bytes);
     Ok(bytes)
 }
 
 /// Applies the settings every host uses and makes sure the schema is there:
 /// created in a new database, migrated in an older one, refused in a newer
 /// one or in a file that is not an inbox database.
-fn prepare(conn: Connection, location: &str) -> Result<SqliteStore, JsValue> {
+fn prepare<C: Sql>(conn: C, location: &str) -> Result<SqliteStore<C>, JsValue> {
     conn.execute_batch(PORTABLE_PRAGMAS)
-        .map_err(|e| js::store_failure(store_error(e, location)))?;
-    let mut store = SqliteStore::new(conn, location).map_err(js::store_failure)?;
+        .map_err(|e| js::store_failure(sql_store_error(&e, location)))?;
+    let mut store = SqliteStore::over(conn, location).map_err(js::store_failure)?;
     match store.ensure_schema() {
         Ok(_) => Ok(store),
         Err(e) if e.kind == StoreErrorKind::NotInitialized => {
@@ -208,7 +231,7 @@ fn import(conn: &mut Connection, bytes: &[u8]) -> Result<(), JsValue> {
     // commits are in its -wal, which these bytes lack, and writing a copy
     // back over the file would lose them. Self-contained copies
     // (exportBytes, `inbox export`) say 1.
-    if wal::is_wal_mode(bytes) {
+    if is_wal_header(bytes) {
         return Err(js::store_failure(StoreError::other(
             "these are the bytes of a database file in WAL mode, whose latest commits are in its -wal file, which the bytes leave out (and writing them back over the file would lose those commits). To use a database file the CLI also uses, open it with {store: \"file\", path}; to carry a database elsewhere, pass the bytes of exportBytes() or of `inbox export --sqlite FILE`",
         )));

@@ -51,6 +51,7 @@ pub(crate) fn per_thread(
     }
     Ok(slots.into_iter().flatten().collect())
 }
+pub mod durability;
 mod orch;
 mod retention;
 pub mod sql;
