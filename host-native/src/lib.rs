@@ -16,10 +16,6 @@
 //! - [`transfer`]: a self-contained copy of a database out, and one in;
 //! - [`dump`]: a whole database as JSON lines, out and back in;
 //! - [`lines`]: files of JSON lines read a line at a time (portable);
-//! - [`wal_batch`]: the SQLite VFS every native connection opens with,
-//!   which writes a transaction's WAL frames with one system call and keeps
-//!   its mapping of the database while the file keeps its length (allowed
-//!   `unsafe`, as are [`writer_turn`] and the file header check);
 //! - [`writer_gate`]: the file by which a native writer that waited too
 //!   long for SQLite's write lock holds the others back;
 //! - [`pg`] (feature `postgres`): the engine's `Store` over PostgreSQL, for
@@ -57,8 +53,6 @@ pub mod schema;
 pub mod store;
 #[cfg(feature = "native")]
 pub mod transfer;
-#[cfg(feature = "native")]
-pub mod wal_batch;
 #[cfg(feature = "native")]
 pub mod watch;
 #[cfg(feature = "native")]

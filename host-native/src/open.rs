@@ -363,10 +363,9 @@ fn connection(path: &Path, create: bool) -> Result<Connection, StoreError> {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let error = |e| crate::store::store_error(e, &location);
-    // The platform's VFS, but a transaction's WAL frames go out in one
-    // write instead of two per frame (see wal_batch).
-    let mut conn =
-        Connection::open_with_flags_and_vfs(path, flags, crate::wal_batch::vfs()).map_err(error)?;
+    // SQLite's own VFS for the platform: every byte of the database, its
+    // WAL and its index is written by SQLite.
+    let mut conn = Connection::open_with_flags(path, flags).map_err(error)?;
     conn.busy_handler(Some(busy_wait)).map_err(error)?;
     // The last connection to close would otherwise checkpoint the WAL into
     // the database and delete it, with several fsyncs: the bulk of a short

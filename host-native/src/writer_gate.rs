@@ -46,7 +46,7 @@
 //! - a queue in arrival order (measured on a branch) bounds every wait
 //!   tighter but pays a hand-off per transaction: 20–65% of throughput;
 //! - measured again once transactions were shorter (a transaction's WAL
-//!   frames written at once, see [`crate::wal_batch`]): three runs of each
+//!   frames written at once, by a VFS since removed): three runs of each
 //!   threshold, alternating, on one build. With 16 workers, after 40 ms:
 //!   4,763–5,900/s, p99 43–48 ms, worst 53–57 ms; after 20 ms: 16% fewer
 //!   (4,148–4,698/s), p99 31–36 ms, worst 38–48 ms; after 12 ms: 25% fewer
