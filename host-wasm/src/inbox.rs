@@ -330,7 +330,7 @@ fn open_options(options: &JsValue) -> Result<OpenOptions, JsValue> {
 }
 
 /// A short description of a JS value for error messages.
-fn describe(value: &JsValue) -> String {
+pub(crate) fn describe(value: &JsValue) -> String {
     if let Some(text) = value.as_string() {
         return format!("\"{text}\"");
     }

@@ -81,6 +81,23 @@ impl NodeFiles {
         Ok(format!("{}/{name}", folder.trim_end_matches('/')))
     }
 
+    /// The size in bytes of the file at `path` (links followed), or `None`
+    /// when there is nothing there.
+    pub fn size(&self, path: &str) -> Result<Option<f64>, String> {
+        let options = js_sys::Object::new();
+        let _ = Reflect::set(&options, &"throwIfNoEntry".into(), &false.into());
+        let stats = call(
+            &self.fs,
+            "statSync",
+            &[JsValue::from_str(path), options.into()],
+        )
+        .map_err(|e| message(path, &e))?;
+        if stats.is_undefined() {
+            return Ok(None);
+        }
+        Ok(Some(get(&stats, "size").as_f64().unwrap_or(0.0)))
+    }
+
     /// Creates `path` empty and owner-only if nothing is there (never
     /// through a link), so that SQLite makes a new database in a file
     /// only this user can read; an existing file is left as it is.

@@ -26,6 +26,7 @@ use inbox_host_native::store::durability::{
 use inbox_host_native::store::sql::{Flow, Param, Sql};
 use inbox_host_native::store::{PORTABLE_PRAGMAS, sql_store_error, store_error};
 use rusqlite::{Connection, MAIN_DB, OpenFlags};
+use sqlite_wasm_rs::vfs::VfsFilesManager;
 use sqlite_wasm_vfs::sahpool::{OpfsSAHError, OpfsSAHPoolCfgBuilder, OpfsSAHPoolUtil, install};
 use wasm_bindgen::JsValue;
 
@@ -82,8 +83,65 @@ pub fn open_in_memory(bytes: Option<&[u8]>) -> Result<SqliteStore, JsValue> {
     prepare(conn, ":memory:")
 }
 
+impl OpfsFile {
+    /// Removes the database and whatever journal SQLite left beside it from
+    /// the pool, once its connection is closed, so its slot serves the next
+    /// file (the pool has a fixed number of them, and this package has no
+    /// other way to delete an OPFS database).
+    pub fn remove(self) -> Result<(), JsValue> {
+        let location = format!("opfs:{}", self.path);
+        POOL.with(|pool| {
+            let pool = pool.borrow();
+            let Some(pool) = pool.as_ref() else {
+                return Ok(());
+            };
+            for name in companions(&self.path) {
+                pool.remove(&name).map_err(|e| {
+                    js::store_failure(StoreError::other(format!(
+                        "cannot remove {location} from the OPFS pool: {e}"
+                    )))
+                })?;
+            }
+            Ok(())
+        })
+        // Dropping `self` now releases the path, and the pool if it was the
+        // last open file.
+    }
+}
+
+/// The names a database `path` may have in the pool: the file, and the
+/// journals SQLite makes beside it.
+fn companions(path: &str) -> [String; 3] {
+    [
+        path.to_owned(),
+        format!("{path}-wal"),
+        format!("{path}-journal"),
+    ]
+}
+
+/// Whether an open takes the database already at its path, or makes a new
+/// one only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Existing {
+    /// Open it (migrating an older schema), or create it if missing.
+    Open,
+    /// Refuse a path that holds anything, so nothing there is touched.
+    Refuse,
+}
+
 /// The database `path` in this origin's OPFS, created if new.
 pub async fn open_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
+    opfs(path, Existing::Open).await
+}
+
+/// A new database `path` in this origin's OPFS, for a run that must start
+/// empty (`runScriptOn`): refused when the pool already holds that name (or
+/// a journal of it), which is left untouched.
+pub async fn create_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
+    opfs(path, Existing::Refuse).await
+}
+
+async fn opfs(path: &str, existing: Existing) -> Result<(SqliteStore, OpfsFile), JsValue> {
     let location = format!("opfs:{path}");
     if OPEN.with(|open| open.borrow().contains(path)) {
         return Err(js::store_failure(StoreError::other(format!(
@@ -97,6 +155,30 @@ pub async fn open_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
     let file = OpfsFile {
         path: path.to_owned(),
     };
+    if existing == Existing::Refuse {
+        let held = POOL.with(|pool| {
+            let pool = pool.borrow();
+            let Some(pool) = pool.as_ref() else {
+                return Ok(None);
+            };
+            for name in companions(path) {
+                if pool.contains(&name)? {
+                    return Ok(Some(name));
+                }
+            }
+            Ok(None)
+        });
+        let held = held.map_err(|e: OpfsSAHError| {
+            js::store_failure(StoreError::other(format!(
+                "cannot look for {location} in the OPFS pool: {e}"
+            )))
+        })?;
+        if let Some(held) = held {
+            return Err(js::store_failure(StoreError::other(format!(
+                "opfs:{held} already exists, and a script starts from an empty database; pass a new path (the file there is left as it is)"
+            ))));
+        }
+    }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
     let error = |e| js::store_failure(store_error(e, &location));
     let conn = Connection::open_with_flags_and_vfs(path, flags, OPFS_VFS).map_err(error)?;
@@ -140,6 +222,30 @@ pub fn open_file(path: &str) -> Result<SqliteStore<NodeSqlite>, JsValue> {
         .and_then(|durability| apply_durability(&store, durability))
         .map_err(js::store_failure)?;
     Ok(store)
+}
+
+/// A new database file at `path` (Node), for a run that must start empty
+/// (`runScriptOn`): refused when anything is there already (a file with
+/// bytes in it, or a `-wal` or `-journal` beside it), which is left
+/// untouched; an empty file (as `mkstemp` makes) is taken. The database
+/// stays when the run ends, for the CLI (`inbox --db FILE`) to look at.
+pub fn create_file(path: &str) -> Result<SqliteStore<NodeSqlite>, JsValue> {
+    let failure = |message: String| js::store_failure(StoreError::other(message));
+    NodeSqlite::runtime().map_err(failure)?;
+    let files = NodeFiles::new().map_err(failure)?;
+    let real = files.resolve(path).map_err(failure)?;
+    for name in companions(&real) {
+        if files
+            .size(&name)
+            .map_err(failure)?
+            .is_some_and(|size| size > 0.0)
+        {
+            return Err(failure(format!(
+                "{name} already exists, and a script starts from an empty database; pass a new path (the file there is left as it is)"
+            )));
+        }
+    }
+    open_file(path)
 }
 
 /// The whole database as the bytes of a file the native CLI opens.

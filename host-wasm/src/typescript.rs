@@ -77,7 +77,20 @@ export interface OpenOptions {
   now?: string;
 }
 
-/** What `runScript` returns. */
+/**
+ * Options of `runScriptOn`: the store a script runs on, always a new, empty database. "opfs"
+ * (dedicated workers only) and "file" (Node 22.16 or later) need `path`, a name that holds no
+ * database yet: one that does is refused and left as it is.
+ */
+export type ScriptOptions =
+  | { store?: "memory" | "sqlite"; path?: undefined }
+  | {
+      store: "opfs" | "file";
+      /** The new database: a name in OPFS (removed after the run), or a path on disk (kept). */
+      path: string;
+    };
+
+/** What `runScript` and `runScriptOn` return. */
 export interface Transcript {
   /** Every step's response and the changes it made, as text. */
   text: string;

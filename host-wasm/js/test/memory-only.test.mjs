@@ -15,7 +15,7 @@ const corpus = join(here, "../../../tests/corpus");
 
 test("the memory-only build runs the worker loop and the corpus, and refuses SQLite stores", async () => {
   assert.ok(existsSync(join(pkg, "node/inbox.js")), `${pkg} is missing: run scripts/build-wasm --memory-only`);
-  const { Inbox, runScript } = createRequire(import.meta.url)(join(pkg, "node/inbox.js"));
+  const { Inbox, runScript, runScriptOn } = createRequire(import.meta.url)(join(pkg, "node/inbox.js"));
 
   const inbox = await Inbox.open();
   assert.equal(inbox.store, "memory");
@@ -32,9 +32,20 @@ test("the memory-only build runs the worker loop and the corpus, and refuses SQL
     });
   }
 
+  for (const options of [{ store: "sqlite" }, { store: "opfs", path: "x.db" }, { store: "file", path: "x.db" }]) {
+    await assert.rejects(runScriptOn("list", options), (error) => {
+      assert.equal(error.code, "invalid_request");
+      assert.match(error.message, new RegExp(`store "${options.store}" needs SQLite, which this memory-only build leaves out`));
+      return true;
+    });
+  }
+  assert.throws(() => runScript("list", "sqlite"), /store "sqlite" needs SQLite, which this memory-only build leaves out/);
+
   for (const file of readdirSync(corpus).filter((f) => f.endsWith(".inbox"))) {
     const golden = readFileSync(join(corpus, "snapshots", file.replace(/\.inbox$/, ".snap")), "utf8");
-    const transcript = runScript(readFileSync(join(corpus, file), "utf8"), "memory");
-    assert.equal(transcript.text.trimEnd(), golden.slice(golden.indexOf("\n---\n") + 5).trimEnd(), file);
+    const expected = golden.slice(golden.indexOf("\n---\n") + 5).trimEnd();
+    const text = readFileSync(join(corpus, file), "utf8");
+    assert.equal(runScript(text, "memory").text.trimEnd(), expected, file);
+    assert.equal((await runScriptOn(text, { store: "memory" })).text.trimEnd(), expected, `runScriptOn: ${file}`);
   }
 });

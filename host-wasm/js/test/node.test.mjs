@@ -5,12 +5,12 @@
 import { test, describe, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { Inbox, runScript } from "inbox-wasm";
+import { Inbox, runScript, runScriptOn } from "inbox-wasm";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const corpus = join(here, "../../../tests/corpus");
@@ -25,6 +25,25 @@ function scratchDir() {
   const dir = mkdtempSync(join(tmpdir(), "inbox-wasm-"));
   scratchDirs.push(dir);
   return dir;
+}
+
+/** The corpus: each script's file name, text and golden transcript. */
+function corpusScripts() {
+  const files = readdirSync(corpus).filter((f) => f.endsWith(".inbox")).sort();
+  assert.ok(files.length >= 10, "the corpus went missing");
+  return files.map((file) => {
+    const name = file.replace(/\.inbox$/, "");
+    const golden = readFileSync(join(corpus, "snapshots", `${name}.snap`), "utf8");
+    // An insta snapshot: a YAML header between two `---` lines, then the text.
+    const expected = golden.slice(golden.indexOf("\n---\n") + 5);
+    return { file, name, text: readFileSync(join(corpus, file), "utf8"), expected };
+  });
+}
+
+/** Checks a transcript against a script's golden one, naming the script and the store. */
+function assertGolden(transcript, { file, expected }, where) {
+  assert.deepEqual(transcript.failures, [], `${where}: ${file}`);
+  assert.equal(transcript.text.trimEnd(), expected.trimEnd(), `${where}: ${file} differs from its golden transcript`);
 }
 
 /** The error a call throws, or a failure if it does not throw. */
@@ -228,21 +247,94 @@ for (const store of ["memory", "sqlite"]) {
       assert.equal((await rejected(inbox.watch({ agent: "lead" }))).code, "storage_error");
     });
 
-    test("every corpus script gives the native golden transcript, byte for byte", () => {
-      const scripts = readdirSync(corpus).filter((f) => f.endsWith(".inbox")).sort();
-      assert.ok(scripts.length >= 10, "the corpus went missing");
-      for (const file of scripts) {
-        const name = file.replace(/\.inbox$/, "");
-        const golden = readFileSync(join(corpus, "snapshots", `${name}.snap`), "utf8");
-        // An insta snapshot: a YAML header between two `---` lines, then the text.
-        const expected = golden.slice(golden.indexOf("\n---\n") + 5);
-        const transcript = runScript(readFileSync(join(corpus, file), "utf8"), store);
-        assert.deepEqual(transcript.failures, [], `${store}: ${file}`);
-        assert.equal(transcript.text.trimEnd(), expected.trimEnd(), `${store}: ${file} differs from its golden transcript`);
+    test("every corpus script gives the native golden transcript, byte for byte (runScript and runScriptOn)", async () => {
+      for (const script of corpusScripts()) {
+        assertGolden(runScript(script.text, store), script, `runScript ${store}`);
+        assertGolden(await runScriptOn(script.text, { store }), script, `runScriptOn ${store}`);
       }
     });
   });
 }
+
+describe("store file: the corpus through Node's own SQLite", () => {
+  test("every corpus script, each in a new database file, gives the native golden transcript, byte for byte", async () => {
+    const dir = scratchDir();
+    const scripts = corpusScripts();
+    for (const script of scripts) {
+      const path = join(dir, `${script.name}.db`);
+      assertGolden(await runScriptOn(script.text, { store: "file", path }), script, `runScriptOn file ${path}`);
+      // The database stays, for the CLI to look at; its WAL is gone with
+      // the connection.
+      assert.ok(statSync(path).size > 0, `${path} is empty`);
+    }
+    assert.deepEqual(
+      readdirSync(dir).sort(),
+      scripts.map((s) => `${s.name}.db`).sort(),
+      "one database per script, and no -wal or -shm left behind",
+    );
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("a path that holds a database (or a journal of one) is refused and left as it is; an empty file is taken", async () => {
+    const dir = scratchDir();
+    const script = "send from_agent=lead to_agent=worker subject=Task => ok";
+    const real = join(dir, "real.db");
+    const inbox = await Inbox.open({ store: "file", path: real });
+    const { thread } = inbox.send({ from_agent: "lead", to_agent: "worker", subject: "Real work" });
+    inbox.close();
+    const before = readFileSync(real);
+    const refused = await rejected(runScriptOn(script, { store: "file", path: real }));
+    assert.equal(refused.code, "storage_error");
+    assert.equal(refused.exitCode, 50);
+    assert.match(refused.message, /real\.db already exists, and a script starts from an empty database; pass a new path/);
+    assert.deepEqual(readFileSync(real), before, "the refused file was not touched");
+    const again = await Inbox.open({ store: "file", path: real });
+    assert.deepEqual(again.list({}).threads.map((t) => t.thread_id), [thread.thread_id]);
+    again.close();
+
+    // A WAL beside an empty file is a database too.
+    const walOnly = join(dir, "wal-only.db");
+    writeFileSync(walOnly, "");
+    writeFileSync(`${walOnly}-wal`, "not empty");
+    assert.match((await rejected(runScriptOn(script, { store: "file", path: walOnly }))).message, /wal-only\.db-wal already exists/);
+
+    const empty = join(dir, "empty.db");
+    writeFileSync(empty, "");
+    const ran = await runScriptOn(script, { store: "file", path: empty });
+    assert.deepEqual(ran.failures, []);
+    assert.ok(statSync(empty).size > 0);
+    // Now it holds the script's database, so a second run is refused.
+    assert.equal((await rejected(runScriptOn(script, { store: "file", path: empty }))).code, "storage_error");
+  });
+
+  test("bad options are refused with invalid_request and say what to pass", async () => {
+    const cases = [
+      [{ store: "file" }, /store "file" needs `path`, a new database file/],
+      [{ store: "opfs" }, /store "opfs" needs `path`/],
+      [{ store: "sqlite", path: "x.db" }, /`path` names a database file and goes with store: "opfs" or "file"/],
+      [{ store: "postgres" }, /`store` must be "memory", "sqlite", "opfs" or "file", not "postgres"/],
+      [{ store: "file", path: "" }, /`path` must be a non-empty file name/],
+      [{ store: "sqlite", now: "2026-01-01T00:00:00Z" }, /unknown option `now`; runScriptOn takes store, path/],
+      [{ store: "sqlite", bytes: new Uint8Array(4) }, /unknown option `bytes`/],
+      ["sqlite", /runScriptOn takes an options object/],
+    ];
+    for (const [options, message] of cases) {
+      const error = await rejected(runScriptOn("list", options));
+      assert.equal(error.code, "invalid_request", JSON.stringify(options));
+      assert.match(error.message, message);
+    }
+    const sync = thrown(() => runScript("list", "file"));
+    assert.equal(sync.code, "invalid_request");
+    assert.match(sync.message, /runScript runs on store "memory" or "sqlite", not "file"; runScriptOn/);
+    const parse = await rejected(runScriptOn("list =>", { store: "sqlite" }));
+    assert.equal(parse.code, "invalid_request");
+    assert.match(parse.message, /^line 1: /);
+    const opfs = await rejected(runScriptOn("list", { store: "opfs", path: "script.db" }));
+    assert.equal(opfs.code, "storage_error");
+    assert.match(opfs.message, /dedicated Web Worker/);
+    assert.ok(!existsSync("script.db"));
+  });
+});
 
 describe("idempotency keys and the registry", () => {
   test("a send retried with its idempotency_key is answered once, replayed; a conflicting key throws", async () => {

@@ -3,8 +3,8 @@
 // `@ts-expect-error` line is a mistake the declarations must catch (tsc
 // fails if one of them compiles).
 
-import { Inbox, runScript } from "inbox-wasm";
-import type { AgentRegistration, AgentTokens, ErrorCode, InboxError, Success, Thread, Status, Response } from "inbox-wasm";
+import { Inbox, runScript, runScriptOn } from "inbox-wasm";
+import type { AgentRegistration, AgentTokens, ErrorCode, InboxError, ScriptOptions, Success, Thread, Status, Response, Transcript } from "inbox-wasm";
 
 export async function workerLoop(): Promise<Thread> {
   const inbox: Inbox = await Inbox.open({ store: "sqlite" });
@@ -41,7 +41,11 @@ export async function workerLoop(): Promise<Thread> {
   void replayed; void present; void unread; void tokens; void registration; void removed;
   const transcript = runScript("send from_agent=a to_agent=b subject=s", "memory");
   const failures: string[] = transcript.failures;
-  void failures;
+  const onOpfs: Transcript = await runScriptOn("list", { store: "opfs", path: "script.db" });
+  const options: ScriptOptions = { store: "file", path: "/tmp/script.db" };
+  const onFile: string = (await runScriptOn("list", options)).text;
+  const inMemory: string[] = (await runScriptOn("list", { store: "sqlite" })).failures;
+  void failures; void onOpfs; void onFile; void inMemory;
   return inbox.show({ thread_id: id }).thread;
 }
 
@@ -65,6 +69,12 @@ export async function mistakes(inbox: Inbox): Promise<void> {
   const status: Status = "finished";
   // @ts-expect-error: no such store
   await Inbox.open({ store: "indexeddb" });
+  // @ts-expect-error: a script on OPFS needs the path of its new database
+  await runScriptOn("list", { store: "opfs" });
+  // @ts-expect-error: a script's memory store has no file
+  await runScriptOn("list", { store: "memory", path: "x.db" });
+  // @ts-expect-error: a script brings its own clock
+  await runScriptOn("list", { store: "sqlite", now: "2026-01-01T00:00:00Z" });
   // @ts-expect-error: not an error code
   const code: ErrorCode = "oops";
   // @ts-expect-error: the key is a string
