@@ -5,7 +5,10 @@
 // a leader/worker exchange over store "sqlite" and renders it; a dedicated
 // worker persists a thread in OPFS across close() and reopen. This test
 // asserts on the DOM and on the data the page keeps in window.__e2e, and
-// saves a screenshot to target/wasm-e2e.png.
+// saves a screenshot to target/wasm-e2e.png. A second page hands the
+// transition-script corpus (tests/corpus, read here) to a dedicated worker
+// that runs each script on store "opfs" with runScriptOn; each transcript is
+// compared here with its golden one, byte for byte.
 //
 // Run from host-wasm/js, after installing the package built by
 // scripts/build-wasm (npm pack ./host-wasm/pkg, then npm install the .tgz
@@ -15,7 +18,7 @@
 
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +31,7 @@ const jsRoot = path.resolve(here, '..');
 const pageRoot = path.join(jsRoot, 'browser');
 const pkgRoot = path.join(jsRoot, 'node_modules', 'inbox-wasm', 'web');
 const screenshotPath = path.resolve(jsRoot, '..', '..', 'target', 'wasm-e2e.png');
+const corpus = path.resolve(jsRoot, '..', '..', 'tests', 'corpus');
 
 describe('inbox-wasm web build in headless Chromium', { timeout: 60_000 }, () => {
   let server;
@@ -248,5 +252,98 @@ describe('inbox-wasm web build in headless Chromium', { timeout: 60_000 }, () =>
   test('the screenshot was written', (t) => {
     assert.ok(existsSync(screenshotPath), screenshotPath);
     t.diagnostic(`page done in ${pageMs} ms; screenshot: ${screenshotPath}`);
+  });
+});
+
+describe('the transition-script corpus in a dedicated worker on OPFS', { timeout: 120_000 }, () => {
+  // Each script with its golden transcript: an insta snapshot, a YAML header
+  // between two `---` lines, then the text.
+  const scripts = readdirSync(corpus)
+    .filter((f) => f.endsWith('.inbox'))
+    .sort()
+    .map((file) => {
+      const name = file.replace(/\.inbox$/, '');
+      const golden = readFileSync(path.join(corpus, 'snapshots', `${name}.snap`), 'utf8');
+      return { file, name, text: readFileSync(path.join(corpus, file), 'utf8'), expected: golden.slice(golden.indexOf('\n---\n') + 5) };
+    });
+  let server;
+  let browser;
+  let run; // what the worker answered
+  const served = [];
+  const consoleLines = [];
+
+  before(async () => {
+    assert.ok(existsSync(path.join(pkgRoot, 'inbox.js')), `inbox-wasm is not installed in ${jsRoot}/node_modules`);
+    assert.ok(scripts.length >= 10, `the corpus went missing from ${corpus}`);
+    server = await serveStatic({ '/pkg/': pkgRoot, '/': pageRoot }, served);
+    browser = await chromium.launch({ executablePath, headless: true, args: CHROMIUM_ARGS });
+    // A context of its own: its OPFS starts empty, so everything the worker
+    // finds there afterwards is what the run made.
+    const page = await (await browser.newContext()).newPage();
+    page.on('console', (m) => consoleLines.push(`[${m.type()}] ${m.text()}`));
+    page.on('pageerror', (e) => consoleLines.push(`[pageerror] ${e.stack || e}`));
+    await page.goto(`http://127.0.0.1:${server.address().port}/corpus.html`, { waitUntil: 'load' });
+    run = await page.evaluate(
+      (sent) =>
+        new Promise((resolve) => {
+          const worker = new Worker('/corpus-worker.js', { type: 'module', name: 'corpus' });
+          worker.onmessage = ({ data }) => {
+            worker.terminate();
+            resolve(data);
+          };
+          worker.onerror = (event) => resolve({ error: { name: 'WorkerError', message: event.message || 'the worker failed to load' } });
+          worker.postMessage({ scripts: sent });
+        }),
+      scripts.map(({ name, text }) => ({ name, text })),
+    );
+    assert.equal(run.error, undefined, `the corpus worker failed: ${JSON.stringify(run.error)}\n${consoleLines.join('\n')}\nserved: ${served.map((s) => `${s.path} ${s.status}`).join(', ')}`);
+  });
+
+  after(async () => {
+    await browser?.close().catch(() => {});
+    await new Promise((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  });
+
+  test('every corpus script gives the native golden transcript on OPFS, byte for byte', (t) => {
+    assert.deepEqual(run.results.map((r) => r.name), scripts.map((s) => s.name));
+    const differing = [];
+    let first; // the first transcript that differs, shown as a diff
+    for (const [i, result] of run.results.entries()) {
+      const { file, expected } = scripts[i];
+      if (result.error) {
+        differing.push(`${file}: threw ${result.error.code ?? result.error.name}: ${result.error.message}`);
+      } else if (result.failures.length > 0) {
+        differing.push(`${file}: expectations failed: ${result.failures.join('; ')}`);
+      } else if (result.text.trimEnd() !== expected.trimEnd()) {
+        differing.push(`${file} differs from its golden transcript (opfs:${result.path})`);
+        first ??= { actual: result.text.trimEnd(), expected: expected.trimEnd() };
+      }
+    }
+    const report = `on OPFS:\n${differing.join('\n')}`;
+    if (first) assert.equal(first.actual, first.expected, `${report}\n(the diff is the first of them)`);
+    assert.deepEqual(differing, [], report);
+    t.diagnostic(`${run.results.length} scripts on OPFS, byte-identical`);
+  });
+
+  test("a script's OPFS database is removed when the run ends: the same path runs again", () => {
+    assert.equal(run.rerun.error, undefined, JSON.stringify(run.rerun.error));
+    assert.equal(run.rerun.text.trimEnd(), scripts[0].expected.trimEnd(), scripts[0].file);
+  });
+
+  test('an OPFS path that holds a database is refused, open or closed, and keeps its work', () => {
+    const { whileOpen, whileClosed, kept, threadId } = run.refusals;
+    assert.equal(whileOpen.error?.code, 'storage_error', JSON.stringify(whileOpen));
+    assert.match(whileOpen.error.message, /already open in this worker/);
+    assert.equal(whileClosed.error?.code, 'storage_error', JSON.stringify(whileClosed));
+    assert.equal(whileClosed.error.exitCode, 50);
+    assert.match(whileClosed.error.message, /opfs:real\.db already exists, and a script starts from an empty database; pass a new path/);
+    assert.deepEqual(kept, [threadId]);
+  });
+
+  test('the run leaves OPFS as it found it', (t) => {
+    assert.deepEqual(run.opfsBefore, []);
+    assert.deepEqual(run.made, ['.inbox-opfs/'], 'the pool keeps its files in one folder');
+    assert.deepEqual(run.opfsAfter, run.opfsBefore);
+    t.diagnostic(`removed: ${run.made.join(' ')}`);
   });
 });
