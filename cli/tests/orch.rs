@@ -1600,3 +1600,83 @@ fn dispatch_runs_git_while_others_can_write() {
         "the writes during git: {probed}{errors}"
     );
 }
+
+#[test]
+fn orch_reads_and_waits_take_no_write_lock_unless_they_have_something_to_record() {
+    let env = TestEnv::initialized();
+    fn lead<'a>(args: &[&'a str]) -> Vec<&'a str> {
+        [&["--agent", "lead"][..], args].concat()
+    }
+    env.orch_json(&lead(&["run", "create", "--goal", "Locks", "--id", "r"]), 0);
+    env.orch_json(
+        &lead(&[
+            "task",
+            "add",
+            "--task",
+            "a",
+            "--title",
+            "A",
+            "--assignee",
+            "w",
+        ]),
+        0,
+    );
+    env.orch_json(
+        &lead(&[
+            "task",
+            "add",
+            "--task",
+            "b",
+            "--title",
+            "B",
+            "--assignee",
+            "w",
+        ]),
+        0,
+    );
+    env.orch_json(&lead(&["dispatch", "--task", "a"]), 0);
+    let claim = env.json(&["claim", "--agent", "w", "--next"], 0);
+    let thread = claim["lease"]["thread_id"].as_str().unwrap().to_owned();
+    env.json(
+        &[
+            "done",
+            "--agent",
+            "w",
+            "--thread",
+            &thread,
+            "--summary",
+            "ok",
+        ],
+        0,
+    );
+    // The worker's `done` is not yet recorded in the run: the first read
+    // records it, in one short write, and says so.
+    let first = env.orch_json(&["status"], 0);
+    assert_eq!(first["run"]["counts"]["done"], 1, "{first}");
+
+    // Another process holds SQLite's write lock: a write would wait out its
+    // 10 s budget and fail with storage_busy. Reads with nothing left to
+    // record, and a wait's looks, answer from a read transaction.
+    let holder = rusqlite::Connection::open(env.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let status = env.orch_json(&["status"], 0);
+    assert_eq!(status["run"]["counts"]["done"], 1, "{status}");
+    let ready = env.orch_json(&["ready"], 0);
+    assert_eq!(ready["tasks"][0]["task_id"], "b", "{ready}");
+    let shown = env.orch_json(&["task", "show", "a"], 0);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    env.orch_json(&["worktree", "list"], 0);
+    // `b` is ready: a wait without a cursor wakes at once; one after it
+    // looks again and again for a second, and times out (exit 10).
+    let woke = env.orch_json(&["wait", "--timeout-seconds", "5"], 0);
+    assert_eq!(woke["woke"], true, "{woke}");
+    let next = woke["next_event_id"].to_string();
+    let waited = env.orch_json(
+        &["wait", "--after-event", &next, "--timeout-seconds", "1"],
+        10,
+    );
+    assert_eq!(waited["woke"], false, "{waited}");
+    let refused = env.orch_json(&lead(&["dispatch", "--task", "b"]), 50);
+    assert_eq!(refused["error"]["code"], "storage_busy", "{refused}");
+    holder.execute_batch("ROLLBACK").unwrap();
+}

@@ -23,6 +23,7 @@ mod ahead;
 mod idempotent;
 mod identity;
 mod input;
+mod looking;
 mod orch;
 mod orch_council;
 mod orch_steps;
@@ -43,6 +44,7 @@ use crate::store::{Store, TxMode};
 use crate::time::{Clock, Timestamp};
 use crate::wire::*;
 
+use looking::{Looking, LookingIds};
 use tx::Tx;
 
 /// Reply kinds `wait-reply` matches when the request names none.
@@ -293,7 +295,9 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     /// Runs a read that must see what writes would record first (orch's
     /// reads: lapsed leases, then the run reconciled with its threads) in a
     /// write transaction that is always rolled back: the answer is the
-    /// current truth, and nothing changes by reading.
+    /// current truth, and nothing changes by reading. Only the engine's own
+    /// steps that must not record (the plans `premake` makes) use it; the
+    /// reads themselves [`Engine::look`] first.
     fn preview<T>(
         &mut self,
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
@@ -302,6 +306,71 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         self.run_in(TxMode::Write, now, false, |tx| {
             tx.record_lapses()?;
             f(tx)
+        })
+    }
+
+    /// Runs a read that must see what writes would record first in a read
+    /// transaction, taking no write lock: `Some` answer when it found
+    /// nothing to record (the usual case: lapsed leases and the run's
+    /// threads already followed), `None` when it would have recorded
+    /// something, so the answer is not the truth yet; then the caller
+    /// records it ([`Engine::record_then_read`]) and answers from there.
+    fn look<T>(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'_, Looking<'_, S>, LookingIds>) -> Result<T, EngineError>,
+    ) -> Option<Result<T, EngineError>> {
+        let now = self.clock.now();
+        let mut store = Looking::new(&mut self.store);
+        let mut ids = LookingIds::default();
+        if let Err(error) = store.begin(TxMode::Read) {
+            return Some(Err(error.into()));
+        }
+        let result = (|| {
+            let now = store.clock()?.unwrap_or(now);
+            // What a write would number next: `orch wait` answers with the
+            // latest event.
+            let next_event_id = store.latest_event_id()? + 1;
+            let mut tx = Tx {
+                store: &mut store,
+                ids: &mut ids,
+                now,
+                next_event_id,
+                discard: false,
+                workspace: self.workspace.as_deref_mut(),
+                preview: true,
+                created: Vec::new(),
+                ended: Vec::new(),
+                premade: worktrees::Premades::default(),
+                agent_token: None,
+            };
+            tx.record_lapses()?;
+            f(&mut tx)
+        })();
+        let _ = store.rollback();
+        if store.wrote() || ids.asked() {
+            return None;
+        }
+        Some(result)
+    }
+
+    /// A read that found something to record ([`Engine::look`]): records it
+    /// (lapsed leases, what the run's threads did) in one short write, and
+    /// answers from that same transaction. It starts nothing and runs no
+    /// git: like every read it makes no worktree, and when what it found
+    /// ends an attempt that has one, it records nothing (the answer is
+    /// still the truth), leaving the end to the next orch write, which
+    /// tidies that worktree once it has committed.
+    fn record_then_read<T>(
+        &mut self,
+        f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
+    ) -> Result<T, EngineError> {
+        let now = self.clock.now();
+        self.transaction(TxMode::Write, now, |tx| {
+            tx.preview = true;
+            tx.record_lapses()?;
+            let answer = f(tx)?;
+            tx.discard = !tx.ended.is_empty();
+            Ok(answer)
         })
     }
 
@@ -503,13 +572,31 @@ macro_rules! dispatch {
     };
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [records]) => {{
         let input = input::$handler($request)?;
-        // What it records may start retries: git makes their worktrees first.
-        $engine.premake(input.run_id.as_deref(), None);
-        $engine.write(|tx| tx.$handler(input))
+        // A look that finds nothing to record answers with no write lock;
+        // one with an idempotency key is always the write it names.
+        let looked = match ($engine.key.is_none(), $engine.caller.clone()) {
+            (true, caller) => $engine.look(|tx| {
+                tx.authenticate(caller.as_ref())?;
+                tx.$handler(input.clone())
+            }),
+            (false, _) => None,
+        };
+        match looked {
+            Some(answer) => answer,
+            None => {
+                // What it records may start retries: git makes their
+                // worktrees first.
+                $engine.premake(input.run_id.as_deref(), None);
+                $engine.write(|tx| tx.$handler(input))
+            }
+        }
     }};
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [preview]) => {{
         let input = input::$handler($request)?;
-        $engine.preview(|tx| tx.$handler(input))
+        match $engine.look(|tx| tx.$handler(input.clone())) {
+            Some(answer) => answer,
+            None => $engine.record_then_read(|tx| tx.$handler(input)),
+        }
     }};
 }
 

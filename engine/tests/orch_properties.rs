@@ -192,14 +192,52 @@ impl World {
             }
             Op::Advance(s) => self.engine.clock_mut().advance_millis(i64::try_from(*s).unwrap() * 1000),
             Op::Reconcile => drop(self.exec(json!({"command": "orch-reconcile", "run_id": "r"}))),
-            Op::Read => {
-                let before = self.engine.store().clone();
-                drop(self.exec(json!({"command": "orch-status", "run_id": "r"})));
-                drop(self.exec(json!({"command": "orch-ready", "run_id": "r"})));
-                assert!(self.engine.store().same_records(&before), "an orch read changed the store");
-            }
+            Op::Read => self.read(),
             Op::RunCancel => drop(self.exec(json!({"command": "orch-run-cancel", "agent": "lead", "run_id": "r"}))),
         }
+    }
+
+    /// An orch read records at most what the next write would record
+    /// first (lapsed leases, what the run's threads did), and nothing
+    /// else: reading again changes nothing, and a reconcile after the read
+    /// leaves exactly the records a reconcile without it leaves.
+    fn read(&mut self) {
+        let mut twin = self.twin();
+        let reads = [
+            json!({"command": "orch-status", "run_id": "r"}),
+            json!({"command": "orch-ready", "run_id": "r"}),
+        ];
+        for read in &reads {
+            drop(self.exec(read.clone()));
+        }
+        let after = self.engine.store().clone();
+        for read in &reads {
+            drop(self.exec(read.clone()));
+        }
+        assert!(
+            self.engine.store().same_records(&after),
+            "a second orch read changed the store"
+        );
+        let reconcile = json!({"command": "orch-reconcile", "run_id": "r"});
+        drop(self.exec(reconcile.clone()));
+        let without_read = twin.execute(Request::from_json(&reconcile.to_string()).unwrap());
+        drop(without_read);
+        assert!(
+            self.engine.store().same_records(twin.store()),
+            "an orch read recorded something a reconcile would not have"
+        );
+    }
+
+    /// An engine in the same state as this one (store, clock, ids).
+    fn twin(&mut self) -> TestEngine {
+        let placeholder = Engine::new(
+            MemoryStore::new(),
+            *self.engine.clock(),
+            SequentialIds::new(),
+        );
+        let (store, clock, ids) = std::mem::replace(&mut self.engine, placeholder).into_parts();
+        self.engine = Engine::new(store.clone(), clock, ids.clone());
+        Engine::new(store, clock, ids)
     }
 
     fn holder(&mut self, thread: &str) -> Option<String> {

@@ -58,6 +58,7 @@ const SUGGESTIONS: usize = 3;
 
 /// Who a call acts as (if its command acts as an agent), and the token
 /// it carries.
+#[derive(Clone)]
 pub(super) struct Caller {
     agent: Option<String>,
     token: Option<String>,

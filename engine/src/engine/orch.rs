@@ -526,7 +526,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         };
         let through = change.run.reconciled_through;
         let retry_due = self.reconcile(&mut change, true)?;
-        if !change.events.is_empty() || change.run.reconciled_through != through {
+        // How far the run is followed is only a bookmark: a read (`orch
+        // wait`'s look) keeps no write for it alone, or every event of
+        // another run would make each look a write.
+        let moved = change.run.reconciled_through != through && !self.preview;
+        if !change.events.is_empty() || moved {
             self.save_run(&change)?;
         }
         let lease_due = self.store.next_lease_expiry()?;

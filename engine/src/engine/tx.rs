@@ -32,8 +32,9 @@ pub(super) struct Tx<'a, S, I> {
     pub(super) discard: bool,
     /// The host's git, if it runs one (worktrees of code-writing attempts).
     pub(super) workspace: Option<&'a mut (dyn Workspace + 'static)>,
-    /// The transaction is a preview that will be rolled back (an orch
-    /// read): it makes no worktree.
+    /// The transaction answers a read (an orch read, or `orch wait`'s
+    /// look): it makes no worktree and records only what the read must
+    /// (lapses, what the run's threads did), never a bookmark alone.
     pub(super) preview: bool,
     /// Worktrees made in this transaction: discarded if it rolls back.
     pub(super) created: Vec<(Worktree, Place)>,

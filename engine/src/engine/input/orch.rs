@@ -132,6 +132,7 @@ fn revision(field: &str, given: Option<&str>) -> Result<Option<String>, EngineEr
     Ok(Some(rev.to_owned()))
 }
 
+#[derive(Clone)]
 pub(in crate::engine) struct RunListInput {
     pub(in crate::engine) agent: Option<String>,
     pub(in crate::engine) statuses: Vec<RunStatus>,
@@ -165,6 +166,7 @@ pub(in crate::engine) fn orch_run_cancel(
 }
 
 /// A read of one run: which run, and how long its lists may be.
+#[derive(Clone)]
 pub(in crate::engine) struct RunRead {
     pub(in crate::engine) run_id: Option<String>,
     pub(in crate::engine) limit: usize,
@@ -435,6 +437,7 @@ pub(in crate::engine) fn orch_dispatch(
     })
 }
 
+#[derive(Clone)]
 pub(in crate::engine) struct TaskRead {
     pub(in crate::engine) run_id: Option<String>,
     pub(in crate::engine) task_id: String,
@@ -571,6 +574,7 @@ pub(in crate::engine) fn orch_cancel(r: OrchTaskRequest) -> Result<Decision, Eng
     decision(r, takes)
 }
 
+#[derive(Clone)]
 pub(in crate::engine) struct OrchWaitInput {
     pub(in crate::engine) run_id: Option<String>,
     pub(in crate::engine) after_event: Option<crate::model::EventId>,
@@ -593,6 +597,7 @@ pub(in crate::engine) fn orch_reconcile(
 }
 
 /// `orch worktree list` and `gc`: which run, and whether to do anything.
+#[derive(Clone)]
 pub(in crate::engine) struct WorktreeInput {
     pub(in crate::engine) run_id: Option<String>,
     pub(in crate::engine) dry_run: bool,
@@ -765,6 +770,7 @@ fn council_seats(reviewers: &[String], seats: Option<u32>) -> Result<Vec<String>
 }
 
 /// `orch-council-show`, checked.
+#[derive(Clone)]
 pub(in crate::engine) struct CouncilRead {
     pub(in crate::engine) run_id: Option<String>,
     pub(in crate::engine) council_id: Option<String>,
