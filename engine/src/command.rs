@@ -44,6 +44,8 @@ use crate::wire::*;
 ///     transactions: [],             // [own]: the handler opens its own transactions;
 ///                                   // [preview]: a read that runs in a write
 ///                                   // transaction rolled back (orch reads);
+///                                   // [starts]: a write that may start one attempt,
+///                                   // whose worktree git makes before it
 ///                                   // [records]: a wait whose look first records
 ///                                   // what it waits on, in one write transaction
 ///                                   // that is kept (orch-wait)
@@ -140,15 +142,15 @@ macro_rules! for_each_command {
             OrchAccept = "orch-accept" orch_accept/orchAccept(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: reject a task in review: a new attempt carries the
             /// reason and the rejected result.
-            OrchReject = "orch-reject" orch_reject/orchReject(OrchTaskRequest by agent) -> TaskOutput: Write;
+            OrchReject = "orch-reject" orch_reject/orchReject(OrchTaskRequest by agent) -> TaskOutput: Write, starts;
             /// orch: answer a blocked task's question in its thread.
             OrchAnswer = "orch-answer" orch_answer/orchAnswer(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: try a failed task again (optionally with another
             /// assignee); the tasks it skipped come back.
-            OrchRetry = "orch-retry" orch_retry/orchRetry(OrchTaskRequest by agent) -> TaskOutput: Write;
+            OrchRetry = "orch-retry" orch_retry/orchRetry(OrchTaskRequest by agent) -> TaskOutput: Write, starts;
             /// orch: give a task to another agent; a live attempt's thread is
             /// cancelled first, so its worker is fenced off.
-            OrchReassign = "orch-reassign" orch_reassign/orchReassign(OrchTaskRequest by agent) -> TaskOutput: Write;
+            OrchReassign = "orch-reassign" orch_reassign/orchReassign(OrchTaskRequest by agent) -> TaskOutput: Write, starts;
             /// orch: cancel a task (with `cascade`, skipping the tasks that
             /// need it).
             OrchCancel = "orch-cancel" orch_cancel/orchCancel(OrchTaskRequest by agent) -> TaskOutput: Write;

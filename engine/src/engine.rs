@@ -342,6 +342,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 ended: Vec::new(),
                 premade: worktrees::Premades::default(),
                 agent_token: None,
+                planned: Vec::new(),
             };
             tx.record_lapses()?;
             f(&mut tx)
@@ -421,6 +422,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 ended: Vec::new(),
                 premade,
                 agent_token: None,
+                planned: Vec::new(),
             };
             let result = f(&mut tx);
             created = std::mem::take(&mut tx.created);
@@ -519,6 +521,31 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         }
     }
 
+    /// Has git make, before a write that may start one attempt (`orch
+    /// retry`, `reject`, `reassign`) and with no transaction open, the
+    /// worktree that attempt needs: a preview of the write itself (after
+    /// authenticating the caller) says which, by every rule the write
+    /// applies, so a write that would be refused makes git do nothing. The
+    /// write takes it; one it does not take is discarded (see
+    /// [`Engine::premake`]).
+    fn premake_for(&mut self, f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<(), EngineError>) {
+        if self.workspace.is_none() {
+            return;
+        }
+        let caller = self.caller.clone();
+        let plans = self.preview(|tx| {
+            tx.authenticate(caller.as_ref())?;
+            f(tx)?;
+            Ok(std::mem::take(&mut tx.planned))
+        });
+        if let (Ok(plans), Some(workspace)) = (plans, self.workspace.as_deref_mut())
+            && !plans.is_empty()
+        {
+            let plans = worktrees::AttemptPlans::of(plans);
+            self.premade = worktrees::make_worktrees(workspace, plans);
+        }
+    }
+
     /// Tidies the worktrees of attempts a committed transaction ended (see
     /// [`workspace::tidy`]): never lose work, keep nothing that is clean.
     /// After the commit, because git cannot roll back; best effort, since
@@ -590,6 +617,13 @@ macro_rules! dispatch {
                 $engine.write(|tx| tx.$handler(input))
             }
         }
+    }};
+    (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [starts]) => {{
+        let input = input::$handler($request)?;
+        // The attempt it may start gets its worktree from git first, with
+        // no transaction open.
+        $engine.premake_for(|tx| tx.$handler(input.clone()).map(drop));
+        $engine.write(|tx| tx.$handler(input))
     }};
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [preview]) => {{
         let input = input::$handler($request)?;

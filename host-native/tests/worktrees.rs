@@ -786,3 +786,129 @@ fn a_run_without_a_repository_has_no_worktrees() {
             .contains("absolute")
     );
 }
+
+/// The real git, which also tries SQLite's write lock on the database
+/// (with no wait) each time it is asked to make a worktree, and remembers
+/// whether the lock was free: git must never run while an orch write
+/// holds it.
+struct LockWatch {
+    git: GitWorkspace,
+    db: PathBuf,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+}
+
+impl inbox_engine::orch::workspace::Workspace for LockWatch {
+    fn look(
+        &mut self,
+        repo: &str,
+        base: &str,
+    ) -> Result<
+        inbox_engine::orch::workspace::RepoLook,
+        inbox_engine::orch::workspace::WorkspaceError,
+    > {
+        self.git.look(repo, base)
+    }
+
+    fn create(
+        &mut self,
+        worktree: &inbox_engine::orch::model::Worktree,
+        place: &inbox_engine::orch::workspace::Place,
+    ) -> Result<(), inbox_engine::orch::workspace::WorkspaceError> {
+        let probe = rusqlite::Connection::open(&self.db).unwrap();
+        let free = probe.execute_batch("BEGIN IMMEDIATE; ROLLBACK").is_ok();
+        self.seen.lock().unwrap().push(free);
+        self.git.create(worktree, place)
+    }
+
+    fn discard(
+        &mut self,
+        worktree: &inbox_engine::orch::model::Worktree,
+        place: &inbox_engine::orch::workspace::Place,
+    ) -> Result<(), inbox_engine::orch::workspace::WorkspaceError> {
+        self.git.discard(worktree, place)
+    }
+
+    fn inspect(
+        &mut self,
+        worktree: &inbox_engine::orch::model::Worktree,
+        place: &inbox_engine::orch::workspace::Place,
+        wip_ref: &str,
+    ) -> Result<
+        inbox_engine::orch::workspace::WorktreeLook,
+        inbox_engine::orch::workspace::WorkspaceError,
+    > {
+        self.git.inspect(worktree, place, wip_ref)
+    }
+
+    fn save(
+        &mut self,
+        worktree: &inbox_engine::orch::model::Worktree,
+        place: &inbox_engine::orch::workspace::Place,
+        wip_ref: &str,
+    ) -> Result<String, inbox_engine::orch::workspace::WorkspaceError> {
+        self.git.save(worktree, place, wip_ref)
+    }
+
+    fn remove(
+        &mut self,
+        worktree: &inbox_engine::orch::model::Worktree,
+        place: &inbox_engine::orch::workspace::Place,
+    ) -> Result<(), inbox_engine::orch::workspace::WorkspaceError> {
+        self.git.remove(worktree, place)
+    }
+}
+
+#[test]
+fn dispatch_reject_retry_and_reassign_run_git_with_the_write_lock_free() {
+    let mut s = Setup::new();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (store, clock, ids) = std::mem::replace(
+        &mut s.engine,
+        Engine::new(
+            open_or_create(&s.dir.path().join("other.db")).unwrap(),
+            ManualClock::new(ManualClock::SCRIPT_EPOCH),
+            SequentialIds::new(),
+        ),
+    )
+    .into_parts();
+    let watch = LockWatch {
+        git: GitWorkspace::new(),
+        db: s.dir.path().join("coord.db"),
+        seen: seen.clone(),
+    };
+    s.engine = Engine::new(store, clock, ids).with_workspace(Box::new(watch));
+    let review = json!({"review": true, "max_attempts": 3});
+    s.run_with(
+        json!({}),
+        json!([
+            task("api", review.clone()),
+            task("ui", json!({"max_attempts": 1}))
+        ]),
+    );
+    s.dispatch_all(0);
+    // api: reviewed, rejected (a new attempt), then reassigned (another).
+    let thread = s.thread("api");
+    s.claim(&thread);
+    s.finish(&thread, "done");
+    s.run(
+        json!({"command": "orch-reject", "agent": "lead", "task_id": "api", "summary": "again"}),
+        0,
+    );
+    s.run(
+        json!({"command": "orch-reassign", "agent": "lead", "task_id": "api", "to": "w2"}),
+        0,
+    );
+    // ui: failed for good, then retried by hand.
+    let thread = s.thread("ui");
+    s.claim(&thread);
+    s.finish(&thread, "fail");
+    s.run(
+        json!({"command": "orch-retry", "agent": "lead", "task_id": "ui"}),
+        0,
+    );
+    let seen = seen.lock().unwrap().clone();
+    // Two at dispatch, one each for the reject, the reassign and the retry.
+    assert_eq!(seen, vec![true; 5], "git ran while the write lock was held");
+    assert_eq!(s.worktree("api")["branch"], "orch/r/api/3");
+    assert_eq!(s.worktree("ui")["branch"], "orch/r/ui/2");
+}

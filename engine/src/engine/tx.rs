@@ -47,6 +47,10 @@ pub(super) struct Tx<'a, S, I> {
     /// The agent token the call carries, in its write: what vouches for a
     /// registration or a settings change (see `identity`).
     pub(super) agent_token: Option<String>,
+    /// In a preview: the worktrees the attempts it would start need, for
+    /// git to make before the write that starts them (see
+    /// `Engine::premake_for`).
+    pub(super) planned: Vec<super::worktrees::WorktreePlan>,
 }
 
 /// What a command changes besides the thread record: one event, and maybe

@@ -4,10 +4,11 @@
 //! what is safe to remove are in [`crate::orch::workspace`]; git itself is
 //! the host's, reached through the [`Workspace`] the transaction carries.
 //!
-//! `orch dispatch` has git make its worktrees before its transaction (see
-//! [`Premades`]), so git never runs while it holds the database's write
-//! lock; the single attempts other commands start make theirs inside their
-//! transaction. A task whose worktree git refuses is not dispatched (with
+//! `orch dispatch`, `orch wait`, `orch retry`, `orch reject` and `orch
+//! reassign` have git make their worktrees before their transaction (see
+//! [`Premades`]), so git never runs while they hold the database's write
+//! lock; only a retry that comes due during another orch write makes its
+//! worktree inside that write. A task whose worktree git refuses is not dispatched (with
 //! `--all-ready` it waits with the reason and the others go on); a
 //! worktree made for a transaction that then rolls back, or that it did
 //! not take, is discarded by the engine. A task refused before any git
@@ -58,6 +59,11 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             return Ok(None);
         };
         if self.preview {
+            // What git is to make first, if this is the preview of a write
+            // (see `Engine::premake_for`); an orch read ignores it.
+            if let Ok(plan) = self.worktree_plan(spec, task, number) {
+                self.planned.push(plan);
+            }
             return Ok(None);
         }
         let (worktree, place) = match self.premade.take(&task.run_id, &task.task_id, number) {
@@ -438,6 +444,14 @@ pub(super) struct AttemptPlans {
 }
 
 impl AttemptPlans {
+    /// Plans of attempts that all start (a preview's `planned`).
+    pub(super) fn of(plans: Vec<WorktreePlan>) -> AttemptPlans {
+        AttemptPlans {
+            retries: plans,
+            ..AttemptPlans::default()
+        }
+    }
+
     /// Whether git has nothing to make.
     pub(crate) fn is_empty(&self) -> bool {
         self.retries.is_empty() && !self.ready.iter().any(|s| matches!(s, Start::Make(_)))

@@ -13,6 +13,7 @@ use crate::validate as v;
 use crate::wire::*;
 
 /// The leader of an orch write and the run it names, if it names one.
+#[derive(Clone)]
 pub(in crate::engine) struct Leader {
     pub(in crate::engine) agent: String,
     pub(in crate::engine) run_id: Option<String>,
@@ -451,6 +452,7 @@ pub(in crate::engine) fn orch_task_show(r: OrchTaskShowRequest) -> Result<TaskRe
 }
 
 /// A leader's decision about one task, checked for what its command takes.
+#[derive(Clone)]
 pub(in crate::engine) struct Decision {
     pub(in crate::engine) leader: Leader,
     pub(in crate::engine) task_id: String,
