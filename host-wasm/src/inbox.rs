@@ -225,24 +225,36 @@ fn decode(command: Option<Command>, request: &JsValue) -> Result<Call, Box<Respo
     Call::from_value(value)
 }
 
-/// Reads and checks `Inbox.open`'s options.
-fn open_options(options: &JsValue) -> Result<OpenOptions, JsValue> {
+/// Refuses `options` unless it is an options object (or nothing) whose
+/// names are all in `allowed`; `function` names the call in the message,
+/// and `why` says, after the list, why others are refused.
+pub(crate) fn check_names(
+    options: &JsValue,
+    function: &str,
+    allowed: &[&str],
+    why: &str,
+) -> Result<(), JsValue> {
     if !(options.is_undefined() || options.is_null() || options.is_object()) {
-        return Err(js::invalid(
-            "Inbox.open takes an options object, e.g. {store: \"sqlite\"}",
-        ));
-    }
-    if let Some(unknown) = js::option_names(options)
-        .into_iter()
-        .find(|name| !OPTIONS.contains(&name.as_str()))
-    {
         return Err(js::invalid(format!(
-            "unknown option `{unknown}`; Inbox.open takes {}",
-            OPTIONS.join(", ")
+            "{function} takes an options object, e.g. {{store: \"sqlite\"}}"
         )));
     }
-    let store = match js::option(options, "store") {
-        v if v.is_undefined() => StoreKind::Memory,
+    match js::option_names(options)
+        .into_iter()
+        .find(|name| !allowed.contains(&name.as_str()))
+    {
+        Some(unknown) => Err(js::invalid(format!(
+            "unknown option `{unknown}`; {function} takes {}{why}",
+            allowed.join(", ")
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The `store` option: `memory` when absent.
+pub(crate) fn store_option(options: &JsValue) -> Result<StoreKind, JsValue> {
+    match js::option(options, "store") {
+        v if v.is_undefined() => Ok(StoreKind::Memory),
         v => v
             .as_string()
             .and_then(|s| StoreKind::parse(&s))
@@ -251,8 +263,14 @@ fn open_options(options: &JsValue) -> Result<OpenOptions, JsValue> {
                     "`store` must be \"memory\", \"sqlite\", \"opfs\" or \"file\", not {}",
                     describe(&v)
                 ))
-            })?,
-    };
+            }),
+    }
+}
+
+/// Reads and checks `Inbox.open`'s options.
+fn open_options(options: &JsValue) -> Result<OpenOptions, JsValue> {
+    check_names(options, "Inbox.open", OPTIONS, "")?;
+    let store = store_option(options)?;
     let path = match js::option(options, "path") {
         v if v.is_undefined() && store == StoreKind::File => {
             return Err(js::invalid(

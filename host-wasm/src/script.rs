@@ -13,7 +13,7 @@ use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
 use crate::backend::StoreKind;
-use crate::inbox::describe;
+use crate::inbox::{check_names, describe, store_option};
 use crate::js;
 
 /// The options `runScriptOn` accepts, for the message that refuses others.
@@ -155,32 +155,9 @@ fn run<S: Store>(text: &str, store: S) -> Result<inbox_engine::Transcript, JsVal
 /// Reads and checks `runScriptOn`'s options: the store, and the path of a
 /// store kept in a file (required there, refused elsewhere).
 fn script_options(options: &JsValue) -> Result<(StoreKind, Option<String>), JsValue> {
-    if !(options.is_undefined() || options.is_null() || options.is_object()) {
-        return Err(js::invalid(
-            "runScriptOn takes an options object, e.g. {store: \"sqlite\"}",
-        ));
-    }
-    if let Some(unknown) = js::option_names(options)
-        .into_iter()
-        .find(|name| !OPTIONS.contains(&name.as_str()))
-    {
-        return Err(js::invalid(format!(
-            "unknown option `{unknown}`; runScriptOn takes {} (a script brings its own clock and starts from an empty database)",
-            OPTIONS.join(", ")
-        )));
-    }
-    let store = match js::option(options, "store") {
-        v if v.is_undefined() => StoreKind::Memory,
-        v => v
-            .as_string()
-            .and_then(|s| StoreKind::parse(&s))
-            .ok_or_else(|| {
-                js::invalid(format!(
-                    "`store` must be \"memory\", \"sqlite\", \"opfs\" or \"file\", not {}",
-                    describe(&v)
-                ))
-            })?,
-    };
+    let why = " (a script brings its own clock and starts from an empty database)";
+    check_names(options, "runScriptOn", OPTIONS, why)?;
+    let store = store_option(options)?;
     let in_file = matches!(store, StoreKind::Opfs | StoreKind::File);
     let path = match js::option(options, "path") {
         v if v.is_undefined() && in_file => {
