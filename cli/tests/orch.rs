@@ -1680,3 +1680,162 @@ fn orch_reads_and_waits_take_no_write_lock_unless_they_have_something_to_record(
     assert_eq!(refused["error"]["code"], "storage_busy", "{refused}");
     holder.execute_batch("ROLLBACK").unwrap();
 }
+
+/// `orch dispatch` killed at each of its steps (the attempt reserved, git's
+/// worktree made, an unused worktree discarded) leaves only what the next
+/// command finishes or undoes: `orch worktree list` names the reservation,
+/// the next dispatch (or `orch worktree gc`) undoes it at once since its
+/// process has ended, and the task is dispatched once, with one worktree
+/// and one branch; no attempt without its worktree, no worktree or branch
+/// without its attempt.
+#[test]
+fn a_dispatcher_killed_at_any_step_leaves_nothing_half_made() {
+    for (step, cancel_first) in [
+        ("reserved", false),
+        ("made", false),
+        ("made,discarded", true),
+    ] {
+        let env = TestEnv::initialized();
+        let repo = project(&env);
+        let lead = |args: &[&str]| ran(env.dir(), orch_bin(), "lead", args);
+        let created = lead(&[
+            "run", "create", "--goal", "g", "--id", "r", "--repo", "project",
+        ]);
+        assert_eq!(created.status, 0, "{created}");
+        for id in ["a", "b"] {
+            let added = lead(&[
+                "task",
+                "add",
+                "--task",
+                id,
+                "--title",
+                "t",
+                "--assignee",
+                "w",
+            ]);
+            assert_eq!(added.status, 0, "{added}");
+        }
+        let mut dispatcher = std::process::Command::new(orch_bin())
+            .args(["dispatch", "--task", "a", "--json"])
+            .current_dir(env.dir())
+            .env_remove("INBOX_DB")
+            .env_remove("INBOX_NOW")
+            .env("INBOX_AGENT", "lead")
+            .env("INBOX_TEST_DISPATCH_STALL", step)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = dispatcher.id();
+        wait_stopped(pid);
+        if cancel_first {
+            // The task changes while git works: the dispatch cannot take
+            // its worktree, and is killed as it undoes it.
+            let cancelled = lead(&["cancel", "a"]);
+            assert_eq!(cancelled.status, 0, "{cancelled}");
+            signal(pid, "CONT");
+            wait_stopped(pid);
+        }
+        dispatcher.kill().unwrap();
+        dispatcher.wait().unwrap();
+
+        let listed = lead(&["worktree", "list", "--json"]).json();
+        let worktrees = listed["worktrees"].as_array().unwrap();
+        assert_eq!(worktrees.len(), 1, "{step}: {listed:#}");
+        assert_eq!(worktrees[0]["state"], "reserved", "{step}: {listed:#}");
+        assert_eq!(worktrees[0]["attempt_status"], "reserved");
+        assert_eq!(worktrees[0]["task_id"], "a");
+        let status = lead(&["status", "--json"]).json();
+        assert_eq!(
+            status["run"]["counts"]["dispatched"], 0,
+            "{step}: {status:#}"
+        );
+
+        // The next command that makes worktrees undoes it, then does its own.
+        let next = match cancel_first {
+            false => lead(&["dispatch", "--all-ready", "--json"]),
+            true => lead(&["worktree", "gc", "--json"]),
+        };
+        assert_eq!(next.status, 0, "{step}: {next}");
+        let listed = lead(&["worktree", "list", "--json"]).json();
+        let states: Vec<(String, String)> = listed["worktrees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| {
+                (
+                    w["task_id"].as_str().unwrap().into(),
+                    w["state"].as_str().unwrap().into(),
+                )
+            })
+            .collect();
+        let branches = git(
+            &repo,
+            &["branch", "--list", "orch/*", "--format=%(refname:short)"],
+        );
+        let git_worktrees = git(&repo, &["worktree", "list", "--porcelain"]);
+        let folders: Vec<String> = std::fs::read_dir(repo.join(".agents/worktrees/r"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if cancel_first {
+            assert!(states.is_empty(), "{step}: {listed:#}");
+            assert_eq!(branches.trim(), "", "{step}");
+            assert_eq!(
+                git_worktrees.matches("worktree ").count(),
+                1,
+                "{step}: {git_worktrees}"
+            );
+            assert!(folders.is_empty(), "{step}: {folders:?}");
+        } else {
+            let dispatched = next.json();
+            assert_eq!(
+                dispatched["dispatched"].as_array().unwrap().len(),
+                2,
+                "{step}: {dispatched:#}"
+            );
+            let live = [("a".into(), "live".into()), ("b".into(), "live".into())];
+            assert_eq!(states, live, "{step}: {listed:#}");
+            assert_eq!(branches.trim(), "orch/r/a/1\norch/r/b/1", "{step}");
+            assert_eq!(
+                git_worktrees.matches("worktree ").count(),
+                3,
+                "{step}: {git_worktrees}"
+            );
+            assert_eq!(folders.len(), 2, "{step}: {folders:?}");
+            let shown = lead(&["task", "show", "a", "--json"]).json();
+            assert_eq!(shown["task"]["attempts"], 1, "{step}: {shown:#}");
+        }
+    }
+}
+
+/// Waits until process `pid` is stopped (SIGSTOP at a stall point).
+fn wait_stopped(pid: u32) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next());
+        if state == Some("T") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{pid} never stopped: {stat}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Sends `signal` (a name `kill` knows) to process `pid`.
+fn signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}

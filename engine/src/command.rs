@@ -44,8 +44,9 @@ use crate::wire::*;
 ///     transactions: [],             // [own]: the handler opens its own transactions;
 ///                                   // [preview]: a read that runs in a write
 ///                                   // transaction rolled back (orch reads);
-///                                   // [starts]: a write that may start one attempt,
-///                                   // whose worktree git makes before it
+///                                   // [starts]: a write that may start attempts,
+///                                   // whose worktrees git makes before it
+///                                   // (the engine's `starting` steps);
 ///                                   // [records]: a wait whose look first records
 ///                                   // what it waits on, in one write transaction
 ///                                   // that is kept (orch-wait)
@@ -137,7 +138,7 @@ macro_rules! for_each_command {
             OrchReady = "orch-ready" orch_ready/orchReady(OrchReadyRequest) -> TasksOutput or_nothing: Read, preview;
             /// orch: start attempts: open each task's inbox thread for its
             /// assignee.
-            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest by agent) -> DispatchOutput or_nothing: Write, own;
+            OrchDispatch = "orch-dispatch" orch_dispatch/orchDispatch(OrchDispatchRequest by agent) -> DispatchOutput or_nothing: Write, starts;
             /// orch: accept a task in review: it is done.
             OrchAccept = "orch-accept" orch_accept/orchAccept(OrchTaskRequest by agent) -> TaskOutput: Write;
             /// orch: reject a task in review: a new attempt carries the
@@ -160,14 +161,14 @@ macro_rules! for_each_command {
             OrchWait = "orch-wait" orch_wait/orchWait(OrchWaitRequest) -> OrchWaitOutput or_nothing: Wait, records;
             /// orch: every attempt's git worktree, with where it is (live,
             /// uncommitted, saved, commits, merged, removed, missing).
-            OrchWorktreeList = "orch-worktree-list" orch_worktree_list/orchWorktreeList(OrchWorktreeListRequest) -> WorktreesOutput: Read, preview;
+            OrchWorktreeList = "orch-worktree-list" orch_worktree_list/orchWorktreeList(OrchWorktreeListRequest) -> WorktreesOutput: Read, own;
             /// orch: tidy the ended attempts' worktrees: save what is
             /// uncommitted on a ref of its own, remove exactly the clean
             /// ones (their branches stay).
-            OrchWorktreeGc = "orch-worktree-gc" orch_worktree_gc/orchWorktreeGc(OrchWorktreeGcRequest) -> WorktreeGcOutput: Write;
+            OrchWorktreeGc = "orch-worktree-gc" orch_worktree_gc/orchWorktreeGc(OrchWorktreeGcRequest) -> WorktreeGcOutput: Write, own;
             /// orch: record what the attempts' threads and the clock have made
             /// true (every orch write does this first).
-            OrchReconcile = "orch-reconcile" orch_reconcile/orchReconcile(OrchReconcileRequest) -> ReconcileOutput: Write;
+            OrchReconcile = "orch-reconcile" orch_reconcile/orchReconcile(OrchReconcileRequest) -> ReconcileOutput: Write, starts;
             /// orch: start a council review of one subject: a task per
             /// reviewer's seat, dispatched at once, each answered in a checked
             /// shape (and a ballot round on the grouped findings, if asked).

@@ -4,12 +4,13 @@
 //! handler runs inside one store transaction: a read transaction for
 //! [`Effect::Read`] and [`Effect::Wait`], a write transaction for
 //! [`Effect::Write`] that first records lapsed leases (the sweep). The
-//! table may say otherwise: orch's reads run as a preview (a write
-//! transaction rolled back, so they see the run reconciled), and `orch-wait`
-//! records what the run's threads did before it looks, in one write
-//! transaction that is kept. Which check, which handler and which
-//! transaction all come from the command table ([`crate::for_each_command`]);
-//! handlers live in `writes`, `reads` and `orch`, the steps they share in `tx`.
+//! table may say otherwise: orch's reads look in a read transaction and
+//! record, in a short write, only what they found to record (`look`,
+//! `record_then_read`); the orch writes that start attempts with worktrees
+//! run in steps, so that git never runs under the write lock (`starting`).
+//! Which check, which handler and which transaction all come from the
+//! command table ([`crate::for_each_command`]); handlers live in `writes`,
+//! `reads` and `orch`, the steps they share in `tx`.
 //!
 //! An error rolls the command's transaction back, so a refused or failed
 //! command writes nothing of its own; the one thing a failed write may leave
@@ -29,6 +30,7 @@ mod orch_council;
 mod orch_steps;
 mod reads;
 mod retention;
+mod starting;
 mod tx;
 mod worktrees;
 mod writes;
@@ -69,9 +71,16 @@ pub struct Engine<S, C, I> {
     ahead: Option<crate::store::ReadAhead>,
     /// The host's git, for the worktrees of runs with a repository.
     workspace: Option<Box<dyn Workspace>>,
-    /// Worktrees made for the next transaction before it began (see
-    /// `Engine::premake`); what it does not take is discarded.
+    /// Worktrees made for the next write before it began, each with its
+    /// attempt's reservation (see `starting`): what the write does not
+    /// take is undone when the command ends.
     premade: worktrees::Premades,
+    /// The write that runs next was prepared by `starting`.
+    starting: bool,
+    /// The last write needed a worktree that was not made first.
+    unmade: bool,
+    /// The last look saw a reservation whose command has gone.
+    stale_seen: bool,
 }
 
 impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
@@ -87,6 +96,9 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             ahead: None,
             workspace: None,
             premade: worktrees::Premades::default(),
+            starting: false,
+            unmade: false,
+            stale_seen: false,
         }
     }
 
@@ -151,6 +163,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         self.caller = Some(identity::Caller::of(&call));
         self.ahead = ahead::of(&call.request);
         self.replayed = false;
+        self.stale_seen = false;
         let result = self.dispatch(call.request);
         self.key = None;
         self.caller = None;
@@ -296,7 +309,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
     /// reads: lapsed leases, then the run reconciled with its threads) in a
     /// write transaction that is always rolled back: the answer is the
     /// current truth, and nothing changes by reading. Only the engine's own
-    /// steps that must not record (the plans `premake` makes) use it; the
+    /// steps that must not record (the plans of `starting`) use it; the
     /// reads themselves [`Engine::look`] first.
     fn preview<T>(
         &mut self,
@@ -325,6 +338,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         if let Err(error) = store.begin(TxMode::Read) {
             return Some(Err(error.into()));
         }
+        let mut stale = false;
         let result = (|| {
             let now = store.clock()?.unwrap_or(now);
             // What a write would number next: `orch wait` answers with the
@@ -338,16 +352,22 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 discard: false,
                 workspace: self.workspace.as_deref_mut(),
                 preview: true,
-                created: Vec::new(),
+                taken: Vec::new(),
                 ended: Vec::new(),
                 premade: worktrees::Premades::default(),
+                starting: false,
+                unmade: false,
                 agent_token: None,
                 planned: Vec::new(),
+                stale: Vec::new(),
             };
             tx.record_lapses()?;
-            f(&mut tx)
+            let answer = f(&mut tx);
+            stale = !tx.stale.is_empty();
+            answer
         })();
         let _ = store.rollback();
+        self.stale_seen = stale;
         if store.wrote() || ids.asked() {
             return None;
         }
@@ -386,7 +406,8 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
 
     /// Runs `f` in a transaction of `mode` and commits it when `keep` (and
     /// `f` succeeded and did not ask to discard its writes: a dry run),
-    /// else rolls it back.
+    /// else rolls it back. The worktrees made before it that it did not
+    /// keep stay with the engine (see `starting`).
     fn run_in<T>(
         &mut self,
         mode: TxMode,
@@ -394,14 +415,10 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
         keep: bool,
         f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
+        self.store.begin(mode)?;
         let premade = std::mem::take(&mut self.premade);
-        if let Err(error) = self.store.begin(mode) {
-            self.discard_premade(premade);
-            return Err(error.into());
-        }
-        let mut created = Vec::new();
+        let mut taken = Vec::new();
         let mut ended = Vec::new();
-        let mut unused = worktrees::Premades::default();
         let result = (|| {
             // A store that keeps one clock for every writer (a database
             // server) judges time instead of this host (see Store::clock).
@@ -418,131 +435,54 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 discard: false,
                 workspace: self.workspace.as_deref_mut(),
                 preview: !keep,
-                created: Vec::new(),
+                taken: Vec::new(),
                 ended: Vec::new(),
                 premade,
+                starting: self.starting,
+                unmade: false,
                 agent_token: None,
                 planned: Vec::new(),
+                stale: Vec::new(),
             };
             let result = f(&mut tx);
-            created = std::mem::take(&mut tx.created);
+            taken = std::mem::take(&mut tx.taken);
             ended = std::mem::take(&mut tx.ended);
-            unused = std::mem::take(&mut tx.premade);
+            self.premade = std::mem::take(&mut tx.premade);
+            self.unmade |= tx.unmade;
             result.map(|value| (value, tx.discard))
         })();
         let kept = match result {
-            Ok((value, discard)) if !keep || discard => {
-                self.store.rollback().map(|()| (value, false))
-            }
+            Ok((value, discard)) if !keep || discard => self
+                .store
+                .rollback()
+                .map(|()| (value, false))
+                .map_err(EngineError::from),
             Ok((value, _)) => match self.store.commit() {
                 Ok(()) => Ok((value, true)),
                 Err(error) => {
                     let _ = self.store.rollback();
-                    Err(error)
+                    Err(error.into())
                 }
             },
             Err(error) => {
                 let _ = self.store.rollback();
-                self.discard_worktrees(created);
-                self.discard_premade(unused);
-                return Err(error);
+                Err(error)
             }
         };
-        // Git only once the transaction has ended: what it did not take.
-        self.discard_premade(unused);
         match kept {
             Ok((value, true)) => {
+                // Git only once the transaction has ended.
                 self.tidy_worktrees(ended);
                 Ok(value)
             }
-            Ok((value, false)) => {
-                self.discard_worktrees(created);
-                Ok(value)
+            kept => {
+                // Still reserved: another pass takes them, or they are
+                // undone when the command ends.
+                for (key, premade) in taken {
+                    self.premade.put(key, premade);
+                }
+                kept.map(|(value, _)| value)
             }
-            Err(error) => {
-                self.discard_worktrees(created);
-                Err(error.into())
-            }
-        }
-    }
-
-    /// Takes back the worktrees a transaction that rolled back had made,
-    /// so that a dispatch that did not happen leaves none behind. Best
-    /// effort: one git could not remove is reported by `orch worktree list`.
-    fn discard_worktrees(&mut self, created: Vec<(Worktree, Place)>) {
-        if let Some(workspace) = self.workspace.as_deref_mut() {
-            for (worktree, place) in &created {
-                let _ = workspace.discard(worktree, place);
-            }
-        }
-    }
-
-    /// Takes back the worktrees made before a transaction for attempts it
-    /// did not start (the task changed meanwhile, or the command failed).
-    fn discard_premade(&mut self, premade: worktrees::Premades) {
-        self.discard_worktrees(premade.into_made());
-    }
-
-    /// `orch-dispatch`, with git outside its write transaction (see
-    /// [`Engine::premake`]).
-    fn orch_dispatch(
-        &mut self,
-        request: OrchDispatchRequest,
-    ) -> Result<DispatchOutput, EngineError> {
-        let input = input::orch_dispatch(request)?;
-        self.premake(input.leader.run_id.as_deref(), Some(&input));
-        self.write(|tx| tx.orch_dispatch(input))
-    }
-
-    /// Has git make, before the orch write that follows and with no
-    /// transaction open, the worktrees that write is about to need (the
-    /// retries of run `run_id` that came due and, for `orch dispatch`, the
-    /// tasks it dispatches): a preview lists them, after authenticating the
-    /// caller, so that nobody makes git work without the right to. The
-    /// write takes them (`Tx::premade`); one it does not take (the task
-    /// changed meanwhile) is discarded, and an attempt it starts that has
-    /// none (a task that became ready in between) gets its worktree inside
-    /// the transaction. Best effort: a preview that fails leaves the write
-    /// to say why.
-    fn premake(&mut self, run_id: Option<&str>, dispatch: Option<&input::DispatchInput>) {
-        if self.workspace.is_none() {
-            return;
-        }
-        let caller = self.caller.take();
-        let plans = self.preview(|tx| {
-            tx.authenticate(caller.as_ref())?;
-            tx.attempt_plans(run_id, dispatch)
-        });
-        self.caller = caller;
-        if let (Ok(plans), Some(workspace)) = (plans, self.workspace.as_deref_mut())
-            && !plans.is_empty()
-        {
-            self.premade = worktrees::make_worktrees(workspace, plans);
-        }
-    }
-
-    /// Has git make, before a write that may start one attempt (`orch
-    /// retry`, `reject`, `reassign`) and with no transaction open, the
-    /// worktree that attempt needs: a preview of the write itself (after
-    /// authenticating the caller) says which, by every rule the write
-    /// applies, so a write that would be refused makes git do nothing. The
-    /// write takes it; one it does not take is discarded (see
-    /// [`Engine::premake`]).
-    fn premake_for(&mut self, f: impl FnOnce(&mut Tx<'_, S, I>) -> Result<(), EngineError>) {
-        if self.workspace.is_none() {
-            return;
-        }
-        let caller = self.caller.clone();
-        let plans = self.preview(|tx| {
-            tx.authenticate(caller.as_ref())?;
-            f(tx)?;
-            Ok(std::mem::take(&mut tx.planned))
-        });
-        if let (Ok(plans), Some(workspace)) = (plans, self.workspace.as_deref_mut())
-            && !plans.is_empty()
-        {
-            let plans = worktrees::AttemptPlans::of(plans);
-            self.premade = worktrees::make_worktrees(workspace, plans);
         }
     }
 
@@ -609,21 +549,18 @@ macro_rules! dispatch {
             (false, _) => None,
         };
         match looked {
-            Some(answer) => answer,
-            None => {
-                // What it records may start retries: git makes their
-                // worktrees first.
-                $engine.premake(input.run_id.as_deref(), None);
-                $engine.write(|tx| tx.$handler(input))
-            }
+            // A reservation whose command has gone is undone first.
+            Some(answer) if !$engine.stale_seen => answer,
+            // What it records may start retries: git makes their
+            // worktrees first.
+            _ => $engine.starting_write(|tx| tx.$handler(input.clone())),
         }
     }};
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [starts]) => {{
         let input = input::$handler($request)?;
-        // The attempt it may start gets its worktree from git first, with
-        // no transaction open.
-        $engine.premake_for(|tx| tx.$handler(input.clone()).map(drop));
-        $engine.write(|tx| tx.$handler(input))
+        // The attempts it may start get their worktrees from git first,
+        // with no transaction open.
+        $engine.starting_write(|tx| tx.$handler(input.clone()))
     }};
     (@run $engine:ident, $effect:ident, $handler:ident, $request:ident, [preview]) => {{
         let input = input::$handler($request)?;

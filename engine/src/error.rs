@@ -42,6 +42,7 @@ vocabulary! {
         TaskNotBlocked = "task_not_blocked" : "Only a `blocked` task can be answered.",
         TaskHasDependents = "task_has_dependents" : "Cancelling the task would skip tasks that need it; say --cascade to do that.",
         TaskInvalidState = "task_invalid_state" : "The command is not allowed in the task's status (e.g. reassigning a task in review).",
+        TaskBeingDispatched = "task_being_dispatched" : "Another command is starting the task's next attempt: it reserved the attempt and git is making its worktree. Look again in a moment (`orch status`); a reservation whose command stopped is undone by the next `orch dispatch`, `orch wait` or `orch worktree gc`.",
         TaskFinished = "task_finished" : "The task has ended (done, failed, cancelled or skipped) and the command needs one that has not.",
         IdempotencyConflict = "idempotency_conflict" : "The idempotency key was already used for a different request; a retry must repeat the request exactly, and a new request needs a new key.",
         AgentTokenRequired = "agent_token_required" : "The database requires agent tokens and the command acts as a registered agent without its token, or registers an agent or changes a setting without the token of a registered agent: pass the token `agent register` printed, from its file (`--agent-token-file`, `$INBOX_AGENT_TOKEN_FILE`) or the environment (`$INBOX_AGENT_TOKEN`; `agent_token` in JSON). New agents are registered by a registered agent (the team's lead).",
@@ -71,6 +72,7 @@ impl ErrorCode {
             | ErrorCode::NotLeaseHolder
             | ErrorCode::ThreadFinished
             | ErrorCode::TaskFinished
+            | ErrorCode::TaskBeingDispatched
             | ErrorCode::RunFinished => 20,
             ErrorCode::InvalidRequest
             | ErrorCode::MissingField

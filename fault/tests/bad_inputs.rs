@@ -529,6 +529,29 @@ fn everything(s: &Snapshot) -> String {
     out
 }
 
+/// The rows only one of `documented` and `rendered` has, each marked `-`
+/// (the page's) or `+` (what inbox does now): a whole table is too long for
+/// a CI log to show where it differs.
+fn row_difference(documented: &str, rendered: &str) -> String {
+    let mut out = String::new();
+    for line in documented
+        .lines()
+        .filter(|l| !rendered.lines().any(|r| r == *l))
+    {
+        out.push_str(&format!("- {line}\n"));
+    }
+    for line in rendered
+        .lines()
+        .filter(|l| !documented.lines().any(|d| d == *l))
+    {
+        out.push_str(&format!("+ {line}\n"));
+    }
+    if out.is_empty() {
+        out.push_str("(the same rows, in another order)\n");
+    }
+    out
+}
+
 /// One row of the table, or what went wrong.
 struct Row {
     cells: [String; 5],
@@ -878,7 +901,8 @@ fn every_bad_input_gets_its_documented_error_and_changes_nothing() {
     } else {
         panic!(
             "docs/bad-inputs.md is out of date with what inbox does; read the difference, then refresh it with \
-             INBOX_UPDATE_DOCS=1 cargo test -p inbox-fault --test bad_inputs\n\nrendered now:\n{rendered}"
+             INBOX_UPDATE_DOCS=1 cargo test -p inbox-fault --test bad_inputs\n\n{}",
+            row_difference(&doc[start..stop], &rendered)
         );
     }
 }

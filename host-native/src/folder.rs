@@ -41,7 +41,7 @@ use std::time::Duration;
 
 pub mod lock;
 
-pub use lock::{FolderLock, Replaced, STALL_ENV, stall_point};
+pub use lock::{FolderLock, Replaced, STALL_ENV, stall_at, stall_point};
 
 /// A folder a bridge keeps, checked to be this user's own.
 #[derive(Debug)]

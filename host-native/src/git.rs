@@ -11,7 +11,13 @@
 //! from the folder the leader named down, before every call that makes,
 //! looks at, saves or removes a worktree: never through a symbolic link
 //! the leader did not name. This module must never remove anything git
-//! calls dirty.
+//! calls dirty, but for a worktree no attempt ever had (`discard`).
+//!
+//! In test builds, `INBOX_TEST_DISPATCH_STALL=STEP` stops the process at a
+//! step of a dispatch (see [`crate::folder::stall_at`]): `reserved` (the
+//! attempt reserved, before git makes its worktree), `made` (just after),
+//! `discarded` (an unused worktree discarded, before its reservation is
+//! dropped): the crash tests kill it there.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -22,6 +28,11 @@ use inbox_engine::orch::workspace::{
 };
 
 mod folders;
+pub mod holder;
+
+/// The test builds' variable that stalls a dispatch at a step (see the
+/// module docs).
+pub const DISPATCH_STALL_ENV: &str = "INBOX_TEST_DISPATCH_STALL";
 
 /// Who the commits orch makes for saved work are by.
 const ORCH_IDENTITY: (&str, &str) = ("orch", "orch@inbox.invalid");
@@ -158,6 +169,7 @@ impl Workspace for GitWorkspace {
     }
 
     fn create(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError> {
+        crate::folder::stall_at(DISPATCH_STALL_ENV, "reserved");
         self.ready()?;
         let made = folders::make(place, &worktree.path)?;
         // The worktree's own folder is made above, empty, never a link, so
@@ -171,7 +183,10 @@ impl Workspace for GitWorkspace {
             &worktree.base_commit,
         ];
         let refusal = match self.output(&worktree.repo, &args, &[]) {
-            Ok(output) if output.status.success() => return Ok(()),
+            Ok(output) if output.status.success() => {
+                crate::folder::stall_at(DISPATCH_STALL_ENV, "made");
+                return Ok(());
+            }
             Ok(output) => refused(first_line(&output.stderr)),
             Err(error) => error,
         };
@@ -179,10 +194,33 @@ impl Workspace for GitWorkspace {
         Err(refusal)
     }
 
+    /// Nobody ever worked in a worktree orch discards, so git removes it
+    /// whatever its state: whole, half checked out and still locked by a
+    /// `git worktree add` that was killed, or gone. A folder git does not
+    /// know is removed only when empty (what `create` made before git
+    /// started); anything else in it stays, and the discard is refused. Its
+    /// branch is deleted only while it still points at the base commit.
     fn discard(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError> {
-        self.remove(worktree, place)?;
-        self.run(&worktree.repo, &["branch", "-D", &worktree.branch])
-            .map(drop)
+        folders::never_links(place, &worktree.path)?;
+        let repo = worktree.repo.as_str();
+        let path = worktree.path.as_str();
+        let args = ["worktree", "remove", "--force", "--force", path];
+        let removed = self.output(repo, &args, &[])?.status.success();
+        let folder = Path::new(path);
+        if !removed && folder.symlink_metadata().is_ok() {
+            std::fs::remove_dir(folder).map_err(|e| {
+                refused(format!("{path} is not a worktree git made, and it is not empty ({e}); look at it and remove it"))
+            })?;
+        }
+        // The branch goes only while it is where git made it, on the base
+        // commit: deleting it then loses no commit, whoever made it.
+        let branch = format!("refs/heads/{}", worktree.branch);
+        if self.commit(repo, &branch)?.as_deref() == Some(worktree.base_commit.as_str()) {
+            self.run(repo, &["branch", "-D", &worktree.branch])?;
+        }
+        remove_empty_parents(folder);
+        crate::folder::stall_at(DISPATCH_STALL_ENV, "discarded");
+        Ok(())
     }
 
     fn inspect(
@@ -262,17 +300,29 @@ impl Workspace for GitWorkspace {
         if !output.status.success() {
             return Err(refused(first_line(&output.stderr)));
         }
-        // The task's and the run's folders go too once empty (never a
-        // folder with anything left in it).
-        let mut folder = Path::new(&worktree.path).parent();
-        for _ in 0..2 {
-            let Some(dir) = folder else { break };
-            if std::fs::remove_dir(dir).is_err() {
-                break;
-            }
-            folder = dir.parent();
-        }
+        remove_empty_parents(Path::new(&worktree.path));
         Ok(())
+    }
+
+    fn holder(&mut self) -> Option<String> {
+        holder::this_process()
+    }
+
+    fn has_ended(&mut self, holder: &str) -> bool {
+        holder::has_ended(holder)
+    }
+}
+
+/// The task's and the run's folders of a worktree removed, once empty
+/// (never a folder with anything left in it).
+fn remove_empty_parents(worktree: &Path) {
+    let mut folder = worktree.parent();
+    for _ in 0..2 {
+        let Some(dir) = folder else { break };
+        if std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+        folder = dir.parent();
     }
 }
 

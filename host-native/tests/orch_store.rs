@@ -13,8 +13,8 @@ use std::path::Path;
 
 use inbox_engine::orch::council::CouncilSeat;
 use inbox_engine::orch::model::{
-    Attempt, AttemptStatus, OrchEvent, OrchEventType, RepoSpec, RetryPolicy, Run, RunStatus, Task,
-    TaskCounts, TaskStatus, Worktree,
+    Attempt, AttemptStatus, OrchEvent, OrchEventType, RepoSpec, Reservation, RetryPolicy, Run,
+    RunStatus, Task, TaskCounts, TaskStatus, Worktree,
 };
 use inbox_engine::orch::query::{OrchEventQuery, RunQuery, TaskOrder, TaskQuery};
 use inbox_engine::{
@@ -115,6 +115,25 @@ fn run(rng: &mut Rng, id: &str, created_at: Timestamp) -> Run {
             strict: rng.chance(50),
             worktrees_named: rng.chance(50),
         }),
+        // So do the attempts a dispatch reserved.
+        reservations: match rng.chance(30) {
+            true => vec![Reservation {
+                task_id: "t1".to_owned(),
+                attempt: 2,
+                worktree: Worktree {
+                    repo: "/src/app".to_owned(),
+                    path: "/src/app/.agents/worktrees/r/t1/2".to_owned(),
+                    branch: "orch/r/t1/2".to_owned(),
+                    base: "main".to_owned(),
+                    base_commit: "0123abcd".to_owned(),
+                    left_out: vec!["notes.txt".to_owned()],
+                    left_out_count: 1,
+                },
+                reserved_at: created_at,
+                reserved_by: rng.chance(50).then(|| "host/boot/42/1234".to_owned()),
+            }],
+            false => Vec::new(),
+        },
     }
 }
 

@@ -788,13 +788,21 @@ fn a_run_without_a_repository_has_no_worktrees() {
 }
 
 /// The real git, which also tries SQLite's write lock on the database
-/// (with no wait) each time it is asked to make a worktree, and remembers
-/// whether the lock was free: git must never run while an orch write
-/// holds it.
+/// (with no wait) each time it is asked to do anything, and remembers what
+/// it was asked and whether the lock was free: git must never run while
+/// an orch write holds it.
 struct LockWatch {
     git: GitWorkspace,
     db: PathBuf,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(&'static str, bool)>>>,
+}
+
+impl LockWatch {
+    fn watch(&self, call: &'static str) {
+        let probe = rusqlite::Connection::open(&self.db).unwrap();
+        let free = probe.execute_batch("BEGIN IMMEDIATE; ROLLBACK").is_ok();
+        self.seen.lock().unwrap().push((call, free));
+    }
 }
 
 impl inbox_engine::orch::workspace::Workspace for LockWatch {
@@ -806,6 +814,7 @@ impl inbox_engine::orch::workspace::Workspace for LockWatch {
         inbox_engine::orch::workspace::RepoLook,
         inbox_engine::orch::workspace::WorkspaceError,
     > {
+        self.watch("look");
         self.git.look(repo, base)
     }
 
@@ -814,9 +823,7 @@ impl inbox_engine::orch::workspace::Workspace for LockWatch {
         worktree: &inbox_engine::orch::model::Worktree,
         place: &inbox_engine::orch::workspace::Place,
     ) -> Result<(), inbox_engine::orch::workspace::WorkspaceError> {
-        let probe = rusqlite::Connection::open(&self.db).unwrap();
-        let free = probe.execute_batch("BEGIN IMMEDIATE; ROLLBACK").is_ok();
-        self.seen.lock().unwrap().push(free);
+        self.watch("create");
         self.git.create(worktree, place)
     }
 
@@ -825,6 +832,7 @@ impl inbox_engine::orch::workspace::Workspace for LockWatch {
         worktree: &inbox_engine::orch::model::Worktree,
         place: &inbox_engine::orch::workspace::Place,
     ) -> Result<(), inbox_engine::orch::workspace::WorkspaceError> {
+        self.watch("discard");
         self.git.discard(worktree, place)
     }
 
@@ -837,6 +845,7 @@ impl inbox_engine::orch::workspace::Workspace for LockWatch {
         inbox_engine::orch::workspace::WorktreeLook,
         inbox_engine::orch::workspace::WorkspaceError,
     > {
+        self.watch("inspect");
         self.git.inspect(worktree, place, wip_ref)
     }
 
@@ -846,6 +855,7 @@ impl inbox_engine::orch::workspace::Workspace for LockWatch {
         place: &inbox_engine::orch::workspace::Place,
         wip_ref: &str,
     ) -> Result<String, inbox_engine::orch::workspace::WorkspaceError> {
+        self.watch("save");
         self.git.save(worktree, place, wip_ref)
     }
 
@@ -854,12 +864,18 @@ impl inbox_engine::orch::workspace::Workspace for LockWatch {
         worktree: &inbox_engine::orch::model::Worktree,
         place: &inbox_engine::orch::workspace::Place,
     ) -> Result<(), inbox_engine::orch::workspace::WorkspaceError> {
+        self.watch("remove");
         self.git.remove(worktree, place)
     }
 }
 
+/// Every git call of every orch command runs with SQLite's write lock free:
+/// the dispatch, reject, reassign and retry that make worktrees, the
+/// retry that comes due during another write (`orch accept` leaves it to
+/// `orch wait`), the tidying after an attempt ends, and `orch worktree
+/// list` and `gc`.
 #[test]
-fn dispatch_reject_retry_and_reassign_run_git_with_the_write_lock_free() {
+fn every_orch_command_runs_git_with_the_write_lock_free() {
     let mut s = Setup::new();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let (store, clock, ids) = std::mem::replace(
@@ -882,7 +898,8 @@ fn dispatch_reject_retry_and_reassign_run_git_with_the_write_lock_free() {
         json!({}),
         json!([
             task("api", review.clone()),
-            task("ui", json!({"max_attempts": 1}))
+            task("ui", json!({"max_attempts": 1})),
+            task("web", json!({"max_attempts": 2, "backoff_seconds": 0}))
         ]),
     );
     s.dispatch_all(0);
@@ -906,9 +923,54 @@ fn dispatch_reject_retry_and_reassign_run_git_with_the_write_lock_free() {
         json!({"command": "orch-retry", "agent": "lead", "task_id": "ui"}),
         0,
     );
+    // web fails, and its retry comes due at once: `orch accept` of api
+    // leaves it waiting, and the leader's `orch wait` starts it.
+    let thread = s.thread("api");
+    s.run(
+        json!({"command": "claim", "agent": "w2", "thread_id": thread}),
+        0,
+    );
+    s.run(
+        json!({"command": "done", "agent": "w2", "thread_id": thread, "summary": "ok"}),
+        0,
+    );
+    let thread = s.thread("web");
+    s.claim(&thread);
+    s.finish(&thread, "fail");
+    let made = |seen: &std::sync::Mutex<Vec<(&str, bool)>>| {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|(call, _)| *call == "create")
+            .count()
+    };
+    let before = made(&seen);
+    s.run(
+        json!({"command": "orch-accept", "agent": "lead", "task_id": "api"}),
+        0,
+    );
+    assert_eq!(made(&seen), before, "orch accept made a worktree");
+    let shown = s.run(json!({"command": "orch-task-show", "task_id": "web"}), 0);
+    assert_eq!(shown["task"]["status"], "retry_wait", "{shown:#}");
+    s.run(json!({"command": "orch-wait", "after_event": 0}), 0);
+    assert_eq!(
+        made(&seen),
+        before + 1,
+        "orch wait made the retry's worktree"
+    );
+    assert_eq!(s.worktree("web")["branch"], "orch/r/web/2");
+    s.run(json!({"command": "orch-worktree-list"}), 0);
+    s.run(json!({"command": "orch-worktree-gc"}), 0);
     let seen = seen.lock().unwrap().clone();
-    // Two at dispatch, one each for the reject, the reassign and the retry.
-    assert_eq!(seen, vec![true; 5], "git ran while the write lock was held");
+    // Three at dispatch, one each for the reject, the reassign, the retry
+    // and web's retry; and every look, tidy and discard.
+    assert_eq!(seen.iter().filter(|(call, _)| *call == "create").count(), 7);
+    assert!(seen.iter().any(|(call, _)| *call == "inspect"));
+    let held: Vec<_> = seen.iter().filter(|(_, free)| !free).collect();
+    assert!(
+        held.is_empty(),
+        "git ran while the write lock was held: {held:?}"
+    );
     assert_eq!(s.worktree("api")["branch"], "orch/r/api/3");
     assert_eq!(s.worktree("ui")["branch"], "orch/r/ui/2");
 }

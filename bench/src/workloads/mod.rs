@@ -20,6 +20,7 @@ pub(crate) mod bridge;
 pub(crate) mod claim;
 pub(crate) mod import;
 pub(crate) mod orch;
+pub(crate) mod orch_git;
 pub(crate) mod postgres;
 pub(crate) mod query;
 pub(crate) mod retention;

@@ -10,7 +10,10 @@
 //! - `orch wait` woken across processes by a worker's `inbox done` (the
 //!   task goes to review), an `orch wait` CLI process per wake (baseline:
 //!   an `inbox watch` CLI process woken the same way, same method as
-//!   workload 3).
+//!   workload 3);
+//! - eight workers' claims while the leader dispatches worktree tasks in a
+//!   repository of twenty thousand files (baseline: the same workers'
+//!   claims just before, with no dispatch): [`super::orch_git`].
 //!
 //! This module must never start a wake's clock before its waiter has had
 //! time to block, and never compare figures from different runs.
@@ -40,13 +43,15 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let mut section = Section::new("orch", "7. orch: the leader's reads, dispatch and wake");
     section.intro.push(
         "The leader's side of the same database (`docs/orch.md`): the reads it runs in its \
-         loop on a large run, a dispatch of a whole ready queue, and how soon its `orch wait` \
-         learns that a worker finished. Each figure has an inbox baseline from this run."
+         loop on a large run, a dispatch of a whole ready queue, how soon its `orch wait` \
+         learns that a worker finished, and what its worktree dispatches cost the workers. \
+         Each figure has a baseline from this run."
             .into(),
     );
     reads(ctx, &mut section)?;
     dispatch(ctx, &mut section)?;
     wake(ctx, &mut section)?;
+    super::orch_git::run(ctx, &mut section)?;
     section.seconds = started.elapsed().as_secs_f64();
     Ok(section)
 }

@@ -23,6 +23,7 @@ use crate::store::Store;
 use super::tx::Tx;
 
 /// A key to honour in the next write transaction.
+#[derive(Clone)]
 pub(super) struct Pending {
     key: String,
     command: Command,

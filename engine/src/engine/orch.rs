@@ -57,6 +57,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 updated_at: self.now,
                 finished_at: None,
                 repo: input.repo,
+                reservations: Vec::new(),
             },
             events: Vec::new(),
             affected: Vec::new(),
@@ -275,6 +276,8 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 Ok(attempt) => out
                     .dispatched
                     .push(crate::wire::Dispatched { task, attempt }),
+                // Another command is dispatching it: that one reports it.
+                Err(error) if all_ready && error.code() == ErrorCode::TaskBeingDispatched => {}
                 Err(error) if all_ready && start_refusal(&error, false) => {
                     let refused =
                         self.refuse_start(&mut change, &mut task, &leader.agent, &error)?;

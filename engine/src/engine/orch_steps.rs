@@ -359,7 +359,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             return self.start_attempt_with(change, task, action, source, draft, None);
         }
         let earlier = self.attempt_worktree_of(task, task.attempts)?;
-        let worktree = self.attempt_worktree(&change.run, task, number)?;
+        let worktree = self.attempt_worktree(&mut change.run, task, number)?;
         let draft = attempt_message(task, number, previous, worktree.as_ref(), earlier.as_ref());
         self.start_attempt_with(change, task, action, source, draft, worktree)
     }
@@ -773,6 +773,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         change: &mut RunChange,
         dispatch_due: bool,
     ) -> Result<Option<Timestamp>, EngineError> {
+        self.note_stale(&change.run);
         if change.run.status != RunStatus::Active {
             return Ok(None);
         }
@@ -786,7 +787,10 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let waiting = [TaskStatus::RetryWait];
         for mut task in self.tasks_in(&change.run, &waiting, TaskOrder::Added, usize::MAX)? {
             let due = task.retry_at.unwrap_or(self.now);
-            if due <= self.now && dispatch_due {
+            // Only a write prepared for it starts an attempt that needs a
+            // worktree (see `super::starting`); a preview plans it.
+            let needs_git = change.run.repo.is_some() && task.council.is_none();
+            if due <= self.now && dispatch_due && (!needs_git || self.starting || self.preview) {
                 let previous = self.previous_failure(&task)?;
                 let started = self.start_attempt(
                     change,
@@ -797,6 +801,18 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                 );
                 match started {
                     Ok(_) => {}
+                    // Another command is starting it; should that command
+                    // have gone, its reservation is undone once it is old.
+                    Err(error) if error.code() == ErrorCode::TaskBeingDispatched => {
+                        let reserved = change.run.reservations.iter();
+                        let mine = reserved.filter(|r| r.task_id == task.task_id);
+                        if let Some(r) = mine.min_by_key(|r| r.reserved_at) {
+                            let at = r
+                                .reserved_at
+                                .plus_millis(super::worktrees::RESERVATION_MILLIS);
+                            next_due = Some(next_due.map_or(at, |d| d.min(at)));
+                        }
+                    }
                     // This retry came due during another command: git
                     // refusing its worktree must not fail that command.
                     Err(error) if start_refusal(&error, true) => {

@@ -36,21 +36,32 @@ pub(super) struct Tx<'a, S, I> {
     /// look): it makes no worktree and records only what the read must
     /// (lapses, what the run's threads did), never a bookmark alone.
     pub(super) preview: bool,
-    /// Worktrees made in this transaction: discarded if it rolls back.
-    pub(super) created: Vec<(Worktree, Place)>,
+    /// The worktrees made before this transaction that it took for the
+    /// attempts it started: back to the engine if it rolls back.
+    pub(super) taken: Vec<(super::worktrees::Key, super::worktrees::Premade)>,
     /// Worktrees of attempts ended in this transaction: tidied once it
     /// commits.
     pub(super) ended: Vec<(Worktree, Place, AttemptStatus)>,
     /// Worktrees made before this transaction began, for the attempts it
-    /// starts (`orch dispatch`): git never runs while it holds the lock.
+    /// starts: git never runs while it holds the lock (see
+    /// `super::starting`).
     pub(super) premade: super::worktrees::Premades,
+    /// This write was prepared for the attempts it starts (their worktrees
+    /// made first); any other write leaves a retry that came due and needs
+    /// a worktree for the next that is.
+    pub(super) starting: bool,
+    /// An attempt this write would start needs a worktree that was not made
+    /// first: the engine makes it and runs the write again.
+    pub(super) unmade: bool,
     /// The agent token the call carries, in its write: what vouches for a
     /// registration or a settings change (see `identity`).
     pub(super) agent_token: Option<String>,
     /// In a preview: the worktrees the attempts it would start need, for
-    /// git to make before the write that starts them (see
-    /// `Engine::premake_for`).
+    /// git to make before the write that starts them, and the reservations
+    /// on its runs whose command has gone, to undo first (see
+    /// `super::starting`).
     pub(super) planned: Vec<super::worktrees::WorktreePlan>,
+    pub(super) stale: Vec<(super::worktrees::Key, Worktree, Place)>,
 }
 
 /// What a command changes besides the thread record: one event, and maybe

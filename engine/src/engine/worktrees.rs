@@ -1,41 +1,43 @@
-//! Worktrees at work: making an attempt's git worktree when it is
-//! dispatched in a run with a repository, and the `orch worktree list` and
-//! `orch worktree gc` handlers. The naming, the refusals and the rules about
-//! what is safe to remove are in [`crate::orch::workspace`]; git itself is
-//! the host's, reached through the [`Workspace`] the transaction carries.
+//! Worktrees at work: the worktree an attempt takes when it starts in a run
+//! with a repository, the reservations that let git make it with no lock
+//! held (see [`super::starting`] for the steps), and the `orch worktree
+//! list` and `orch worktree gc` handlers. The naming, the refusals and the
+//! rules about what is safe to remove are in [`crate::orch::workspace`];
+//! git itself is the host's, reached through the [`Workspace`] the
+//! transaction carries.
 //!
-//! `orch dispatch`, `orch wait`, `orch retry`, `orch reject` and `orch
-//! reassign` have git make their worktrees before their transaction (see
-//! [`Premades`]), so git never runs while they hold the database's write
-//! lock; only a retry that comes due during another orch write makes its
-//! worktree inside that write. A task whose worktree git refuses is not dispatched (with
-//! `--all-ready` it waits with the reason and the others go on); a
-//! worktree made for a transaction that then rolls back, or that it did
-//! not take, is discarded by the engine. A task refused before any git
-//! (its assignee, its id: `Tx::check_start`) never makes git work, and a
-//! refusal repeated with the same reason records nothing new, so tasks
-//! that stay refused cost each dispatch little.
-//! When an attempt ends, its worktree is tidied after the transaction
-//! commits (see `Engine::run_in`). A preview (an orch read, `orch worktree
-//! list` among them) makes and tidies none: it shows what is.
+//! Nothing here runs git inside a write: a write takes the worktrees made
+//! before it ([`Premades`]), a preview plans them, and the listing, the
+//! tidying and the undoing run git once the transaction has ended. A task
+//! whose worktree git refuses is not dispatched (with `--all-ready` it
+//! waits with the reason and the others go on). A task refused before any
+//! git (its assignee, its id: `Tx::check_start`) never makes git work, and
+//! a refusal repeated with the same reason records nothing new, so tasks
+//! that stay refused cost each dispatch little. When an attempt ends, its
+//! worktree is tidied after the transaction commits (see `Engine::run_in`).
 
 use std::collections::BTreeMap;
 
 use crate::error::EngineError;
 use crate::ids::IdSource;
 use crate::model::JsonObject;
-use crate::orch::model::{AttemptStatus, OrchEventType, RepoSpec, Run, Task, TaskStatus, Worktree};
+use crate::orch::model::{
+    AttemptStatus, OrchEventType, RepoSpec, Reservation, Run, Task, TaskStatus, Worktree,
+};
 use crate::orch::query::{RunQuery, TaskOrder, TaskQuery};
-use crate::orch::rules::{self, TaskAction};
+use crate::orch::rules;
 use crate::orch::wire::*;
 use crate::orch::workspace::{
     self, LEFT_OUT_MAX, Place, RepoLook, Tidied, Workspace, WorkspaceError, WorkspaceErrorKind,
     WorktreeLook, WorktreeState,
 };
 use crate::store::Store;
+use crate::time::Clock;
+use crate::wire::{OrchWorktreeGcRequest, OrchWorktreeListRequest};
 
-use super::input::*;
-use super::orch_steps::{RunChange, StartChecks, start_refusal};
+use super::Engine;
+use super::input::{self, *};
+use super::orch_steps::RunChange;
 use super::tx::Tx;
 
 /// Most runs `orch worktree list` and `gc` look through without `--run`.
@@ -46,35 +48,189 @@ const TASKS_MAX: usize = rules::MAX_RUN_TASKS;
 
 impl<S: Store, I: IdSource> Tx<'_, S, I> {
     /// The worktree attempt `number` of `task` works in, when its run names
-    /// a repository; `None` otherwise, and in a preview (an orch read makes
-    /// nothing). One made before the transaction began (see
-    /// [`Premades`]) is taken as it is; else it is made now, with git.
+    /// a repository; `None` otherwise. The write takes the one git made
+    /// before it (see [`Premades`]), with the attempt's reservation, which
+    /// leaves `run`. It never runs git: with none made, it is refused when
+    /// another command has reserved the attempt, and otherwise says so
+    /// (`unmade`) for the engine to make it and write again. A preview
+    /// plans it instead, or says what the write will.
     pub(super) fn attempt_worktree(
         &mut self,
-        run: &Run,
+        run: &mut Run,
         task: &Task,
         number: u32,
     ) -> Result<Option<Worktree>, EngineError> {
-        let Some(spec) = &run.repo else {
+        let Some(spec) = run.repo.clone() else {
             return Ok(None);
         };
+        let key = (task.run_id.clone(), task.task_id.clone(), number);
+        let reserved = run.reservations.iter().position(|r| {
+            r.task_id == task.task_id
+                && r.attempt == number
+                && self
+                    .premade
+                    .reserved(&key)
+                    .is_none_or(|w| w.branch == r.worktree.branch)
+        });
+        // Another command's reservation, unless that command has gone: then
+        // it is undone first (see `super::starting`), and this one starts.
+        let held = reserved.is_some_and(|at| !self.is_stale(&run.reservations[at]));
         if self.preview {
-            // What git is to make first, if this is the preview of a write
-            // (see `Engine::premake_for`); an orch read ignores it.
-            if let Ok(plan) = self.worktree_plan(spec, task, number) {
-                self.planned.push(plan);
-            }
-            return Ok(None);
+            return match (self.premade.peek(&key), held) {
+                (Some(made), _) => made.map(|()| None),
+                (None, true) => Err(being_dispatched(run, task, number)),
+                (None, false) => {
+                    if let Ok(plan) = self.worktree_plan(&spec, task, number) {
+                        self.planned.push(plan);
+                    }
+                    Ok(None)
+                }
+            };
         }
-        let (worktree, place) = match self.premade.take(&task.run_id, &task.task_id, number) {
-            Some(made) => made?,
-            None => {
-                let plan = self.worktree_plan(spec, task, number)?;
-                make_worktree(self.workspace()?, &plan, &mut Looks::new())?
+        if self.workspace.is_none() {
+            self.workspace()?;
+        }
+        let Some(premade) = self.premade.take(&key) else {
+            if held {
+                return Err(being_dispatched(run, task, number));
             }
+            self.unmade = true;
+            return Err(EngineError::internal(format!(
+                "attempt {number} of task {} needs its worktree made first",
+                task.task_id
+            )));
         };
-        self.created.push((worktree.clone(), place));
-        Ok(Some(worktree))
+        match (&premade.worktree, reserved) {
+            (Some(_), Some(at)) => {
+                run.reservations.remove(at);
+            }
+            // Undone meanwhile by a command that took this one for gone:
+            // its worktree may be too; make another.
+            (Some(_), None) => {
+                self.premade.put(key, premade);
+                self.unmade = true;
+                return Err(EngineError::internal(format!(
+                    "the reservation of attempt {number} of task {} was undone",
+                    task.task_id
+                )));
+            }
+            (None, _) => {}
+        }
+        self.taken.push((key, premade.clone()));
+        premade.into_worktree().map(Some)
+    }
+
+    /// Notes the reservations of `run` whose command has gone (its process
+    /// has ended, or the reservation is older than [`RESERVATION_MILLIS`])
+    /// and that this command did not make, for the engine to undo before
+    /// the write (see `Engine::undo`). Only previews note them.
+    pub(super) fn note_stale(&mut self, run: &Run) {
+        if !self.preview || run.reservations.is_empty() {
+            return;
+        }
+        let Some(spec) = &run.repo else {
+            return;
+        };
+        for reservation in &run.reservations {
+            let key = (
+                run.run_id.clone(),
+                reservation.task_id.clone(),
+                reservation.attempt,
+            );
+            let noted = self.stale.iter().any(|(k, _, _)| *k == key);
+            if !noted && self.premade.reserved(&key).is_none() && self.is_stale(reservation) {
+                let worktree = reservation.worktree.clone();
+                let place = workspace::place(spec, &worktree);
+                self.stale.push((key, worktree, place));
+            }
+        }
+    }
+
+    /// Whether the command that made `reservation` has gone: its process
+    /// has ended (as this host can tell), or it is older than
+    /// [`RESERVATION_MILLIS`].
+    fn is_stale(&mut self, reservation: &Reservation) -> bool {
+        let old = reservation.reserved_at.plus_millis(RESERVATION_MILLIS) <= self.now;
+        old || reservation.reserved_by.as_deref().is_some_and(|by| {
+            self.workspace
+                .as_deref_mut()
+                .is_some_and(|w| w.has_ended(by))
+        })
+    }
+
+    /// Reserves each attempt `worktrees` are for, with its worktree, on its
+    /// run, unless its task has started it meanwhile or another command
+    /// reserved it first. Returns those reserved, for git to make.
+    pub(super) fn reserve(
+        &mut self,
+        worktrees: Vec<(Key, Worktree, Place)>,
+        reserved_by: Option<String>,
+    ) -> Result<Vec<(Key, Worktree, Place)>, EngineError> {
+        let mut runs: BTreeMap<String, Run> = BTreeMap::new();
+        let mut reserved = Vec::new();
+        for (key, worktree, place) in worktrees {
+            let (run_id, task_id, attempt) = &key;
+            let Some(run) = self.run_in(&mut runs, run_id)? else {
+                continue;
+            };
+            let Some(task) = self.store.task(run_id, task_id)? else {
+                continue;
+            };
+            let taken = run
+                .reservations
+                .iter()
+                .any(|r| r.task_id == *task_id && r.attempt == *attempt);
+            if taken || task.attempts + 1 != *attempt {
+                continue;
+            }
+            run.reservations.push(Reservation {
+                task_id: task_id.clone(),
+                attempt: *attempt,
+                worktree: worktree.clone(),
+                reserved_at: self.now,
+                reserved_by: reserved_by.clone(),
+            });
+            reserved.push((key, worktree, place));
+        }
+        for run in runs.values() {
+            self.store.update_run(run)?;
+        }
+        Ok(reserved)
+    }
+
+    /// Drops the reservations of the attempts `gone` names whose worktree
+    /// git has discarded, those still there (the same branch).
+    pub(super) fn unreserve(&mut self, gone: &[(Key, String)]) -> Result<(), EngineError> {
+        let mut runs: BTreeMap<String, Run> = BTreeMap::new();
+        for ((run_id, task_id, attempt), branch) in gone {
+            let Some(run) = self.run_in(&mut runs, run_id)? else {
+                continue;
+            };
+            run.reservations.retain(|r| {
+                !(r.task_id == *task_id && r.attempt == *attempt && r.worktree.branch == *branch)
+            });
+        }
+        for run in runs.values() {
+            self.store.update_run(run)?;
+        }
+        Ok(())
+    }
+
+    /// Run `run_id`, read once into `runs`; `None` when it is gone.
+    fn run_in<'r>(
+        &mut self,
+        runs: &'r mut BTreeMap<String, Run>,
+        run_id: &str,
+    ) -> Result<Option<&'r mut Run>, EngineError> {
+        if !runs.contains_key(run_id) {
+            match self.store.run(run_id)? {
+                Some(run) => {
+                    runs.insert(run_id.to_owned(), run);
+                }
+                None => return Ok(None),
+            }
+        }
+        Ok(runs.get_mut(run_id))
     }
 
     /// The [`Place`] of a worktree of run `run_id`: the folders orch checks
@@ -107,86 +263,6 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             attempt: number,
             base: self.base_of(spec, task)?,
         })
-    }
-
-    /// The worktrees an orch write on run `run_id` is about to need: the
-    /// retries that have come due (every orch write starts them) and, for
-    /// `orch dispatch` (`dispatch`), the tasks it would dispatch (ready ones
-    /// in queue order, or the one named), each with what making its
-    /// worktree takes. Run in a preview, before the write's own
-    /// transaction, so that git can make them while no transaction is
-    /// open. Council seats and runs without a repository need none; a task
-    /// the start will refuse without git ([`Tx::check_start`], a base the
-    /// store cannot resolve) gets none either, so git never works for it.
-    pub(super) fn attempt_plans(
-        &mut self,
-        run_id: Option<&str>,
-        dispatch: Option<&DispatchInput>,
-    ) -> Result<AttemptPlans, EngineError> {
-        let mut plans = AttemptPlans::default();
-        let run = self.find_run(run_id)?;
-        let Some(spec) = run.repo.clone() else {
-            return Ok(plans);
-        };
-        let mut change = RunChange {
-            run,
-            events: Vec::new(),
-            affected: Vec::new(),
-        };
-        // What the threads did, without starting the retries that came due:
-        // those are planned below.
-        self.reconcile(&mut change, false)?;
-        let run = change.run;
-        let mut checks = StartChecks::default();
-        let due = self.tasks_in(&run, &[TaskStatus::RetryWait], TaskOrder::Added, usize::MAX)?;
-        let now = self.now;
-        for task in due.iter().filter(|t| t.retry_at.is_none_or(|at| at <= now)) {
-            let start = self.plan_start(&run, &spec, task, TaskAction::Redispatch, &mut checks)?;
-            if let Some(Start::Make(plan)) = start {
-                plans.retries.push(plan);
-            }
-        }
-        let ready = match dispatch {
-            None => Vec::new(),
-            Some(DispatchInput {
-                task_id: Some(id), ..
-            }) => self.store.task(&run.run_id, id)?.into_iter().collect(),
-            // The whole queue, as the dispatch goes through it.
-            Some(_) => self.tasks_in(&run, &[TaskStatus::Ready], TaskOrder::Queue, usize::MAX)?,
-        };
-        plans.wanted = dispatch.map_or(0, |d| d.limit);
-        for task in ready.iter().filter(|t| t.status == TaskStatus::Ready) {
-            let start = self.plan_start(&run, &spec, task, TaskAction::Dispatch, &mut checks)?;
-            plans.ready.extend(start);
-        }
-        Ok(plans)
-    }
-
-    /// How `task`'s next attempt would start: with a worktree to make, or
-    /// with none (a council seat); `None` when the start will be refused
-    /// without git.
-    fn plan_start(
-        &mut self,
-        run: &Run,
-        spec: &RepoSpec,
-        task: &Task,
-        action: TaskAction,
-        checks: &mut StartChecks,
-    ) -> Result<Option<Start>, EngineError> {
-        match self.check_start(run, task, action, checks) {
-            Ok(()) => {}
-            Err(error) if start_refusal(&error, false) => return Ok(None),
-            Err(error) => return Err(error),
-        }
-        if task.council.is_some() {
-            return Ok(Some(Start::NoGit));
-        }
-        // A base that cannot be resolved from the store is refused by the
-        // start itself, without git.
-        Ok(self
-            .worktree_plan(spec, task, task.attempts + 1)
-            .ok()
-            .map(Start::Make))
     }
 
     /// Records that `task`'s next attempt could not start for a reason that
@@ -281,61 +357,13 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
             })
     }
 
-    pub(super) fn orch_worktree_list(
-        &mut self,
-        input: WorktreeInput,
-    ) -> Result<WorktreesOutput, EngineError> {
-        let mut worktrees = Vec::new();
-        for (view, place) in self.worktrees_of(&input)? {
-            let look = self.look_at(&view.worktree, &place);
-            worktrees.push(view.with(&look));
-        }
-        Ok(WorktreesOutput { worktrees })
-    }
-
-    pub(super) fn orch_worktree_gc(
-        &mut self,
-        input: WorktreeInput,
-    ) -> Result<WorktreeGcOutput, EngineError> {
-        let mut out = WorktreeGcOutput {
-            dry_run: input.dry_run,
-            removed: Vec::new(),
-            saved: Vec::new(),
-            kept: Vec::new(),
-        };
-        let views = self.worktrees_of(&input)?;
-        // Everything the reconcile just ended is tidied below, once.
-        self.ended.clear();
-        self.discard = input.dry_run;
-        for (view, place) in views {
-            let look = self.look_at(&view.worktree, &place);
-            let view = view.with(&look);
-            let done = match (view.state, input.dry_run) {
-                (state, true) if state.removable() => Some(Tidied::Removed),
-                (WorktreeState::Uncommitted, true) => Some(Tidied::Saved),
-                (_, true) => Some(Tidied::Left),
-                (_, false) => self.workspace().ok().map(|workspace| {
-                    workspace::tidy(workspace, &view.worktree, &place, view.attempt_status)
-                        .unwrap_or(Tidied::Left)
-                }),
-            };
-            match done {
-                Some(Tidied::Removed) => out.removed.push(view),
-                Some(Tidied::Saved) => out.saved.push(view),
-                _ => out.kept.push(view),
-            }
-        }
-        Ok(out)
-    }
-
-    /// What the host sees of a worktree; `None` when it runs no git or
-    /// cannot look.
-    fn look_at(&mut self, worktree: &Worktree, place: &Place) -> Option<WorktreeLook> {
-        let wip = workspace::wip_ref(worktree);
-        self.workspace
-            .as_deref_mut()?
-            .inspect(worktree, place, &wip)
-            .ok()
+    /// Every worktree of the runs `input` asks about, oldest first (see
+    /// [`Tx::worktrees_of`]), and the reservations among them whose command
+    /// has gone. Git does not look at them here: `orch worktree list` and
+    /// `gc` do, once the transaction has ended.
+    pub(super) fn worktree_views(&mut self, input: &WorktreeInput) -> Result<Found, EngineError> {
+        let views = self.worktrees_of(input)?;
+        Ok((views, std::mem::take(&mut self.stale)))
     }
 
     /// Every attempt with a worktree in the runs asked about, oldest first,
@@ -378,8 +406,106 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                         }),
                 );
             }
+            for reservation in &run.reservations {
+                let view = WorktreeView::reserved(&run.run_id, reservation);
+                let place = workspace::place(&spec, &view.worktree);
+                found.push((view, place));
+            }
         }
         Ok(found)
+    }
+}
+
+impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
+    /// `orch worktree list`: what orch knows of every worktree, read as orch
+    /// reads are (see `Engine::look`), then what git sees of each, with no
+    /// transaction open.
+    pub(super) fn orch_worktree_list(
+        &mut self,
+        request: OrchWorktreeListRequest,
+    ) -> Result<WorktreesOutput, EngineError> {
+        let input = input::orch_worktree_list(request)?;
+        let (views, _) = self.worktree_views(&input)?;
+        let worktrees = views
+            .into_iter()
+            .map(|(view, place)| {
+                let look = self.look_at(&view, &place);
+                view.with(&look)
+            })
+            .collect();
+        Ok(WorktreesOutput { worktrees })
+    }
+
+    /// `orch worktree gc`: undoes the reservations whose command has gone
+    /// (see `starting`), then tidies every ended attempt's worktree with
+    /// git, with no transaction open: never lose work, keep nothing clean.
+    pub(super) fn orch_worktree_gc(
+        &mut self,
+        request: OrchWorktreeGcRequest,
+    ) -> Result<WorktreeGcOutput, EngineError> {
+        let input = input::orch_worktree_gc(request)?;
+        let (views, stale) = self.worktree_views(&input)?;
+        let mut out = WorktreeGcOutput {
+            dry_run: input.dry_run,
+            removed: Vec::new(),
+            saved: Vec::new(),
+            kept: Vec::new(),
+        };
+        let gone = match input.dry_run {
+            true => stale
+                .into_iter()
+                .map(|(key, w, _)| (key, w.branch))
+                .collect(),
+            false => self.undo(stale, Vec::new()),
+        };
+        for (view, place) in views {
+            let key = (view.run_id.clone(), view.task_id.clone(), view.attempt);
+            let reserved = view.attempt_status == AttemptStatus::Reserved;
+            if reserved && gone.contains(&(key, view.worktree.branch.clone())) {
+                out.removed.push(view);
+                continue;
+            }
+            let look = self.look_at(&view, &place);
+            let view = view.with(&look);
+            let done = match (view.state, input.dry_run) {
+                (state, true) if state.removable() => Some(Tidied::Removed),
+                (WorktreeState::Uncommitted, true) => Some(Tidied::Saved),
+                (_, true) => Some(Tidied::Left),
+                (_, false) => self.workspace.as_deref_mut().map(|workspace| {
+                    workspace::tidy(workspace, &view.worktree, &place, view.attempt_status)
+                        .unwrap_or(Tidied::Left)
+                }),
+            };
+            match done {
+                Some(Tidied::Removed) => out.removed.push(view),
+                Some(Tidied::Saved) => out.saved.push(view),
+                _ => out.kept.push(view),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The worktrees `input` asks about, and the stale reservations among
+    /// them, read as orch reads are: a look, or a short write when it must
+    /// record what the runs' threads did first.
+    fn worktree_views(&mut self, input: &WorktreeInput) -> Result<Found, EngineError> {
+        match self.look(|tx| tx.worktree_views(input)) {
+            Some(found) => found,
+            None => self.record_then_read(|tx| tx.worktree_views(input)),
+        }
+    }
+
+    /// What the host sees of a worktree; `None` when it runs no git, cannot
+    /// look, or git is still making it (reserved).
+    fn look_at(&mut self, view: &WorktreeView, place: &Place) -> Option<WorktreeLook> {
+        if view.attempt_status == AttemptStatus::Reserved {
+            return None;
+        }
+        let wip = workspace::wip_ref(&view.worktree);
+        self.workspace
+            .as_deref_mut()?
+            .inspect(&view.worktree, place, &wip)
+            .ok()
     }
 }
 
@@ -402,8 +528,24 @@ impl WorktreeView {
         })
     }
 
+    /// The view of a reserved attempt's worktree, which git is making.
+    fn reserved(run_id: &str, reservation: &Reservation) -> WorktreeView {
+        WorktreeView {
+            wip_ref: workspace::wip_ref(&reservation.worktree),
+            run_id: run_id.to_owned(),
+            task_id: reservation.task_id.clone(),
+            attempt: reservation.attempt,
+            attempt_status: AttemptStatus::Reserved,
+            state: WorktreeState::Reserved,
+            uncommitted: 0,
+            commits: 0,
+            saved: None,
+            worktree: reservation.worktree.clone(),
+        }
+    }
+
     /// With what a look found (`None`: this host cannot look).
-    fn with(mut self, look: &Option<WorktreeLook>) -> WorktreeView {
+    pub(super) fn with(mut self, look: &Option<WorktreeLook>) -> WorktreeView {
         if let Some(look) = look {
             self.state = WorktreeState::of(self.attempt_status, look);
             self.uncommitted = u32::try_from(look.uncommitted.len()).unwrap_or(u32::MAX);
@@ -425,104 +567,95 @@ pub(super) struct WorktreePlan {
     base: String,
 }
 
-/// How a ready task's attempt would start (see [`Tx::attempt_plans`]).
-pub(super) enum Start {
-    /// With no worktree: a council seat.
-    NoGit,
-    /// With the worktree this plan makes.
-    Make(WorktreePlan),
+impl WorktreePlan {
+    /// The run, task and attempt it is for.
+    pub(super) fn key(&self) -> Key {
+        (self.run_id.clone(), self.task_id.clone(), self.attempt)
+    }
 }
 
-/// The worktrees an orch write is about to need, in the order it starts
-/// their attempts: every retry that came due, then the ready tasks to
-/// dispatch, of which the dispatch starts `wanted` at most.
-#[derive(Default)]
-pub(super) struct AttemptPlans {
-    retries: Vec<WorktreePlan>,
-    ready: Vec<Start>,
-    wanted: usize,
+/// An attempt by run, task and number.
+pub(super) type Key = (String, String, u32);
+
+/// The worktrees `orch worktree list` and `gc` look at, each with its
+/// place, and the reservations among them whose command has gone.
+pub(super) type Found = (Vec<(WorktreeView, Place)>, Vec<(Key, Worktree, Place)>);
+
+/// A worktree made before the write that starts its attempt, or git's
+/// refusal, which that write reports as if it had run git itself.
+#[derive(Clone)]
+pub(crate) struct Premade {
+    /// The worktree and its place, reserved before git made it; `None`
+    /// when git refused before anything was reserved (the repository, the
+    /// base, a dirty checkout in strict mode).
+    worktree: Option<(Worktree, Place)>,
+    /// What git said when it made it.
+    made: Result<(), EngineError>,
 }
 
-impl AttemptPlans {
-    /// Plans of attempts that all start (a preview's `planned`).
-    pub(super) fn of(plans: Vec<WorktreePlan>) -> AttemptPlans {
-        AttemptPlans {
-            retries: plans,
-            ..AttemptPlans::default()
+impl Premade {
+    /// The worktree to start the attempt in, or why it cannot be.
+    fn into_worktree(self) -> Result<Worktree, EngineError> {
+        self.made?;
+        match self.worktree {
+            Some((worktree, _)) => Ok(worktree),
+            None => Err(EngineError::internal("a worktree made without a record")),
         }
     }
-
-    /// Whether git has nothing to make.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.retries.is_empty() && !self.ready.iter().any(|s| matches!(s, Start::Make(_)))
-    }
 }
-
-/// A worktree made with its place, or git's refusal, which the write
-/// reports as if it had run git itself.
-type Made = Result<(Worktree, Place), EngineError>;
 
 /// The worktrees made (or refused by git) before the transaction that
 /// starts their attempts began, so that git never runs while that
-/// transaction holds the database's write lock, by run, task and attempt.
-/// The transaction takes each for its attempt; one it does not take (the
-/// task changed meanwhile) is discarded once it ends.
+/// transaction holds the database's write lock. The transaction takes each
+/// for its attempt; one it does not take (the task changed meanwhile) is
+/// undone once the command ends (see `Engine::release_premade`).
 #[derive(Default)]
-pub(crate) struct Premades(BTreeMap<(String, String, u32), Made>);
+pub(crate) struct Premades(BTreeMap<Key, Premade>);
 
 impl Premades {
-    /// The one made for attempt `attempt` of a task, if any.
-    fn take(&mut self, run_id: &str, task_id: &str, attempt: u32) -> Option<Made> {
-        self.0
-            .remove(&(run_id.to_owned(), task_id.to_owned(), attempt))
+    /// The one made for attempt `key`, if any.
+    fn take(&mut self, key: &Key) -> Option<Premade> {
+        self.0.remove(key)
     }
 
-    /// The worktrees git made, with their places (for discarding those
-    /// nobody took).
-    pub(crate) fn into_made(self) -> Vec<(Worktree, Place)> {
-        self.0.into_values().filter_map(Result::ok).collect()
+    /// What the write will find for attempt `key`: made, refused, or none.
+    fn peek(&self, key: &Key) -> Option<Result<(), EngineError>> {
+        self.0.get(key).map(|p| p.made.clone())
     }
-}
 
-/// Makes, with the host's git and outside any transaction, the worktrees
-/// `plans` ask for: every due retry's, and the ready tasks' in queue order
-/// until as many attempts as the dispatch starts at most would start (a
-/// council seat starts with none; a task git refuses counts not), so git
-/// makes no worktree the dispatch will not take. The repository is looked
-/// at once per base revision.
-pub(crate) fn make_worktrees(workspace: &mut dyn Workspace, plans: AttemptPlans) -> Premades {
-    let mut looks = Looks::new();
-    let mut premade = Premades::default();
-    let mut made = |plan: WorktreePlan, premade: &mut Premades| {
-        let result = make_worktree(workspace, &plan, &mut looks);
-        let ok = result.is_ok();
-        let key = (plan.run_id, plan.task_id, plan.attempt);
-        premade.0.insert(key, result);
-        ok
-    };
-    for plan in plans.retries {
-        made(plan, &mut premade);
+    /// The worktree reserved for attempt `key` by this command, if any.
+    fn reserved(&self, key: &Key) -> Option<&Worktree> {
+        self.0.get(key)?.worktree.as_ref().map(|(w, _)| w)
     }
-    let mut starting = 0;
-    for start in plans.ready {
-        if starting >= plans.wanted {
-            break;
+
+    pub(super) fn put(&mut self, key: Key, premade: Premade) {
+        self.0.insert(key, premade);
+    }
+
+    /// Every reserved one, to undo (see `Engine::undo`): those git made,
+    /// whose worktrees it discards, and those it refused, which left
+    /// nothing behind (git took back what it had begun; the branch or
+    /// folder in the way is not orch's).
+    pub(super) fn drain(&mut self) -> (Vec<(Key, Worktree, Place)>, Vec<(Key, String)>) {
+        let mut made = Vec::new();
+        let mut refused = Vec::new();
+        for (key, premade) in std::mem::take(&mut self.0) {
+            match (premade.worktree, premade.made.is_ok()) {
+                (Some((worktree, place)), true) => made.push((key, worktree, place)),
+                (Some((worktree, _)), false) => refused.push((key, worktree.branch)),
+                (None, _) => {}
+            }
         }
-        let starts = match start {
-            Start::NoGit => true,
-            Start::Make(plan) => made(plan, &mut premade),
-        };
-        starting += usize::from(starts);
+        (made, refused)
     }
-    premade
 }
 
 /// What git said of each repository and base revision, asked once per
 /// batch of worktrees: the same at the same moment for every task.
-struct Looks(BTreeMap<(String, String), Result<RepoLook, EngineError>>);
+pub(super) struct Looks(BTreeMap<(String, String), Result<RepoLook, EngineError>>);
 
 impl Looks {
-    fn new() -> Looks {
+    pub(super) fn new() -> Looks {
         Looks(BTreeMap::new())
     }
 
@@ -539,11 +672,14 @@ impl Looks {
     }
 }
 
-/// Makes the worktree `plan` asks for with git: resolves its base to a
-/// commit, refuses a dirty checkout in strict mode, then creates its branch
-/// and folder at their place (see [`workspace::place`]), which it returns
-/// with it.
-fn make_worktree(workspace: &mut dyn Workspace, plan: &WorktreePlan, looks: &mut Looks) -> Made {
+/// The worktree `plan` asks for, as git will make it, with its place: its
+/// base resolved to a commit (looked at once per batch), and refused for a
+/// dirty checkout in strict mode. Git makes nothing here.
+pub(super) fn plan_worktree(
+    workspace: &mut dyn Workspace,
+    plan: &WorktreePlan,
+    looks: &mut Looks,
+) -> Result<(Worktree, Place), EngineError> {
     let spec = &plan.spec;
     let look = looks.of(workspace, &spec.repo, &plan.base)?;
     let Some(base_commit) = look.commit else {
@@ -570,16 +706,56 @@ fn make_worktree(workspace: &mut dyn Workspace, plan: &WorktreePlan, looks: &mut
         left_out: look.uncommitted.into_iter().take(LEFT_OUT_MAX).collect(),
     };
     let place = workspace::place(spec, &worktree);
-    workspace
-        .create(&worktree, &place)
-        .map_err(|e| create_error(e, &worktree))?;
     Ok((worktree, place))
+}
+
+/// Has git make a reserved worktree: what the write that starts its
+/// attempt will take.
+pub(super) fn make_worktree(
+    workspace: &mut dyn Workspace,
+    worktree: Worktree,
+    place: Place,
+) -> Premade {
+    let made = workspace
+        .create(&worktree, &place)
+        .map_err(|e| create_error(e, &worktree));
+    Premade {
+        worktree: Some((worktree, place)),
+        made,
+    }
+}
+
+/// Git's refusal before anything was reserved.
+pub(super) fn refused(error: EngineError) -> Premade {
+    Premade {
+        worktree: None,
+        made: Err(error),
+    }
+}
+
+/// The refusal of a start whose attempt another command has reserved.
+fn being_dispatched(run: &Run, task: &Task, number: u32) -> EngineError {
+    EngineError::TaskState {
+        code: crate::error::ErrorCode::TaskBeingDispatched,
+        run_id: run.run_id.clone(),
+        task_id: task.task_id.clone(),
+        status: task.status,
+        message: format!(
+            "another command reserved its attempt {number} and git is making its worktree; look again in a moment (`orch status`)"
+        ),
+    }
 }
 
 /// How long a task waiting out a backoff waits at least before orch tries
 /// again to start an attempt git refused: even with no backoff, a refusal
 /// that lasts (a branch someone made) must not run git on every look.
 pub(super) const REFUSED_RETRY_MILLIS: i64 = 60_000;
+
+/// How old a reservation must be before any command undoes it whatever its
+/// process (see [`Reservation`]): longer than git takes to make the
+/// largest worktree. A reservation of a process of this machine that has
+/// ended is undone at once.
+pub(super) const RESERVATION_MILLIS: i64 = 10 * 60_000;
 
 /// A failure to look at the repository before a dispatch.
 fn repo_error(error: WorkspaceError, repo: &str) -> EngineError {

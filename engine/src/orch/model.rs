@@ -82,6 +82,7 @@ impl TaskStatus {
 vocabulary! {
     /// How one attempt at a task ended, if it has.
     pub enum AttemptStatus ("attempt status") {
+        Reserved = "reserved" : "Not started yet: a dispatch reserved it and git is making its worktree, with no lock held; it starts when that dispatch commits (only `orch worktree list` shows it).",
         Live = "live" : "Its thread is open.",
         Succeeded = "succeeded" : "Its worker finished the thread with a result.",
         Failed = "failed" : "Its thread failed (by the worker, or its lease ran out).",
@@ -254,6 +255,34 @@ pub struct Run {
     /// own; `None`: attempts are plain threads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repo: Option<RepoSpec>,
+    /// Attempts reserved by a dispatch whose git is making their worktrees
+    /// (see `Reservation`); usually none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<Reservation>,
+}
+
+/// An attempt a command has reserved before git makes its worktree with no
+/// lock held: the record that lets whoever comes next finish or undo what
+/// a command that stopped half-way left. The command's own write takes it
+/// (its attempt starts), or it undoes it (git discards the worktree, then
+/// the reservation goes); one whose command has gone (its process ended,
+/// or it is older than a bound) is undone by the next command that makes
+/// worktrees on the run, or by `orch worktree gc`.
+#[cfg_attr(feature = "typescript", derive(tsify::Tsify))]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reservation {
+    /// The task.
+    pub task_id: String,
+    /// The attempt it will be.
+    pub attempt: u32,
+    /// The worktree git is making for it.
+    pub worktree: Worktree,
+    /// When it was reserved.
+    pub reserved_at: Timestamp,
+    /// The process that reserved it, as its host names processes (see
+    /// `Workspace::holder`), when the host can tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_by: Option<String>,
 }
 
 /// Where a run's code-writing attempts work: a git repository, the folder

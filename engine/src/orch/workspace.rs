@@ -101,8 +101,11 @@ pub trait Workspace {
     /// made is taken back when git then refuses.
     fn create(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError>;
 
-    /// Takes back a worktree made for a dispatch that did not happen:
-    /// removes the untouched folder and deletes its branch.
+    /// Takes back a worktree made for a dispatch that did not happen, or
+    /// reserved by one that stopped half-way: removes its folder, whatever
+    /// a git that was stopped left in it (nobody ever worked there), and
+    /// deletes its branch while the branch is still on the base commit (so
+    /// no commit is lost, whoever made it). What is already gone is fine.
     ///
     /// This and the calls below are refused when a folder of `place` on the
     /// way to the worktree (every folder below `place.named`, the worktree's
@@ -131,6 +134,21 @@ pub trait Workspace {
     /// Removes the worktree's folder the way `git worktree remove` does
     /// without `--force`: git refuses one that is not clean.
     fn remove(&mut self, worktree: &Worktree, place: &Place) -> Result<(), WorkspaceError>;
+
+    /// This process, named so that another process of this host can tell
+    /// whether it still runs ([`Workspace::has_ended`]); recorded with the
+    /// attempts it reserves. `None` when the host cannot tell.
+    fn holder(&mut self) -> Option<String> {
+        None
+    }
+
+    /// Whether the process `holder` names has certainly ended (a process of
+    /// this machine that is gone); `false` when it runs or nobody can tell
+    /// (another machine's). A reservation of an ended process is undone at
+    /// once; any other only once it is older than the bound.
+    fn has_ended(&mut self, _holder: &str) -> bool {
+        false
+    }
 }
 
 /// One run or task id as a single ref and path component: ASCII letters,
@@ -350,6 +368,7 @@ pub fn default_worktrees(repo: &str) -> String {
 vocabulary! {
     /// Where an attempt's worktree is, as `orch worktree list` says it.
     pub enum WorktreeState ("worktree state") {
+        Reserved = "reserved" : "Its attempt is being dispatched: git is making it, with no lock held, for a command that has not committed yet (one whose command stopped is undone by the next `orch dispatch`, `orch wait` or `orch worktree gc`).",
         Live = "live" : "Its attempt is still on: the worker works there.",
         Missing = "missing" : "Its attempt is still on, but its folder is gone.",
         Uncommitted = "uncommitted" : "Its attempt ended with uncommitted changes, not saved yet.",
@@ -364,6 +383,9 @@ vocabulary! {
 impl WorktreeState {
     /// What an attempt's worktree is, from its attempt's status and a look.
     pub fn of(status: AttemptStatus, look: &WorktreeLook) -> WorktreeState {
+        if status == AttemptStatus::Reserved {
+            return WorktreeState::Reserved;
+        }
         let live = status == AttemptStatus::Live;
         match (live, look.exists) {
             (true, true) => WorktreeState::Live,

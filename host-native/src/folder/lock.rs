@@ -38,7 +38,7 @@ use super::{Folder, refused};
 /// builds; a release build never reads it): `STEP` stops the process
 /// (SIGSTOP, as a suspended laptop or a swapped-out process stalls),
 /// `STEP:MS` sleeps MS milliseconds (a slow disk, the process still
-/// running). The steps: `locked` (the lock just taken), `read` (the
+/// running); several, separated by commas, stall at each. The steps: `locked` (the lock just taken), `read` (the
 /// caller's, after reading the file), `written` (the new file written
 /// beside it), `checked` (the lock found held, just before the exchange),
 /// `replaced` (just after it), `release` (before letting go).
@@ -46,20 +46,30 @@ pub const STALL_ENV: &str = "INBOX_TEST_LOCK_STALL";
 
 /// Stalls here if [`STALL_ENV`] names `step` (test builds only).
 pub fn stall_point(step: &str) {
+    stall_at(STALL_ENV, step);
+}
+
+/// Stalls here if the variable `env` names `step`, as [`STALL_ENV`] does
+/// for locks (test builds only): the one mechanism the crash tests use to
+/// stop a process at a named step.
+pub fn stall_at(env: &str, step: &str) {
     if !cfg!(debug_assertions) {
         return;
     }
-    let Some(value) = std::env::var_os(STALL_ENV) else {
+    let Some(value) = std::env::var_os(env) else {
         return;
     };
     let value = value.to_string_lossy();
-    let (at, millis) = match value.split_once(':') {
-        Some((at, millis)) => (at, millis.parse::<u64>().ok()),
-        None => (&*value, None),
-    };
-    if at != step {
+    let Some((_, millis)) = value
+        .split(',')
+        .map(|one| match one.split_once(':') {
+            Some((at, millis)) => (at, millis.parse::<u64>().ok()),
+            None => (one, None),
+        })
+        .find(|(at, _)| *at == step)
+    else {
         return;
-    }
+    };
     match millis {
         Some(millis) => std::thread::sleep(Duration::from_millis(millis)),
         None => {

@@ -401,6 +401,7 @@ pub(in crate::engine) fn orch_plan(r: OrchPlanRequest) -> Result<PlanInput, Engi
     })
 }
 
+#[derive(Clone)]
 pub(in crate::engine) struct DispatchInput {
     pub(in crate::engine) leader: Leader,
     /// One task, or `None` for every ready one.
