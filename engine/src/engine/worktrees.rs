@@ -577,9 +577,12 @@ impl WorktreePlan {
 /// An attempt by run, task and number.
 pub(super) type Key = (String, String, u32);
 
+/// A reserved attempt's worktree, with its place.
+pub(super) type Reserved = (Key, Worktree, Place);
+
 /// The worktrees `orch worktree list` and `gc` look at, each with its
 /// place, and the reservations among them whose command has gone.
-pub(super) type Found = (Vec<(WorktreeView, Place)>, Vec<(Key, Worktree, Place)>);
+pub(super) type Found = (Vec<(WorktreeView, Place)>, Vec<Reserved>);
 
 /// A worktree made before the write that starts its attempt, or git's
 /// refusal, which that write reports as if it had run git itself.
@@ -636,7 +639,7 @@ impl Premades {
     /// whose worktrees it discards, and those it refused, which left
     /// nothing behind (git took back what it had begun; the branch or
     /// folder in the way is not orch's).
-    pub(super) fn drain(&mut self) -> (Vec<(Key, Worktree, Place)>, Vec<(Key, String)>) {
+    pub(super) fn drain(&mut self) -> (Vec<Reserved>, Vec<(Key, String)>) {
         let mut made = Vec::new();
         let mut refused = Vec::new();
         for (key, premade) in std::mem::take(&mut self.0) {
