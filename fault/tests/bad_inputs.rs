@@ -292,6 +292,12 @@ impl Project {
 
     fn command(&self, args: &[String], env: &[(&str, &str)]) -> Command {
         let mut command = Command::new(common::inbox().bin());
+        // Only what the case sets: none of the caller's inbox settings.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("INBOX_") {
+                command.env_remove(name);
+            }
+        }
         command
             .args(args.iter().map(|a| {
                 if a == NOT_UTF8 {
