@@ -16,15 +16,10 @@ use crate::services::{PostgresServer, RedisServer, TempDir};
 
 /// The binaries a run uses.
 pub(crate) struct Bins {
-    /// `target/release/installed/bin/inbox`: the default build, without
-    /// PostgreSQL, as users install it (`scripts/install`: statically
+    /// `target/release/installed/bin/inbox`: the build users install (`scripts/install`: statically
     /// linked on Linux, with musl where it can); every SQLite figure is
     /// this binary's.
     pub(crate) inbox: PathBuf,
-    /// `target/release/inbox-postgres`: `inbox` built with the `postgres`
-    /// feature, for `--db postgres://...` (see [`POSTGRES_INBOX`]); absent
-    /// when nobody built it.
-    pub(crate) inbox_postgres: Option<PathBuf>,
     /// `target/release/installed/bin/orch`.
     pub(crate) orch: PathBuf,
     /// `target/release/installed/bin/inbox-serve`, the board's server. Workloads start it
@@ -78,10 +73,8 @@ impl Bins {
         let pg_bin = crate::services::postgres_bin_dir();
         let pg_extra: Vec<String> = pg_bin.iter().map(|p| p.display().to_string()).collect();
         let pg_extra: Vec<&str> = pg_extra.iter().map(String::as_str).collect();
-        let inbox_postgres = Some(release.join(POSTGRES_INBOX)).filter(|p| p.is_file());
         Ok(Bins {
             inbox: need_in(&installed, "inbox")?,
-            inbox_postgres,
             orch: need_in(&installed, "orch")?,
             serve: need_in(&installed, "inbox-serve")?,
             peer: need("inbox-bench-peer")?,
@@ -116,10 +109,6 @@ pub(crate) const INSTALLED: &str = "installed";
 /// as a dynamically linked glibc program pays glibc's start, which such
 /// an `inbox` does not, and would bound nothing from below.
 pub(crate) const SQLITE_FLOOR: &str = "inbox-bench-sqlite-floor";
-
-/// The name the harness's build gives `inbox` built with the `postgres`
-/// feature, next to the default `inbox`.
-pub(crate) const POSTGRES_INBOX: &str = "inbox-postgres";
 
 /// Everything a workload needs.
 pub(crate) struct Ctx {
@@ -187,16 +176,7 @@ impl Ctx {
 
     /// An `inbox` command on database `db` (no inherited agent or clock).
     pub(crate) fn inbox(&self, db: &Path) -> Command {
-        // A PostgreSQL URL needs the build that speaks it; files keep the
-        // default build.
-        let postgres = db
-            .to_str()
-            .is_some_and(inbox_host_native::open::is_postgres_url);
-        let binary = match &self.bins.inbox_postgres {
-            Some(binary) if postgres => binary,
-            _ => &self.bins.inbox,
-        };
-        let mut cmd = Command::new(binary);
+        let mut cmd = Command::new(&self.bins.inbox);
         cmd.env("INBOX_DB", db)
             .env_remove("INBOX_AGENT")
             .env_remove("INBOX_NOW");

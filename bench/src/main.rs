@@ -79,12 +79,6 @@ struct Cli {
     /// --release` first
     #[arg(long)]
     no_build: bool,
-    /// Use this `inbox`, built with the `postgres` feature, for the
-    /// PostgreSQL section's CLI rows instead of building one in release
-    /// (a smoke run can take the tests' debug build: it checks that every
-    /// workload runs, not its figures)
-    #[arg(long, value_name = "PATH")]
-    postgres_inbox: Option<PathBuf>,
     #[command(subcommand)]
     command: Option<Sub>,
 }
@@ -199,15 +193,9 @@ fn run(cli: &Cli) -> Result<()> {
         );
     }
     if !cli.no_build {
-        build(&root, cli.postgres_inbox.is_none())?;
+        build(&root)?;
     }
-    let mut bins = Bins::locate(&ctx::release_dir(&root))?;
-    if let Some(path) = &cli.postgres_inbox {
-        if !path.is_file() {
-            bail!("--postgres-inbox {}: no such file", path.display());
-        }
-        bins.inbox_postgres = Some(path.clone());
-    }
+    let bins = Bins::locate(&ctx::release_dir(&root))?;
     let out = cli.out.clone().unwrap_or_else(|| {
         root.join(if cli.quick {
             "target/bench-quick"
@@ -233,20 +221,14 @@ fn run(cli: &Cli) -> Result<()> {
 }
 
 /// Builds the binaries measured, so a run measures the commit being
-/// benchmarked, not a stale build: `inbox` with the `postgres` feature,
-/// kept as `inbox-postgres` for the PostgreSQL section, then the default
-/// build as users install it, with `scripts/install` (statically linked on
+/// benchmarked, not a stale build: the build as users install it, with `scripts/install` (statically linked on
 /// Linux, with musl where it can), whose figures every SQLite row reports: `inbox`,
 /// `orch` and `inbox-serve` (the board's server, which `inbox serve` starts
 /// from beside `inbox`), not `inbox-mcp`, which nothing here measures. Not
 /// the harness: it is running (a build with other packages would relink it
-/// under its worker processes). Without `postgres`, only the default build
-/// (`--postgres-inbox` names the PostgreSQL one).
-fn build(root: &Path, postgres: bool) -> Result<()> {
+/// under its worker processes).
+fn build(root: &Path) -> Result<()> {
     let release = ctx::release_dir(root);
-    if postgres {
-        build_postgres(root, &release)?;
-    }
     eprintln!("installing inbox as users do (scripts/install)");
     let installed = release.join(ctx::INSTALLED);
     let status = Command::new(root.join("scripts/install"))
@@ -303,26 +285,6 @@ fn floor_like_inbox(root: &Path, installed: &Path) -> Result<()> {
         .context("the target folder has no parent")?;
     std::fs::copy(&built, &beside)
         .with_context(|| format!("cannot copy {} to {}", built.display(), beside.display()))?;
-    Ok(())
-}
-
-/// `inbox` with the `postgres` feature, kept as `inbox-postgres` in
-/// `release` for the PostgreSQL section.
-fn build_postgres(root: &Path, release: &Path) -> Result<()> {
-    eprintln!("building inbox with PostgreSQL (release)");
-    cargo_build(
-        root,
-        &[
-            "-p",
-            "inbox-cli",
-            "--features",
-            "inbox-cli/postgres",
-            "--bin",
-            "inbox",
-        ],
-    )?;
-    std::fs::copy(release.join("inbox"), release.join(ctx::POSTGRES_INBOX))
-        .context("cannot keep the PostgreSQL build of inbox")?;
     Ok(())
 }
 

@@ -1,25 +1,21 @@
-//! Running a command on a PostgreSQL database (`--db postgres://...`, the
-//! `postgres` feature; docs/postgres.md): the store opened (its schema
+//! Running a command on a PostgreSQL database (`--db postgres://...`;
+//! docs/postgres.md): the store opened (its schema
 //! created or migrated by `init`), the built-in engine over it, and a wait
 //! asleep on the process's one listening connection (`pg::listen`). It
 //! is `execute_on` for a URL, so every command, `orch` and `inbox mcp`
-//! reach PostgreSQL the same way. Without the feature it refuses the URL
-//! with the command that installs an inbox that has it, rather than take
-//! it for a file name. This module must never decide anything about a
+//! reach PostgreSQL the same way. This module must never decide anything about a
 //! command.
 
-use inbox_engine::{Call, EngineError};
-use inbox_host_native::HostClock;
+use inbox_engine::{Call, Effect, EngineError};
+use inbox_host_native::{HostClock, open, pg::listen};
 
 use crate::{Executed, Target};
 
 /// What `init`'s message says of durability: on PostgreSQL it is the
 /// server's `synchronous_commit`, not a setting of inbox's.
-#[cfg(feature = "postgres")]
 const DURABILITY: &str = "the server's synchronous_commit";
 
 /// Runs `call` on the PostgreSQL database `url` names: see `execute_on`.
-#[cfg(feature = "postgres")]
 pub(crate) fn execute_on(
     url: &str,
     on: Target<'_>,
@@ -27,8 +23,6 @@ pub(crate) fn execute_on(
     clock: HostClock,
     stop: Option<&dyn Fn() -> bool>,
 ) -> Result<Option<Executed>, EngineError> {
-    use inbox_engine::Effect;
-    use inbox_host_native::{open, pg::listen};
     refuse_options(&on)?;
     let store = open::open_postgres(url, on.init.is_some()).map_err(EngineError::Store)?;
     // A wait listens before its first look, so that no commit between the
@@ -57,7 +51,6 @@ pub(crate) fn execute_on(
 /// What PostgreSQL cannot honour: `init --durability` (the server's
 /// `synchronous_commit` decides) and `--engine` (a component runs over
 /// the SQLite store only).
-#[cfg(feature = "postgres")]
 fn refuse_options(on: &Target<'_>) -> Result<(), EngineError> {
     if let Some(Some(_)) = on.init {
         return Err(EngineError::InvalidValue {
@@ -81,31 +74,8 @@ fn refuse_options(on: &Target<'_>) -> Result<(), EngineError> {
 
 /// Checks that commands can run on the PostgreSQL database `url` names:
 /// it can be reached and holds an inbox schema this inbox can use.
-#[cfg(feature = "postgres")]
 pub(crate) fn check(url: &str) -> Result<(), EngineError> {
     inbox_host_native::open::open_postgres(url, false)
         .map(drop)
         .map_err(EngineError::Store)
-}
-
-/// Without the `postgres` feature: refused, saying how to get it.
-#[cfg(not(feature = "postgres"))]
-pub(crate) fn execute_on(
-    _url: &str,
-    _on: Target<'_>,
-    _call: Call,
-    _clock: HostClock,
-    _stop: Option<&dyn Fn() -> bool>,
-) -> Result<Option<Executed>, EngineError> {
-    Err(EngineError::Store(
-        inbox_host_native::open::postgres_unavailable(),
-    ))
-}
-
-/// Without the `postgres` feature: refused, saying how to get it.
-#[cfg(not(feature = "postgres"))]
-pub(crate) fn check(_url: &str) -> Result<(), EngineError> {
-    Err(EngineError::Store(
-        inbox_host_native::open::postgres_unavailable(),
-    ))
 }

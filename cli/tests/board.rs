@@ -38,7 +38,6 @@ impl Board {
 
     /// [`Board::start`] on the database `url` names (`$INBOX_DB`), rather
     /// than the test's SQLite file.
-    #[cfg(feature = "postgres")]
     fn start_on(env: &TestEnv, extra: &[&str], url: &str) -> Board {
         let mut args = vec!["serve", "--port", "0"];
         args.extend_from_slice(extra);
@@ -644,11 +643,10 @@ fn every_loopback_listen_address_prints_a_url_that_works() {
     assert_eq!(named["error"]["code"], "invalid_request", "{named}");
 }
 
-/// The board over PostgreSQL (a build with the `postgres` feature): the
+/// The board over PostgreSQL: the
 /// same API and event stream on a database named by URL, fed by CLI
 /// processes that share nothing with the server but that URL, and a write
 /// from the board that those processes then see.
-#[cfg(feature = "postgres")]
 #[test]
 fn over_postgres_the_board_lists_streams_and_writes_what_cli_processes_share() {
     let Some(cluster) = inbox_pg_cluster::PgCluster::start_or_skip("board: postgres") else {

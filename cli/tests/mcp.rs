@@ -749,7 +749,6 @@ async fn with_tokens_required_the_server_acts_with_its_agent_s_token() {
 /// Over PostgreSQL: two waits in one server share one listening
 /// connection (one per process, as the store promises), and each wakes
 /// when another process answers its thread.
-#[cfg(feature = "postgres")]
 #[tokio::test(flavor = "multi_thread")]
 async fn over_postgres_concurrent_waits_share_one_listener_and_wake_for_their_answers() {
     // The cluster's synchronous client runs a runtime of its own: off

@@ -1,13 +1,10 @@
 //! `inbox --db postgres://...`: the same commands over a PostgreSQL
 //! database, as separate processes against a throwaway cluster
-//! (`inbox-pg-cluster`), in builds with the `postgres` feature
-//! (scripts/test runs the suite with it). What a user does: `init` by
+//! (`inbox-pg-cluster`). What a user does: `init` by
 //! URL, a worker's whole loop with `$INBOX_DB`, a `wait-reply` woken by
 //! an answer from another process, `orch` on the same database, and the
 //! refusals: tools that need an SQLite file, options PostgreSQL cannot
 //! honour, a server that cannot be reached (never printing the password).
-
-#![cfg(feature = "postgres")]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

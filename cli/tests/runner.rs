@@ -6,7 +6,7 @@
 //! `plugin` runs the same commands through the engine component and is
 //! compiled only with the `plugin` feature (`scripts/test` runs it with
 //! `--features inbox-cli/plugin --test cli plugin::`); `postgres` runs
-//! them over a throwaway PostgreSQL cluster, with the `postgres` feature.
+//! them over a throwaway PostgreSQL cluster.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -233,9 +233,10 @@ fn cases() -> Vec<Case> {
         case("database from a newer schema (`user_version` 99)", "list", Refused(50, "schema_too_new")).on(Setup::NewerSchema),
         case("`init` on a database from a newer schema", "init", Refused(50, "schema_too_new")).on(Setup::NewerSchema),
         case("another program's SQLite database", "init --db other.db", Refused(50, "storage_error")).on(Setup::OtherProgram),
-        // PostgreSQL by URL, to the default build this harness builds (the
-        // `postgres` feature's refusals are in cli/tests/postgres.rs).
-        case("a PostgreSQL URL to an inbox built without the `postgres` feature", "list --db postgres://agent:pw@127.0.0.1:1/inbox", Refused(50, "storage_error")),
+        // PostgreSQL by URL (the refusals that need a server are in
+        // cli/tests/postgres.rs): the message names the server, never the
+        // password the URL holds.
+        case("a PostgreSQL server that cannot be reached (the URL's password is never printed)", "list --db postgres://agent:pw@127.0.0.1:1/inbox", Refused(50, "storage_error")),
         case("`export` of a PostgreSQL database (pg_dump's job)", "export out.jsonl --db postgres://agent@127.0.0.1:1/inbox", Refused(30, "invalid_value")),
         case("read-only database file: a read (accepted)", "list", Read(0)).on(Setup::ReadOnly),
         case("read-only database file: a write", SEND, Refused(50, "storage_error")).on(Setup::ReadOnly),

@@ -18,7 +18,7 @@
 //! - [`lines`]: files of JSON lines read a line at a time (portable);
 //! - [`writer_gate`]: the file by which a native writer that waited too
 //!   long for SQLite's write lock holds the others back;
-//! - [`pg`] (feature `postgres`): the engine's `Store` over PostgreSQL, for
+//! - [`pg`]: the engine's `Store` over PostgreSQL, for
 //!   agents on several machines (docs/postgres.md).
 //!
 //! Everything here is an adapter: no inbox rule may live in this crate. The
@@ -47,7 +47,7 @@ pub mod import_source;
 pub mod lines;
 #[cfg(feature = "native")]
 pub mod open;
-#[cfg(feature = "postgres")]
+#[cfg(feature = "native")]
 pub mod pg;
 pub mod schema;
 pub mod store;
@@ -67,7 +67,7 @@ pub use open::{
     DbPath, DbSource, Durability, Lifetime, open_existing, open_or_create, resolve_db_path,
     set_lifetime,
 };
-#[cfg(feature = "postgres")]
+#[cfg(feature = "native")]
 pub use pg::PgStore;
 pub use store::SqliteStore;
 

@@ -3,7 +3,7 @@
 //! - Which file: `--db`, else `$INBOX_DB`, else the nearest `.agents/coord.db`
 //!   walking up from the current directory, else `.agents/coord.db` here;
 //!   a `postgres://` URL there names a PostgreSQL database instead
-//!   ([`postgres_url`], [`open_postgres`] with the `postgres` feature).
+//!   ([`postgres_url`], [`open_postgres`]).
 //! - New files and folders are created owner-only (0600 / 0700).
 //! - Every connection gets the settings that make one-process-per-command
 //!   cheap and safe: WAL (set once, at `init`), `synchronous` from the
@@ -104,41 +104,29 @@ pub fn is_postgres_url(text: &str) -> bool {
 /// The PostgreSQL URL that `flag` (`--db`), else `env` (`$INBOX_DB`),
 /// names, if it names one: callers check it before [`resolve_db_path`],
 /// which would take it for a relative file name. The flag wins over the
-/// environment, as for files. Without the `postgres` feature, a caller
-/// refuses such a URL ([`postgres_unavailable`]) rather than create a file
-/// by that name.
+/// environment, as for files.
 pub fn postgres_url(flag: Option<&Path>, env: Option<&Path>) -> Option<String> {
     let env = env.filter(|p| !p.as_os_str().is_empty());
     let named = flag.or(env)?.to_str()?;
     is_postgres_url(named).then(|| named.to_owned())
 }
 
-/// The error for a PostgreSQL URL given to an inbox built without the
-/// `postgres` feature.
-pub fn postgres_unavailable() -> StoreError {
-    StoreError::other(
-        "this inbox was built without PostgreSQL support; install it with \
-         `cargo install --path cli --features postgres`",
-    )
-}
-
 /// The database a PostgreSQL URL names, for people and messages:
 /// `postgres://user@host:port/db`, never its password (the URL as given
 /// may hold one, so it is never printed).
 pub fn describe_postgres_url(url: &str) -> String {
-    #[cfg(feature = "postgres")]
-    if let Ok(mut config) = url.parse::<postgres::Config>() {
-        crate::pg::from_environment(&mut config);
-        return crate::pg::describe(&config);
+    match url.parse::<postgres::Config>() {
+        Ok(mut config) => {
+            crate::pg::from_environment(&mut config);
+            crate::pg::describe(&config)
+        }
+        Err(_) => "a PostgreSQL database".to_owned(),
     }
-    let _ = url;
-    "a PostgreSQL database".to_owned()
 }
 
 /// Opens the PostgreSQL database `url` names: for `init` (`init` true) its
 /// schema is created or migrated; otherwise it must already hold an inbox
 /// schema (an older one is migrated, a newer one refused untouched).
-#[cfg(feature = "postgres")]
 pub fn open_postgres(url: &str, init: bool) -> Result<crate::pg::PgStore, StoreError> {
     use inbox_engine::Store;
     let mut store = crate::pg::PgStore::connect(url)?;

@@ -162,7 +162,7 @@ fn drain(engine: &mut PgEngine) -> Vec<String> {
 /// What serializing writers on the writer row costs: claim+done pairs per
 /// second with 1, 2 and 4 workers on their own connections, over a Unix
 /// socket to the test cluster (fsync off). A measurement to read, not a
-/// check: `cargo test -p inbox-host-native --features postgres --release
+/// check: `cargo test -p inbox-host-native --release
 /// --test pg_concurrency -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement; run it by name with --ignored --nocapture"]

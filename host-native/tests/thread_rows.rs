@@ -301,9 +301,7 @@ fn on_sqlite(check: fn(&mut dyn Store, &str)) {
     check(&mut store, "sqlite");
 }
 
-/// `check` on a throwaway PostgreSQL server (with the `postgres` feature,
-/// as scripts/test runs the tests).
-#[cfg(feature = "postgres")]
+/// `check` on a throwaway PostgreSQL server.
 fn on_postgres(check: fn(&mut dyn Store, &str)) {
     let Some(server) = inbox_pg_cluster::PgCluster::start_or_skip("thread_rows") else {
         return;
@@ -365,13 +363,11 @@ fn sqlite_reads_a_released_lease_only_when_asked() {
     on_sqlite(check_leases);
 }
 
-#[cfg(feature = "postgres")]
 #[test]
 fn postgres_writes_changing_fields_and_refuses_fixed_ones() {
     on_postgres(check);
 }
 
-#[cfg(feature = "postgres")]
 #[test]
 fn postgres_reads_a_released_lease_only_when_asked() {
     on_postgres(check_leases);

@@ -1,5 +1,5 @@
 //! [`PgStore`]: the engine's [`Store`] over one PostgreSQL connection
-//! (the `postgres` feature; design in `docs/postgres.md`).
+//! (design in `docs/postgres.md`).
 //!
 //! It owns the connection, its session settings (timeouts), the
 //! transaction protocol and a cache of prepared statements. Write
