@@ -16,8 +16,8 @@ use crate::services::{PostgresServer, RedisServer, TempDir};
 
 /// The binaries a run uses.
 pub(crate) struct Bins {
-    /// `target/release/installed/bin/inbox`: the build users install (`scripts/install`: statically
-    /// linked on Linux, with musl where it can); every SQLite figure is
+    /// `target/release/installed/bin/inbox`: the build users install
+    /// (`cargo install --path cli --locked`); every SQLite figure is
     /// this binary's.
     pub(crate) inbox: PathBuf,
     /// `target/release/installed/bin/orch`.
@@ -30,15 +30,11 @@ pub(crate) struct Bins {
     /// The file peers' one-process-per-message helper.
     pub(crate) peer: PathBuf,
     /// The process-spawn floor of issue 20's targets: a Rust `fn main() {}`
-    /// as cargo builds it by default, dynamically linked. (A statically
-    /// linked one starts faster still: docs/durability-and-speed.md.)
+    /// as cargo builds it by default, dynamically linked, as `inbox` is.
     pub(crate) noop: PathBuf,
     /// The SQLite floor: one row committed from a fresh process, with
-    /// inbox's SQLite and connection settings and nothing else. Linked as
-    /// the installed `inbox` is: the harness's build puts one built for
-    /// musl beside it when `inbox` is linked with musl (see
-    /// [`SQLITE_FLOOR`]); otherwise the harness's own, linked as the
-    /// spawn floor is.
+    /// inbox's SQLite and connection settings and nothing else, linked as
+    /// the spawn floor and `inbox` are.
     pub(crate) sqlite_floor: PathBuf,
     /// This harness (for worker and waiter child processes).
     pub(crate) me: PathBuf,
@@ -63,7 +59,7 @@ impl Bins {
                 Ok(path)
             } else {
                 bail!(
-                    "{} is missing; build it with `scripts/install --root target/release/{INSTALLED} --bin inbox --bin orch --bin inbox-serve` and `cargo build --release -p inbox-bench --bins` (scripts/bench does)",
+                    "{} is missing; build it with `cargo install --path cli --locked --root target/release/{INSTALLED} --bin inbox --bin orch --bin inbox-serve` and `cargo build --release -p inbox-bench --bins` (scripts/bench does)",
                     path.display()
                 )
             }
@@ -79,9 +75,7 @@ impl Bins {
             serve: need_in(&installed, "inbox-serve")?,
             peer: need("inbox-bench-peer")?,
             noop: need("inbox-bench-noop")?,
-            sqlite_floor: Some(installed.join(SQLITE_FLOOR))
-                .filter(|p| p.is_file())
-                .map_or_else(|| need(SQLITE_FLOOR), Ok)?,
+            sqlite_floor: need(SQLITE_FLOOR)?,
             redis_cli: which("redis-cli", &[]).ok_or_else(|| {
                 anyhow!("redis-cli is not installed (apt-get install -y redis-server)")
             })?,
@@ -101,13 +95,10 @@ pub(crate) fn release_dir(root: &Path) -> PathBuf {
 }
 
 /// Where the harness installs the binaries it measures (`--root` of
-/// `scripts/install`), in [`release_dir`].
+/// `cargo install`), in [`release_dir`].
 pub(crate) const INSTALLED: &str = "installed";
 
-/// The SQLite floor's executable. A copy built for musl sits beside the
-/// installed `inbox` when that is linked with musl: a floor that starts
-/// as a dynamically linked glibc program pays glibc's start, which such
-/// an `inbox` does not, and would bound nothing from below.
+/// The SQLite floor's executable.
 pub(crate) const SQLITE_FLOOR: &str = "inbox-bench-sqlite-floor";
 
 /// Everything a workload needs.

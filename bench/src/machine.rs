@@ -135,7 +135,7 @@ pub(crate) fn linking(path: &Path) -> &'static str {
         // glibc's version banner, which a static glibc executable carries.
         "statically linked with glibc"
     } else {
-        // The other C library `scripts/install` links statically.
+        // The other C library a static Linux build may carry.
         "statically linked with musl"
     }
 }
@@ -171,11 +171,11 @@ const CONFIGURATION: [(&str, &str); 11] = [
     ("PostgreSQL", PG_CONFIG),
     (
         "process-spawn floor",
-        "`inbox-bench-noop`: `fn main() {}` in this crate, built in cargo's `release` profile (`inbox` is installed with `dist`, `release` optimized as one program) and dynamically linked, as cargo links by default (the floor issue 20's targets were set against), started with the same `std::process::Command` (stdout and stderr piped, waited for). `inbox` is measured as `scripts/install` installs it: statically linked, with musl where the toolchain can build for it (else glibc; the machine table says which), which skips the ~0.2 ms of loading libc that this floor pays and, with musl, glibc's start asking the processor for its features, which this floor also pays (docs/durability-and-speed.md).",
+        "`inbox-bench-noop`: `fn main() {}` in this crate, built in cargo's `release` profile and dynamically linked, as cargo links by default (the floor issue 20's targets were set against), started with the same `std::process::Command` (stdout and stderr piped, waited for). `inbox` is measured as `cargo install --path cli --locked` installs it: the same profile, linked the same way.",
     ),
     (
         "SQLite floor",
-        "`inbox-bench-sqlite-floor DB normal|full`: opens an SQLite database with the SQLite `inbox` links and the settings it gives a one-command process (WAL, 2 KiB pages, no checkpoint on close, a truncating checkpoint at the WAL length `inbox` truncates at, `CHECKPOINT_FRAMES`), commits one 200-byte row to a table with one index in one `BEGIN IMMEDIATE` transaction, and exits. Linked as the installed `inbox` is when that is statically linked with musl (built for the musl target, with musl's own allocator), else built like the floor; the machine table says which. What any CLI command that writes an SQLite file pays, started as inbox starts; inbox's engine, schema and argument parser are not in it.",
+        "`inbox-bench-sqlite-floor DB normal|full`: opens an SQLite database with the SQLite `inbox` links and the settings it gives a one-command process (WAL, 2 KiB pages, no checkpoint on close, a truncating checkpoint at the WAL length `inbox` truncates at, `CHECKPOINT_FRAMES`), commits one 200-byte row to a table with one index in one `BEGIN IMMEDIATE` transaction, and exits. Built and linked like the floor and `inbox`. What any CLI command that writes an SQLite file pays, started as inbox starts; inbox's engine, schema and argument parser are not in it.",
     ),
     (
         "SQLite floor, inbox's schema in the file",

@@ -221,83 +221,25 @@ fn run(cli: &Cli) -> Result<()> {
 }
 
 /// Builds the binaries measured, so a run measures the commit being
-/// benchmarked, not a stale build: the build as users install it, with `scripts/install` (statically linked on
-/// Linux, with musl where it can), whose figures every SQLite row reports: `inbox`,
+/// benchmarked, not a stale build: the build as users install it (`cargo
+/// install --path cli --locked`), whose figures every row reports: `inbox`,
 /// `orch` and `inbox-serve` (the board's server, which `inbox serve` starts
 /// from beside `inbox`), not `inbox-mcp`, which nothing here measures. Not
 /// the harness: it is running (a build with other packages would relink it
 /// under its worker processes).
 fn build(root: &Path) -> Result<()> {
-    let release = ctx::release_dir(root);
-    eprintln!("installing inbox as users do (scripts/install)");
-    let installed = release.join(ctx::INSTALLED);
-    let status = Command::new(root.join("scripts/install"))
+    eprintln!("installing inbox as users do (cargo install --path cli --locked)");
+    let installed = ctx::release_dir(root).join(ctx::INSTALLED);
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .current_dir(root)
-        .arg("--root")
+        .args(["install", "--path", "cli", "--locked", "--root"])
         .arg(&installed)
         .args(["--bin", "inbox", "--bin", "orch", "--bin", "inbox-serve"])
         .args(["--force", "--no-track", "--quiet"])
         .status()
-        .context(
-            "cannot run scripts/install (pass --no-build to use the binaries already built)",
-        )?;
+        .context("cannot run cargo install (pass --no-build to use the binaries already built)")?;
     if !status.success() {
-        bail!("scripts/install failed");
-    }
-    floor_like_inbox(root, &installed.join("bin"))
-}
-
-/// Builds the SQLite floor for musl and puts it beside the installed
-/// `inbox` when that is linked with musl, so that the floor starts as
-/// `inbox` does (see [`ctx::SQLITE_FLOOR`]); otherwise removes any such
-/// copy left by an earlier run, and the harness's own floor is measured.
-fn floor_like_inbox(root: &Path, installed: &Path) -> Result<()> {
-    let beside = installed.join(ctx::SQLITE_FLOOR);
-    if !machine::linking(&installed.join("inbox")).ends_with("musl") {
-        match std::fs::remove_file(&beside) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("cannot remove {}", beside.display()));
-            }
-            _ => return Ok(()),
-        }
-    }
-    let target = format!("{}-unknown-linux-musl", std::env::consts::ARCH);
-    eprintln!("building the SQLite floor for {target}, as inbox is linked");
-    cargo_build(
-        root,
-        &[
-            "--target",
-            &target,
-            "-p",
-            "inbox-bench",
-            "--bin",
-            ctx::SQLITE_FLOOR,
-        ],
-    )?;
-    let built = ctx::release_dir(root)
-        .parent()
-        .map(|targets| {
-            targets
-                .join(&target)
-                .join("release")
-                .join(ctx::SQLITE_FLOOR)
-        })
-        .context("the target folder has no parent")?;
-    std::fs::copy(&built, &beside)
-        .with_context(|| format!("cannot copy {} to {}", built.display(), beside.display()))?;
-    Ok(())
-}
-
-/// `cargo build --release -q ARGS` in `root`.
-fn cargo_build(root: &Path, args: &[&str]) -> Result<()> {
-    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .current_dir(root)
-        .args(["build", "--release", "--locked", "-q"])
-        .args(args)
-        .status()
-        .context("cannot run cargo (pass --no-build to use the binaries already built)")?;
-    if !status.success() {
-        bail!("cargo build failed");
+        bail!("cargo install --path cli failed");
     }
     Ok(())
 }

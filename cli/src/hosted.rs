@@ -17,7 +17,7 @@ use crate::args::Cli;
 /// `inbox`'s parser. Help and usage errors are answered here, and the exit
 /// code to end with is returned instead.
 pub fn arguments(command: &str, json: bool) -> Result<Cli, ExitCode> {
-    let given: Vec<OsString> = crate::args_os().into_iter().skip(1).collect();
+    let given: Vec<OsString> = std::env::args_os().skip(1).collect();
     let parse = |subcommand: Option<&str>| {
         let argv = std::iter::once(OsString::from("inbox"))
             .chain(subcommand.map(OsString::from))

@@ -52,7 +52,7 @@ pub(crate) const SERVE: Server = Server {
 /// arguments. Returns only when that cannot be done: the exit code of the
 /// refusal, which says how to install the server.
 pub(crate) fn launch(server: Server, global: &Global) -> u8 {
-    let arguments = without_token(crate::args_os().into_iter().skip(1));
+    let arguments = without_token(std::env::args_os().skip(1));
     let program = match sibling(server) {
         Some(program) if program.is_file() => program,
         looked => return refuse(server, global, looked, None),

@@ -12,12 +12,8 @@
 
 pub mod args;
 mod bridge;
-#[cfg(target_os = "linux")]
-pub mod c_alloc;
 mod daemon;
 mod database;
-#[cfg(unix)]
-pub mod entry;
 mod generated;
 pub mod hosted;
 pub mod interchange;
@@ -314,18 +310,9 @@ fn engine_action(
     }
 }
 
-/// The process's arguments, the program's name first, as its `main`
-/// received them (see [`entry::args_os`]): where every executable reads them.
-pub fn args_os() -> Vec<OsString> {
-    #[cfg(unix)]
-    return entry::args_os();
-    #[cfg(not(unix))]
-    return std::env::args_os().collect();
-}
-
 /// Parses the process's arguments as `binary` and runs the command.
 fn run_binary(binary: Binary) -> u8 {
-    let raw: Vec<OsString> = args_os();
+    let raw: Vec<OsString> = std::env::args_os().collect();
     if let Some(error) = environment_problem() {
         let json = raw.iter().any(|a| a == "--json");
         let response = Response::failure(subcommand_in(binary, &raw), error);
@@ -456,9 +443,7 @@ fn run(invocation: Invocation) -> u8 {
     // `ps` to every local user all that time (`mcp` and `serve` are
     // handed over without the token: see `launch`).
     if name.starts_with("bridge")
-        && args_os()
-            .iter()
-            .any(|word| hosted::on_command_line(word, "--agent-token"))
+        && std::env::args_os().any(|word| hosted::on_command_line(&word, "--agent-token"))
     {
         hosted::log(&format!(
             "warning: --agent-token puts the token in this process's command line, which every local user can read with `ps` while it runs; give it with --agent-token-file or $INBOX_AGENT_TOKEN instead (`inbox {name}`)"

@@ -1,7 +1,6 @@
 //! `orch`: the leader's control plane for AI agent teams, on the command
-//! line. Everything lives in the `inbox_cli` library; see `lib.rs`, and
-//! `entry.rs` for why the entry point is its own on Linux.
-#![cfg_attr(all(target_os = "linux", not(test)), no_main)]
+//! line. Everything lives in the `inbox_cli` library; see `lib.rs`.
 
-inbox_cli::entry_point!(inbox_cli::orch_main);
-inbox_cli::c_allocator!();
+fn main() -> std::process::ExitCode {
+    std::process::ExitCode::from(inbox_cli::orch_main())
+}

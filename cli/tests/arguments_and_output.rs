@@ -97,7 +97,7 @@ fn a_closed_pipe_is_the_reader_s_choice_not_a_failure() {
 /// A command started with stdout and stderr closed still runs, and its
 /// result lands in none of the files it opened (its database, its lock
 /// files): the standard descriptors it finds closed are opened on
-/// `/dev/null` before anything else (`src/entry.rs`), and SQLite never
+/// `/dev/null` before `main` (the Rust runtime does it), and SQLite never
 /// opens a database on them either.
 #[test]
 fn a_command_started_with_stdout_and_stderr_closed_writes_only_its_database() {

@@ -808,7 +808,7 @@ fn tail(waited: &str) -> String {
          running a pass at every commit, a streak of 250 µs met the target in alternating runs \
          (p99 16.5 and 19.9 ms, against 22.2 ms twice with 375 µs), for 7% of the rate, and was \
          kept. Measured in alternating runs and not kept \
-         (docs/durability-and-speed.md): a woken sleeper spinning for the turn (p99 33 ms, the \
+         (docs/lab-log.md): a woken sleeper spinning for the turn (p99 33 ms, the \
          rate 0.49×), the gate closing after 15 ms instead of 40 (p99 27–33 ms against 22–25 ms: \
          each closing is a hand-off out of turn), sleepers looking at the turn's owner every 10 \
          or 40 ms instead of 20 (no better; 40 ms worse), and keeping writers that arrive \
@@ -954,22 +954,24 @@ fn throughput_checks(
 /// The CLI claim targets, alone and through `inbox daemon`; returns the
 /// two ratios to the floor.
 fn cli_check(section: &mut Section, inbox: &Inbox) -> (f64, f64) {
-    let alone = super::cli_cost_checks(
+    let alone = super::cli_cost_check(
         &mut section.checks,
         "claim",
         inbox.claim_cmd.p50,
         inbox.floor,
+        super::CLI_BOUND,
         "As for `send`, the excess is opening the database and the command itself on top of \
          starting a process; section 1's SQLite floors (one row committed from a fresh process, \
          none of inbox's code, in a file of its own and in one with inbox's schema) show how \
          much of that any SQLite write from a process of its own pays, and how much parsing \
          inbox's schema adds",
     );
-    let daemon = super::cli_cost_checks(
+    let daemon = super::cli_cost_check(
         &mut section.checks,
         "claim` to `inbox daemon",
         inbox.claim_daemon.p50,
         inbox.daemon_floor,
+        super::DAEMON_BOUND,
         "As for `send` (section 1): starting the inbox binary and parsing its arguments, one \
          round trip, and the daemon's own run of the call",
     );

@@ -38,12 +38,10 @@ const CALLS_AT_ONCE: usize = 32;
 /// before the process exits (a write cut short rolls back whole).
 const FINISHING: Duration = Duration::from_secs(2);
 
-inbox_cli::c_allocator!();
-
 fn main() -> ExitCode {
     // As in every command, `--json` puts a refusal on stdout as one JSON
     // object; otherwise stdout is left to the protocol alone.
-    let json = inbox_cli::args_os().iter().any(|a| a == "--json");
+    let json = std::env::args_os().any(|a| a == "--json");
     let refuse = |error: EngineError| refuse(error, json);
     let global = match arguments(json) {
         Ok(global) => global,

@@ -59,10 +59,8 @@ const ENGINE_THREADS: usize = 8;
 /// The port a board listens on when none is given.
 const DEFAULT_PORT: u16 = 7717;
 
-inbox_cli::c_allocator!();
-
 fn main() -> ExitCode {
-    let json = inbox_cli::args_os().iter().any(|a| a == "--json");
+    let json = std::env::args_os().any(|a| a == "--json");
     let refuse = |error: EngineError| hosted::refuse("serve", error, json);
     let (global, args) = match hosted::arguments("serve", json) {
         Ok(cli) => match cli.command {
