@@ -531,8 +531,8 @@ agents, settings, idempotency keys, orch's runs, tasks and attempts) with its
 ids and timestamps exactly, one record per line after a header line, in one
 consistent snapshot; `inbox import` brings it back, and exporting the result
 again gives the same bytes. --format mailbox-jsonl writes every message as a
-line of seed 004's mailbox.jsonl, --format teams-jsonl as a line of seed
-002's member inboxes (docs/bridges.md has the mappings). FILE is written
+line of a mailbox.jsonl log, --format teams-jsonl as a line of the
+per-member JSONL inboxes (docs/bridges.md has the mappings). FILE is written
 owner-only (0600) under a temporary name beside it, then renamed; without
 FILE, or with -, the lines go to stdout. --sqlite FILE writes a consistent,
 self-contained SQLite copy instead (no -wal or -shm beside it): to back up
@@ -560,8 +560,8 @@ included; rows already present with the same values are skipped, so
 importing a file twice adds nothing, and a row whose id is present with
 other values, like a file cut short, refuses the whole file.
 
---format mailbox-jsonl reads seed 004's mailbox.jsonl and --format
-teams-jsonl seed 002's member inbox lines: each line becomes inbox commands
+--format mailbox-jsonl reads a mailbox.jsonl log and --format
+teams-jsonl per-member JSONL inbox lines: each line becomes inbox commands
 (a task-assigned or task_assignment opens a thread, task-done or
 task_completion finishes it, a question or blocking_notification blocks it,
 ...; docs/bridges.md has every mapping), under inbox's rules, with an
@@ -595,7 +595,7 @@ Examples:
         long_about = "\
 Run a bridge: a long-running process that keeps a file-based system other
 tools already use working, with this database as the durable, leased store
-behind it. `file-drop DIR` ingests seed 001's *.task.json descriptors;
+behind it. `file-drop DIR` ingests the *.task.json descriptors dropped in DIR;
 `teams DIR` keeps an Agent Teams folder's member inboxes in step. Each
 bridge prints one line per action (--json: one JSON object per line), stops
 cleanly on SIGINT or SIGTERM between two files (or lines), and continues
@@ -1363,12 +1363,12 @@ pub enum BridgeCommand {
     #[command(
         long_about = "\
 Watch DIR (created owner-only if missing, and again if it is removed) for
-seed 001 descriptors, NAME.task.json: version 1, kind prompt or spawn_worker
+task descriptors, NAME.task.json: version 1, kind prompt or spawn_worker
 (with its crew fields skill, role, skills, model, cwd). Each one, in file
 name order, becomes an inbox thread from --from to its role (role, else
 skill, as role:NAME) or else to --to, and is renamed NAME.task.json.processed
 beside a NAME.task.json.result that says {\"ok\":true,...,\"threadId\":...}.
-What the seed refuses (over 64 KB, a symbolic link, malformed JSON, a schema
+What the format refuses (over 64 KB, a symbolic link, malformed JSON, a schema
 violation, spawn_worker without --trust-all) is renamed .failed beside a
 .result with the reason, and so is one whose .result or .processed could
 not be written (a name too long for them, a folder or a file the bridge did
@@ -1390,7 +1390,7 @@ Examples:
     /// Keep an Agent Teams folder's member inboxes in step with inbox
     #[command(
         long_about = "\
-Bridge a team folder both ways. DIR is either seed 002's layout,
+Bridge a team folder both ways. DIR is either the Agent Teams layout,
 DIR/members/<member>/inbox (JSONL, one message per line), or the one Claude
 Code agent teams use, DIR/inboxes/<agent>.json (a JSON array of {from, text,
 summary, timestamp, read} entries); a folder with neither is refused.
@@ -1403,7 +1403,7 @@ team_broadcast goes to broadcast, idle_notification registers the member
 again (activity). Each line is applied once, under an idempotency key made
 of its file and content; malformed lines are reported and skipped.
 Outbound, every message inbox delivers to a bridged member (a task, a reply,
-an answer, a broadcast) is appended to its inbox file as a seed 002 line
+an answer, a broadcast) is appended to its inbox file as a JSONL inbox line
 (under flock on inbox.lock; for Claude Code, the array rewritten under
 <agent>.json.lock and renamed). Lines the bridge ingested are never written
 back. One bridge per folder.",
@@ -1423,7 +1423,7 @@ pub struct TeamsArgs {
     /// The team folder (with members/ or inboxes/)
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
-    /// The inbox agent that is the folder's coordinator (seed 002's coordinator, Claude Code's team-lead)
+    /// The inbox agent that is the folder's coordinator (the Agent Teams coordinator, Claude Code's team-lead)
     #[arg(long, value_name = "NAME")]
     pub lead: Option<String>,
     #[command(flatten)]
@@ -1471,9 +1471,9 @@ pub struct BridgeRunArgs {
 pub enum Format {
     /// inbox's own dump: every row of every table
     Jsonl,
-    /// seed 004's mailbox.jsonl: one message per line
+    /// a mailbox.jsonl log: one message per line
     MailboxJsonl,
-    /// seed 002's member inbox: one message per line
+    /// a member's JSONL inbox (members/<member>/inbox): one message per line
     TeamsJsonl,
 }
 

@@ -5,7 +5,7 @@
 //! A command that opens the database itself pays, in every process, for
 //! opening the file, reading its schema and preparing each statement
 //! afresh: about a millisecond, most of what a command costs above starting
-//! the binary (docs/durability-and-speed.md). The daemon keeps one
+//! the binary (docs/lab-log.md). The daemon keeps one
 //! connection warm and runs each call exactly as the command would have:
 //! the same call, the same built-in engine, the same store, so every rule
 //! and every guarantee is the engine's and SQLite's. The daemon is only one

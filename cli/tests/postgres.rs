@@ -251,7 +251,7 @@ fn what_postgres_cannot_do_is_refused_and_a_password_is_never_printed() {
     }
 }
 
-/// A cluster set up with the README's roles recipe as written: the roles,
+/// A cluster set up with the roles recipe of docs/postgres.md as written: the roles,
 /// the `inbox` database, `inbox init` as its owner, the owner's grants.
 struct Recipe {
     cluster: PgCluster,
@@ -261,7 +261,7 @@ struct Recipe {
 impl Recipe {
     fn set_up(test: &str) -> Option<Recipe> {
         let cluster = PgCluster::start_or_skip(test)?;
-        let (as_superuser, as_owner) = inbox_pg_cluster::readme_roles_recipe();
+        let (as_superuser, as_owner) = inbox_pg_cluster::roles_recipe();
         // One statement at a time, as psql runs them (CREATE DATABASE cannot
         // run inside the transaction a multi-statement batch is).
         let mut admin = cluster.admin();
@@ -405,7 +405,7 @@ fn the_recipe_names_every_table_of_the_schema() {
     let Some(recipe) = Recipe::set_up("postgres: recipe covers the schema") else {
         return;
     };
-    let (_, as_owner) = inbox_pg_cluster::readme_roles_recipe();
+    let (_, as_owner) = inbox_pg_cluster::roles_recipe();
     let rows = recipe
         .client_as("inbox_owner")
         .query(
@@ -426,7 +426,7 @@ fn the_recipe_names_every_table_of_the_schema() {
         .collect();
     assert!(
         unnamed.is_empty(),
-        "the README's recipe grants agents nothing on {unnamed:?}"
+        "the roles recipe of docs/postgres.md grants agents nothing on {unnamed:?}"
     );
 }
 

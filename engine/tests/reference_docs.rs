@@ -1,4 +1,4 @@
-//! `docs/state-machine.md` and the README are checked against the code: their
+//! `docs/state-machine.md` and `docs/errors.md` are checked against the code: their
 //! generated sections (between `<!-- BEGIN GENERATED: x -->` and `<!-- END GENERATED: x -->`)
 //! must equal what this test renders from the transition table, the
 //! vocabularies, the error codes and the limits. To refresh them after a
@@ -575,5 +575,5 @@ fn state_machine_doc_matches_the_code() {
 
 #[test]
 fn readme_exit_and_error_codes_match_the_code() {
-    check("README.md", &["exit-codes", "errors"]);
+    check("docs/errors.md", &["exit-codes", "errors"]);
 }

@@ -253,7 +253,7 @@ fn cases() -> Vec<Case> {
         case("`import` of a file that is not a JSONL dump", "import nul.txt", Refused(30, "invalid_value")),
         case("`import` of a dump that never ends (`/dev/zero`): read only to 64 MiB", "import /dev/zero", Refused(30, "too_long")),
         case("`import` of a mailbox log with no message in it: skipped and counted", "import --format mailbox-jsonl nul.txt", Read(0)),
-        case("`import` of seed 002 lines that never end (`/dev/zero`): read only to 72 MiB", "import --format teams-jsonl /dev/zero", Refused(30, "too_long")),
+        case("`import` of JSONL inbox lines that never end (`/dev/zero`): read only to 72 MiB", "import --format teams-jsonl /dev/zero", Refused(30, "too_long")),
         // Bridges: refused before they touch a file.
         case("`bridge file-drop` on a file instead of a folder", "bridge file-drop nul.txt --to worker --once", Refused(30, "invalid_value")),
         case("`bridge file-drop` without a database", "bridge file-drop drop --to worker --once", Refused(50, "not_initialized")).on(Setup::Missing),

@@ -134,7 +134,7 @@ impl Checkpointer {
 /// until the WAL reached [`RESTART_FRAMES`]: a quarter of an fsync per
 /// write in process, and with a thread per connection, connections taking
 /// turns spent more on those passes than on their own transactions
-/// (docs/durability-and-speed.md).
+/// (docs/lab-log.md).
 #[derive(Default)]
 struct Asked {
     /// The WAL's length in frames at the last ask (0: never asked).

@@ -436,7 +436,7 @@ fn check_header<R: BufRead>(lines: &mut Lines<R>) -> Result<(), DumpError> {
     let not_a_dump = |why: &str| {
         DumpError::NotADump(format!(
             "line 1 {why}, not an inbox-jsonl header (a file made by `inbox export --format jsonl`); \
-             for seed 004's mailbox.jsonl pass --format mailbox-jsonl, for seed 002's inbox lines \
+             for a mailbox.jsonl log pass --format mailbox-jsonl, for JSONL inbox lines \
              --format teams-jsonl; nothing was imported"
         ))
     };

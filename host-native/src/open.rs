@@ -449,7 +449,7 @@ pub fn set_lifetime(store: &mut SqliteStore, lifetime: Lifetime) -> Result<(), S
 /// frames, so this truncates every ten or so writes. 128 frames was
 /// measured against 64, 256 and 512 in alternating runs of CLI commands: a
 /// `send` 6 % faster than at 64 (fewer fsyncs), a `fetch`, which only
-/// recovers, within 1.5 % (see docs/durability-and-speed.md). (A PASSIVE
+/// recovers, within 1.5 % (see docs/lab-log.md). (A PASSIVE
 /// checkpoint cannot replace it: with one process per command, each
 /// recovery forgets what was copied back, so the WAL is never started over
 /// and grew to 12 MB in 400 sends.)

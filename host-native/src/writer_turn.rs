@@ -83,7 +83,7 @@ const HANDED_OFF: u32 = WAITERS - 1;
 /// it before its release hands the turn to a sleeper: long enough for a
 /// few transactions with a warm cache per hand-off, short enough that 15
 /// sleepers ahead of a writer cost it milliseconds, not tens of them.
-/// Measured (docs/durability-and-speed.md): once the checkpoint thread
+/// Measured (docs/lab-log.md): once the checkpoint thread
 /// stopped running a pass at every commit, 250 µs kept the 16-worker claim
 /// p99 under 20 ms (16.5 and 19.9 ms, against 22.2 ms with 375 µs), halved
 /// the worst claim, and cost 7% of the rate. Public so that the benchmark's
@@ -104,7 +104,7 @@ const OWNER_CHECK_EVERY: Duration = Duration::from_millis(20);
 /// writers a claim now and then waited through the queue several times:
 /// with the second lane the claim p99 of 16 worker processes fell from
 /// 29-37 ms to 21-25 ms, and with an fsync per commit from 24-36 ms to
-/// 10-13 ms (docs/durability-and-speed.md). A writer of an older inbox
+/// 10-13 ms (docs/lab-log.md). A writer of an older inbox
 /// sleeps with every bit set and is woken by either lane's wake; its plain
 /// wake wakes either lane.
 const FIRST: NonZeroU32 = NonZeroU32::MIN;

@@ -3,7 +3,7 @@
 //! SQLite. Each script runs in a fresh schema of one throwaway cluster (a
 //! schema per script is much cheaper than a database per script), on the
 //! scripts' manual clock rather than the server's, and as an agents' role
-//! given only what the README's roles recipe grants.
+//! given only what the roles recipe of docs/postgres.md grants.
 
 // Tests report failures by panicking.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -20,7 +20,7 @@ fn every_script_matches_its_golden_transcript_on_postgres() {
         return;
     };
     let mut admin = server.admin();
-    // Each script runs as an agents' role under the README's recipe, as a
+    // Each script runs as an agents' role under the roles recipe of docs/postgres.md, as a
     // team's machines would: a command that needs more than the recipe
     // grants fails its script.
     admin
@@ -29,7 +29,7 @@ fn every_script_matches_its_golden_transcript_on_postgres() {
              CREATE ROLE machine_a LOGIN IN ROLE inbox_agents",
         )
         .unwrap();
-    let (_, grants) = inbox_pg_cluster::readme_roles_recipe();
+    let (_, grants) = inbox_pg_cluster::roles_recipe();
     let mut n = 0;
     inbox_conformance::assert_corpus("postgres", || {
         n += 1;

@@ -127,7 +127,7 @@ pub fn create_sqlite(path: &Path, durability: Durability) -> Result<()> {
 /// as a process that runs many commands opens it (an embedding host, the
 /// harnesses' producers, workers and waiters): with the long-lived
 /// checkpoint policy, not the CLI's one-command policy (see
-/// docs/durability-and-speed.md).
+/// docs/lab-log.md).
 pub fn open_sqlite(path: &Path) -> Result<SqliteStore> {
     let (mut store, _) = open::open_existing(path, None)
         .map_err(|e| anyhow!("cannot open {}: {e}", path.display()))?;

@@ -80,7 +80,7 @@ impl Drop for Daemon {
 /// Opens an engine on an existing database for a process that runs many
 /// commands (in-process producers, worker and waiter roles), as an embedding
 /// host would: with the long-lived checkpoint policy, not the CLI's
-/// one-command policy (see docs/durability-and-speed.md).
+/// one-command policy (see docs/lab-log.md).
 pub(crate) fn engine(path: &Path) -> Result<NativeEngine> {
     Ok(Engine::new(
         stores::open_sqlite(path)?,

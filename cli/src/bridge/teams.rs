@@ -1479,12 +1479,12 @@ fn detect(dir: &Path) -> Result<Layout, EngineError> {
         (true, false) => Ok(Layout::Members),
         (false, true) => Ok(Layout::Inboxes),
         (true, true) => Err(refused(format!(
-            "{} has both members/ (seed 002) and inboxes/ (Claude Code); bridge one team folder \
+            "{} has both members/ (Agent Teams JSONL inboxes) and inboxes/ (Claude Code); bridge one team folder \
              per layout",
             dir.display()
         ))),
         (false, false) => Err(refused(format!(
-            "{} is not a team folder: it has neither members/<member>/inbox (seed 002) nor \
+            "{} is not a team folder: it has neither members/<member>/inbox (Agent Teams JSONL inboxes) nor \
              inboxes/<agent>.json (Claude Code agent teams)",
             dir.display()
         ))),

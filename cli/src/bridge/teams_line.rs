@@ -35,7 +35,7 @@ pub(crate) enum LineProblem {
     #[error("malformed JSON: {0}")]
     Malformed(String),
     /// JSON, but not a seed 002 message.
-    #[error("not a seed 002 message at '{path}': {problem}")]
+    #[error("not an Agent Teams inbox message at '{path}': {problem}")]
     Schema {
         /// The failing field.
         path: String,

@@ -151,7 +151,7 @@ impl Line {
         let Some(kind) = MessageType::parse(&kind_name) else {
             let known: Vec<&str> = MessageType::ALL.iter().map(|t| t.as_str()).collect();
             return Err(format!(
-                "has type `{kind_name}`; seed 004's types are {}",
+                "has type `{kind_name}`; a mailbox.jsonl message's types are {}",
                 known.join(", ")
             ));
         };

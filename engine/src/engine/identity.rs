@@ -32,7 +32,7 @@
 //! Messages agents read never teach a way around the rule: a refusal says
 //! whose token to pass and where from, and that a registered agent (the
 //! lead) registers new agents; the operator's way out, when every token is
-//! lost, is in the README ("Who may act as whom"). This module must never decide anything
+//! lost, is in docs/cli.md ("Who may act as whom"). This module must never decide anything
 //! else about a command: it answers "may this caller act as this agent",
 //! "who vouches for this registration or settings change" and "does this
 //! address reach a registered agent", and nothing more.

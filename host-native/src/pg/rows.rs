@@ -48,7 +48,7 @@ pub fn pg_error(error: postgres::Error, location: &str) -> StoreError {
     if *code == SqlState::INSUFFICIENT_PRIVILEGE {
         return StoreError::other(format!(
             "{location}: {detail}; this database role may not do that: the database's owner \
-             grants each role what it may touch (README, \"Several machines: PostgreSQL\")"
+             grants each role what it may touch (docs/postgres.md, \"Using it\")"
         ));
     }
     StoreError::other(format!("{location}: {detail}"))

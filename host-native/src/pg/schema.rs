@@ -309,7 +309,7 @@ pub fn migrate(client: &mut Client, location: &str) -> Result<u32, StoreError> {
 /// Puts back the row of `inbox_writer` that every write locks, if someone
 /// removed it: without it the store refuses to write (`PgStore::begin`).
 /// Looks first, so that a role that may only lock the row (an agent's, in
-/// the README's recipe) can run `init` on a sound schema; on a broken one it
+/// the roles recipe of docs/postgres.md) can run `init` on a sound schema; on a broken one it
 /// gets PostgreSQL's "permission denied", and the owner repairs it.
 fn restore_writer_row(
     tx: &mut postgres::Transaction<'_>,

@@ -148,7 +148,7 @@ impl SqliteStore<Connection> {
     /// Closing a connection finalizes its statements, frees the schema it
     /// parsed, unmaps the database and its index and gives back all that
     /// memory: 20 to 80 µs of a command's process (measured in
-    /// docs/durability-and-speed.md), for a process whose exit releases its
+    /// docs/lab-log.md), for a process whose exit releases its
     /// locks and closes its files anyway. A committed connection holds
     /// nothing another process waits on: its commit is in the WAL and the
     /// WAL index, its write lock went with the commit, and closing it

@@ -459,15 +459,16 @@ fn set_mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-/// The README's recipe for database roles, as (what a superuser runs,
-/// what the schema's owner runs): the SQL between its `roles-recipe-*`
-/// markers, so that what the README tells operators is what tests run.
-pub fn readme_roles_recipe() -> (String, String) {
-    let readme = include_str!("../../../README.md");
+/// The recipe for database roles in docs/postgres.md, as (what a
+/// superuser runs, what the schema's owner runs): the SQL between its
+/// `roles-recipe-*` markers, so that what the docs tell operators is what
+/// tests run.
+pub fn roles_recipe() -> (String, String) {
+    let readme = include_str!("../../../docs/postgres.md");
     let block = |marker: &str| -> String {
         let start = readme
             .find(&format!("<!-- {marker} -->"))
-            .unwrap_or_else(|| panic!("README has no {marker} marker"));
+            .unwrap_or_else(|| panic!("docs/postgres.md has no {marker} marker"));
         let sql = &readme[start..];
         let open = sql.find("```sql\n").unwrap() + "```sql\n".len();
         let close = open + sql[open..].find("```").unwrap();
