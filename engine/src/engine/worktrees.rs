@@ -170,7 +170,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
         let mut reserved = Vec::new();
         for (key, worktree, place) in worktrees {
             let (run_id, task_id, attempt) = &key;
-            let Some(run) = self.run_in(&mut runs, run_id)? else {
+            let Some(run) = self.cached_run(&mut runs, run_id)? else {
                 continue;
             };
             let Some(task) = self.store.task(run_id, task_id)? else {
@@ -203,7 +203,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     pub(super) fn unreserve(&mut self, gone: &[(Key, String)]) -> Result<(), EngineError> {
         let mut runs: BTreeMap<String, Run> = BTreeMap::new();
         for ((run_id, task_id, attempt), branch) in gone {
-            let Some(run) = self.run_in(&mut runs, run_id)? else {
+            let Some(run) = self.cached_run(&mut runs, run_id)? else {
                 continue;
             };
             run.reservations.retain(|r| {
@@ -217,7 +217,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
     }
 
     /// Run `run_id`, read once into `runs`; `None` when it is gone.
-    fn run_in<'r>(
+    fn cached_run<'r>(
         &mut self,
         runs: &'r mut BTreeMap<String, Run>,
         run_id: &str,
