@@ -1413,16 +1413,27 @@ fn a_foreign_file_at_a_name_the_bridge_writes_refuses_the_descriptor_unsent() {
     .unwrap();
     chown_tree(&dir.join("f.task.json.processed"), owner);
 
-    let mut command = env.command(&[
-        "bridge",
-        "file-drop",
-        "drop",
-        "--to",
-        "worker",
-        "--shared-dir",
-        "--once",
-        "--json",
-    ]);
+    // The bridge user runs a copy of the binary from a folder every user
+    // can reach: the checkout's own may sit in a folder only root enters
+    // (a clone into `mktemp -d`, mode 0700).
+    let reachable = tempfile::tempdir().unwrap();
+    chmod(reachable.path(), 0o755);
+    let binary = reachable.path().join("inbox");
+    std::fs::copy(crate::common::inbox_bin(), &binary).unwrap();
+    chmod(&binary, 0o755);
+    let mut command = env.command_of(
+        &binary,
+        &[
+            "bridge",
+            "file-drop",
+            "drop",
+            "--to",
+            "worker",
+            "--shared-dir",
+            "--once",
+            "--json",
+        ],
+    );
     {
         use std::os::unix::process::CommandExt as _;
         command.uid(owner).gid(owner);

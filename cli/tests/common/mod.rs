@@ -148,7 +148,7 @@ impl TestEnv {
         run
     }
 
-    fn command_of(&self, binary: &str, args: &[&str]) -> Command {
+    pub fn command_of(&self, binary: impl AsRef<std::ffi::OsStr>, args: &[&str]) -> Command {
         let mut command = Command::new(binary);
         command
             .args(args)
