@@ -11,8 +11,10 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
+use inbox_board::ServeArgs;
 use inbox_engine::{AgentRegistration, AgentTokens, Kind, Priority, Status, Timestamp, Vocabulary};
-use inbox_host_native::Durability;
+use inbox_host_native::Global;
+use inbox_sqlite::Durability;
 
 const ROOT_HELP: &str = "\
 inbox is the durable coordination bus of an AI agent team. A leader opens a
@@ -63,76 +65,6 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
-}
-
-// Flags every command takes.
-#[doc(hidden)]
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Global options")]
-pub struct Global {
-    /// The database: a file, or a postgres:// URL [default: $INBOX_DB, else the nearest .agents/coord.db]
-    #[arg(long, global = true, value_name = "PATH|URL")]
-    pub db: Option<PathBuf>,
-    /// Print exactly one JSON object on stdout (for agents)
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// The acting agent: who claims, updates, reads or waits
-    #[arg(long, global = true, env = "INBOX_AGENT", value_name = "NAME")]
-    pub agent: Option<String>,
-    /// Make a write safe to retry: a command repeated with the same key
-    /// returns its first outcome (marked "replayed") and changes nothing
-    #[arg(long, global = true, value_name = "KEY")]
-    pub idempotency_key: Option<String>,
-    /// A file holding the acting agent's token, when the database requires
-    /// agent tokens (agent register prints it once): yours alone (chmod
-    /// 600), the token on one line; unlike a command line, other users'
-    /// `ps` does not show it
-    #[arg(
-        long,
-        global = true,
-        env = "INBOX_AGENT_TOKEN_FILE",
-        value_name = "PATH"
-    )]
-    pub agent_token_file: Option<PathBuf>,
-    /// The acting agent's token itself; prefer --agent-token-file or the
-    /// environment variable, which other users' `ps` does not show
-    #[arg(
-        long,
-        global = true,
-        env = "INBOX_AGENT_TOKEN",
-        hide_env_values = true,
-        value_name = "TOKEN"
-    )]
-    pub agent_token: Option<String>,
-    /// Run the command through this engine component (.wasm, built by
-    /// scripts/build-plugin) instead of the built-in engine
-    // Shown only in builds with the `plugin` feature; other builds refuse it
-    // with a message that says how to get one.
-    #[arg(long, global = true, env = "INBOX_ENGINE", value_name = "PATH")]
-    #[cfg_attr(not(feature = "plugin"), arg(hide = true))]
-    pub engine: Option<PathBuf>,
-}
-
-impl Global {
-    /// Reads the agent token from `--agent-token-file` (or
-    /// `$INBOX_AGENT_TOKEN_FILE`) into `agent_token`, where every command
-    /// and server takes it from. A token given both ways is refused rather
-    /// than one silently chosen. Done once, after parsing, by whatever
-    /// parsed the command line.
-    pub fn resolve_agent_token(&mut self) -> Result<(), inbox_engine::EngineError> {
-        let Some(path) = self.agent_token_file.take() else {
-            return Ok(());
-        };
-        if self.agent_token.is_some() {
-            return Err(inbox_engine::EngineError::InvalidValue {
-                field: "agent_token_file".into(),
-                problem: "is given, and a token too (--agent-token or $INBOX_AGENT_TOKEN); give the token one way"
-                    .into(),
-            });
-        }
-        self.agent_token = Some(crate::secret::read_token_file(&path)?);
-        Ok(())
-    }
 }
 
 /// Defines [`Command`], the subcommands, from three lists: the commands the
@@ -1493,82 +1425,6 @@ impl Format {
 #[derive(Debug, Args)]
 pub struct McpArgs {}
 
-// `serve`: the board's server (`inbox-serve`) reads these.
-#[doc(hidden)]
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// The port to listen on (0: any free port; the URL printed says which)
-    /// [default: 7717]
-    #[arg(long, value_name = "PORT")]
-    pub port: Option<u16>,
-    /// Listen on this address instead of 127.0.0.1, with a port if --port
-    /// is not given: 127.0.0.2, [::1]:8080, localhost:8080, 0.0.0.0 (other
-    /// machines can then reach the board, with its token: a warning is
-    /// printed)
-    #[arg(long, value_name = "ADDR[:PORT]", value_parser = listen_address)]
-    pub listen: Option<Listen>,
-    /// Write the board's URL, with its token, to this file (made anew,
-    /// readable by you alone) instead of stdout, which then shows the URL
-    /// without the token: for a board whose output a supervisor logs
-    #[arg(long, value_name = "PATH")]
-    pub url_file: Option<PathBuf>,
-    /// Let the page write (answer, cancel, send) with the token in the URL
-    #[arg(long)]
-    pub write: bool,
-    /// The agent name the board's writes are made as
-    #[arg(long = "as", value_name = "NAME", default_value = "human")]
-    pub human: String,
-    /// Open the board in the default browser, through a page only you
-    /// can read (the token is never on a command line)
-    #[arg(long)]
-    pub open: bool,
-}
-
-/// Where `inbox serve --listen` listens: an IP address, and the port if
-/// one was given with it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Listen {
-    /// The address.
-    pub ip: std::net::IpAddr,
-    /// The port, if given as `ADDR:PORT`.
-    pub port: Option<u16>,
-}
-
-/// Reads `--listen`: an IP address (`::1` or `[::1]`), with `:PORT` or
-/// without, or `localhost`, which is 127.0.0.1. No other name is looked
-/// up: the address listened on is the one the URL names, so it is never
-/// one that a name resolves to differently later.
-fn listen_address(given: &str) -> Result<Listen, String> {
-    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-    let refused = || {
-        format!(
-            "`{given}` is not an IP address with an optional port (127.0.0.2, 127.0.0.2:8080, ::1, [::1]:8080, localhost:8080, 0.0.0.0); other host names are not looked up"
-        )
-    };
-    if let Ok(address) = given.parse::<SocketAddr>() {
-        return Ok(Listen {
-            ip: address.ip(),
-            port: Some(address.port()),
-        });
-    }
-    let (host, port) = match given.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') || host.ends_with(']') => {
-            (host, Some(port.parse::<u16>().map_err(|_| refused())?))
-        }
-        _ => (given, None),
-    };
-    let bare = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    let ip = if bare.eq_ignore_ascii_case("localhost") {
-        IpAddr::V4(Ipv4Addr::LOCALHOST)
-    } else {
-        bare.parse::<IpAddr>().map_err(|_| refused())?
-    };
-    Ok(Listen { ip, port })
-}
-
 // `daemon`: everything it takes is a global flag (`--db`, `--json`).
 #[doc(hidden)]
 #[derive(Debug, Args)]
@@ -1581,38 +1437,4 @@ pub struct ScriptArgs {
     /// The script file (- for stdin)
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-    #[test]
-    fn listen_takes_an_address_with_or_without_a_port_and_localhost() {
-        let v4 = |a, b, c, d| IpAddr::V4(Ipv4Addr::new(a, b, c, d));
-        let cases = [
-            ("127.0.0.2", v4(127, 0, 0, 2), None),
-            ("127.0.0.2:8080", v4(127, 0, 0, 2), Some(8080)),
-            ("::1", IpAddr::V6(Ipv6Addr::LOCALHOST), None),
-            ("[::1]", IpAddr::V6(Ipv6Addr::LOCALHOST), None),
-            ("[::1]:0", IpAddr::V6(Ipv6Addr::LOCALHOST), Some(0)),
-            ("localhost", v4(127, 0, 0, 1), None),
-            ("LocalHost:7", v4(127, 0, 0, 1), Some(7)),
-            ("0.0.0.0", v4(0, 0, 0, 0), None),
-        ];
-        for (given, ip, port) in cases {
-            assert_eq!(listen_address(given), Ok(Listen { ip, port }), "{given}");
-        }
-        for bad in [
-            "example.com",
-            "example.com:80",
-            "127.0.0.1:99999",
-            "",
-            ":80",
-            "[::1]:x",
-        ] {
-            assert!(listen_address(bad).is_err(), "{bad}");
-        }
-    }
 }

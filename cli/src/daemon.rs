@@ -62,10 +62,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use inbox_engine::{Call, Effect, EngineError, Response, StoreError, StoreErrorKind, Timestamp};
-use inbox_host_native::{Durability, HostClock};
+use inbox_host_native::HostClock;
+use inbox_sqlite::Durability;
 use serde::{Deserialize, Serialize};
 
-use crate::{Executed, Target};
+use inbox_host_native::run::{Executed, Target};
 
 mod connection;
 mod deadline;
@@ -144,7 +145,7 @@ enum Answer {
 pub(crate) struct Ran {
     /// [`Response::exit_code`].
     pub(crate) exit: u8,
-    /// Whether the call was a successful write ([`crate::changed`]).
+    /// Whether the call was a successful write ([`inbox_host_native::run::changed`]).
     pub(crate) changed: bool,
     /// The engine's time when it ended.
     now: String,
@@ -192,14 +193,14 @@ pub(crate) enum Handed {
 
 /// The socket of the database at `db`.
 pub(crate) fn socket_path(db: &Path) -> PathBuf {
-    inbox_host_native::file::companion(db, SUFFIX)
+    inbox_sqlite::file::companion(db, SUFFIX)
 }
 
 /// Hands `call` on `on` to the database's daemon, if the call may be
 /// handed over (see the module's notes for why some run in the command)
 /// and a daemon of this build and this user serves the database.
 pub(crate) fn hand_over(on: Target<'_>, call: &Call, clock: &HostClock) -> Handed {
-    let crate::database::Database::File(db) = on.db else {
+    let inbox_host_native::database::Database::File(db) = on.db else {
         return Handed::NotRun;
     };
     let handed_over = on.engine.is_none()
@@ -235,7 +236,7 @@ pub(crate) fn hand_over(on: Target<'_>, call: &Call, clock: &HostClock) -> Hande
 /// it until every reader can see what it wrote. Whether the lock was had,
 /// within SQLite's busy budget.
 fn no_commit_under_way(db: &Path) -> bool {
-    let Ok((store, _)) = inbox_host_native::open::open_existing(db, None) else {
+    let Ok((store, _)) = inbox_sqlite::open::open_existing(db, None) else {
         return false;
     };
     let had = store

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 use inbox_engine::{EngineError, Response};
 
-use crate::args::Global;
+use inbox_host_native::Global;
 
 /// A server program `inbox` starts.
 #[derive(Clone, Copy, Debug)]
@@ -104,7 +104,7 @@ fn without_token(arguments: impl Iterator<Item = OsString>) -> Vec<OsString> {
             arguments.next();
         } else if !TOKEN_FLAGS
             .iter()
-            .any(|flag| crate::hosted::on_command_line(&word, flag))
+            .any(|flag| inbox_host_native::hosted::on_command_line(&word, flag))
         {
             kept.push(word);
         }

@@ -13,34 +13,30 @@
 pub mod args;
 mod bridge;
 mod daemon;
-mod database;
 mod generated;
-pub mod hosted;
 pub mod interchange;
 mod launch;
 pub mod orch_args;
 mod output;
-mod postgres;
 mod render;
 mod render_orch;
 mod request;
-mod runner;
-pub mod secret;
-mod terminal;
+pub mod serving;
 mod tools;
 mod transfer;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches};
-use inbox_engine::{Call, Effect, EngineError, Executor, Request, Response, StoreError};
-use inbox_host_native::{Durability, HostClock, SqliteStore, open, watch};
+use inbox_engine::{Call, EngineError, Request, Response};
+use inbox_host_native::{HostClock, database, hosted, terminal};
+use inbox_sqlite::Durability;
 
-use args::{Cli, Command, Global};
+use args::{Cli, Command};
+use inbox_host_native::Global;
+use inbox_host_native::run::{Target, changed, execute_on, stopped};
 use orch_args::{OrchCli, OrchCommand};
-pub use request::subject_from;
 
 /// Runs `inbox` with the process's arguments and returns its exit code.
 pub fn main() -> u8 {
@@ -479,7 +475,7 @@ fn run(invocation: Invocation) -> u8 {
         Ok(request) => request,
         Err(error) => return finish(&fail(error), json, None, &notes),
     };
-    let (db, cwd) = database::Database::resolve(&global);
+    let (db, cwd) = inbox_host_native::database::Database::resolve(&global);
     notes.extend(db.notes().iter().cloned());
     let new_thread = matches!(&request, Request::Send(r) if r.thread_id.is_none());
     let on = Target {
@@ -527,179 +523,6 @@ fn run(invocation: Invocation) -> u8 {
         database: Some(database),
     };
     finish(&executed.response, json, Some(&context), &notes)
-}
-
-/// Where a request runs: the database, the engine (`--engine`), for
-/// `init` the durability to record, and whether the process exits after
-/// this one request (a command line's, not a server's).
-#[derive(Clone, Copy)]
-struct Target<'a> {
-    db: &'a database::Database,
-    engine: Option<&'a Path>,
-    init: Option<Option<Durability>>,
-    /// The store is then left for the exit to close
-    /// ([`inbox_host_native::SqliteStore::leave_for_exit`]).
-    exits_after: bool,
-}
-
-/// What running a request gave: its response, the engine's time when it
-/// ended, and the durability of the database it ran on, for people.
-struct Executed {
-    response: Response,
-    now: inbox_engine::Timestamp,
-    durability: &'static str,
-}
-
-/// Runs one request over a database the way every command runs it: the
-/// engine chosen, the database opened (created only by `init`), and a wait
-/// blocked until it wakes, times out or `stop` says to stop (`Ok(None)`).
-/// One home for this sequence: `inbox`, `orch` and `inbox-mcp` all run it.
-fn execute_on(
-    on: Target<'_>,
-    call: Call,
-    clock: HostClock,
-    stop: Option<&dyn Fn() -> bool>,
-) -> Result<Option<Executed>, EngineError> {
-    match on.db {
-        database::Database::File(db) => execute_on_file(&db.path, on, call, clock, stop),
-        database::Database::Postgres { url, .. } => {
-            postgres::execute_on(url, on, call, clock, stop)
-        }
-    }
-}
-
-/// [`execute_on`] for an SQLite file.
-fn execute_on_file(
-    path: &Path,
-    on: Target<'_>,
-    call: Call,
-    clock: HostClock,
-    stop: Option<&dyn Fn() -> bool>,
-) -> Result<Option<Executed>, EngineError> {
-    // A wait arms its watch before it opens the database, so that no commit
-    // between the first query and the first sleep goes unnoticed.
-    let waits = call.request.effect() == Effect::Wait;
-    let mut watcher = waits.then(|| watch::ChangeWatcher::arm(path));
-    let engine = runner::EngineChoice::load(on.engine)?;
-    let (mut store, durability) = open_store(on.init, path).map_err(EngineError::Store)?;
-    // A wait keeps its connection open and may write while it waits
-    // (heartbeats, lapses, orch's reconcile): like an embedding host, it
-    // leaves truncating the WAL to the one-command writers, so a wake is
-    // never held up by a checkpoint's fsyncs.
-    if waits {
-        inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
-            .map_err(EngineError::Store)?;
-    }
-    let mut engine = engine.start(store, clock)?;
-    let response = match (watcher.as_mut(), stop) {
-        (Some(watcher), None) => watch::wait(&mut engine, runner::Runner::store, call, watcher),
-        (Some(watcher), Some(stop)) => {
-            match watch::wait_or_stop(&mut engine, runner::Runner::store, call, watcher, stop) {
-                Some(response) => response,
-                None => return Ok(None),
-            }
-        }
-        (None, _) => engine.execute_call(call),
-    };
-    let executed = Executed {
-        response,
-        now: engine.now(),
-        durability: durability.as_str(),
-    };
-    if on.exits_after {
-        engine.leave_for_exit();
-    }
-    Ok(Some(executed))
-}
-
-fn stopped() -> EngineError {
-    EngineError::Internal {
-        message: "the wait was stopped before it answered".into(),
-    }
-}
-
-/// Runs one engine request for a host that serves many in one process
-/// (`inbox-mcp`), exactly as the command line runs it: over the database
-/// `global` names (`--db`, `$INBOX_DB`, or found), with the engine it names,
-/// on the host clock, a wait blocking until it wakes or times out. Returns
-/// `None` when `stop` ended a wait (its client cancelled the call). The
-/// response is the one `--json` prints; nothing is printed. A wait with a
-/// `stop` looks at it every [`inbox_host_native::watch::STOP_CHECK`]; a
-/// host that never cancels passes `None`, and its waits sleep until woken.
-pub fn execute(global: &Global, call: Call, stop: Option<&dyn Fn() -> bool>) -> Option<Response> {
-    let command = call.request.command().as_str().to_owned();
-    let fail = |error: EngineError| Some(Response::failure(Some(command.clone()), error));
-    let clock = match HostClock::from_env() {
-        Ok(clock) => clock,
-        Err(e) => {
-            return fail(EngineError::InvalidValue {
-                field: inbox_host_native::clock::NOW_ENV.into(),
-                problem: e.to_string(),
-            });
-        }
-    };
-    let (db, _) = database::Database::resolve(global);
-    let on = Target {
-        db: &db,
-        engine: global.engine.as_deref(),
-        init: None,
-        exits_after: false,
-    };
-    match execute_on(on, call, clock, stop) {
-        Ok(executed) => executed.map(|executed| executed.response),
-        Err(error) => fail(error),
-    }
-}
-
-/// The database `global` names, opened once to check that commands can
-/// run on it (it exists, is initialized, is ours): what a long-running host
-/// checks before it starts serving. Returns the line saying which database
-/// it is and why, as commands say it on stderr.
-pub fn check_database(global: &Global) -> Result<String, EngineError> {
-    let (db, cwd) = database::Database::resolve(global);
-    match &db {
-        database::Database::File(file) => {
-            open::open_existing(&file.path, None).map_err(EngineError::Store)?;
-        }
-        database::Database::Postgres { url, .. } => postgres::check(url)?,
-    }
-    Ok(db.line(&cwd))
-}
-
-/// What this host can say about an artifact a caller named by its path
-/// alone (an MCP tool call): its absolute form and, for a readable file,
-/// size and SHA-256 digest, exactly as `--artifact` records them. Notes
-/// say why a path has no digest.
-pub fn describe_artifact(path: &str, notes: &mut Vec<String>) -> inbox_engine::wire::ArtifactInput {
-    request::describe_artifact(path, notes)
-}
-
-/// The database the command line names (`--db`, `$INBOX_DB`, or found),
-/// and the current folder it was resolved from.
-pub(crate) fn resolve_db(global: &args::Global) -> (inbox_host_native::DbPath, PathBuf) {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let env_db = std::env::var_os("INBOX_DB").map(PathBuf::from);
-    let db = inbox_host_native::resolve_db_path(global.db.as_deref(), env_db.as_deref(), &cwd);
-    (db, cwd)
-}
-
-/// Opens the database: created by `init` (`init` is `Some`, with the
-/// durability to record, if given), otherwise it must already exist.
-fn open_store(
-    init: Option<Option<Durability>>,
-    path: &Path,
-) -> Result<(SqliteStore, Durability), StoreError> {
-    match init {
-        Some(chosen) => open::init(path, chosen),
-        None => open::open_existing(path, None),
-    }
-}
-
-/// Which database a command used and why, for people: shown relative to
-/// the current folder when it is inside it.
-pub(crate) fn database_line(db: &inbox_host_native::DbPath, cwd: &Path) -> String {
-    let shown = db.path.strip_prefix(cwd).unwrap_or(&db.path).display();
-    format!("{shown} ({})", database::why(&db.source))
 }
 
 /// The notes a command leaves for people on stderr, one `note:` line each,
@@ -750,13 +573,6 @@ fn finish_json(line: &str, exit: u8, changed: bool, notes: &[String]) -> u8 {
     deliver(&format!("{line}\n"), "", exit, changed, notes, || {
         line.to_owned()
     })
-}
-
-/// Whether a response is a successful write: what its table row says it
-/// does; `show` with `mark_read` only moves a cursor, which a rerun moves
-/// again.
-fn changed(response: &Response) -> bool {
-    matches!(response, Response::Success(output) if output.command().effect() == Effect::Write)
 }
 
 /// Writes a command's output and its notes, and says on stderr what

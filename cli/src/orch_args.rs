@@ -17,8 +17,9 @@ use inbox_engine::orch::model::RunStatus;
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, Priority, Request};
 
-use crate::args::{CompletionsArgs, Global, ManArgs, one_of, text};
+use crate::args::{CompletionsArgs, ManArgs, one_of, text};
 use crate::request::{Notes, read_text};
+use inbox_host_native::Global;
 
 const ROOT_HELP: &str = "\
 orch is the leader's control plane over the same database as inbox: a run

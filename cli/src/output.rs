@@ -44,7 +44,7 @@ pub(crate) fn deliver(
             if effect == Effect::Changed {
                 stderr(&format!(
                     "inbox: the reader of stdout closed it before the result; {}\n",
-                    crate::terminal::safe(&lost())
+                    inbox_host_native::terminal::safe(&lost())
                 ));
             }
             exit
@@ -52,7 +52,7 @@ pub(crate) fn deliver(
         Err(e) => {
             stderr(&format!(
                 "inbox: the result could not be written to stdout ({e}); {}\n",
-                crate::terminal::safe(&lost())
+                inbox_host_native::terminal::safe(&lost())
             ));
             UNDELIVERED
         }

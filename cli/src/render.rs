@@ -17,7 +17,7 @@ use inbox_engine::wire::{
 };
 use inbox_engine::{Lease, Message, Output, Response, Status, Timestamp};
 
-use crate::terminal;
+use inbox_host_native::terminal;
 
 /// What rendering needs besides the response.
 pub(crate) struct Context {
@@ -54,7 +54,7 @@ fn paint(style: Style, text: impl std::fmt::Display) -> String {
 
 /// Renders a response: `(stdout, stderr)`.
 /// Every string the engine returned is made terminal-safe first (see
-/// [`crate::terminal`]), so the renderers below print fields as they are.
+/// [`inbox_host_native::terminal`]), so the renderers below print fields as they are.
 pub(crate) fn human(response: &Response, cx: &Context) -> (String, String) {
     match response {
         Response::Failure { error, .. } => (

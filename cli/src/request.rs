@@ -17,32 +17,8 @@ use std::path::Path;
 use inbox_engine::validate::{self as v, parse_json_object};
 use inbox_engine::wire::*;
 use inbox_engine::{EngineError, Request};
-use sha2::{Digest, Sha256};
 
 use crate::args::*;
-
-/// The body's first non-blank line as a subject, shortened to the subject's
-/// limit (with an ellipsis) since nobody wrote it as one (an MCP
-/// message without a subject, a bridged descriptor's prompt). A tab or an
-/// escape in it becomes a space: a subject is one plain line, and the body
-/// keeps the text as written.
-pub fn subject_from(body: &str) -> String {
-    let line: String = body
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    let line = line.trim();
-    if line.chars().count() <= v::SUBJECT_MAX_CHARS {
-        return line.to_owned();
-    }
-    let mut short: String = line.chars().take(v::SUBJECT_MAX_CHARS - 1).collect();
-    short.push('…');
-    short
-}
 
 /// A notice for the user that does not stop the command (e.g. an artifact
 /// that does not exist yet is recorded without a digest).
@@ -469,7 +445,7 @@ fn artifacts(args: &ArtifactArgs, notes: &mut Notes) -> Result<Vec<ArtifactInput
         let metadata = pick(&args.metadata, "artifact_metadata_json", i)?
             .map(|text| parse_json_object(&format!("artifacts[{i}].metadata"), &text))
             .transpose()?;
-        let facts = file_facts(path, notes);
+        let facts = inbox_host_native::artifact::file_facts(path, notes);
         out.push(ArtifactInput {
             path: Some(path.to_owned()),
             kind: pick(&args.kinds, "artifact_kind", i)?,
@@ -482,20 +458,6 @@ fn artifacts(args: &ArtifactArgs, notes: &mut Notes) -> Result<Vec<ArtifactInput
     Ok(out)
 }
 
-/// An artifact named by `path` alone, with what this host can say about
-/// it (see [`file_facts`]): what `--artifact PATH` records.
-pub(crate) fn describe_artifact(path: &str, notes: &mut Notes) -> ArtifactInput {
-    let facts = file_facts(path, notes);
-    ArtifactInput {
-        path: Some(path.to_owned()),
-        kind: None,
-        metadata: None,
-        absolute_path: facts.absolute_path,
-        size_bytes: facts.size_bytes,
-        sha256: facts.sha256,
-    }
-}
-
 /// An artifact path as text. Paths are recorded as text (JSON has no
 /// other kind), so a file name that is not UTF-8 is refused, not mangled.
 fn text_path(i: usize, path: &Path) -> Result<&str, EngineError> {
@@ -506,84 +468,4 @@ fn text_path(i: usize, path: &Path) -> Result<&str, EngineError> {
             path.display()
         ),
     })
-}
-
-struct Facts {
-    absolute_path: Option<String>,
-    size_bytes: Option<u64>,
-    sha256: Option<String>,
-}
-
-/// What this host can say about an artifact path: its absolute form (see
-/// [`normalize`]) and, for a readable file, size and digest. URLs are kept as they are;
-/// a path that is missing, a folder or unreadable is still recorded, with a
-/// note saying why it has no digest.
-fn file_facts(path: &str, notes: &mut Notes) -> Facts {
-    let mut facts = Facts {
-        absolute_path: None,
-        size_bytes: None,
-        sha256: None,
-    };
-    if path.contains("://") {
-        return facts;
-    }
-    facts.absolute_path = std::path::absolute(path)
-        .ok()
-        .map(|p| normalize(&p).display().to_string());
-    let meta = match std::fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(e) => {
-            notes.push(format!(
-                "artifact {path} cannot be read ({e}); recorded without size or digest"
-            ));
-            return facts;
-        }
-    };
-    if !meta.is_file() {
-        notes.push(format!(
-            "artifact {path} is not a regular file; recorded without size or digest"
-        ));
-        return facts;
-    }
-    match digest(path) {
-        Ok((size, hex)) => {
-            facts.size_bytes = Some(size);
-            facts.sha256 = Some(hex);
-        }
-        Err(e) => notes.push(format!(
-            "artifact {path} cannot be read ({e}); recorded without size or digest"
-        )),
-    }
-    facts
-}
-
-/// Resolves `.` and `..` in an absolute path without touching the file
-/// system, so `src/../docs/a.md` is recorded as `/project/docs/a.md`.
-/// Symbolic links are left as they are: the path names what the sender
-/// named; size and digest come from the file the link points to.
-fn normalize(path: &Path) -> std::path::PathBuf {
-    use std::path::Component;
-    let mut out = std::path::PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-fn digest(path: &str) -> std::io::Result<(u64, String)> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let size = std::io::copy(&mut file, &mut hasher)?;
-    let hex = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<String>();
-    Ok((size, hex))
 }

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 
 use inbox_engine::{EngineError, Response};
 
-use crate::{output, request, terminal};
+use crate::{output, request};
+use inbox_host_native::terminal;
 
 /// A SKILL.md a binary prints and installs.
 pub(crate) struct Skill {

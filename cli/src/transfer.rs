@@ -1,6 +1,6 @@
 //! `inbox export` and `inbox import`: a whole database out to a file of its
 //! own, and one brought back in, as an SQLite copy (`--sqlite FILE`, see
-//! `inbox_host_native::transfer`) or as lines of JSON (`--format`, see
+//! `inbox_sqlite::transfer`) or as lines of JSON (`--format`, see
 //! [`crate::interchange`]).
 //!
 //! Tools of the CLI, not engine commands: the engine does no I/O. They find
@@ -11,11 +11,13 @@
 use std::path::Path;
 
 use inbox_engine::{EngineError, ErrorCode, Response};
-use inbox_host_native::transfer::{self, TransferError};
-use inbox_host_native::{DbPath, SqliteStore, open};
+use inbox_sqlite::transfer::{self, TransferError};
+use inbox_sqlite::{DbPath, SqliteStore, open};
 
-use crate::args::{ExportArgs, Global, ImportArgs};
-use crate::{output, render, terminal};
+use crate::args::{ExportArgs, ImportArgs};
+use crate::{output, render};
+use inbox_host_native::Global;
+use inbox_host_native::terminal;
 
 /// `inbox export`: `--sqlite FILE [--force]` here, the line formats in
 /// [`crate::interchange`].
@@ -23,7 +25,7 @@ pub(crate) fn export(global: &Global, args: &ExportArgs) -> u8 {
     let Some(sqlite) = &args.sqlite else {
         return crate::interchange::export(global, args);
     };
-    let (db, cwd) = crate::resolve_db(global);
+    let (db, cwd) = inbox_host_native::run::resolve_db(global);
     let context = context(&db, &cwd);
     let result = open::open_existing(&db.path, None)
         .map_err(TransferError::Store)
@@ -58,7 +60,7 @@ pub(crate) fn import(global: &Global, args: &ImportArgs) -> u8 {
         // The parser requires one of the two.
         (None, None) => return crate::interchange::import(global, args, Path::new("-")),
     };
-    let (db, cwd) = crate::resolve_db(global);
+    let (db, cwd) = inbox_host_native::run::resolve_db(global);
     let context = context(&db, &cwd);
     let now = backup_stamp();
     let result = open::init(&db.path, None)
@@ -103,7 +105,7 @@ pub(crate) fn context(db: &DbPath, cwd: &Path) -> render::Context {
         agent: None,
         new_thread: false,
         durability: None,
-        database: Some(crate::database_line(db, cwd)),
+        database: Some(inbox_host_native::run::database_line(db, cwd)),
     }
 }
 

@@ -5,8 +5,6 @@
 //! separate processes on the same database. The page itself is tested in
 //! headless Chromium by `cli/tests/board/board.test.mjs`.
 
-#![cfg(feature = "serve")]
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -1280,7 +1278,7 @@ fn open_hands_the_browser_a_private_file_and_no_secret_on_a_command_line() {
 
 #[test]
 fn inbox_mcp_runs_without_the_token_on_its_command_line() {
-    if !cfg!(feature = "mcp") || !cfg!(target_os = "linux") {
+    if !cfg!(target_os = "linux") {
         return;
     }
     let env = TestEnv::initialized();

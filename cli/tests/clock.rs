@@ -2,7 +2,7 @@
 //! is wrong (run under `faketime`, the usual way to give one process another
 //! time) neither expires other agents' leases nor stamps its records with
 //! its invented time, because inbox reads the kernel's clock, not the C
-//! library's (see `host-native/src/clock.rs`).
+//! library's (see `stores/sqlite/src/clock.rs`).
 //!
 //! Needs Debian's `faketime` (`.ci/run` installs it). Without it the test
 //! says so and passes, except under CI (`CI` set), where it fails: a skipped

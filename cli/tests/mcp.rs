@@ -5,8 +5,6 @@
 //! the same database. Every command runs on the real clock (waits and
 //! leases elapse in real time); bounds on time are generous.
 
-#![cfg(feature = "mcp")]
-
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -834,7 +832,7 @@ async fn over_postgres_concurrent_waits_share_one_listener_and_wake_for_their_an
 }
 
 /// The most waits one server runs at once, as `inbox mcp` says it
-/// (cli/src/mcp/guidance.rs); the refusal's `data` names it too, so a
+/// (mcp/src/guidance.rs); the refusal's `data` names it too, so a
 /// change there fails here.
 const WAITS_AT_ONCE: usize = 16;
 

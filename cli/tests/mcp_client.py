@@ -192,7 +192,7 @@ async def test_bad_arguments_are_tool_errors_and_change_nothing():
     assert cli(folder, "show", "--thread", thread) == before
 
 
-WAITS_AT_ONCE = 16  # cli/src/mcp/guidance.rs; the refusal's data names it too
+WAITS_AT_ONCE = 16  # mcp/src/guidance.rs; the refusal's data names it too
 LIMIT_REACHED = -32050
 
 

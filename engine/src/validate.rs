@@ -525,3 +525,26 @@ pub fn statuses(
     }
     Ok(distinct(given))
 }
+
+/// The body's first non-blank line as a subject, shortened to the subject's
+/// limit (with an ellipsis) since nobody wrote it as one (an MCP
+/// message without a subject, a bridged descriptor's prompt). A tab or an
+/// escape in it becomes a space: a subject is one plain line, and the body
+/// keeps the text as written.
+pub fn subject_from(body: &str) -> String {
+    let line: String = body
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let line = line.trim();
+    if line.chars().count() <= SUBJECT_MAX_CHARS {
+        return line.to_owned();
+    }
+    let mut short: String = line.chars().take(SUBJECT_MAX_CHARS - 1).collect();
+    short.push('…');
+    short
+}

@@ -31,8 +31,9 @@ use inbox_engine::{
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use inbox_host_native::{PgStore, open_existing, open_or_create};
 use inbox_pg_cluster::PgCluster;
+use inbox_postgres::PgStore;
+use inbox_sqlite::{open_existing, open_or_create};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestRunner};
 use serde_json::{Value, json};

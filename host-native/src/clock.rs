@@ -90,38 +90,9 @@ impl Clock for HostClock {
                 let elapsed = i64::try_from(at.elapsed().as_millis()).unwrap_or(i64::MAX);
                 start.plus_millis(elapsed)
             }
-            None => Timestamp::from_millis(kernel_now_millis()),
+            None => Timestamp::from_millis(inbox_sqlite::clock::now_millis()),
         }
     }
-}
-
-/// The machine's wall clock in milliseconds since the epoch, from the
-/// kernel (see the module doc for why not through the C library).
-#[cfg(target_os = "linux")]
-fn kernel_now_millis() -> i64 {
-    let now = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
-    now.tv_sec
-        .saturating_mul(1000)
-        .saturating_add(now.tv_nsec / 1_000_000)
-}
-
-/// The machine's wall clock in milliseconds since the epoch.
-#[cfg(not(target_os = "linux"))]
-fn kernel_now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// How long ago `instant` (a file's modification time, which the kernel
-/// stamps) was, by the kernel's clock, in milliseconds: how old a write is,
-/// judged by the clock that stamped it, so that a process under faketime
-/// judges it as every other process does. `None` when the instant is before
-/// the epoch; 0 when it is in the future.
-pub(crate) fn age_millis(instant: SystemTime) -> Option<u64> {
-    let at = u64::try_from(instant.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()?;
-    let now = u64::try_from(kernel_now_millis()).unwrap_or(0);
-    Some(now.saturating_sub(at))
 }
 
 /// 64 bits that differ between processes and calls: std's `RandomState` keys

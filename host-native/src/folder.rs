@@ -629,7 +629,7 @@ impl Folder {
     /// process dies. `Ok(None)` when another process holds it.
     pub fn lock(&self) -> io::Result<Option<File>> {
         use rustix::fs::{FlockOperation, flock};
-        let file = crate::file::open_lock_file(&self.path.join(".inbox-bridge.lock"))?;
+        let file = inbox_sqlite::file::open_lock_file(&self.path.join(".inbox-bridge.lock"))?;
         match flock(&file, FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => Ok(Some(file)),
             Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),

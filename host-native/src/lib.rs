@@ -1,76 +1,53 @@
-//! The inbox engine for native processes: an SQLite [`SqliteStore`], the
-//! host clock and ids, and blocking waits that wake when another process
-//! commits.
+//! The native host: what every native surface (the `inbox` and `orch`
+//! command lines, `inbox daemon`, the MCP server, the board, the bridges)
+//! shares around the engine and its stores:
 //!
-//! - [`schema`]: tables, indexes and migrations (portable);
-//! - [`store`]: the engine's `Store` over one connection of any SQLite
-//!   binding (portable);
-//! - [`open`]: finding, creating and opening the database file, with the
-//!   connection settings that make one process per command cheap and safe;
-//! - [`file`]: whether a database file can be trusted, and whether it is
-//!   still the file a connection opened;
-//! - [`watch`]: cross-process waiting (inotify on Linux, polling elsewhere);
+//! - [`Global`]: the flags every surface takes;
+//! - [`run`]: one call run on the database those flags name, the way every
+//!   surface runs it ([`database`] says which database; [`runner`] which
+//!   engine; [`postgres`] runs it on a URL);
+//! - [`clock`]: the host clock (optionally started at `INBOX_NOW` in test
+//!   builds), ids and secrets; [`secret`]: secrets kept in files;
+//! - [`artifact`]: what a host can say about a file an artifact names;
+//! - [`terminal`]: agents' text made safe for a terminal; [`hosted`]: what
+//!   the servers share around serving;
 //! - [`folder`]: a folder other programs write into and a bridge keeps,
 //!   read and written without trusting it, and its changes waited for;
-//! - [`clock`]: the host clock (optionally started at `INBOX_NOW`) and id seeds;
-//! - [`transfer`]: a self-contained copy of a database out, and one in;
-//! - [`dump`]: a whole database as JSON lines, out and back in;
-//! - [`lines`]: files of JSON lines read a line at a time (portable);
-//! - [`writer_gate`]: the file by which a native writer that waited too
-//!   long for SQLite's write lock holds the others back;
-//! - [`pg`]: the engine's `Store` over PostgreSQL, for
-//!   agents on several machines (docs/postgres.md).
+//! - [`git_workspace`]: orch's git workspace as a native process runs it.
 //!
-//! Everything here is an adapter: no inbox rule may live in this crate. The
-//! portable modules run over any SQLite binding ([`store::sql::Sql`]), so
-//! the wasm host reuses them over SQLite compiled to wasm and over Node's
-//! `node:sqlite`: built without the default `native` feature, this crate is
-//! just [`schema`], [`store`] and [`lines`]. Our code never writes a
-//! database file's bytes itself; SQLite does, under its own locks.
+//! The stores are crates of their own: `inbox-sqlite` (the default, an
+//! SQLite file) and `inbox-postgres` (`--db postgres://…`), and so is the
+//! git workspace (`inbox-git`). No inbox rule may live in this crate: it
+//! opens, runs and says; the engine decides.
 
-#[cfg(feature = "native")]
-pub mod checkpointer;
-#[cfg(feature = "native")]
+pub mod artifact;
 pub mod clock;
-#[cfg(feature = "native")]
-pub mod dump;
-#[cfg(feature = "native")]
-pub mod file;
-#[cfg(feature = "native")]
+pub mod database;
 pub mod folder;
-#[cfg(feature = "native")]
-pub mod git;
-#[cfg(feature = "native")]
-mod header;
-#[cfg(feature = "native")]
-pub mod import_source;
-pub mod lines;
-#[cfg(feature = "native")]
-pub mod open;
-#[cfg(feature = "native")]
-pub mod pg;
-pub mod schema;
-pub mod store;
-#[cfg(feature = "native")]
-pub mod transfer;
-#[cfg(feature = "native")]
-pub mod watch;
-#[cfg(feature = "native")]
-pub mod writer_gate;
-#[cfg(feature = "native")]
-pub mod writer_turn;
+mod global;
+pub mod hosted;
+pub mod postgres;
+pub mod run;
+pub mod runner;
+pub mod secret;
+pub mod terminal;
 
-#[cfg(feature = "native")]
+pub use global::Global;
+
 pub use clock::{HostClock, host_ids, os_seed};
-#[cfg(feature = "native")]
-pub use open::{
-    DbPath, DbSource, Durability, Lifetime, open_existing, open_or_create, resolve_db_path,
-    set_lifetime,
-};
-#[cfg(feature = "native")]
-pub use pg::PgStore;
-pub use store::SqliteStore;
+pub use inbox_sqlite::SqliteStore;
 
 /// The engine over SQLite as a native process runs it.
-#[cfg(feature = "native")]
 pub type NativeEngine = inbox_engine::Engine<SqliteStore, HostClock, inbox_engine::UlidIds>;
+
+/// The test builds' variable that stops a process at a step of an orch
+/// dispatch (see [`inbox_git::GitWorkspace::stalling_at`]): the crash
+/// tests kill it there.
+pub const DISPATCH_STALL_ENV: &str = "INBOX_TEST_DISPATCH_STALL";
+
+/// orch's git workspace, stopping at a dispatch step that
+/// [`DISPATCH_STALL_ENV`] names (test builds only, see
+/// [`folder::stall_at`]).
+pub fn git_workspace() -> inbox_git::GitWorkspace {
+    inbox_git::GitWorkspace::new().stalling_at(|step| folder::stall_at(DISPATCH_STALL_ENV, step))
+}

@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use inbox_engine::{Engine, Request};
-use inbox_host_native::watch::{ChangeWatcher, wait_or_stop};
-use inbox_host_native::{HostClock, NativeEngine, SqliteStore, open_existing};
+use inbox_host_native::{HostClock, NativeEngine};
+use inbox_sqlite::watch::{ChangeWatcher, wait_or_stop};
+use inbox_sqlite::{SqliteStore, open_existing};
 
 fn engine(db: &Path) -> NativeEngine {
     let (store, _) = open_existing(db, None).unwrap();
@@ -28,7 +29,7 @@ fn store(engine: &NativeEngine) -> &SqliteStore {
 fn initialized() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("coord.db");
-    inbox_host_native::open::init(&db, None).unwrap();
+    inbox_sqlite::open::init(&db, None).unwrap();
     (dir, db)
 }
 

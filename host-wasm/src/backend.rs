@@ -26,7 +26,7 @@ use inbox_engine::{
     UlidIds,
 };
 #[cfg(feature = "sqlite")]
-use inbox_host_native::SqliteStore;
+use inbox_sqlite::SqliteStore;
 use wasm_bindgen::JsValue;
 
 use crate::js::{self, JsClock};

@@ -65,13 +65,13 @@ enum Fresh {
     Memory(MemoryStore),
     /// SQLite in wasm memory.
     #[cfg(feature = "sqlite")]
-    Sqlite(inbox_host_native::SqliteStore),
+    Sqlite(inbox_sqlite::SqliteStore),
     /// SQLite in OPFS, with the file it holds: removed after the run.
     #[cfg(feature = "sqlite")]
-    Opfs(inbox_host_native::SqliteStore, crate::sqlite::OpfsFile),
+    Opfs(inbox_sqlite::SqliteStore, crate::sqlite::OpfsFile),
     /// A database file through Node's SQLite.
     #[cfg(feature = "sqlite")]
-    File(inbox_host_native::SqliteStore<crate::node_sqlite::NodeSqlite>),
+    File(inbox_sqlite::SqliteStore<crate::node_sqlite::NodeSqlite>),
 }
 
 impl Fresh {

@@ -6,13 +6,16 @@
 //! reviewed with `cargo insta review`. A host test (SQLite, wasm, plugin)
 //! runs each script against its own store and calls [`assert_transcript`]:
 //! since the snapshot path and name do not depend on the caller, every host
-//! is compared with the same file, byte for byte. This crate must never
-//! contain a host: it depends on the engine only.
+//! is compared with the same file, byte for byte. [`query_shapes`] holds
+//! the query shapes every store must serve from an index. This crate must
+//! never contain a host: it depends on the engine only.
 
 // A test helper: panicking with a clear message is how it reports.
 #![allow(clippy::panic)]
 
 use std::path::{Path, PathBuf};
+
+pub mod query_shapes;
 
 /// One script of the corpus.
 #[derive(Clone, Debug)]

@@ -13,8 +13,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result, anyhow};
 use inbox_engine::{Engine, Executor, MemoryStore, Store};
-use inbox_host_native::store::PORTABLE_PRAGMAS;
-use inbox_host_native::{Durability, HostClock, Lifetime, SqliteStore, host_ids, open};
+use inbox_host_native::{HostClock, host_ids};
+use inbox_sqlite::store::PORTABLE_PRAGMAS;
+use inbox_sqlite::{Durability, Lifetime, SqliteStore, open};
 use serde::Serialize;
 
 /// A kind of store.

@@ -16,7 +16,7 @@
 //! `synchronous` at that level. It must stay this small: any work added
 //! here raises the floor inbox is read against.
 
-use inbox_host_native::open::CHECKPOINT_FRAMES;
+use inbox_sqlite::open::CHECKPOINT_FRAMES;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
@@ -75,7 +75,7 @@ fn usage() -> ! {
 /// refuses a file that already has tables of another program).
 fn init(conn: &Connection, path: &str, inbox_schema: bool) -> rusqlite::Result<()> {
     conn.execute_batch("PRAGMA page_size = 2048; PRAGMA journal_mode = WAL;")?;
-    if inbox_schema && let Err(e) = inbox_host_native::schema::migrate(conn, path) {
+    if inbox_schema && let Err(e) = inbox_sqlite::schema::migrate(conn, path) {
         eprintln!("cannot create inbox's schema in {path}: {e}");
         std::process::exit(1);
     }

@@ -7,7 +7,7 @@
 //! the workloads send, and the worker and waiter loops over the engine:
 //! claims go through `fetch` then `claim` (a worker picks at random among
 //! the candidates, so concurrent workers rarely collide), waits block in
-//! `inbox_host_native::watch::wait` like `inbox wait-reply` and `inbox
+//! `inbox_sqlite::watch::wait` like `inbox wait-reply` and `inbox
 //! watch` do. It must never reach into the SQLite file behind the engine's
 //! back: every change goes through a request, so every figure is what an
 //! agent would get.
@@ -22,8 +22,9 @@ use inbox_engine::wire::{
     WaitReplyRequest, WatchRequest,
 };
 use inbox_engine::{Engine, Kind, Output, Request, Response, Status};
-use inbox_host_native::watch::{ChangeWatcher, wait};
-use inbox_host_native::{HostClock, NativeEngine, host_ids, open_existing};
+use inbox_host_native::{HostClock, NativeEngine, host_ids};
+use inbox_sqlite::open_existing;
+use inbox_sqlite::watch::{ChangeWatcher, wait};
 
 use super::{Claimed, Durability, Endpoint, Queue, Role, Task};
 
@@ -37,8 +38,8 @@ pub(crate) fn create(path: &Path, durability: Durability) -> Result<()> {
     stores::create_sqlite(
         path,
         match durability {
-            Durability::Normal => inbox_host_native::Durability::Normal,
-            Durability::Full => inbox_host_native::Durability::Full,
+            Durability::Normal => inbox_sqlite::Durability::Normal,
+            Durability::Full => inbox_sqlite::Durability::Full,
         },
     )
 }

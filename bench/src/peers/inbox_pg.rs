@@ -1,8 +1,8 @@
 //! inbox on PostgreSQL, driven in process: the product's engine over its
-//! PostgreSQL store (`inbox_host_native::PgStore`, docs/postgres.md), one
+//! PostgreSQL store (`inbox_postgres::PgStore`, docs/postgres.md), one
 //! engine (one connection) per thread or process, sending the very requests
 //! the SQLite inbox peer ([`super::inbox`]) sends, and waiting as the CLI
-//! does, in `inbox_host_native::pg::listen::wait` on the process's
+//! does, in `inbox_postgres::listen::wait` on the process's
 //! listening [`Hub`].
 //!
 //! It owns the schema each durability's bus lives in (one schema of the
@@ -18,8 +18,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use inbox_engine::wire::{ClaimRequest, ShowRequest};
 use inbox_engine::{Call, Engine, Output, Request, Response};
-use inbox_host_native::pg::listen::{self, Hub};
-use inbox_host_native::{HostClock, PgStore, host_ids};
+use inbox_host_native::{HostClock, host_ids};
+use inbox_postgres::PgStore;
+use inbox_postgres::listen::{self, Hub};
 use serde::{Deserialize, Serialize};
 
 use super::inbox::{

@@ -626,7 +626,7 @@ fn worker_notes(section: &mut Section, inbox: &Inbox) {
             match durability {
                 Durability::Normal => {
                     "A worker process keeps its connection open: a thread of its own \
-                     checkpoints the WAL every 1000 frames (host-native/src/checkpointer.rs), \
+                     checkpoints the WAL every 1000 frames (stores/sqlite/src/checkpointer.rs), \
                      so no write waits for a checkpoint's fsyncs."
                 }
                 Durability::Full => "Every write waits for its own fsync of the WAL.",
@@ -791,10 +791,10 @@ fn serialized() -> String {
 /// this run measured of the claims that waited (see [`Waited`]).
 fn tail(waited: &str) -> String {
     format!(
-        "Waiters sleep on the writer turn (host-native/src/writer_turn.rs), a futex lock whose \
+        "Waiters sleep on the writer turn (stores/sqlite/src/writer_turn.rs), a futex lock whose \
          holder may take it back at once for {streak}; then its release hands the turn to the \
          sleeper it wakes, and a sleeper woken to find the turn taken back sleeps again ahead of \
-         those not woken yet. The writer gate (host-native/src/writer_gate.rs) bounds the rest: \
+         those not woken yet. The writer gate (stores/sqlite/src/writer_gate.rs) bounds the rest: \
          a writer that has waited 40 ms holds the others back until it has written. {waited}. So \
          the tail is a wait through the other writers' streaks in turn, each {streak} and the \
          transaction that crosses it, and the hand-off (30–40 µs at the median from a release to \
@@ -824,7 +824,7 @@ fn tail(waited: &str) -> String {
 
 /// The writer turn's streak before a hand-off, as the report writes it.
 fn streak() -> String {
-    fmt_us(inbox_host_native::writer_turn::FAIR_EVERY.as_secs_f64() * 1e6)
+    fmt_us(inbox_sqlite::writer_turn::FAIR_EVERY.as_secs_f64() * 1e6)
 }
 
 /// The bare SQLite queue in this run: the same load on SQLite with none of

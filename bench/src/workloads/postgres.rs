@@ -42,7 +42,7 @@ pub(crate) fn run(ctx: &Ctx) -> Result<Section> {
     let started = Instant::now();
     let mut section = Section::new("postgres", "12. inbox on PostgreSQL");
     section.intro.push(
-        "inbox's engine over its PostgreSQL store (`host-native/src/pg/`, docs/postgres.md), \
+        "inbox's engine over its PostgreSQL store (`stores/postgres/src/`, docs/postgres.md), \
          in process, against inbox on SQLite and the raw PostgreSQL peer of sections 1 to 3 \
          (a `FOR UPDATE SKIP LOCKED` queue with `pg_notify`), all on the harness's cluster \
          over TCP on 127.0.0.1, one connection per producer, worker or waiter. inbox on \
@@ -544,7 +544,7 @@ fn connect_table(ctx: &Ctx, section: &mut Section, target: &crate::peers::Target
         drop(client);
         let t0 = Instant::now();
         let mut pg =
-            inbox_host_native::PgStore::connect(&target.url).map_err(|e| anyhow::anyhow!("{e}"))?;
+            inbox_postgres::PgStore::connect(&target.url).map_err(|e| anyhow::anyhow!("{e}"))?;
         pg.ensure_schema().map_err(|e| anyhow::anyhow!("{e}"))?;
         store.push(crate::proc::us_since(t0));
         drop(pg);

@@ -19,7 +19,7 @@ use anyhow::{Result, anyhow};
 use inbox_bench::files::{jsonl::Jsonl, task_id, task_line};
 use inbox_bench_kit::markdown::Table;
 use inbox_bench_kit::stats::{Summary, ratio};
-use inbox_host_native::open::CHECKPOINT_FRAMES;
+use inbox_sqlite::open::CHECKPOINT_FRAMES;
 
 use super::{check, durability_caption, progress};
 use crate::ctx::Ctx;
@@ -554,7 +554,7 @@ fn bounds_over(ratio: f64) -> Option<(String, &'static str)> {
 /// to an inbox database parses before its first statement.
 fn inbox_schema_objects() -> Result<i64> {
     let conn = rusqlite::Connection::open_in_memory()?;
-    inbox_host_native::schema::migrate(&conn, ":memory:")
+    inbox_sqlite::schema::migrate(&conn, ":memory:")
         .map_err(|e| anyhow!("cannot create inbox's schema in memory: {e}"))?;
     Ok(conn.query_row(
         "SELECT count(*) FROM sqlite_schema WHERE sql IS NOT NULL",

@@ -294,9 +294,10 @@ impl Descriptor {
             (None, None) => return Err(Refusal::NoRecipient),
         };
         let prompt = self.text("prompt").unwrap_or_default();
-        let subject = self
-            .text("name")
-            .map_or_else(|| crate::request::subject_from(prompt), str::to_owned);
+        let subject = self.text("name").map_or_else(
+            || inbox_engine::validate::subject_from(prompt),
+            str::to_owned,
+        );
         let mut seed = self.fields.clone();
         seed.insert("descriptor".into(), file.into());
         Ok(Thread {

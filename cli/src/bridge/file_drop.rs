@@ -45,7 +45,8 @@ use serde_json::json;
 use super::descriptor::{self, Outcome, Refusal, ResultFile};
 use super::sent::{self, Entry, Sent};
 use super::{Bus, Lines, Stop, database_folder, folder_error, io_error, unexpected};
-use crate::args::{FileDropArgs, Global};
+use crate::args::FileDropArgs;
+use inbox_host_native::Global;
 
 const COMMAND: &str = "bridge-file-drop";
 

@@ -26,11 +26,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use inbox_engine::{Call, EngineError, ErrorCode, Output, Request, Response};
 use inbox_host_native::folder::Folder;
-use inbox_host_native::{HostClock, Lifetime, NativeEngine, open};
+use inbox_host_native::{HostClock, NativeEngine};
+use inbox_sqlite::{Lifetime, open};
 use serde_json::Value;
 
-use crate::args::{BridgeArgs, BridgeCommand, Global};
-use crate::terminal;
+use crate::args::{BridgeArgs, BridgeCommand};
+use inbox_host_native::Global;
+use inbox_host_native::terminal;
 
 /// Runs the bridge `args` names until it is stopped (or, with `--once`,
 /// until what is there is processed); returns the exit code.
@@ -53,7 +55,7 @@ impl Bus {
     /// Opens the database the command line names (it must exist and be
     /// initialized, as for every command but `init`).
     pub(crate) fn open(global: &Global) -> Result<Bus, EngineError> {
-        let (db, cwd) = crate::resolve_db(global);
+        let (db, cwd) = inbox_host_native::run::resolve_db(global);
         let clock = HostClock::from_env().map_err(|e| EngineError::InvalidValue {
             field: inbox_host_native::clock::NOW_ENV.into(),
             problem: e.to_string(),
@@ -61,12 +63,11 @@ impl Bus {
         let (mut store, _) = open::open_existing(&db.path, None).map_err(EngineError::Store)?;
         // A bridge runs for hours: like a wait, it leaves truncating the WAL
         // to the one-command writers.
-        inbox_host_native::set_lifetime(&mut store, Lifetime::LongLived)
-            .map_err(EngineError::Store)?;
+        inbox_sqlite::set_lifetime(&mut store, Lifetime::LongLived).map_err(EngineError::Store)?;
         Ok(Bus {
             engine: inbox_engine::Engine::new(store, clock, inbox_host_native::host_ids()),
             token: global.agent_token.clone(),
-            database: crate::database_line(&db, &cwd),
+            database: inbox_host_native::run::database_line(&db, &cwd),
         })
     }
 
@@ -259,7 +260,7 @@ pub(crate) fn folder_error(path: &std::path::Path, error: &std::io::Error) -> En
 
 /// The folder the database is in, watched for its commits.
 pub(crate) fn database_folder(global: &Global) -> std::path::PathBuf {
-    let (db, _) = crate::resolve_db(global);
+    let (db, _) = inbox_host_native::run::resolve_db(global);
     match db.path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => std::path::PathBuf::from("."),

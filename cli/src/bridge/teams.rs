@@ -64,7 +64,8 @@ use serde_json::{Value, json};
 use super::teams_hint::{self, Found, Hint, Place};
 use super::teams_line::{self, Inbound, LineProblem, MAX_LINE_BYTES, Marker, Open, Recipient};
 use super::{Bus, Lines, Stop, bridge_s_own, database_folder, folder_error, io_error, unexpected};
-use crate::args::{Global, TeamsArgs};
+use crate::args::TeamsArgs;
+use inbox_host_native::Global;
 
 const COMMAND: &str = "bridge-teams";
 
@@ -200,7 +201,7 @@ impl Teams {
         let folder = Folder::ensure(&inner).map_err(|e| folder_error(&inner, &e))?;
         let lock = super::lock(&root)?;
         let team = team_id(&args.dir).map_err(|e| folder_error(&args.dir, &e))?;
-        let hint_path = teams_hint::path(&crate::resolve_db(global).0.path, &team);
+        let hint_path = teams_hint::path(&inbox_host_native::run::resolve_db(global).0.path, &team);
         let database_folder = database_folder(global);
         let changes = Changes::watch(&[folder.path(), database_folder.as_path()]);
         Ok(Teams {

@@ -94,7 +94,7 @@ pub(crate) enum Found {
 /// Where the hint of the team folder `team` (its digest) is kept for the
 /// database at `database`.
 pub(crate) fn path(database: &Path, team: &str) -> PathBuf {
-    inbox_host_native::file::companion(database, &format!("-bridge-teams-{team}.json"))
+    inbox_sqlite::file::companion(database, &format!("-bridge-teams-{team}.json"))
 }
 
 /// The hint at `path`: read without following a link, only if it is a

@@ -356,7 +356,7 @@ fn one_line(content: &Map<String, Value>, keys: &[&str], otherwise: &str) -> Str
 /// control characters there (a terminal escape in a line is shown, not
 /// obeyed, and the whole text stays in the body and the payload).
 fn one_line_of(text: &str) -> String {
-    let line = crate::request::subject_from(text);
+    let line = inbox_engine::validate::subject_from(text);
     line.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect::<String>()

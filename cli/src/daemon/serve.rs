@@ -28,14 +28,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use inbox_engine::{Call, Effect, EngineError, Executor as _, Response};
-use inbox_host_native::{HostClock, open};
+use inbox_host_native::HostClock;
+use inbox_sqlite::open;
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
 use serde_json::value::RawValue;
 
 use super::connection::{Connection, Idle, Step};
 use super::deadline::{self, Guard, Moment};
 use super::{ANSWER_WAIT, Answer, Ask, PROTOCOL, Ran, build, ours, same_user, socket_path};
-use crate::args::Global;
+use inbox_host_native::Global;
 
 /// The most connections a daemon holds at once; past it, the oldest whose
 /// call was not taken is turned away for the newest (its command runs the
@@ -54,9 +55,9 @@ pub(crate) fn run(global: &Global) -> u8 {
         let response = Response::failure(Some("daemon".into()), error);
         crate::finish(&response, global.json, None, &[])
     };
-    let db = match crate::database::Database::resolve(global).0 {
-        crate::database::Database::File(db) => db,
-        crate::database::Database::Postgres { .. } => {
+    let db = match inbox_host_native::database::Database::resolve(global).0 {
+        inbox_host_native::database::Database::File(db) => db,
+        inbox_host_native::database::Database::Postgres { .. } => {
             return fail(EngineError::InvalidValue {
                 field: "db".into(),
                 problem: "names a PostgreSQL database; `inbox daemon` keeps an SQLite file \
@@ -99,7 +100,7 @@ struct Daemon {
 /// The engine over the database, and what the file recorded when it was
 /// opened.
 struct Served {
-    engine: crate::runner::Runner,
+    engine: inbox_host_native::runner::Runner,
     /// The schema and durability the file recorded when it was opened.
     recorded: open::Recorded,
 }
@@ -310,8 +311,8 @@ impl Daemon {
         } else {
             format!(
                 "serving {} to inbox commands at {}; stop with Ctrl-C\n",
-                crate::terminal::safe(&self.db.display().to_string()),
-                crate::terminal::safe(&self.socket.display().to_string()),
+                inbox_host_native::terminal::safe(&self.db.display().to_string()),
+                inbox_host_native::terminal::safe(&self.socket.display().to_string()),
             )
         };
         let _ = crate::output::write_stdout(&line);
@@ -367,7 +368,7 @@ impl Daemon {
         }
         let ran = Ran {
             exit: response.exit_code(),
-            changed: crate::changed(&response),
+            changed: inbox_host_native::run::changed(&response),
             now: served.engine.now().to_string(),
             durability: served.recorded.durability.as_str().into(),
         };
@@ -409,7 +410,7 @@ impl Served {
     /// watched by `guard`.
     fn open(db: &Path, guard: &Arc<Guard>) -> Result<Served, EngineError> {
         let (mut store, _) = open::open_existing(db, None).map_err(EngineError::Store)?;
-        inbox_host_native::set_lifetime(&mut store, inbox_host_native::Lifetime::LongLived)
+        inbox_sqlite::set_lifetime(&mut store, inbox_sqlite::Lifetime::LongLived)
             .map_err(EngineError::Store)?;
         let recorded = open::recorded(&store).map_err(EngineError::Store)?;
         let guard = Arc::clone(guard);
@@ -419,7 +420,8 @@ impl Served {
             .map_err(|e| refused(&format!("cannot watch commits ({e})")))?;
         // The daemon runs on the system clock: a command whose clock is
         // not (a test build's INBOX_NOW) runs its call itself.
-        let engine = crate::runner::EngineChoice::BuiltIn.start(store, HostClock::system())?;
+        let engine =
+            inbox_host_native::runner::EngineChoice::BuiltIn.start(store, HostClock::system())?;
         Ok(Served { engine, recorded })
     }
 }
@@ -503,7 +505,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-    use inbox_host_native::Durability;
+    use inbox_sqlite::Durability;
 
     /// `inbox init --durability` on a served database: the next call runs
     /// with the durability it recorded, as a fresh command would.

@@ -22,13 +22,14 @@ use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use inbox_engine::{Call, EngineError, ErrorCode, Output, Request, Response};
-use inbox_host_native::lines::{Line, Lines};
-use inbox_host_native::{HostClock, NativeEngine, SqliteStore};
+use inbox_host_native::{HostClock, NativeEngine};
+use inbox_sqlite::SqliteStore;
+use inbox_sqlite::lines::{Line, Lines};
 use serde_json::Value as Json;
 
 use super::InterchangeError;
 use crate::args::Format;
-use crate::terminal;
+use inbox_host_native::terminal;
 
 /// The problems a report lists; the rest are counted.
 const LISTED: usize = 100;

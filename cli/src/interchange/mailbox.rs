@@ -26,87 +26,15 @@
 
 use std::collections::HashMap;
 
+use inbox_bridges::mailbox::MessageType;
 use inbox_engine::address::Address;
 use inbox_engine::wire::{CancelRequest, FinishRequest, MessageOutput, SendRequest, UpdateRequest};
 use inbox_engine::{Kind, Request, Status};
-use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
 use super::apply::{Bus, Mapping, Skip, Tracked, hold, key, mark_read, written};
 use super::messages::Item;
 use super::{address, object, ordered, title};
-
-/// Seed 004's message types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[cfg_attr(feature = "mcp", derive(schemars::JsonSchema))]
-#[serde(rename_all = "kebab-case")]
-pub enum MessageType {
-    /// Work for `to` (opens a thread it claims).
-    TaskAssigned,
-    /// The result of a thread you hold (needs threadId; the same as done).
-    TaskDone,
-    /// A review for `to` to do (opens a thread it claims).
-    ReviewRequest,
-    /// A reviewer's verdict on the thread it holds (needs threadId; the same as done; put the verdict in metadata).
-    ReviewResult,
-    /// A question (opens a thread, or asks in threadId).
-    Question,
-    /// The answer to a question (needs threadId; unblocks a blocked worker).
-    Answer,
-    /// Stop a thread (needs threadId; the same as cancel).
-    Cancel,
-    /// Progress (in threadId), or a notice (a new thread).
-    Status,
-    /// Anything else: a notice.
-    Custom,
-}
-
-impl MessageType {
-    /// Every type, in the seed's order.
-    pub const ALL: [MessageType; 9] = [
-        MessageType::TaskAssigned,
-        MessageType::TaskDone,
-        MessageType::ReviewRequest,
-        MessageType::ReviewResult,
-        MessageType::Question,
-        MessageType::Answer,
-        MessageType::Cancel,
-        MessageType::Status,
-        MessageType::Custom,
-    ];
-
-    /// The seed's name for it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MessageType::TaskAssigned => "task-assigned",
-            MessageType::TaskDone => "task-done",
-            MessageType::ReviewRequest => "review-request",
-            MessageType::ReviewResult => "review-result",
-            MessageType::Question => "question",
-            MessageType::Answer => "answer",
-            MessageType::Cancel => "cancel",
-            MessageType::Status => "status",
-            MessageType::Custom => "custom",
-        }
-    }
-
-    /// The type named `text`, if the seed has it.
-    pub fn parse(text: &str) -> Option<MessageType> {
-        MessageType::ALL.into_iter().find(|t| t.as_str() == text)
-    }
-
-    /// Whether the agent the line is about sends it (a worker reporting)
-    /// rather than receives it (work, answers, cancellations).
-    fn sent_by_worker(self) -> bool {
-        !matches!(
-            self,
-            MessageType::TaskAssigned
-                | MessageType::ReviewRequest
-                | MessageType::Answer
-                | MessageType::Cancel
-        )
-    }
-}
 
 /// The seed's names of the two parties that are not agents, which inbox
 /// knows as agents of the same names.

@@ -15,7 +15,7 @@ use std::io::Write;
 use inbox_engine::address::Address;
 use inbox_engine::store::{EventQuery, TxMode};
 use inbox_engine::{EventType, Kind, Message, Store, Thread};
-use inbox_host_native::SqliteStore;
+use inbox_sqlite::SqliteStore;
 
 use super::InterchangeError;
 

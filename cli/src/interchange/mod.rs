@@ -2,7 +2,7 @@
 //! database as lines of JSON, in three formats (the `--sqlite` copies are
 //! `crate::transfer`'s).
 //!
-//! - `jsonl`, inbox's own lossless dump: a row copy, `inbox_host_native::dump`'s.
+//! - `jsonl`, inbox's own lossless dump: a row copy, `inbox_sqlite::dump`'s.
 //! - `mailbox-jsonl`, seed 004's `mailbox.jsonl` ([`mailbox`]), and
 //!   `teams-jsonl`, seed 002's member inbox lines ([`teams`]): one message
 //!   per line. An export writes every message in the order it was written,
@@ -27,13 +27,16 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use inbox_engine::{EngineError, ErrorCode, Response, StoreError};
-use inbox_host_native::dump::{self, DumpError};
-use inbox_host_native::transfer::{self, TransferError};
-use inbox_host_native::{DbPath, HostClock, SqliteStore, open};
+use inbox_host_native::HostClock;
+use inbox_sqlite::dump::{self, DumpError};
+use inbox_sqlite::transfer::{self, TransferError};
+use inbox_sqlite::{DbPath, SqliteStore, open};
 use serde_json::{Map, Value as Json};
 
-use crate::args::{ExportArgs, Format, Global, ImportArgs};
-use crate::{output, render, terminal};
+use crate::args::{ExportArgs, Format, ImportArgs};
+use crate::{output, render};
+use inbox_host_native::Global;
+use inbox_host_native::terminal;
 
 /// The longest line a message format's import reads: a message's body is
 /// at most 1 MiB, its payload 256 KiB, and JSON may spell a character in
@@ -142,7 +145,7 @@ struct Exported {
 
 /// `inbox export [--format F] [FILE|-] [--force]`.
 pub(crate) fn export(global: &Global, args: &ExportArgs) -> u8 {
-    let (db, cwd) = crate::resolve_db(global);
+    let (db, cwd) = inbox_host_native::run::resolve_db(global);
     let context = crate::transfer::context(&db, &cwd);
     let target = args.file.as_deref().filter(|f| *f != Path::new("-"));
     let result = if target.is_none() && global.json {
@@ -236,7 +239,7 @@ fn write_lines(
 
 /// `inbox import [--format F] FILE|-`.
 pub(crate) fn import(global: &Global, args: &ImportArgs, file: &Path) -> u8 {
-    let (db, cwd) = crate::resolve_db(global);
+    let (db, cwd) = inbox_host_native::run::resolve_db(global);
     let context = crate::transfer::context(&db, &cwd);
     match import_file(global, args.format, file, &db) {
         Ok((fields, human)) => Report {
@@ -414,12 +417,12 @@ fn address(seed: &str) -> String {
 }
 
 /// The first of `candidates` with a line of text in it, made a one-line
-/// title ([`crate::subject_from`]), else `fallback`.
+/// title ([`inbox_engine::validate::subject_from`]), else `fallback`.
 fn title(candidates: &[Option<&str>], fallback: impl FnOnce() -> String) -> String {
     candidates
         .iter()
         .flatten()
-        .map(|text| crate::subject_from(text))
+        .map(|text| inbox_engine::validate::subject_from(text))
         .find(|line| !line.is_empty())
         .unwrap_or_else(fallback)
 }

@@ -14,7 +14,7 @@ use std::io::IsTerminal as _;
 use std::time::{Duration, Instant};
 
 use crate::output;
-use crate::terminal;
+use inbox_host_native::terminal;
 
 /// Smaller files finish before a bar would tell anyone anything.
 const LARGE: u64 = 1 << 20;

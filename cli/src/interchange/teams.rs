@@ -129,7 +129,10 @@ impl Line {
             "blocking_notification" => title(&[body], || format!("Blocked on {}", self.task())),
             "task_status_request" => title(&[body], || format!("Status of {}?", self.task())),
             "team_broadcast" => title(&[body], || "Team broadcast".into()),
-            "idle_notification" => match self.text("reason").map(crate::subject_from) {
+            "idle_notification" => match self
+                .text("reason")
+                .map(inbox_engine::validate::subject_from)
+            {
                 Some(reason) if !reason.is_empty() => format!("Idle: {reason}"),
                 _ => "Idle".into(),
             },

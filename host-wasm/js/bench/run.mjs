@@ -319,7 +319,7 @@ function sizes(pkg, named) {
 }
 
 /** What the module is built from (relative to the repository). */
-const WASM_SOURCES = ['host-wasm/src', 'host-wasm/Cargo.toml', 'engine/src', 'host-native/src', 'Cargo.lock'];
+const WASM_SOURCES = ['host-wasm/src', 'host-wasm/Cargo.toml', 'engine/src', 'stores/sqlite/src', 'stores/sql/src', 'Cargo.lock'];
 
 /** Names the source files changed after the module was built (by modification time), if any. */
 function staleness(builtMs) {

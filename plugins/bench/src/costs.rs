@@ -245,7 +245,7 @@ pub(crate) fn fuel(plugin: &Plugin, dir: &Path, list_threads: u64) -> Result<Fue
     let path = dir.join("fuel.db");
     stores::remove_sqlite(&path)?;
     // Created empty: the sequence's own `init` initializes it.
-    let created = inbox_host_native::open::open_or_create(&path)
+    let created = inbox_sqlite::open::open_or_create(&path)
         .map_err(|e| anyhow!("cannot create {}: {e}", path.display()))?;
     let sqlite = fuel_sequence(
         Component(plugin.instantiate(created, clock(), 1)?),

@@ -222,9 +222,9 @@ fn fresh_memory() -> MemoryStore {
     store
 }
 
-fn fresh_sqlite(dir: &Path, name: &str) -> Result<inbox_host_native::SqliteStore, String> {
+fn fresh_sqlite(dir: &Path, name: &str) -> Result<inbox_sqlite::SqliteStore, String> {
     let path = dir.join(format!("{name}.db"));
-    let mut store = inbox_host_native::open::open_or_create(&path)
+    let mut store = inbox_sqlite::open::open_or_create(&path)
         .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     store
         .initialize()
@@ -240,7 +240,7 @@ fn fresh_postgres(
     cluster: &inbox_pg_cluster::PgCluster,
     admin: &mut postgres::Client,
     n: usize,
-) -> Result<inbox_host_native::PgStore, String> {
+) -> Result<inbox_postgres::PgStore, String> {
     let schema = format!("corpus_{n}");
     admin
         .batch_execute(&format!(
@@ -249,7 +249,7 @@ fn fresh_postgres(
         .map_err(|e| format!("cannot create schema {schema}: {e}"))?;
     let mut config = cluster.config("postgres");
     config.options(&format!("-c search_path={schema}"));
-    let mut store = inbox_host_native::PgStore::with_config(config)
+    let mut store = inbox_postgres::PgStore::with_config(config)
         .map_err(|e| format!("cannot connect to schema {schema}: {e}"))?;
     store.use_server_clock(false);
     store

@@ -16,8 +16,9 @@
 use std::path::PathBuf;
 
 use inbox_engine::Store as _;
-use inbox_host_native::{HostClock, open, os_seed};
+use inbox_host_native::{HostClock, os_seed};
 use inbox_plugin_host::{Limits, Plugin, PluginEngine, PluginError};
+use inbox_sqlite::open;
 
 type Error = Box<dyn std::error::Error>;
 
@@ -80,7 +81,7 @@ fn main() -> Result<(), Error> {
 /// sandbox speaking: the component trapped, ran out of fuel or memory; the
 /// transaction was rolled back and the next call gets a fresh instance.
 fn call<C: inbox_engine::Clock>(
-    engine: &mut PluginEngine<inbox_host_native::SqliteStore, C>,
+    engine: &mut PluginEngine<inbox_sqlite::SqliteStore, C>,
     request: &str,
 ) -> Result<serde_json::Value, Error> {
     let response = engine

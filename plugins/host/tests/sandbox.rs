@@ -17,8 +17,8 @@ use inbox_engine::{
     EventId, Executor, MemoryStore, Message, Request, Store, StoreError, StoreInfo, Thread,
     ThreadState, TxMode,
 };
-use inbox_host_native::SqliteStore;
 use inbox_plugin_host::{Limits, PluginError};
+use inbox_sqlite::SqliteStore;
 
 const SMALL: Limits = Limits {
     fuel: 50_000_000,
@@ -27,7 +27,7 @@ const SMALL: Limits = Limits {
 
 fn sqlite(dir: &Path) -> (SqliteStore, std::path::PathBuf) {
     let path = dir.join("inbox.db");
-    let mut store = inbox_host_native::open::open_or_create(&path).unwrap();
+    let mut store = inbox_sqlite::open::open_or_create(&path).unwrap();
     store.initialize().unwrap();
     (store, path)
 }

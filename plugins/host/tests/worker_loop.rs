@@ -121,7 +121,7 @@ fn worker_loop<S: Store + 'static>(
 fn the_worker_loop_runs_through_the_component_over_a_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("inbox.db");
-    let store = inbox_host_native::open::open_or_create(&path).unwrap();
+    let store = inbox_sqlite::open::open_or_create(&path).unwrap();
     let mut engine = common::engine_plugin()
         .instantiate(store, common::clock(), 7)
         .unwrap();
@@ -130,9 +130,7 @@ fn the_worker_loop_runs_through_the_component_over_a_sqlite_file() {
 
     // What the component wrote is an ordinary inbox database: the native
     // engine reads the same history.
-    let store = inbox_host_native::open::open_existing(&path, None)
-        .unwrap()
-        .0;
+    let store = inbox_sqlite::open::open_existing(&path, None).unwrap().0;
     let mut native =
         inbox_engine::Engine::new(store, common::clock(), inbox_engine::SequentialIds::new());
     let shown = native.execute_json(&format!(
