@@ -25,7 +25,7 @@ pub(crate) fn export(global: &Global, args: &ExportArgs) -> u8 {
     let Some(sqlite) = &args.sqlite else {
         return crate::interchange::export(global, args);
     };
-    let (db, cwd) = inbox_host_native::run::resolve_db(global);
+    let (db, cwd) = inbox_host_native::database::resolve_db(global);
     let context = context(&db, &cwd);
     let result = open::open_existing(&db.path, None)
         .map_err(TransferError::Store)
@@ -60,7 +60,7 @@ pub(crate) fn import(global: &Global, args: &ImportArgs) -> u8 {
         // The parser requires one of the two.
         (None, None) => return crate::interchange::import(global, args, Path::new("-")),
     };
-    let (db, cwd) = inbox_host_native::run::resolve_db(global);
+    let (db, cwd) = inbox_host_native::database::resolve_db(global);
     let context = context(&db, &cwd);
     let now = backup_stamp();
     let result = open::init(&db.path, None)
@@ -105,7 +105,7 @@ pub(crate) fn context(db: &DbPath, cwd: &Path) -> render::Context {
         agent: None,
         new_thread: false,
         durability: None,
-        database: Some(inbox_host_native::run::database_line(db, cwd)),
+        database: Some(inbox_host_native::database::database_line(db, cwd)),
     }
 }
 

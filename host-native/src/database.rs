@@ -40,7 +40,7 @@ impl Database {
             let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
             return (Database::Postgres { url, source }, cwd);
         }
-        let (db, cwd) = crate::run::resolve_db(global);
+        let (db, cwd) = resolve_db(global);
         (Database::File(db), cwd)
     }
 
@@ -57,7 +57,7 @@ impl Database {
     /// `postgres://user@host:port/db`, never with its password.
     pub fn line(&self, cwd: &Path) -> String {
         match self {
-            Database::File(db) => crate::run::database_line(db, cwd),
+            Database::File(db) => database_line(db, cwd),
             Database::Postgres { url, source } => {
                 format!("{} ({})", inbox_postgres::describe_url(url), why(source))
             }
@@ -90,4 +90,20 @@ pub fn file_only(global: &Global, command: &str) -> Result<(), EngineError> {
             ),
         }),
     }
+}
+
+/// The database the command line names (`--db`, `$INBOX_DB`, or found),
+/// and the current folder it was resolved from.
+pub fn resolve_db(global: &Global) -> (inbox_sqlite::DbPath, PathBuf) {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let env_db = std::env::var_os("INBOX_DB").map(PathBuf::from);
+    let db = inbox_sqlite::resolve_db_path(global.db.as_deref(), env_db.as_deref(), &cwd);
+    (db, cwd)
+}
+
+/// Which database a command used and why, for people: shown relative to
+/// the current folder when it is inside it.
+pub fn database_line(db: &inbox_sqlite::DbPath, cwd: &Path) -> String {
+    let shown = db.path.strip_prefix(cwd).unwrap_or(&db.path).display();
+    format!("{shown} ({})", why(&db.source))
 }

@@ -5,7 +5,7 @@
 //! it wakes, times out or is stopped. One home for this sequence. This
 //! module must never decide anything about a command: that is the engine's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use inbox_engine::{Call, Effect, EngineError, Executor as _, Response, StoreError};
 use inbox_sqlite::{Durability, SqliteStore, open, watch};
@@ -155,15 +155,6 @@ pub fn check_database(global: &Global) -> Result<String, EngineError> {
     Ok(db.line(&cwd))
 }
 
-/// The database the command line names (`--db`, `$INBOX_DB`, or found),
-/// and the current folder it was resolved from.
-pub fn resolve_db(global: &Global) -> (inbox_sqlite::DbPath, PathBuf) {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let env_db = std::env::var_os("INBOX_DB").map(PathBuf::from);
-    let db = inbox_sqlite::resolve_db_path(global.db.as_deref(), env_db.as_deref(), &cwd);
-    (db, cwd)
-}
-
 /// Opens the database: created by `init` (`init` is `Some`, with the
 /// durability to record, if given), otherwise it must already exist.
 fn open_store(
@@ -174,13 +165,6 @@ fn open_store(
         Some(chosen) => open::init(path, chosen),
         None => open::open_existing(path, None),
     }
-}
-
-/// Which database a command used and why, for people: shown relative to
-/// the current folder when it is inside it.
-pub fn database_line(db: &inbox_sqlite::DbPath, cwd: &Path) -> String {
-    let shown = db.path.strip_prefix(cwd).unwrap_or(&db.path).display();
-    format!("{shown} ({})", crate::database::why(&db.source))
 }
 
 /// Whether a response is a successful write: what its table row says it

@@ -17,14 +17,13 @@
 use inbox_engine::call::{AGENT_TOKEN, Envelope, IDEMPOTENCY_KEY, IDEMPOTENCY_KEY_MAX_BYTES};
 use inbox_engine::wire::*;
 use inbox_engine::{Call, Command, Effect, EngineError, Response};
-use schemars::generate::SchemaSettings;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::guidance::{self, Exposure, WAIT_CAP_SECONDS};
 use crate::seed::{self, SeedTool};
 
 /// A JSON object: tool arguments, input schemas.
-pub(crate) type Object = Map<String, Value>;
+pub(crate) use crate::schema::{Object, schema_of};
 
 /// How a tool's calls become requests.
 #[derive(Clone, Copy, Debug)]
@@ -132,25 +131,6 @@ pub(crate) fn tools() -> Vec<ToolSpec> {
 /// names are identifiers to many runtimes.
 pub(crate) fn tool_name(command: Command) -> String {
     command.as_str().replace('-', "_")
-}
-
-/// The JSON Schema of `T` as a tool's input schema: self-contained (no
-/// `$ref`, which some runtimes do not follow), without the keywords that
-/// only name the Rust type.
-pub(crate) fn schema_of<T: schemars::JsonSchema>() -> Object {
-    let generator = SchemaSettings::draft2020_12()
-        .with(|settings| settings.inline_subschemas = true)
-        .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>().to_value();
-    let object = schema
-        .as_object_mut()
-        .map(std::mem::take)
-        .unwrap_or_default();
-    let mut object = object;
-    for keyword in ["$schema", "title", "description"] {
-        object.remove(keyword);
-    }
-    object
 }
 
 /// Generates [`request_schema`] from the command table: one arm per

@@ -6,8 +6,8 @@
 //! It is a program of its own so that the async runtime and the MCP SDK it
 //! needs are never linked into `inbox` or `orch`. The modules: [`catalog`]
 //! makes the tools from the command table, [`guidance`] holds everything
-//! the server says beyond the table, [`seed`] maps seed 004's mailbox tools
-//! onto commands, [`server`] speaks MCP, [`stdio`] carries it on stdin and
+//! the server says beyond the table, [`seed`] maps the `mailbox.jsonl`
+//! tools onto commands, [`schema`] makes a tool's input schema, [`server`] speaks MCP, [`stdio`] carries it on stdin and
 //! stdout and [`jsonrpc`] judges each line that comes in. Requests run
 //! through the same code as the command line's (`inbox_host_native::run::execute`).
 //! stdout carries the protocol and nothing else: whatever this program has
@@ -25,6 +25,7 @@ use rmcp::ServiceExt;
 mod catalog;
 mod guidance;
 mod jsonrpc;
+mod schema;
 mod seed;
 mod server;
 mod stdio;

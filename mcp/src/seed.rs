@@ -34,7 +34,7 @@ use inbox_engine::{EngineError, Kind, Request, Response, Timestamp};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::catalog::{Object, schema_of};
+use crate::schema::{Object, schema_of};
 
 /// The seed's tools: each has a name, a description, an input schema and a
 /// mapping below.

@@ -55,7 +55,7 @@ impl Bus {
     /// Opens the database the command line names (it must exist and be
     /// initialized, as for every command but `init`).
     pub(crate) fn open(global: &Global) -> Result<Bus, EngineError> {
-        let (db, cwd) = inbox_host_native::run::resolve_db(global);
+        let (db, cwd) = inbox_host_native::database::resolve_db(global);
         let clock = HostClock::from_env().map_err(|e| EngineError::InvalidValue {
             field: inbox_host_native::clock::NOW_ENV.into(),
             problem: e.to_string(),
@@ -67,7 +67,7 @@ impl Bus {
         Ok(Bus {
             engine: inbox_engine::Engine::new(store, clock, inbox_host_native::host_ids()),
             token: global.agent_token.clone(),
-            database: inbox_host_native::run::database_line(&db, &cwd),
+            database: inbox_host_native::database::database_line(&db, &cwd),
         })
     }
 
@@ -260,7 +260,7 @@ pub(crate) fn folder_error(path: &std::path::Path, error: &std::io::Error) -> En
 
 /// The folder the database is in, watched for its commits.
 pub(crate) fn database_folder(global: &Global) -> std::path::PathBuf {
-    let (db, _) = inbox_host_native::run::resolve_db(global);
+    let (db, _) = inbox_host_native::database::resolve_db(global);
     match db.path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => std::path::PathBuf::from("."),

@@ -201,7 +201,10 @@ impl Teams {
         let folder = Folder::ensure(&inner).map_err(|e| folder_error(&inner, &e))?;
         let lock = super::lock(&root)?;
         let team = team_id(&args.dir).map_err(|e| folder_error(&args.dir, &e))?;
-        let hint_path = teams_hint::path(&inbox_host_native::run::resolve_db(global).0.path, &team);
+        let hint_path = teams_hint::path(
+            &inbox_host_native::database::resolve_db(global).0.path,
+            &team,
+        );
         let database_folder = database_folder(global);
         let changes = Changes::watch(&[folder.path(), database_folder.as_path()]);
         Ok(Teams {
