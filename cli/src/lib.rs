@@ -415,12 +415,9 @@ fn subcommand_path(binary: Binary, raw: &[OsString]) -> Vec<String> {
 
 /// The engine's `version` response (`inbox --version --json`).
 fn version() -> Response {
-    let mut engine = inbox_engine::Engine::new(
-        inbox_engine::MemoryStore::new(),
-        inbox_engine::ManualClock::new(inbox_engine::Timestamp::from_millis(0)),
-        inbox_engine::SequentialIds::new(),
-    );
-    engine.execute(Request::Version(inbox_engine::wire::VersionRequest {}))
+    Response::Success(inbox_engine::Output::Version(
+        inbox_engine::engine::version(),
+    ))
 }
 
 /// Runs a parsed command.

@@ -218,10 +218,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
 
     /// `version`: touches no store.
     fn version(&mut self, _: VersionRequest) -> Result<VersionOutput, EngineError> {
-        Ok(VersionOutput {
-            engine_version: env!("CARGO_PKG_VERSION").to_owned(),
-            wire_version: WIRE_VERSION,
-        })
+        Ok(version())
     }
 
     /// Runs `f` in a read transaction.
@@ -572,3 +569,13 @@ macro_rules! dispatch {
 }
 
 crate::for_each_command!(dispatch);
+
+/// What `version` answers: this engine's version and its wire version. A
+/// plain function, so that a host can answer `--version` without an engine
+/// (and without compiling one for a store it never opens).
+pub fn version() -> VersionOutput {
+    VersionOutput {
+        engine_version: env!("CARGO_PKG_VERSION").to_owned(),
+        wire_version: WIRE_VERSION,
+    }
+}

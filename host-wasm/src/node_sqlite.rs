@@ -17,7 +17,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use inbox_sqlite::store::sql::{Flow, Param, Sql, SqlError, SqlRow};
+use inbox_sqlite::sql::{Flow, Param, Sql, SqlError, SqlRow};
 use js_sys::{Array, Function, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 

@@ -20,11 +20,11 @@ use std::collections::BTreeSet;
 
 use inbox_engine::{Store, StoreError, StoreErrorKind};
 use inbox_sqlite::SqliteStore;
-use inbox_sqlite::store::durability::{
-    BUSY_BUDGET, apply_durability, is_wal_header, stored_durability,
-};
-use inbox_sqlite::store::sql::{Flow, Param, Sql};
-use inbox_sqlite::store::{PORTABLE_PRAGMAS, sql_store_error, store_error};
+use inbox_sqlite::error::{sql_store_error, store_error};
+use inbox_sqlite::format::is_wal_header;
+use inbox_sqlite::sql::{Flow, Param, Sql};
+use inbox_sqlite::store::PORTABLE_PRAGMAS;
+use inbox_sqlite::store::durability::{BUSY_BUDGET, apply_durability, stored_durability};
 use rusqlite::{Connection, MAIN_DB, OpenFlags};
 use sqlite_wasm_rs::vfs::VfsFilesManager;
 use sqlite_wasm_vfs::sahpool::{OpfsSAHError, OpfsSAHPoolCfgBuilder, OpfsSAHPoolUtil, install};

@@ -91,7 +91,7 @@ impl Bus {
         let mut call = Call::from(request);
         call.idempotency_key = key;
         call.agent_token.clone_from(&self.token);
-        match self.engine.execute_call(call) {
+        match inbox_host_native::execute_call(&mut self.engine, call) {
             Response::Success(output) => Ok((output, false)),
             Response::Replayed(output) => Ok((output, true)),
             Response::Failure { error, .. } => Err(error),

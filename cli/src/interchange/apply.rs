@@ -114,7 +114,7 @@ impl Bus {
             idempotency_key: Some(key),
             agent_token: None,
         };
-        match self.engine.execute_call(call) {
+        match inbox_host_native::execute_call(&mut self.engine, call) {
             Response::Success(output) => {
                 self.wrote = true;
                 Ok(output)

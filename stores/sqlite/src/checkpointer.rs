@@ -32,6 +32,7 @@
 //! thread stops when its [`Checkpointer`] is dropped. This module must
 //! never run a command's statements; it only checkpoints.
 
+use std::cell::Cell;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -113,7 +114,7 @@ impl Checkpointer {
                 // checkpointing, or reading an old snapshot) leaves it to
                 // the next commit.
                 let _turn = take_turn(&turn);
-                crate::open::as_checkpoint(|| {
+                as_checkpoint(|| {
                     let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::RESTART);
                 });
             } else if asked.due(frames) {
@@ -192,7 +193,7 @@ fn run(
     stop: &AtomicBool,
     turn: &Mutex<()>,
 ) {
-    crate::open::mark_checkpoint_thread();
+    mark_checkpoint_thread();
     yield_to_writers();
     while wakes.recv().is_ok() && !stop.load(Ordering::Acquire) {
         if files.is_some_and(|f| f.check().is_err()) {
@@ -265,6 +266,30 @@ fn wal_checkpoint(conn: &Connection, mode: &str) -> Option<Pass> {
         })
     })
     .ok()
+}
+
+/// Runs `checkpoint` with the busy handler's short checkpoint budget: a
+/// commit that checkpoints has already committed, and must not wait long.
+pub(crate) fn as_checkpoint(checkpoint: impl FnOnce()) {
+    IN_CHECKPOINT.with(|flag| flag.set(true));
+    checkpoint();
+    IN_CHECKPOINT.with(|flag| flag.set(false));
+}
+
+/// Marks the calling thread as one that only checkpoints: its busy
+/// handler gives up after `CHECKPOINT_BUDGET` (see `open`).
+pub(crate) fn mark_checkpoint_thread() {
+    IN_CHECKPOINT.with(|flag| flag.set(true));
+}
+
+/// Whether the calling thread is checkpointing now (see [`as_checkpoint`]
+/// and [`mark_checkpoint_thread`]): the busy handler then gives up sooner.
+pub(crate) fn in_checkpoint() -> bool {
+    IN_CHECKPOINT.with(Cell::get)
+}
+
+thread_local! {
+    static IN_CHECKPOINT: Cell<bool> = const { Cell::new(false) };
 }
 
 #[cfg(test)]

@@ -47,9 +47,9 @@ use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use serde_json::{Map, Number, Value as Json};
 
 use crate::SqliteStore;
+use crate::error::store_error;
 use crate::lines::{Line, Lines};
 use crate::schema::SCHEMA_VERSION;
-use crate::store::store_error;
 use crate::transfer::TransferError;
 
 /// The `format` of the header line.

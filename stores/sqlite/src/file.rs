@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use inbox_engine::StoreError;
 
-use crate::store::durability::is_wal_header;
+use crate::format::is_wal_header;
 
 /// The suffixes of SQLite's companion files in WAL mode.
 pub const COMPANIONS: [&str; 2] = ["-wal", "-shm"];

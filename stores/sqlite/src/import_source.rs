@@ -37,13 +37,32 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use inbox_engine::StoreErrorKind;
+use inbox_engine::{StoreError, StoreErrorKind};
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::file::companion;
 use crate::schema::{self, SchemaObject, SchemaState};
-use crate::transfer::TransferError;
+
+/// Why a transfer did not happen, by who must act: the file given, the
+/// destination's state, or the store.
+#[derive(Debug)]
+pub enum TransferError {
+    /// The file named is unusable (exists, not a database, corrupt...).
+    File(String),
+    /// The destination holds data and `--replace` was not given.
+    NotEmpty(String),
+    /// The file named holds more than an import reads ([`Limits`]).
+    TooLarge(String),
+    /// The store failed (including `schema_too_new`).
+    Store(StoreError),
+}
+
+impl From<StoreError> for TransferError {
+    fn from(error: StoreError) -> Self {
+        TransferError::Store(error)
+    }
+}
 
 /// How much of a file an import reads: bytes (the file and its `-wal`)
 /// and rows (of every table). Past either, it is refused before the

@@ -3,7 +3,7 @@
 //!
 //! - [`schema`]: tables, indexes and migrations (portable);
 //! - [`store`]: the engine's `Store` over one connection of any SQLite
-//!   binding (portable);
+//!   binding ([`sql`]), its errors mapped once ([`error`]) (portable);
 //! - [`lines`]: files of JSON lines read a line at a time (portable);
 //! - [`open`]: finding, creating and opening the database file, with the
 //!   connection settings that make one process per command cheap and safe;
@@ -19,7 +19,7 @@
 //! - [`dump`]: a whole database as JSON lines, out and back in.
 //!
 //! Everything here is an adapter: no inbox rule may live in this crate. The
-//! portable modules run over any SQLite binding ([`store::sql::Sql`]), so
+//! portable modules run over any SQLite binding ([`sql::Sql`]), so
 //! the wasm host reuses them over SQLite compiled to wasm and over Node's
 //! `node:sqlite`: built without the default `native` feature, this crate is
 //! just [`schema`], [`store`] and [`lines`]. Our code never writes a
@@ -31,8 +31,10 @@ pub mod checkpointer;
 pub mod clock;
 #[cfg(feature = "native")]
 pub mod dump;
+pub mod error;
 #[cfg(feature = "native")]
 pub mod file;
+pub mod format;
 #[cfg(feature = "native")]
 mod header;
 #[cfg(feature = "native")]
@@ -41,6 +43,7 @@ pub mod lines;
 #[cfg(feature = "native")]
 pub mod open;
 pub mod schema;
+pub mod sql;
 pub mod store;
 #[cfg(feature = "native")]
 pub mod transfer;

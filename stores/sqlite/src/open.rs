@@ -132,7 +132,7 @@ pub fn open_existing(
         let _mode: String = store
             .connection()
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-            .map_err(|e| crate::store::store_error(e, &location))?;
+            .map_err(|e| crate::error::store_error(e, &location))?;
     }
     store.ensure_schema().map_err(|e| match &log_deleted {
         Some(log) if e.kind == StoreErrorKind::NotInitialized => StoreError::new(
@@ -280,7 +280,7 @@ pub fn recorded(store: &SqliteStore) -> Result<Recorded, StoreError> {
         .connection()
         .prepare_cached("PRAGMA user_version")
         .and_then(|mut statement| statement.query_row([], |row| row.get(0)))
-        .map_err(|e| crate::store::store_error(e, store.location()))?;
+        .map_err(|e| crate::error::store_error(e, store.location()))?;
     Ok(Recorded {
         schema,
         durability: stored_durability(store)?,
@@ -306,7 +306,7 @@ fn connection(path: &Path, create: bool) -> Result<Connection, StoreError> {
     if create {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
-    let error = |e| crate::store::store_error(e, &location);
+    let error = |e| crate::error::store_error(e, &location);
     // SQLite's own VFS for the platform: every byte of the database, its
     // WAL and its index is written by SQLite.
     let mut conn = Connection::open_with_flags(path, flags).map_err(error)?;
@@ -357,7 +357,7 @@ pub enum Lifetime {
 /// Switches the store's checkpoint policy to suit how long it stays open.
 pub fn set_lifetime(store: &mut SqliteStore, lifetime: Lifetime) -> Result<(), StoreError> {
     let location = store.location().to_owned();
-    let error = |e| crate::store::store_error(e, &location);
+    let error = |e| crate::error::store_error(e, &location);
     let checkpointer = match (lifetime, store.files()) {
         (Lifetime::LongLived, Some(files)) if !syncs_every_commit(store)? => {
             let conn = connection(files.database(), false)?;
@@ -425,19 +425,11 @@ fn checkpoint_hook(
     if frames >= CHECKPOINT_FRAMES {
         // Busy (a reader on an old snapshot, another writer) is fine: a later
         // commit retries.
-        as_checkpoint(|| {
+        crate::checkpointer::as_checkpoint(|| {
             let _ = wal.checkpoint_v2(rusqlite::wal::CheckpointMode::TRUNCATE);
         });
     }
     Ok(())
-}
-
-/// Runs `checkpoint` with the busy handler's short checkpoint budget: a
-/// commit that checkpoints has already committed, and must not wait long.
-pub(crate) fn as_checkpoint(checkpoint: impl FnOnce()) {
-    IN_CHECKPOINT.with(|flag| flag.set(true));
-    checkpoint();
-    IN_CHECKPOINT.with(|flag| flag.set(false));
 }
 
 /// Whether the store's connection fsyncs every commit (`full`
@@ -446,19 +438,12 @@ fn syncs_every_commit(store: &SqliteStore) -> Result<bool, StoreError> {
     let level: i64 = store
         .connection()
         .query_row("PRAGMA synchronous", [], |row| row.get(0))
-        .map_err(|e| crate::store::store_error(e, store.location()))?;
+        .map_err(|e| crate::error::store_error(e, store.location()))?;
     // 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
     Ok(level >= 2)
 }
 
-/// Marks the calling thread as one that only checkpoints: its busy
-/// handler gives up after [`CHECKPOINT_BUDGET`].
-pub(crate) fn mark_checkpoint_thread() {
-    IN_CHECKPOINT.with(|flag| flag.set(true));
-}
-
 thread_local! {
-    static IN_CHECKPOINT: Cell<bool> = const { Cell::new(false) };
     static BUSY_SINCE: Cell<Option<Instant>> = const { Cell::new(None) };
     static JITTER: Cell<u64> = Cell::new(seed());
 }
@@ -488,7 +473,7 @@ fn busy_wait(attempt: i32) -> bool {
         since.get().unwrap_or(now)
     });
     let since = crate::writer_gate::began_waiting().map_or(since, |began| began.min(since));
-    let budget = if IN_CHECKPOINT.with(Cell::get) {
+    let budget = if crate::checkpointer::in_checkpoint() {
         CHECKPOINT_BUDGET
     } else {
         BUSY_BUDGET

@@ -11,8 +11,8 @@
 use inbox_engine::{StoreError, StoreErrorKind};
 use rusqlite::Connection;
 
-use crate::store::sql::{Flow, Sql, SqlError};
-use crate::store::sql_store_error;
+use crate::error::sql_store_error;
+use crate::sql::{Flow, Sql, SqlError};
 
 /// `PRAGMA application_id` of every inbox database: "inbx".
 pub const APPLICATION_ID: i32 = 0x696E_6278;
@@ -379,7 +379,7 @@ pub fn objects(conn: &Connection, schema: &str) -> rusqlite::Result<Vec<SchemaOb
 /// only ever append, so every inbox database of that version has these
 /// and no other).
 pub fn objects_of_version(version: u32) -> Result<Vec<SchemaObject>, StoreError> {
-    let error = |e| crate::store::store_error(e, ":memory:");
+    let error = |e| crate::error::store_error(e, ":memory:");
     let conn = Connection::open_in_memory().map_err(error)?;
     let steps = usize::try_from(version).unwrap_or(usize::MAX);
     for sql in MIGRATIONS.iter().take(steps) {

@@ -28,31 +28,13 @@ use inbox_engine::{Store, StoreError, StoreErrorKind};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::SqliteStore;
+use crate::error::store_error;
 use crate::file::companion;
 pub use crate::import_source::Limits;
 use crate::import_source::{self, Folder, Source};
 use crate::schema;
-use crate::store::store_error;
 
-/// Why a transfer did not happen, by who must act: the file given, the
-/// destination's state, or the store.
-#[derive(Debug)]
-pub enum TransferError {
-    /// The file named is unusable (exists, not a database, corrupt...).
-    File(String),
-    /// The destination holds data and `--replace` was not given.
-    NotEmpty(String),
-    /// The file named holds more than an import reads ([`Limits`]).
-    TooLarge(String),
-    /// The store failed (including `schema_too_new`).
-    Store(StoreError),
-}
-
-impl From<StoreError> for TransferError {
-    fn from(error: StoreError) -> Self {
-        TransferError::Store(error)
-    }
-}
+pub use crate::import_source::TransferError;
 
 /// What an export wrote.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -112,7 +112,7 @@ const LOOK_EVERY: Duration = Duration::from_millis(1);
 
 /// How long a writer holds back at most, in all: the busy handler's budget
 /// then decides.
-const BUDGET: Duration = crate::open::BUSY_BUDGET;
+const BUDGET: Duration = crate::store::durability::BUSY_BUDGET;
 
 /// A database's writer gate, as one store uses it.
 #[derive(Debug)]

@@ -9,10 +9,10 @@
 use inbox_engine::store::{AgentQuery, MailboxQuery};
 use inbox_engine::{Agent, Event, IdempotencyRecord, Lease, Message, StoreError, Timestamp};
 
-use super::sql::{Flow, Param, Sql, sql_params};
 use super::{
     EVENT_COLUMNS, MESSAGE_COLUMNS, SqliteStore, event_row, message_row, push, sql_int, sql_limit,
 };
+use crate::sql::{Flow, Param, Sql, sql_params};
 
 impl<C: Sql> SqliteStore<C> {
     pub(super) fn registry_agents(&mut self, query: &AgentQuery) -> Result<Vec<Agent>, StoreError> {

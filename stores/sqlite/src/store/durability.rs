@@ -9,7 +9,7 @@ use std::time::Duration;
 use inbox_engine::StoreError;
 
 use super::SqliteStore;
-use super::sql::Sql;
+use crate::sql::Sql;
 
 /// How long a writer waits for the write lock before giving up with
 /// `storage_busy`. Write transactions last well under a millisecond, so
@@ -91,29 +91,5 @@ pub fn apply_durability<C: Sql>(
     store
         .connection()
         .execute_batch(&format!("PRAGMA synchronous = {level}"))
-        .map_err(|e| super::sql_store_error(&e, store.location()))
-}
-
-/// Whether the first bytes of a database file (its 100-byte header) say
-/// WAL mode: bytes 18 and 19, the file format's write and read versions,
-/// are 2. Such a file's latest commits may be in its `-wal`, beside it.
-pub fn is_wal_header(header: &[u8]) -> bool {
-    header.len() >= 20 && header[18] == 2 && header[19] == 2
-}
-
-#[cfg(test)]
-mod tests {
-    use super::is_wal_header;
-
-    #[test]
-    fn wal_mode_is_bytes_18_and_19_of_the_header() {
-        let mut header = vec![0u8; 100];
-        assert!(!is_wal_header(&header));
-        header[18] = 2;
-        header[19] = 2;
-        assert!(is_wal_header(&header));
-        header[19] = 1;
-        assert!(!is_wal_header(&header));
-        assert!(!is_wal_header(&header[..19]));
-    }
+        .map_err(|e| crate::error::sql_store_error(&e, store.location()))
 }

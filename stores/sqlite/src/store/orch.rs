@@ -13,8 +13,8 @@ use inbox_engine::{EventId, StoreError};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::sql::{Flow, Param, Sql, sql_params};
 use super::{SqliteStore, placeholders, push, sql_int, sql_limit, text_at};
+use crate::sql::{Flow, Param, Sql, sql_params};
 
 // The statements a recording wait runs when a worker's thread moved (see
 // `ORCH_WAKE`), named so that preparing them ahead uses the same text.

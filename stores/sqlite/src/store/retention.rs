@@ -10,8 +10,8 @@
 use inbox_engine::store::{ThreadPage, ThreadState};
 use inbox_engine::{Settings, StoreError, Timestamp};
 
-use super::sql::{Param, Sql, sql_params};
 use super::{SqliteStore, THREAD_COLUMNS, push, sql_int, sql_limit};
+use crate::sql::{Param, Sql, sql_params};
 
 /// The `settings` key of the engine's settings.
 const ENGINE_SETTINGS: &str = "engine";

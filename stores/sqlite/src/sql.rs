@@ -1,4 +1,4 @@
-//! [`Sql`]: the handful of calls [`super::SqliteStore`] makes on an SQLite
+//! [`Sql`]: the handful of calls [`crate::SqliteStore`] makes on an SQLite
 //! connection, so that one store (one copy of every query) runs over any
 //! binding of the real SQLite library: rusqlite here and in wasm, and Node's
 //! own `node:sqlite` in the npm package's `file` store, where the database
@@ -71,7 +71,7 @@ impl<'a> From<&'a Option<String>> for Param<'a> {
 /// borrows where it can (`&t.thread_id`), as rusqlite's `params!` does.
 macro_rules! sql_params {
     ($($value:expr),* $(,)?) => {
-        [$($crate::store::sql::Param::from($value)),*]
+        [$($crate::sql::Param::from($value)),*]
     };
 }
 pub(crate) use sql_params;
