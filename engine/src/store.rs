@@ -567,3 +567,226 @@ pub trait Store {
     /// Orch events matching `query`, oldest first, at most `query.limit`.
     fn orch_events(&mut self, query: &OrchEventQuery) -> Result<Vec<OrchEvent>, StoreError>;
 }
+
+/// Defines an enum of stores and implements [`Store`] for it by handing
+/// each call to the store the value holds. A host that can run over
+/// several stores runs one engine over this enum (`Engine<MyStores, ..>`)
+/// instead of one engine per store: the engine's code, which is generic
+/// over the store, is then compiled once rather than once per store (the
+/// wasm module's size and a native build's time). Each arm is a plain
+/// `match`, so the stores keep their types for whatever else the host does
+/// with them.
+///
+/// ```
+/// inbox_engine::store_enum! {
+///     /// The stores this host runs over.
+///     pub enum Stores {
+///         /// In memory.
+///         Memory(inbox_engine::MemoryStore),
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! store_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $($(#[doc = $doc:literal])* $(#[cfg($cfg:meta)])* $variant:ident($store:ty),)+
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $name {
+            $($(#[doc = $doc])* $(#[cfg($cfg)])* $variant($store),)+
+        }
+
+        impl $crate::Store for $name {
+            fn initialize(&mut self) -> Result<$crate::store::StoreInfo, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.initialize(),)* }
+            }
+
+            fn begin(&mut self, mode: $crate::store::TxMode) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.begin(mode),)* }
+            }
+
+            fn read_ahead(&mut self, reads: $crate::store::ReadAhead) {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.read_ahead(reads),)* }
+            }
+
+            fn clock(&mut self) -> Result<Option<$crate::Timestamp>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.clock(),)* }
+            }
+
+            fn commit(&mut self) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.commit(),)* }
+            }
+
+            fn rollback(&mut self) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.rollback(),)* }
+            }
+
+            fn thread(&mut self, thread_id: &str) -> Result<Option<$crate::store::ThreadState>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.thread(thread_id),)* }
+            }
+
+            fn threads(&mut self, query: &$crate::store::ThreadQuery) -> Result<Vec<$crate::store::ThreadState>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.threads(query),)* }
+            }
+
+            fn insert_thread(&mut self, thread: &$crate::model::Thread) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.insert_thread(thread),)* }
+            }
+
+            fn update_thread(&mut self, thread: &$crate::model::Thread) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.update_thread(thread),)* }
+            }
+
+            fn put_lease(&mut self, lease: &$crate::model::Lease) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.put_lease(lease),)* }
+            }
+
+            fn lapsed_leases(&mut self, now: $crate::Timestamp, limit: usize) -> Result<Vec<$crate::model::Lease>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.lapsed_leases(now, limit),)* }
+            }
+
+            fn next_lease_expiry(&mut self) -> Result<Option<$crate::Timestamp>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.next_lease_expiry(),)* }
+            }
+
+            fn insert_message(&mut self, message: &$crate::model::Message) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.insert_message(message),)* }
+            }
+
+            fn message(&mut self, message_id: &str) -> Result<Option<$crate::model::Message>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.message(message_id),)* }
+            }
+
+            fn messages(&mut self, query: &$crate::store::MessageQuery) -> Result<Vec<$crate::model::Message>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.messages(query),)* }
+            }
+
+            fn latest_event_id(&mut self) -> Result<$crate::model::EventId, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.latest_event_id(),)* }
+            }
+
+            fn insert_event(&mut self, event: &$crate::model::Event) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.insert_event(event),)* }
+            }
+
+            fn events(&mut self, query: &$crate::store::EventQuery) -> Result<Vec<$crate::model::Event>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.events(query),)* }
+            }
+
+            fn read_cursor(&mut self, thread_id: &str, agent: &str) -> Result<Option<$crate::model::ReadCursor>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.read_cursor(thread_id, agent),)* }
+            }
+
+            fn put_read_cursor(&mut self, cursor: &$crate::model::ReadCursor) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.put_read_cursor(cursor),)* }
+            }
+
+            fn agents(&mut self, query: &$crate::store::AgentQuery) -> Result<Vec<$crate::model::Agent>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.agents(query),)* }
+            }
+
+            fn put_agent(&mut self, agent: &$crate::model::Agent) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.put_agent(agent),)* }
+            }
+
+            fn delete_agent(&mut self, name: &str) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.delete_agent(name),)* }
+            }
+
+            fn live_leases(&mut self, now: $crate::Timestamp, limit: usize) -> Result<Vec<$crate::model::Lease>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.live_leases(now, limit),)* }
+            }
+
+            fn last_event_by(&mut self, source: &str) -> Result<Option<$crate::model::Event>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.last_event_by(source),)* }
+            }
+
+            fn mailbox(&mut self, query: &$crate::store::MailboxQuery) -> Result<Vec<$crate::model::Message>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.mailbox(query),)* }
+            }
+
+            fn idempotency(&mut self, key: &str) -> Result<Option<$crate::model::IdempotencyRecord>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.idempotency(key),)* }
+            }
+
+            fn put_idempotency(&mut self, record: &$crate::model::IdempotencyRecord) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.put_idempotency(record),)* }
+            }
+
+            fn delete_idempotency(&mut self, before: $crate::Timestamp, limit: usize) -> Result<u64, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.delete_idempotency(before, limit),)* }
+            }
+
+            fn settings(&mut self) -> Result<Option<$crate::model::Settings>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.settings(),)* }
+            }
+
+            fn put_settings(&mut self, settings: &$crate::model::Settings) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.put_settings(settings),)* }
+            }
+
+            fn thread_page(&mut self, query: &$crate::store::ThreadPage) -> Result<Vec<$crate::store::ThreadState>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.thread_page(query),)* }
+            }
+
+            fn message_count(&mut self) -> Result<u64, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.message_count(),)* }
+            }
+
+            fn delete_thread(&mut self, thread_id: &str) -> Result<u64, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.delete_thread(thread_id),)* }
+            }
+
+            fn run(&mut self, run_id: &str) -> Result<Option<$crate::orch::model::Run>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.run(run_id),)* }
+            }
+
+            fn runs(&mut self, query: &$crate::orch::query::RunQuery) -> Result<Vec<$crate::orch::model::Run>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.runs(query),)* }
+            }
+
+            fn insert_run(&mut self, run: &$crate::orch::model::Run) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.insert_run(run),)* }
+            }
+
+            fn update_run(&mut self, run: &$crate::orch::model::Run) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.update_run(run),)* }
+            }
+
+            fn task(&mut self, run_id: &str, task_id: &str) -> Result<Option<$crate::orch::model::Task>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.task(run_id, task_id),)* }
+            }
+
+            fn tasks(&mut self, query: &$crate::orch::query::TaskQuery) -> Result<Vec<$crate::orch::model::Task>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.tasks(query),)* }
+            }
+
+            fn insert_task(&mut self, task: &$crate::orch::model::Task) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.insert_task(task),)* }
+            }
+
+            fn update_task(&mut self, task: &$crate::orch::model::Task) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.update_task(task),)* }
+            }
+
+            fn attempts(&mut self, run_id: &str, task_id: &str) -> Result<Vec<$crate::orch::model::Attempt>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.attempts(run_id, task_id),)* }
+            }
+
+            fn put_attempt(&mut self, attempt: &$crate::orch::model::Attempt) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.put_attempt(attempt),)* }
+            }
+
+            fn insert_orch_event(&mut self, event: &$crate::orch::model::OrchEvent) -> Result<(), $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.insert_orch_event(event),)* }
+            }
+
+            fn orch_events(&mut self, query: &$crate::orch::query::OrchEventQuery) -> Result<Vec<$crate::orch::model::OrchEvent>, $crate::StoreError> {
+                match self { $($(#[cfg($cfg)])* Self::$variant(store) => store.orch_events(query),)* }
+            }
+        }
+    };
+}

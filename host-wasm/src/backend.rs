@@ -1,7 +1,8 @@
 //! [`Backend`]: the engine over the store chosen at open time, and the bytes
 //! of an SQLite database in and out.
 //!
-//! Three stores, one engine:
+//! Four stores, one engine (over [`Stores`], so that the engine is in the
+//! module once):
 //! - `memory`: the engine's own in-memory store; smallest and fastest, gone
 //!   when the page or process ends;
 //! - `sqlite`: the native host's [`SqliteStore`] (the same code, not a copy)
@@ -20,13 +21,11 @@
 //! must never open a second one on the same memory or OPFS file.
 
 #[cfg(feature = "sqlite")]
-use crate::node_sqlite::NodeSqlite;
+use crate::sqlite::WasmStore;
 use inbox_engine::{
     Call, Engine, EngineError, Executor, MemoryStore, Response, Store, StoreError, Timestamp,
     UlidIds,
 };
-#[cfg(feature = "sqlite")]
-use inbox_sqlite::SqliteStore;
 use wasm_bindgen::JsValue;
 
 use crate::js::{self, JsClock};
@@ -81,23 +80,35 @@ pub struct OpenOptions {
     pub now: Option<Timestamp>,
 }
 
-/// The engine over one of the stores.
-pub enum Backend {
-    /// Over [`MemoryStore`].
-    Memory(Engine<MemoryStore, JsClock, UlidIds>),
-    /// Over [`SqliteStore`], in wasm memory or OPFS (with the OPFS file it
-    /// holds, released after the connection closes: fields drop in order).
+inbox_engine::store_enum! {
+    /// The store an inbox keeps its records in. The engine runs over this
+    /// enum, so its code is in the module once, not once per store.
+    pub enum Stores {
+        /// The engine's in-memory store.
+        Memory(MemoryStore),
+        /// SQLite compiled to wasm, in wasm memory or OPFS.
+        #[cfg(feature = "sqlite")]
+        Sqlite(WasmStore),
+        /// Node's own SQLite, on a database file other processes share.
+        #[cfg(feature = "sqlite")]
+        File(WasmStore),
+    }
+}
+
+/// The engine over the store chosen at open time.
+pub struct Backend {
+    /// The engine, over [`Stores`].
+    engine: Engine<Stores, JsClock, UlidIds>,
+    /// Which store it is (`sqlite` and `opfs` are both [`Stores::Sqlite`]).
+    kind: StoreKind,
+    /// The OPFS file the connection holds: kept, never read, and released
+    /// after the connection closes (fields drop in order).
     #[cfg(feature = "sqlite")]
-    Sqlite(
-        Engine<SqliteStore, JsClock, UlidIds>,
-        StoreKind,
-        Option<crate::sqlite::OpfsFile>,
-    ),
-    /// Over [`SqliteStore`] on Node's own SQLite, with the database's
-    /// `data_version` when this inbox last looked (it changes with every
-    /// commit of another connection).
+    _opfs: Option<crate::sqlite::OpfsFile>,
+    /// The `file` store's `data_version` when this inbox last looked (it
+    /// changes with every commit of another connection).
     #[cfg(feature = "sqlite")]
-    File(Engine<SqliteStore<NodeSqlite>, JsClock, UlidIds>, i64),
+    seen: i64,
 }
 
 impl Backend {
@@ -108,55 +119,59 @@ impl Backend {
             .now
             .map_or_else(JsClock::system, JsClock::starting_at);
         let ids = UlidIds::from_seed(js::random_seed()).with_secrets(js::secret_bytes);
-        match options.store {
+        #[cfg(feature = "sqlite")]
+        let (mut opfs, mut seen) = (None, 0);
+        let store = match options.store {
             StoreKind::Memory => {
-                let mut engine = Engine::new(MemoryStore::new(), clock, ids);
-                engine.store_mut().initialize().map_err(js::store_failure)?;
-                Ok(Backend::Memory(engine))
+                let mut store = MemoryStore::new();
+                store.initialize().map_err(js::store_failure)?;
+                Stores::Memory(store)
             }
             #[cfg(feature = "sqlite")]
             StoreKind::Sqlite => {
-                let store = crate::sqlite::open_in_memory(options.bytes.as_deref())?;
-                Ok(Backend::Sqlite(
-                    Engine::new(store, clock, ids),
-                    StoreKind::Sqlite,
-                    None,
-                ))
+                Stores::Sqlite(crate::sqlite::open_in_memory(options.bytes.as_deref())?)
             }
             #[cfg(feature = "sqlite")]
             StoreKind::Opfs => {
                 let (store, file) = crate::sqlite::open_opfs(&options.path).await?;
-                Ok(Backend::Sqlite(
-                    Engine::new(store, clock, ids),
-                    StoreKind::Opfs,
-                    Some(file),
-                ))
+                opfs = Some(file);
+                Stores::Sqlite(store)
             }
             #[cfg(feature = "sqlite")]
             StoreKind::File => {
                 let store = crate::sqlite::open_file(&options.path)?;
-                let version = crate::sqlite::data_version(&store).map_err(js::store_failure)?;
-                Ok(Backend::File(Engine::new(store, clock, ids), version))
+                seen = crate::sqlite::data_version(&store).map_err(js::store_failure)?;
+                Stores::File(store)
             }
             #[cfg(not(feature = "sqlite"))]
-            StoreKind::Sqlite | StoreKind::Opfs | StoreKind::File => Err(js::invalid(format!(
-                "store \"{}\" needs SQLite, which this memory-only build leaves out; use the full inbox-wasm package",
-                options.store.as_str()
-            ))),
-        }
+            StoreKind::Sqlite | StoreKind::Opfs | StoreKind::File => {
+                return Err(js::invalid(format!(
+                    "store \"{}\" needs SQLite, which this memory-only build leaves out; use the full inbox-wasm package",
+                    options.store.as_str()
+                )));
+            }
+        };
+        Ok(Backend {
+            engine: Engine::new(store, clock, ids),
+            kind: options.store,
+            #[cfg(feature = "sqlite")]
+            _opfs: opfs,
+            #[cfg(feature = "sqlite")]
+            seen,
+        })
     }
 
     /// Whether another connection committed since this inbox last looked
     /// (the `file` store; the others have no outside): waits poll it. A
     /// failed look counts as a change, so the waits look for themselves.
     pub fn outside_changed(&mut self) -> bool {
-        match self {
+        match self.engine.store() {
             #[cfg(feature = "sqlite")]
-            Backend::File(engine, seen) => {
-                let now = crate::sqlite::data_version(engine.store()).ok();
-                let changed = now != Some(*seen);
+            Stores::File(store) => {
+                let now = crate::sqlite::data_version(store).ok();
+                let changed = now != Some(self.seen);
                 if let Some(now) = now {
-                    *seen = now;
+                    self.seen = now;
                 }
                 changed
             }
@@ -166,25 +181,17 @@ impl Backend {
 
     /// Which store this is.
     pub fn kind(&self) -> StoreKind {
-        match self {
-            Backend::Memory(_) => StoreKind::Memory,
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(_, kind, _) => *kind,
-            #[cfg(feature = "sqlite")]
-            Backend::File(..) => StoreKind::File,
-        }
+        self.kind
     }
 
     /// The whole SQLite database as bytes: a file the native `inbox` opens
     /// with `--db`, and that `Inbox.open({store: "sqlite", bytes})` reads
     /// back. The memory store has no such form.
     pub fn export(&mut self) -> Result<Vec<u8>, JsValue> {
-        match self {
+        match self.engine.store_mut() {
             #[cfg(feature = "sqlite")]
-            Backend::Sqlite(engine, _, _) => crate::sqlite::export(engine.store_mut()),
-            #[cfg(feature = "sqlite")]
-            Backend::File(engine, _) => crate::sqlite::export_file(engine.store()),
-            Backend::Memory(_) => Err(js::invalid(
+            Stores::Sqlite(store) | Stores::File(store) => crate::sqlite::export(store),
+            Stores::Memory(_) => Err(js::invalid(
                 "exportBytes needs an SQLite store; open the inbox with store: \"sqlite\" or \"opfs\"",
             )),
         }
@@ -193,33 +200,15 @@ impl Backend {
 
 impl Executor for Backend {
     fn execute_call(&mut self, call: Call) -> Response {
-        match self {
-            Backend::Memory(engine) => engine.execute_call(call),
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(engine, _, _) => engine.execute_call(call),
-            #[cfg(feature = "sqlite")]
-            Backend::File(engine, _) => engine.execute_call(call),
-        }
+        self.engine.execute_call(call)
     }
 
     fn now(&mut self) -> Timestamp {
-        match self {
-            Backend::Memory(engine) => engine.now(),
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(engine, _, _) => engine.now(),
-            #[cfg(feature = "sqlite")]
-            Backend::File(engine, _) => engine.now(),
-        }
+        self.engine.now()
     }
 
     fn ticks(&mut self) -> u64 {
-        match self {
-            Backend::Memory(engine) => Executor::ticks(engine),
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite(engine, _, _) => Executor::ticks(engine),
-            #[cfg(feature = "sqlite")]
-            Backend::File(engine, _) => Executor::ticks(engine),
-        }
+        Executor::ticks(&mut self.engine)
     }
 }
 

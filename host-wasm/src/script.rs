@@ -8,11 +8,11 @@
 //! is the engine's; this only picks the store, always a new, empty
 //! database: [`Fresh`] is the one place that opens one.
 
-use inbox_engine::{EngineError, MemoryStore, Store};
+use inbox_engine::{EngineError, MemoryStore};
 use js_sys::{Array, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
-use crate::backend::StoreKind;
+use crate::backend::{StoreKind, Stores};
 use crate::inbox::{check_names, describe, store_option};
 use crate::js;
 
@@ -65,13 +65,13 @@ enum Fresh {
     Memory(MemoryStore),
     /// SQLite in wasm memory.
     #[cfg(feature = "sqlite")]
-    Sqlite(inbox_sqlite::SqliteStore),
+    Sqlite(crate::sqlite::WasmStore),
     /// SQLite in OPFS, with the file it holds: removed after the run.
     #[cfg(feature = "sqlite")]
-    Opfs(inbox_sqlite::SqliteStore, crate::sqlite::OpfsFile),
+    Opfs(crate::sqlite::WasmStore, crate::sqlite::OpfsFile),
     /// A database file through Node's SQLite.
     #[cfg(feature = "sqlite")]
-    File(inbox_sqlite::SqliteStore<crate::node_sqlite::NodeSqlite>),
+    File(crate::sqlite::WasmStore),
 }
 
 impl Fresh {
@@ -114,19 +114,19 @@ impl Fresh {
     /// Runs `text` on the database and returns the transcript as JS.
     fn run(self, text: &str) -> Result<JsValue, JsValue> {
         let transcript = match self {
-            Fresh::Memory(store) => run(text, store),
+            Fresh::Memory(store) => run(text, Stores::Memory(store)),
             #[cfg(feature = "sqlite")]
-            Fresh::Sqlite(store) => run(text, store),
+            Fresh::Sqlite(store) => run(text, Stores::Sqlite(store)),
             #[cfg(feature = "sqlite")]
             Fresh::Opfs(store, file) => {
                 // The run closes the connection (it owns the store), then
                 // the file goes, whatever the run gave.
-                let transcript = run(text, store);
+                let transcript = run(text, Stores::Sqlite(store));
                 file.remove()?;
                 transcript
             }
             #[cfg(feature = "sqlite")]
-            Fresh::File(store) => run(text, store),
+            Fresh::File(store) => run(text, Stores::File(store)),
         }?;
         let result = Object::new();
         let failures: Array = transcript
@@ -141,7 +141,9 @@ impl Fresh {
     }
 }
 
-fn run<S: Store>(text: &str, store: S) -> Result<inbox_engine::Transcript, JsValue> {
+/// Runs `text` over `store`: one function over [`Stores`], so that the
+/// script runner's engine is in the module once, whatever the store.
+fn run(text: &str, store: Stores) -> Result<inbox_engine::Transcript, JsValue> {
     inbox_engine::run_script(text, store).map_err(|e| {
         js::failure(
             None,

@@ -22,7 +22,7 @@ use inbox_engine::{Store, StoreError, StoreErrorKind};
 use inbox_sqlite::SqliteStore;
 use inbox_sqlite::error::{sql_store_error, store_error};
 use inbox_sqlite::format::is_wal_header;
-use inbox_sqlite::sql::{Flow, Param, Sql};
+use inbox_sqlite::sql::{Flow, Param, Sql, SqlError, SqlRow};
 use inbox_sqlite::store::PORTABLE_PRAGMAS;
 use inbox_sqlite::store::durability::{BUSY_BUDGET, apply_durability, stored_durability};
 use rusqlite::{Connection, MAIN_DB, OpenFlags};
@@ -73,14 +73,63 @@ impl Drop for OpfsFile {
     }
 }
 
+/// The SQLite under a store of this module: the one compiled into it
+/// (rusqlite, in wasm memory or OPFS) or Node's own (`node:sqlite`, the
+/// `file` store). One binding type for both, so that the store's code is in
+/// the module once rather than once per binding.
+pub enum WasmSql {
+    /// SQLite compiled into this module.
+    Wasm(Connection),
+    /// Node's own SQLite.
+    Node(NodeSqlite),
+}
+
+impl Sql for WasmSql {
+    fn execute(&self, sql: &str, params: &[Param<'_>]) -> Result<usize, SqlError> {
+        match self {
+            WasmSql::Wasm(conn) => Sql::execute(conn, sql, params),
+            WasmSql::Node(conn) => Sql::execute(conn, sql, params),
+        }
+    }
+
+    fn each_row(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        row: &mut dyn FnMut(&dyn SqlRow) -> Result<Flow, SqlError>,
+    ) -> Result<(), SqlError> {
+        match self {
+            WasmSql::Wasm(conn) => Sql::each_row(conn, sql, params, row),
+            WasmSql::Node(conn) => Sql::each_row(conn, sql, params, row),
+        }
+    }
+
+    fn execute_batch(&self, sql: &str) -> Result<(), SqlError> {
+        match self {
+            WasmSql::Wasm(conn) => Sql::execute_batch(conn, sql),
+            WasmSql::Node(conn) => Sql::execute_batch(conn, sql),
+        }
+    }
+
+    fn in_transaction(&self) -> bool {
+        match self {
+            WasmSql::Wasm(conn) => Sql::in_transaction(conn),
+            WasmSql::Node(conn) => Sql::in_transaction(conn),
+        }
+    }
+}
+
+/// The store of this module, over either SQLite ([`WasmSql`]).
+pub type WasmStore = SqliteStore<WasmSql>;
+
 /// A new database in wasm memory, or a copy of `bytes`.
-pub fn open_in_memory(bytes: Option<&[u8]>) -> Result<SqliteStore, JsValue> {
+pub fn open_in_memory(bytes: Option<&[u8]>) -> Result<WasmStore, JsValue> {
     let mut conn =
         Connection::open_in_memory().map_err(|e| js::store_failure(store_error(e, ":memory:")))?;
     if let Some(bytes) = bytes {
         import(&mut conn, bytes)?;
     }
-    prepare(conn, ":memory:")
+    prepare(WasmSql::Wasm(conn), ":memory:")
 }
 
 impl OpfsFile {
@@ -130,18 +179,18 @@ enum Existing {
 }
 
 /// The database `path` in this origin's OPFS, created if new.
-pub async fn open_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
+pub async fn open_opfs(path: &str) -> Result<(WasmStore, OpfsFile), JsValue> {
     opfs(path, Existing::Open).await
 }
 
 /// A new database `path` in this origin's OPFS, for a run that must start
 /// empty (`runScriptOn`): refused when the pool already holds that name (or
 /// a journal of it), which is left untouched.
-pub async fn create_opfs(path: &str) -> Result<(SqliteStore, OpfsFile), JsValue> {
+pub async fn create_opfs(path: &str) -> Result<(WasmStore, OpfsFile), JsValue> {
     opfs(path, Existing::Refuse).await
 }
 
-async fn opfs(path: &str, existing: Existing) -> Result<(SqliteStore, OpfsFile), JsValue> {
+async fn opfs(path: &str, existing: Existing) -> Result<(WasmStore, OpfsFile), JsValue> {
     let location = format!("opfs:{path}");
     if OPEN.with(|open| open.borrow().contains(path)) {
         return Err(js::store_failure(StoreError::other(format!(
@@ -192,13 +241,12 @@ async fn opfs(path: &str, existing: Existing) -> Result<(SqliteStore, OpfsFile),
     // or worker dying; the last ones may not survive a power loss.
     conn.execute_batch("PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = NORMAL;")
         .map_err(error)?;
-    let store = prepare(conn, &location)?;
     // A database created before this setting (or imported) may still use a
     // rollback journal; switching is a no-op for one in WAL mode.
-    let _mode: String = store
-        .connection()
+    let _mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
         .map_err(error)?;
+    let store = prepare(WasmSql::Wasm(conn), &location)?;
     Ok((store, file))
 }
 
@@ -206,7 +254,7 @@ async fn opfs(path: &str, existing: Existing) -> Result<(SqliteStore, OpfsFile),
 /// client (Node only): opened with Node's own SQLite, so the file, its WAL
 /// and their locks are SQLite's alone (see [`crate::node_sqlite`]). A file
 /// that does not exist yet is created, owner-only, as a new inbox database.
-pub fn open_file(path: &str) -> Result<SqliteStore<NodeSqlite>, JsValue> {
+pub fn open_file(path: &str) -> Result<WasmStore, JsValue> {
     let failure = |message: String| js::store_failure(StoreError::other(message));
     // Before anything is made on disk: a runtime that cannot open it
     // leaves no empty file behind.
@@ -217,7 +265,7 @@ pub fn open_file(path: &str) -> Result<SqliteStore<NodeSqlite>, JsValue> {
     let busy_ms = u32::try_from(BUSY_BUDGET.as_millis()).unwrap_or(u32::MAX);
     let conn = NodeSqlite::open(&sqlite, &path, busy_ms)
         .map_err(|e| js::store_failure(sql_store_error(&e, &path)))?;
-    let store = prepare(conn, &path)?;
+    let store = prepare(WasmSql::Node(conn), &path)?;
     stored_durability(&store)
         .and_then(|durability| apply_durability(&store, durability))
         .map_err(js::store_failure)?;
@@ -229,7 +277,7 @@ pub fn open_file(path: &str) -> Result<SqliteStore<NodeSqlite>, JsValue> {
 /// bytes in it, or a `-wal` or `-journal` beside it), which is left
 /// untouched; an empty file (as `mkstemp` makes) is taken. The database
 /// stays when the run ends, for the CLI (`inbox --db FILE`) to look at.
-pub fn create_file(path: &str) -> Result<SqliteStore<NodeSqlite>, JsValue> {
+pub fn create_file(path: &str) -> Result<WasmStore, JsValue> {
     let failure = |message: String| js::store_failure(StoreError::other(message));
     NodeSqlite::runtime().map_err(failure)?;
     let files = NodeFiles::new().map_err(failure)?;
@@ -249,12 +297,14 @@ pub fn create_file(path: &str) -> Result<SqliteStore<NodeSqlite>, JsValue> {
 }
 
 /// The whole database as the bytes of a file the native CLI opens.
-pub fn export(store: &mut SqliteStore) -> Result<Vec<u8>, JsValue> {
+pub fn export(store: &mut WasmStore) -> Result<Vec<u8>, JsValue> {
     let location = store.location().to_owned();
-    let data = store
-        .connection_mut()
-        .serialize(MAIN_DB)
-        .map_err(|e| js::store_failure(store_error(e, &location)))?;
+    let data = match store.connection_mut() {
+        WasmSql::Wasm(conn) => conn
+            .serialize(MAIN_DB)
+            .map_err(|e| js::store_failure(store_error(e, &location)))?,
+        WasmSql::Node(_) => return export_file(store),
+    };
     let mut bytes = data.to_vec();
     self_contained(&mut bytes);
     Ok(bytes)
@@ -291,7 +341,7 @@ pub fn data_version<C: Sql>(store: &SqliteStore<C>) -> Result<i64, StoreError> {
 /// A self-contained copy of the `file` store's database, as bytes: SQLite
 /// writes it (`VACUUM INTO`) in a private scratch folder, whose file is read
 /// back and removed.
-pub fn export_file(store: &SqliteStore<NodeSqlite>) -> Result<Vec<u8>, JsValue> {
+pub fn export_file(store: &WasmStore) -> Result<Vec<u8>, JsValue> {
     let failure = |message: String| js::store_failure(StoreError::other(message));
     let files = NodeFiles::new().map_err(failure)?;
     let mut bytes = files
