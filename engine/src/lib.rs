@@ -74,7 +74,11 @@ pub use engine::Engine;
 pub use error::{EngineError, ErrorCode, StoreError, StoreErrorKind};
 pub use ids::{IdKind, IdSource, SequentialIds, UlidIds};
 pub use memory::MemoryStore;
-pub use model::*;
+pub use model::{
+    Agent, AgentRegistration, AgentTokens, Artifact, Event, EventId, EventType, IdempotencyRecord,
+    JsonObject, Kind, Lease, LeaseToken, Message, Presence, Priority, ReadCursor, Settings, Status,
+    Thread,
+};
 pub use script::{Script, ScriptError, Transcript, run_script};
 pub use store::{Store, StoreInfo, ThreadState, TxMode};
 pub use time::{Clock, ManualClock, Timestamp, TimestampError};

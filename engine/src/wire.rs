@@ -23,12 +23,24 @@ use crate::error::{EngineError, ErrorCode};
 use crate::model::{
     Event, EventId, Kind, Lease, LeaseToken, Message, Priority, ReadCursor, Status, Thread,
 };
-pub use crate::orch::wire::*;
+pub use crate::orch::wire::{
+    CouncilOutput, CouncilShowOutput, DispatchOutput, Dispatched, OrchCouncilRequest,
+    OrchCouncilShowRequest, OrchDispatchRequest, OrchPlanRequest, OrchReadyRequest,
+    OrchReconcileRequest, OrchRunCancelRequest, OrchRunCreateRequest, OrchRunListRequest,
+    OrchStatusRequest, OrchTaskAddRequest, OrchTaskRequest, OrchTaskShowRequest, OrchWaitOutput,
+    OrchWaitRequest, OrchWorktreeGcRequest, OrchWorktreeListRequest, PlanOutput, ReconcileOutput,
+    Refused, RunOutput, RunsOutput, StatusOutput, TaskLine, TaskOutput, TaskShowOutput, TaskSpec,
+    TaskView, TasksOutput, WorktreeGcOutput, WorktreeView, WorktreesOutput,
+};
 
 mod agents;
-pub use agents::*;
+pub use agents::{
+    AgentListRequest, AgentOutput, AgentRegisterRequest, AgentUnregisterRequest, AgentView,
+    AgentsOutput, MailboxMessage, MailboxOutput, MarkReadOutput, MarkReadRequest, ReadRequest,
+    RoleView,
+};
 mod settings;
-pub use settings::*;
+pub use settings::{GcOutput, GcReason, GcRequest, RemovedThread, SettingsOutput, SettingsRequest};
 
 /// The version of this wire format. Bumped only for incompatible changes;
 /// adding an optional request field or a response field is compatible.
