@@ -24,8 +24,7 @@ use crate::validate;
 pub const ADDRESS_GRAMMAR: &str =
     "an agent name (or `agent:NAME`), `role:NAME`, `broadcast` or `broadcast:role:NAME`";
 
-/// The address `broadcast`, reserved: no agent may take it as a name.
-pub const BROADCAST: &str = "broadcast";
+pub use crate::validate::BROADCAST;
 
 /// A parsed address.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

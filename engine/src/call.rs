@@ -15,8 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::command::{Effect, Request};
 use crate::error::EngineError;
-use crate::validate;
-use crate::wire::Response;
+use crate::response::Response;
 
 /// The envelope field that carries an idempotency key.
 pub const IDEMPOTENCY_KEY: &str = "idempotency_key";
@@ -160,7 +159,7 @@ impl Envelope {
                 EngineError::InvalidRequest {
                     message: format!(
                         "`{field}`: expected a string, got {}",
-                        validate::json_type(&other)
+                        crate::model::json_type(&other)
                     ),
                 },
             ))),

@@ -28,6 +28,7 @@ mod looking;
 mod orch;
 mod orch_council;
 mod orch_steps;
+mod premade;
 mod reads;
 mod retention;
 mod starting;
@@ -37,11 +38,13 @@ mod writes;
 
 use crate::call::Call;
 use crate::command::Effect;
+use crate::command::{Output, Request};
 use crate::error::EngineError;
 use crate::ids::IdSource;
 use crate::model::Kind;
 use crate::orch::model::{AttemptStatus, Worktree};
 use crate::orch::workspace::{self, Place, Workspace};
+use crate::response::Response;
 use crate::store::{Store, TxMode};
 use crate::time::{Clock, Timestamp};
 use crate::wire::*;
@@ -74,7 +77,7 @@ pub struct Engine<S, C, I> {
     /// Worktrees made for the next write before it began, each with its
     /// attempt's reservation (see `starting`): what the write does not
     /// take is undone when the command ends.
-    premade: worktrees::Premades,
+    premade: premade::Premades,
     /// The write that runs next was prepared by `starting`.
     starting: bool,
     /// The last write needed a worktree that was not made first.
@@ -95,7 +98,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
             caller: None,
             ahead: None,
             workspace: None,
-            premade: worktrees::Premades::default(),
+            premade: premade::Premades::default(),
             starting: false,
             unmade: false,
             stale_seen: false,
@@ -351,7 +354,7 @@ impl<S: Store, C: Clock, I: IdSource> Engine<S, C, I> {
                 preview: true,
                 taken: Vec::new(),
                 ended: Vec::new(),
-                premade: worktrees::Premades::default(),
+                premade: premade::Premades::default(),
                 starting: false,
                 unmade: false,
                 agent_token: None,

@@ -53,12 +53,14 @@
 pub mod address;
 pub mod call;
 pub mod command;
+mod decode;
 pub mod engine;
 pub mod error;
 pub mod ids;
 pub mod memory;
 pub mod model;
 pub mod orch;
+pub mod response;
 pub mod rules;
 pub mod script;
 pub mod store;
@@ -70,6 +72,7 @@ pub mod wire;
 
 pub use call::Call;
 pub use command::{Command, Effect};
+pub use command::{Output, Request};
 pub use engine::Engine;
 pub use error::{EngineError, ErrorCode, StoreError, StoreErrorKind};
 pub use ids::{IdKind, IdSource, SequentialIds, UlidIds};
@@ -79,9 +82,9 @@ pub use model::{
     JsonObject, Kind, Lease, LeaseToken, Message, Presence, Priority, ReadCursor, Settings, Status,
     Thread,
 };
+pub use response::Response;
 pub use script::{Script, ScriptError, Transcript, run_script};
 pub use store::{Store, StoreInfo, ThreadState, TxMode};
 pub use time::{Clock, ManualClock, Timestamp, TimestampError};
 pub use vocabulary::Vocabulary;
 pub use wait::{Executor, WaitStep, Waiter};
-pub use wire::{Output, Request, Response};

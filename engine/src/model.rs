@@ -15,6 +15,18 @@ use crate::vocabulary::vocabulary;
 /// A JSON object: the shape of every `payload` and artifact `metadata`.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;
 
+/// How an error message names a JSON value's type ("an array").
+pub fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 /// Position in the event stream. Event ids start at 1 and strictly increase
 /// in commit order; 0 means "before the first event".
 #[cfg_attr(feature = "typescript", tsify::declare)]

@@ -20,6 +20,9 @@ pub const SYSTEM_AGENT: &str = "inbox";
 /// use it either.
 pub const ORCH_AGENT: &str = "orch";
 
+/// The address `broadcast`, reserved: no agent may take it as a name.
+pub const BROADCAST: &str = "broadcast";
+
 /// Agent names, run ids and task ids: at most this many bytes.
 pub const NAME_MAX_BYTES: usize = 128;
 /// Thread subjects: at most this many characters, one line.
@@ -84,7 +87,7 @@ pub fn agent<'a>(field: &str, value: &'a Option<String>) -> Result<&'a str, Engi
             format!("`{name}` is reserved for the engine's own messages; pick another agent name"),
         ));
     }
-    if name == crate::address::BROADCAST {
+    if name == BROADCAST {
         return Err(EngineError::invalid(
             field,
             "`broadcast` is the address of every agent, not a name; pick another agent name",
@@ -253,7 +256,7 @@ pub fn object(
         Some(other) => {
             return Err(EngineError::InvalidPayload {
                 field: field.to_owned(),
-                problem: format!("got {}", json_type(&other)),
+                problem: format!("got {}", crate::model::json_type(&other)),
             });
         }
     };
@@ -300,22 +303,10 @@ pub fn parse_json_object(field: &str, text: &str) -> Result<serde_json::Value, E
     if !value.is_object() {
         return Err(EngineError::InvalidPayload {
             field: field.to_owned(),
-            problem: format!("got {}", json_type(&value)),
+            problem: format!("got {}", crate::model::json_type(&value)),
         });
     }
     Ok(value)
-}
-
-/// How an error message names a JSON value's type ("an array").
-pub fn json_type(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
-    }
 }
 
 /// Artifacts to attach, checked and ready to receive ids.

@@ -20,16 +20,17 @@ use std::time::Duration;
 
 use crate::call::Call;
 use crate::command::{Command, Effect};
+use crate::command::{Output, Request};
 use crate::engine::Engine;
 use crate::error::ErrorCode;
 use crate::ids::IdSource;
 use crate::model::Lease;
+use crate::response::Response;
 use crate::store::Store;
 use crate::time::{Clock, Timestamp};
 use crate::validate;
 use crate::wire::{
-    OrchWaitRequest, Output, RenewRequest, Request, Response, SweepRequest, ThreadView,
-    WaitReplyRequest, WatchRequest,
+    OrchWaitRequest, RenewRequest, SweepRequest, ThreadView, WaitReplyRequest, WatchRequest,
 };
 
 /// Anything that executes requests and tells the time: an [`Engine`], or a

@@ -10,9 +10,9 @@
 //! only names reads; it must never decide anything, and a store that
 //! ignores it must answer the same.
 
+use crate::command::Request;
 use crate::model::Status;
 use crate::store::{AgentQuery, ReadAhead, ThreadOrder, ThreadQuery};
-use crate::wire::Request;
 
 /// The query of [`super::tx::Tx::registered`]: the agent of that name.
 pub(super) fn registered_query(name: &str) -> AgentQuery {

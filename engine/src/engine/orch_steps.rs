@@ -809,7 +809,7 @@ impl<S: Store, I: IdSource> Tx<'_, S, I> {
                         if let Some(r) = mine.min_by_key(|r| r.reserved_at) {
                             let at = r
                                 .reserved_at
-                                .plus_millis(super::worktrees::RESERVATION_MILLIS);
+                                .plus_millis(super::premade::RESERVATION_MILLIS);
                             next_due = Some(next_due.map_or(at, |d| d.min(at)));
                         }
                     }

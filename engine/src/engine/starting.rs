@@ -34,7 +34,7 @@
 //! handlers do, in the preview and in the write alike.
 //!
 //! [`Run::reservations`]: crate::orch::model::Run::reservations
-//! [`RESERVATION_MILLIS`]: super::worktrees::RESERVATION_MILLIS
+//! [`RESERVATION_MILLIS`]: super::premade::RESERVATION_MILLIS
 
 use crate::error::{EngineError, StoreError, StoreErrorKind};
 use crate::ids::IdSource;
@@ -44,8 +44,9 @@ use crate::store::{Store, TxMode};
 use crate::time::Clock;
 
 use super::Engine;
+use super::premade::{Key, WorktreePlan};
 use super::tx::Tx;
-use super::worktrees::{self, Key, Looks, WorktreePlan};
+use super::worktrees::{self, Looks};
 
 /// Most times the steps run for one command: each pass makes what the run's
 /// changes since the last one call for.

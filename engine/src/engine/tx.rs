@@ -38,14 +38,14 @@ pub(super) struct Tx<'a, S, I> {
     pub(super) preview: bool,
     /// The worktrees made before this transaction that it took for the
     /// attempts it started: back to the engine if it rolls back.
-    pub(super) taken: Vec<(super::worktrees::Key, super::worktrees::Premade)>,
+    pub(super) taken: Vec<(super::premade::Key, super::premade::Premade)>,
     /// Worktrees of attempts ended in this transaction: tidied once it
     /// commits.
     pub(super) ended: Vec<(Worktree, Place, AttemptStatus)>,
     /// Worktrees made before this transaction began, for the attempts it
     /// starts: git never runs while it holds the lock (see
     /// `super::starting`).
-    pub(super) premade: super::worktrees::Premades,
+    pub(super) premade: super::premade::Premades,
     /// This write was prepared for the attempts it starts (their worktrees
     /// made first); any other write leaves a retry that came due and needs
     /// a worktree for the next that is.
@@ -60,8 +60,8 @@ pub(super) struct Tx<'a, S, I> {
     /// git to make before the write that starts them, and the reservations
     /// on its runs whose command has gone, to undo first (see
     /// `super::starting`).
-    pub(super) planned: Vec<super::worktrees::WorktreePlan>,
-    pub(super) stale: Vec<(super::worktrees::Key, Worktree, Place)>,
+    pub(super) planned: Vec<super::premade::WorktreePlan>,
+    pub(super) stale: Vec<(super::premade::Key, Worktree, Place)>,
 }
 
 /// What a command changes besides the thread record: one event, and maybe

@@ -238,7 +238,7 @@ fn refuse<T>(path: &str, problem: impl Into<String>) -> Read<T> {
 fn shown(value: &Value) -> String {
     match value {
         Value::String(text) => format!("{text:?}"),
-        other => crate::validate::json_type(other).to_owned(),
+        other => crate::model::json_type(other).to_owned(),
     }
 }
 

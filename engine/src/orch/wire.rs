@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ErrorCode;
 use crate::model::{EventId, Message, Priority};
 use crate::time::Timestamp;
-use crate::wire::{Found, ThreadView};
+use crate::wire::view::{Found, ThreadView};
 
 use super::council_report::CouncilReport;
 use super::model::{Attempt, AttemptStatus, OrchEvent, Run, RunStatus, Task, TaskStatus, Worktree};

@@ -21,7 +21,7 @@
 
 use std::fmt::Write as _;
 
-use super::parse::Lexer;
+use super::lex::Lexer;
 
 /// Everything written after a step's `=>`.
 #[derive(Clone, Debug, PartialEq)]

@@ -45,6 +45,7 @@
 //! [`Store`]: crate::Store
 
 mod expect;
+mod lex;
 mod parse;
 mod run;
 

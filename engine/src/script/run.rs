@@ -14,10 +14,10 @@ use crate::ids::SequentialIds;
 use crate::model::{EventId, Thread};
 use crate::orch::model::OrchEvent;
 use crate::orch::query::OrchEventQuery;
+use crate::response::Response;
 use crate::store::{AgentQuery, EventQuery, Store, ThreadOrder, ThreadQuery, ThreadState, TxMode};
 use crate::time::{ManualClock, Timestamp};
 use crate::wait::{WaitStep, Waiter};
-use crate::wire::Response;
 
 use super::expect::{Expectation, problems};
 use super::parse::{Script, Step, StepAction};

@@ -386,7 +386,7 @@ fn from_json(value: &Json) -> Result<Value, String> {
         },
         other => Err(format!(
             "a column's value is null, a number, a string or {{\"blob\": \"<hex>\"}}, not {}",
-            inbox_engine::validate::json_type(other)
+            inbox_engine::model::json_type(other)
         )),
     }
 }
