@@ -70,9 +70,9 @@ pub struct Cli {
 /// Defines [`Command`], the subcommands, from three lists: the commands the
 /// engine runs (each variant named like the engine's `Request` variant, its
 /// arguments turned into that request's fields by
-/// [`crate::request::Fields`]), groups of them under one word (`agent
+/// [`crate::fields::Fields`]), groups of them under one word (`agent
 /// register`: each subcommand a request named `agent-register`, built by
-/// [`crate::request::Group`]) and the tools that run in the CLI alone.
+/// [`crate::fields::Group`]) and the tools that run in the CLI alone.
 /// The list here is the only list of commands in this crate.
 macro_rules! command_line {
     (
@@ -95,9 +95,9 @@ macro_rules! command_line {
             pub(crate) fn request(
                 self,
                 agent: Option<String>,
-                notes: &mut crate::request::Notes,
+                notes: &mut crate::fields::Notes,
             ) -> Option<Result<inbox_engine::Request, inbox_engine::EngineError>> {
-                use crate::request::{Fields, Group};
+                use crate::fields::{Fields, Group};
                 match self {
                     $(Command::$variant(args) => {
                         Some(args.fields(agent, notes).map(inbox_engine::Request::$variant))

@@ -13,6 +13,7 @@
 pub mod args;
 mod bridge;
 mod daemon;
+mod fields;
 mod generated;
 pub mod interchange;
 mod launch;

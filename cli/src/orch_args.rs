@@ -18,7 +18,8 @@ use inbox_engine::wire::*;
 use inbox_engine::{EngineError, Priority, Request};
 
 use crate::args::{CompletionsArgs, ManArgs, one_of, text};
-use crate::request::{Notes, read_text};
+use crate::fields::Notes;
+use crate::request::read_text;
 use inbox_host_native::Global;
 
 const ROOT_HELP: &str = "\

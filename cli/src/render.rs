@@ -33,6 +33,20 @@ pub(crate) struct Context {
     pub(crate) database: Option<String>,
 }
 
+impl Context {
+    /// The context of a command that reports only which database it used
+    /// (export, import, backup): the line saying which, and why.
+    pub(crate) fn database(db: &inbox_sqlite::DbPath, cwd: &std::path::Path) -> Context {
+        Context {
+            now: Timestamp::from_millis(0),
+            agent: None,
+            new_thread: false,
+            durability: None,
+            database: Some(inbox_host_native::database::database_line(db, cwd)),
+        }
+    }
+}
+
 const DIM: Style = Style::new().dimmed();
 const BOLD: Style = Style::new().bold();
 const ERROR: Style = AnsiColor::Red.on_default().bold();

@@ -20,27 +20,7 @@ use inbox_engine::{EngineError, Request};
 
 use crate::args::*;
 
-/// A notice for the user that does not stop the command (e.g. an artifact
-/// that does not exist yet is recorded without a digest).
-pub(crate) type Notes = Vec<String>;
-
-/// One command's arguments turned into its request's fields: the host's
-/// share of input handling (files read, artifacts described), with every
-/// value passed on as given for the engine to judge.
-pub(crate) trait Fields {
-    /// The request's field record.
-    type Fields;
-
-    /// The fields; `agent` is the global `--agent` (or `$INBOX_AGENT`).
-    fn fields(self, agent: Option<String>, notes: &mut Notes) -> Result<Self::Fields, EngineError>;
-}
-
-/// A group of commands under one word (`agent register`): its subcommand
-/// picks the request.
-pub(crate) trait Group {
-    /// The request; `agent` is the global `--agent` (or `$INBOX_AGENT`).
-    fn request(self, agent: Option<String>, notes: &mut Notes) -> Result<Request, EngineError>;
-}
+use crate::fields::{Fields, Group, Notes};
 
 impl Group for AgentArgs {
     fn request(self, agent: Option<String>, _: &mut Notes) -> Result<Request, EngineError> {

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use inbox_engine::{EngineError, ErrorCode, Response};
 use inbox_sqlite::transfer::{self, TransferError};
-use inbox_sqlite::{DbPath, SqliteStore, open};
+use inbox_sqlite::{SqliteStore, open};
 
 use crate::args::{ExportArgs, ImportArgs};
 use crate::{output, render};
@@ -26,7 +26,7 @@ pub(crate) fn export(global: &Global, args: &ExportArgs) -> u8 {
         return crate::interchange::export(global, args);
     };
     let (db, cwd) = inbox_host_native::database::resolve_db(global);
-    let context = context(&db, &cwd);
+    let context = render::Context::database(&db, &cwd);
     let result = open::open_existing(&db.path, None)
         .map_err(TransferError::Store)
         .and_then(|(store, _)| transfer::export(&store, sqlite, args.force));
@@ -61,7 +61,7 @@ pub(crate) fn import(global: &Global, args: &ImportArgs) -> u8 {
         (None, None) => return crate::interchange::import(global, args, Path::new("-")),
     };
     let (db, cwd) = inbox_host_native::database::resolve_db(global);
-    let context = context(&db, &cwd);
+    let context = render::Context::database(&db, &cwd);
     let now = backup_stamp();
     let result = open::init(&db.path, None)
         .map_err(TransferError::Store)
@@ -95,17 +95,6 @@ pub(crate) fn import(global: &Global, args: &ImportArgs) -> u8 {
             report("import", global.json, fields, human, &context, &db.notes)
         }
         Err(error) => refuse("import", error, global.json, &context, &db.notes),
-    }
-}
-
-/// The context a transfer's report is rendered in: the database line.
-pub(crate) fn context(db: &DbPath, cwd: &Path) -> render::Context {
-    render::Context {
-        now: inbox_engine::Timestamp::from_millis(0),
-        agent: None,
-        new_thread: false,
-        durability: None,
-        database: Some(inbox_host_native::database::database_line(db, cwd)),
     }
 }
 

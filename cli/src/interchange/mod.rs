@@ -146,7 +146,7 @@ struct Exported {
 /// `inbox export [--format F] [FILE|-] [--force]`.
 pub(crate) fn export(global: &Global, args: &ExportArgs) -> u8 {
     let (db, cwd) = inbox_host_native::database::resolve_db(global);
-    let context = crate::transfer::context(&db, &cwd);
+    let context = render::Context::database(&db, &cwd);
     let target = args.file.as_deref().filter(|f| *f != Path::new("-"));
     let result = if target.is_none() && global.json {
         Err(InterchangeError::Usage(
@@ -240,7 +240,7 @@ fn write_lines(
 /// `inbox import [--format F] FILE|-`.
 pub(crate) fn import(global: &Global, args: &ImportArgs, file: &Path) -> u8 {
     let (db, cwd) = inbox_host_native::database::resolve_db(global);
-    let context = crate::transfer::context(&db, &cwd);
+    let context = render::Context::database(&db, &cwd);
     match import_file(global, args.format, file, &db) {
         Ok((fields, human)) => Report {
             json: global.json,
