@@ -539,3 +539,36 @@ pub fn subject_from(body: &str) -> String {
     short.push('…');
     short
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{SUBJECT_MAX_CHARS, subject_from};
+
+    #[test]
+    fn a_subject_is_the_body_s_first_non_blank_line_as_one_plain_line() {
+        assert_eq!(
+            subject_from("\n  \n  Fix the build  \nthen test"),
+            "Fix the build"
+        );
+        assert_eq!(subject_from("a\tb\u{1b}[2Jc"), "a b [2Jc");
+        assert_eq!(subject_from("   \n\t\n"), "");
+    }
+
+    #[test]
+    fn a_long_first_line_is_cut_to_the_subject_limit_with_an_ellipsis() {
+        let exact = "é".repeat(SUBJECT_MAX_CHARS);
+        assert_eq!(
+            subject_from(&exact),
+            exact,
+            "a line at the limit is kept whole"
+        );
+        let long = "é".repeat(SUBJECT_MAX_CHARS + 1);
+        let subject = subject_from(&long);
+        assert_eq!(subject.chars().count(), SUBJECT_MAX_CHARS);
+        assert!(subject.ends_with('…'));
+        assert_eq!(
+            subject.trim_end_matches('…'),
+            "é".repeat(SUBJECT_MAX_CHARS - 1)
+        );
+    }
+}
